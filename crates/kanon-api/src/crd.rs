@@ -1,0 +1,26 @@
+//! The CRD manifests, generated from the types: the single source of `crds/` and the chart.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use crate::{ClusterOverridePolicy, ClusterValidatePolicy, OverridePolicy, ValidatePolicy};
+
+/// The four CRDs, in [`crate::PolicyKind::ALL`] order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        ClusterOverridePolicy::crd(),
+        OverridePolicy::crd(),
+        ClusterValidatePolicy::crd(),
+        ValidatePolicy::crd(),
+    ]
+}
+
+/// The file name a CRD is written to: `<group>_<plural>.yaml`, as controller-gen names them.
+pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
+}
+
+/// One CRD as a YAML document, exactly as committed under `crds/`.
+pub fn crds_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(crd)
+}

@@ -1,0 +1,242 @@
+//! ClusterOverridePolicy and OverridePolicy: mutation.
+
+use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    ConstantValue, FailurePolicy, NumberOrString, Operation, PolicyStatus, ResourceRefer,
+    ResourceSelector, any_json,
+};
+
+/// A cluster-wide mutation policy: its rules patch every object its selectors match.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "policy.kanon.dev",
+    version = "v1alpha1",
+    kind = "ClusterOverridePolicy",
+    shortname = "cop",
+    category = "kanon",
+    status = "PolicyStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterOverridePolicySpec {
+    /// Which objects the policy applies to; OR-ed. Empty: every object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_selectors: Vec<ResourceSelector>,
+    /// Label selector on the namespace of a namespaced object (on a Namespace, on its own
+    /// labels). Cluster-scoped objects are not affected by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// What an evaluation error of this policy does: `Fail` (default) denies, `Ignore` skips
+    /// the policy with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<FailurePolicy>,
+    /// The rules, applied in order.
+    pub override_rules: Vec<OverrideRule>,
+}
+
+/// A namespaced mutation policy: its rules patch objects of its own namespace only.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "policy.kanon.dev",
+    version = "v1alpha1",
+    kind = "OverridePolicy",
+    namespaced,
+    shortname = "op",
+    category = "kanon",
+    status = "PolicyStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct OverridePolicySpec {
+    /// Which objects of the policy's namespace it applies to; OR-ed. Empty: every object of
+    /// the namespace. A selector's `namespace`, if set, must be the policy's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_selectors: Vec<ResourceSelector>,
+    /// What an evaluation error of this policy does: `Fail` (default) denies, `Ignore` skips
+    /// the policy with a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<FailurePolicy>,
+    /// The rules, applied in order.
+    pub override_rules: Vec<OverrideRule>,
+}
+
+/// One mutation rule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverrideRule {
+    /// The operations the rule applies to; `*` or empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_operations: Vec<Operation>,
+    /// What the rule does. Within the block: template, then program, then plaintext.
+    pub overriders: Overriders,
+}
+
+/// The overriders of one rule, run in the order template → program → plaintext, each seeing
+/// the result of the one before.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Overriders {
+    /// A structured rule, rendered once into a rule program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<OverrideTemplate>,
+    /// A rule program (minijinja) that renders a list of RFC 6902 operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// RFC 6902 operations, applied in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plaintext: Vec<PlaintextOverrider>,
+}
+
+/// One RFC 6902 JSON patch operation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlaintextOverrider {
+    /// The operation.
+    pub op: PatchOp,
+    /// JSON pointer to the target (`/metadata/labels/app.kubernetes.io~1name`).
+    pub path: String,
+    /// The value, for `add`, `replace` and `test`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_json")]
+    pub value: Option<serde_json::Value>,
+    /// JSON pointer to the source, for `copy` and `move`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+/// RFC 6902 operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PatchOp {
+    /// Add (or set) a member, or insert into an array.
+    #[default]
+    Add,
+    /// Remove an existing member; an error when it does not exist.
+    Remove,
+    /// Replace an existing member; an error when it does not exist.
+    Replace,
+    /// Copy `from` to `path`.
+    Copy,
+    /// Move `from` to `path`.
+    Move,
+    /// Fail unless the member equals `value`.
+    Test,
+}
+
+impl PatchOp {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PatchOp::Add => "add",
+            PatchOp::Remove => "remove",
+            PatchOp::Replace => "replace",
+            PatchOp::Copy => "copy",
+            PatchOp::Move => "move",
+            PatchOp::Test => "test",
+        }
+    }
+}
+
+/// A structured mutation, rendered once into a rule program.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OverrideTemplate {
+    /// What the template changes.
+    #[serde(rename = "type")]
+    pub type_: OverrideTemplateType,
+    /// `add`, `replace` or `remove`.
+    pub operation: TemplateOperation,
+    /// For `annotations`, `labels` and `nodeSelector`: the key (any key, `/` and `.` included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The value to set; a `stringMap` sets several keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<ConstantValue>,
+    /// Where the value to set comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_ref: Option<ResourceRefer>,
+    /// For `resources`: the requests and limits to set (or, with `remove`, whose keys to
+    /// remove).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// For `resourcesOversell`: request = limit × factor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources_oversell: Option<ResourcesOversell>,
+    /// For `tolerations`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// For `affinity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Containers the template applies to (`resources`, `resourcesOversell`); empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub container_names: Vec<String>,
+}
+
+/// Override template types.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum OverrideTemplateType {
+    /// `metadata.annotations`.
+    #[default]
+    Annotations,
+    /// `metadata.labels`.
+    Labels,
+    /// The pod spec's `nodeSelector`.
+    NodeSelector,
+    /// Containers' `resources`.
+    Resources,
+    /// Containers' requests derived from their limits.
+    ResourcesOversell,
+    /// The pod spec's `tolerations`.
+    Tolerations,
+    /// The pod spec's `affinity`.
+    Affinity,
+}
+
+/// Template operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum TemplateOperation {
+    /// Set (maps) or insert (lists).
+    #[default]
+    Add,
+    /// Set (maps) or replace the matching entries (lists).
+    Replace,
+    /// Delete the key or the matching entries, if present.
+    Remove,
+}
+
+/// Factors for `resourcesOversell`, each strictly between 0 and 1, written as a number or a
+/// string (`"0.5"`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesOversell {
+    /// `requests.cpu = limits.cpu × cpuFactor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::number_or_string")]
+    pub cpu_factor: Option<NumberOrString>,
+    /// `requests.memory = limits.memory × memoryFactor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::number_or_string")]
+    pub memory_factor: Option<NumberOrString>,
+    /// `requests.ephemeral-storage = limits.ephemeral-storage × diskFactor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::common::number_or_string")]
+    pub disk_factor: Option<NumberOrString>,
+}

@@ -1,0 +1,158 @@
+//! Parsing of YAML and JSON text into JSON documents, with errors that name the source and line.
+
+use serde_json::Value;
+
+/// A document that could not be parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    /// The text is not valid YAML (or JSON).
+    #[error("{source_name}: invalid YAML{location}: {message}")]
+    Yaml {
+        /// Where the text came from (a file path).
+        source_name: String,
+        /// ` at line L column C`, when known.
+        location: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// The text is not valid JSON.
+    #[error("{source_name}: invalid JSON at line {line} column {column}: {message}")]
+    Json {
+        /// Where the text came from (a file path).
+        source_name: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A document is not a mapping (e.g. a bare string or list).
+    #[error("{source_name}: document {index} is not an object (found {found})")]
+    NotAnObject {
+        /// Where the text came from.
+        source_name: String,
+        /// 1-based position of the document in the text.
+        index: usize,
+        /// The JSON type found instead.
+        found: &'static str,
+    },
+}
+
+/// The JSON type name of a value, for messages.
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Parses every document in `text`: multi-document YAML (`---` separated) or, when `json` is
+/// set, one JSON value. Empty documents are skipped; `kind: List` documents are expanded into
+/// their `items`. Every document must be an object.
+pub fn parse_documents(text: &str, source_name: &str, json: bool) -> Result<Vec<Value>, DocumentError> {
+    let raw: Vec<Value> = if json {
+        let value: Value = serde_json::from_str(text).map_err(|e| DocumentError::Json {
+            source_name: source_name.to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_location(&e.to_string()),
+        })?;
+        match value {
+            // A JSON array of objects is a common way to hand over several objects.
+            Value::Array(items) => items,
+            other => vec![other],
+        }
+    } else {
+        serde_saphyr::from_multiple::<Value>(text).map_err(|e| DocumentError::Yaml {
+            source_name: source_name.to_string(),
+            location: e
+                .location()
+                .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+                .unwrap_or_default(),
+            message: e.to_string(),
+        })?
+    };
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, doc) in raw.into_iter().enumerate() {
+        match doc {
+            Value::Null => {}
+            Value::Object(mut map) => {
+                let is_list = map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
+                    && map.get("items").is_some_and(Value::is_array);
+                if is_list {
+                    if let Some(Value::Array(items)) = map.remove("items") {
+                        for item in items {
+                            if !item.is_object() {
+                                return Err(DocumentError::NotAnObject {
+                                    source_name: source_name.to_string(),
+                                    index: i + 1,
+                                    found: type_name(&item),
+                                });
+                            }
+                            out.push(item);
+                        }
+                    }
+                } else {
+                    out.push(Value::Object(map));
+                }
+            }
+            other => {
+                return Err(DocumentError::NotAnObject {
+                    source_name: source_name.to_string(),
+                    index: i + 1,
+                    found: type_name(&other),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// serde_json appends " at line L column C" to its messages; the error says it already.
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(at) => message[..at].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_multi_document_skips_empty_and_expands_lists() {
+        let text = "a: 1\n---\n---\nkind: List\napiVersion: v1\nitems:\n- b: 2\n- c: 3\n";
+        let docs = parse_documents(text, "x.yaml", false).unwrap();
+        assert_eq!(docs, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": 2}), serde_json::json!({"c": 3})]);
+    }
+
+    #[test]
+    fn bad_yaml_names_file_and_line() {
+        let err = parse_documents("a: 1\nb: [1, 2\nc: 3\n", "bad.yaml", false).unwrap_err().to_string();
+        assert!(err.starts_with("bad.yaml: invalid YAML at line "), "{err}");
+    }
+
+    #[test]
+    fn bad_json_names_file_line_and_column() {
+        let err = parse_documents("{\n  \"a\": ,\n}", "bad.json", true).unwrap_err().to_string();
+        assert!(err.starts_with("bad.json: invalid JSON at line 2 column"), "{err}");
+    }
+
+    #[test]
+    fn scalar_document_is_rejected() {
+        let err = parse_documents("just a string\n", "s.yaml", false).unwrap_err().to_string();
+        assert_eq!(err, "s.yaml: document 1 is not an object (found string)");
+    }
+
+    #[test]
+    fn json_array_gives_one_document_per_item() {
+        let docs = parse_documents("[{\"a\":1},{\"b\":2}]", "x.json", true).unwrap();
+        assert_eq!(docs.len(), 2);
+    }
+}

@@ -1,0 +1,166 @@
+//! The compiled policy set and its index: built once per policy change, it hands each request
+//! the policies that can select its type, in evaluation order, so that the cost of a request
+//! depends on the policies for its kind and namespace, not on all policies.
+
+use std::collections::HashMap;
+
+use kanon_api::PolicyKind;
+
+use crate::policy::{CompiledPolicy, PolicyId};
+
+/// Two policies with the same identity were given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is defined more than once")]
+pub struct DuplicatePolicy(pub String);
+
+/// Candidates by type: `apiVersion` → `kind` → policy positions (already merged with `any`),
+/// and the policies whose selectors accept every type.
+#[derive(Debug, Default)]
+struct TypeIndex {
+    by_type: HashMap<String, HashMap<String, Vec<u32>>>,
+    any: Vec<u32>,
+}
+
+impl TypeIndex {
+    fn candidates(&self, api_version: &str, kind: &str) -> &[u32] {
+        self.by_type
+            .get(api_version)
+            .and_then(|kinds| kinds.get(kind))
+            .map_or(self.any.as_slice(), Vec::as_slice)
+    }
+
+    /// Builds the index from `(position, policy)` pairs given in evaluation order.
+    fn build<'a>(entries: impl Iterator<Item = (u32, &'a CompiledPolicy)>) -> Self {
+        let mut index = TypeIndex::default();
+        let mut typed: Vec<(u32, &CompiledPolicy)> = Vec::new();
+        for (pos, policy) in entries {
+            if policy.selectors.is_empty() {
+                index.any.push(pos);
+            } else {
+                typed.push((pos, policy));
+            }
+        }
+        for (pos, policy) in typed {
+            for s in &policy.selectors {
+                let list = index
+                    .by_type
+                    .entry(s.api_version.clone())
+                    .or_default()
+                    .entry(s.kind.clone())
+                    .or_default();
+                if list.last() != Some(&pos) {
+                    list.push(pos);
+                }
+            }
+        }
+        // Merge the any-type policies into every typed list, keeping evaluation order.
+        for kinds in index.by_type.values_mut() {
+            for list in kinds.values_mut() {
+                list.extend_from_slice(&index.any);
+                list.sort_unstable();
+                list.dedup();
+            }
+        }
+        index
+    }
+}
+
+/// The policies of one webhook (override or validate): cluster-wide, then per namespace.
+#[derive(Debug, Default)]
+struct WebhookIndex {
+    cluster: TypeIndex,
+    namespaced: HashMap<String, TypeIndex>,
+}
+
+impl WebhookIndex {
+    fn build(policies: &[CompiledPolicy], cluster_kind: PolicyKind, namespaced_kind: PolicyKind) -> Self {
+        let positioned = || policies.iter().enumerate().map(|(i, p)| (i as u32, p));
+        let cluster = TypeIndex::build(positioned().filter(|(_, p)| p.id.kind == cluster_kind));
+        let mut by_namespace: HashMap<&str, Vec<(u32, &CompiledPolicy)>> = HashMap::new();
+        for (pos, p) in positioned().filter(|(_, p)| p.id.kind == namespaced_kind) {
+            by_namespace.entry(p.id.namespace.as_deref().unwrap_or_default()).or_default().push((pos, p));
+        }
+        let namespaced = by_namespace
+            .into_iter()
+            .map(|(ns, entries)| (ns.to_string(), TypeIndex::build(entries.into_iter())))
+            .collect();
+        WebhookIndex { cluster, namespaced }
+    }
+
+    fn candidates<'a>(&'a self, api_version: &str, kind: &str, namespace: Option<&str>) -> impl Iterator<Item = u32> + use<'a> {
+        let cluster = self.cluster.candidates(api_version, kind);
+        let namespaced = namespace
+            .and_then(|ns| self.namespaced.get(ns))
+            .map_or(&[][..], |idx| idx.candidates(api_version, kind));
+        cluster.iter().chain(namespaced.iter()).copied()
+    }
+}
+
+/// An immutable, compiled set of policies with its index. Swap it whole when policies change.
+#[derive(Debug, Default)]
+pub struct PolicySet {
+    policies: Vec<CompiledPolicy>,
+    overrides: WebhookIndex,
+    validates: WebhookIndex,
+}
+
+impl PolicySet {
+    /// Builds the set. Policies are ordered by kind (ClusterOverridePolicy, OverridePolicy,
+    /// ClusterValidatePolicy, ValidatePolicy), then namespace, then name; that order is the
+    /// evaluation order.
+    pub fn build(mut policies: Vec<CompiledPolicy>) -> Result<Self, DuplicatePolicy> {
+        policies.sort_by(|a, b| a.id.cmp(&b.id));
+        if let Some(pair) = policies.windows(2).find(|w| w[0].id == w[1].id) {
+            return Err(DuplicatePolicy(pair[0].id.to_string()));
+        }
+        let overrides = WebhookIndex::build(&policies, PolicyKind::ClusterOverridePolicy, PolicyKind::OverridePolicy);
+        let validates = WebhookIndex::build(&policies, PolicyKind::ClusterValidatePolicy, PolicyKind::ValidatePolicy);
+        Ok(PolicySet { policies, overrides, validates })
+    }
+
+    /// Every policy, in evaluation order.
+    pub fn policies(&self) -> &[CompiledPolicy] {
+        &self.policies
+    }
+
+    /// Number of policies.
+    pub fn len(&self) -> usize {
+        self.policies.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+
+    /// A policy by identity.
+    pub fn get(&self, id: &PolicyId) -> Option<&CompiledPolicy> {
+        self.policies.binary_search_by(|p| p.id.cmp(id)).ok().map(|i| &self.policies[i])
+    }
+
+    /// Override policies that may select an object of this type in this namespace, in
+    /// evaluation order (the selectors still have to be checked).
+    pub fn override_candidates<'a>(
+        &'a self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        self.overrides
+            .candidates(api_version, kind, namespace)
+            .map(|i| &self.policies[i as usize])
+    }
+
+    /// Validate policies that may select an object of this type in this namespace, in
+    /// evaluation order.
+    pub fn validate_candidates<'a>(
+        &'a self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        self.validates
+            .candidates(api_version, kind, namespace)
+            .map(|i| &self.policies[i as usize])
+    }
+}

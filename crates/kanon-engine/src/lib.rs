@@ -1,0 +1,37 @@
+//! kanon's policy engine: pure functions from policies and an admission request to a
+//! decision. No network, no clock, no global state: cluster objects come through the
+//! [`Lookup`] trait, so every behaviour is testable with plain data.
+//!
+//! The path of one request: [`PolicyObject::decode`] and [`compile`] turn policy documents
+//! into [`CompiledPolicy`]s once per change; [`PolicySet::build`] orders and indexes them;
+//! [`Request`] describes the admission request; [`PolicySet::mutate`],
+//! [`PolicySet::validate`] and [`PolicySet::review`] produce a [`Decision`].
+
+pub mod decision;
+pub mod document;
+pub mod error;
+pub mod index;
+pub mod lookup;
+pub mod plaintext;
+pub mod pointer;
+pub mod policy;
+pub mod request;
+pub mod selector;
+
+pub use decision::Decision;
+pub use document::{DocumentError, parse_documents};
+pub use error::{FieldError, InvalidPolicy};
+pub use index::{DuplicatePolicy, PolicySet};
+pub use lookup::{Lookup, LookupError, NoObjects, ObjectStore};
+pub use policy::{CompiledPolicy, PolicyId, PolicyObject, compile, policy_kind_of};
+pub use request::{Request, RequestError, parse_operation};
+
+/// Decodes and compiles one policy document; the error lists every problem by field path.
+pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, InvalidPolicy> {
+    let object = PolicyObject::decode(document)?;
+    let compiled = compile(&object);
+    match compiled.policy.defect {
+        Some(defect) => Err((*defect).clone()),
+        None => Ok(compiled.policy),
+    }
+}

@@ -1,0 +1,101 @@
+//! JSON pointers (RFC 6901), the one way kanon addresses a field of an object.
+
+use serde_json::Value;
+
+/// Checks that `text` is a JSON pointer: empty (the whole document) or `/`-separated tokens in
+/// which `~` is only ever followed by `0` or `1`. The message says what is wrong and shows the
+/// escaped form a policy author probably meant.
+pub fn check(text: &str) -> Result<(), String> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    if !text.starts_with('/') {
+        let hint = text.replace('~', "~0").replace('/', "~1");
+        let dotted = text.replace('.', "/");
+        return Err(format!(
+            "`{text}` is not a JSON pointer: it must start with `/` (e.g. `/{dotted}`, or `/{hint}` if the whole text is one key)"
+        ));
+    }
+    let bytes = text.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'~' && !matches!(bytes.get(i + 1), Some(b'0') | Some(b'1')) {
+            return Err(format!(
+                "`{text}` is not a JSON pointer: `~` at offset {i} must be followed by `0` (for `~`) or `1` (for `/`)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Escapes one key as a pointer token (`a/b` → `a~1b`, `a~b` → `a~0b`).
+pub fn escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+/// Reads the value at `pointer`, treating an explicit `null` as absent (Kubernetes does).
+pub fn get<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
+    doc.pointer(pointer).filter(|v| !v.is_null())
+}
+
+/// The deepest prefix of `pointer` that exists in `doc`, for error messages.
+pub fn deepest_existing(doc: &Value, pointer: &str) -> String {
+    let mut end = pointer.len();
+    loop {
+        let prefix = &pointer[..end];
+        if doc.pointer(prefix).is_some() {
+            return if prefix.is_empty() { "/".to_string() } else { prefix.to_string() };
+        }
+        match prefix.rfind('/') {
+            Some(i) => end = i,
+            None => return "/".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn accepts_pointers() {
+        for p in ["", "/", "/metadata/labels/app.kubernetes.io~1name", "/a~0b", "/spec/containers/0"] {
+            assert_eq!(check(p), Ok(()), "{p}");
+        }
+    }
+
+    #[test]
+    fn rejects_dotted_paths_with_a_hint() {
+        let err = check("metadata.labels.app").unwrap_err();
+        assert!(err.contains("must start with `/`"), "{err}");
+        assert!(err.contains("`/metadata/labels/app`"), "{err}");
+    }
+
+    #[test]
+    fn rejects_bad_escapes() {
+        let err = check("/a~2b").unwrap_err();
+        assert!(err.contains("`~` at offset 2"), "{err}");
+        assert!(check("/a~").is_err());
+    }
+
+    #[test]
+    fn escape_round_trips_through_lookup() {
+        let doc = json!({"metadata": {"labels": {"a/b~c": "x"}}});
+        let p = format!("/metadata/labels/{}", escape("a/b~c"));
+        assert_eq!(p, "/metadata/labels/a~1b~0c");
+        assert_eq!(get(&doc, &p), Some(&json!("x")));
+    }
+
+    #[test]
+    fn null_is_absent() {
+        let doc = json!({"a": null});
+        assert_eq!(get(&doc, "/a"), None);
+    }
+
+    #[test]
+    fn deepest_existing_prefix() {
+        let doc = json!({"metadata": {"labels": {}}});
+        assert_eq!(deepest_existing(&doc, "/metadata/labels/x/y"), "/metadata/labels");
+        assert_eq!(deepest_existing(&doc, "/spec/x"), "/");
+    }
+}

@@ -1,0 +1,462 @@
+//! Policy objects: decoding (strict: unknown fields and kinitiras leftovers are errors) and
+//! compiling into the checked form the index and evaluation use.
+
+use std::fmt;
+use std::sync::Arc;
+
+use kanon_api::{
+    API_VERSION, ClusterOverridePolicy, ClusterValidatePolicy, FailurePolicy,
+    Operation, OverridePolicy, OverrideRule, PolicyKind, ResourceSelector, ValidatePolicy,
+    ValidateRule, ValidationAction,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::error::{FieldError, InvalidPolicy};
+use crate::plaintext::{self, PlaintextOp};
+use crate::selector::{LabelMatcher, ObjectView, ResourceMatcher, labels_of};
+
+/// The identity of a policy: kind, namespace (namespaced kinds) and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PolicyId {
+    /// The kind.
+    pub kind: PolicyKind,
+    /// The namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+}
+
+impl fmt::Display for PolicyId {
+    /// `Kind/name`, or `Kind/namespace/name` for namespaced kinds.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{}/{}/{}", self.kind, ns, self.name),
+            None => write!(f, "{}/{}", self.kind, self.name),
+        }
+    }
+}
+
+/// The kanon policy kind of a document, if it is one: `apiVersion` must be
+/// `policy.kanon.dev/v1alpha1` and `kind` one of the four.
+pub fn policy_kind_of(document: &Value) -> Option<PolicyKind> {
+    let api_version = document.get("apiVersion").and_then(Value::as_str)?;
+    let kind = document.get("kind").and_then(Value::as_str)?;
+    (api_version == API_VERSION).then(|| PolicyKind::from_kind(kind)).flatten()
+}
+
+/// A decoded policy object of any of the four kinds.
+#[derive(Clone, Debug)]
+pub enum PolicyObject {
+    /// A ClusterOverridePolicy.
+    ClusterOverride(ClusterOverridePolicy),
+    /// An OverridePolicy.
+    Override(OverridePolicy),
+    /// A ClusterValidatePolicy.
+    ClusterValidate(ClusterValidatePolicy),
+    /// A ValidatePolicy.
+    Validate(ValidatePolicy),
+}
+
+/// Formats a serde_ignored path as a field path (`spec.overrideRules[0].overriders.foo`).
+fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", ignored_path(parent)),
+        Path::Map { parent, key } => {
+            let parent = ignored_path(parent);
+            if parent.is_empty() { key.clone() } else { format!("{parent}.{key}") }
+        }
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            ignored_path(parent)
+        }
+    }
+}
+
+/// Deserializes `document` as `T`, reporting a type error with its field path and every field
+/// that `T` does not know.
+fn decode_strict<T: DeserializeOwned>(document: &Value) -> Result<T, Vec<FieldError>> {
+    let mut unknown = Vec::new();
+    let mut record = |path: serde_ignored::Path<'_>| unknown.push(ignored_path(&path));
+    let de = serde_ignored::Deserializer::new(document.clone(), &mut record);
+    let result: Result<T, _> = serde_path_to_error::deserialize(de);
+    match result {
+        Ok(value) if unknown.is_empty() => Ok(value),
+        Ok(_) => Err(unknown
+            .into_iter()
+            .map(|field| FieldError::new(field, "unknown field"))
+            .collect()),
+        Err(e) => {
+            let field = e.path().to_string();
+            let field = if field == "." { String::new() } else { field };
+            Err(vec![FieldError::new(field, e.into_inner().to_string())])
+        }
+    }
+}
+
+/// kinitiras fields that kanon replaces; a policy carrying them is rejected with the way out.
+fn kinitiras_leftovers(document: &Value, errors: &mut Vec<FieldError>) {
+    let spec = document.get("spec");
+    let rules = |key| spec.and_then(|s| s.get(key)).and_then(Value::as_array).into_iter().flatten();
+    for (i, rule) in rules("overrideRules").enumerate() {
+        for field in ["cue", "renderedCue"] {
+            if rule.pointer(&format!("/overriders/{field}")).is_some() {
+                errors.push(FieldError::new(
+                    format!("spec.overrideRules[{i}].overriders.{field}"),
+                    "kinitiras CUE is not supported: rewrite it as a minijinja rule `program` (see `kanon render` for examples)",
+                ));
+            }
+        }
+    }
+    for (i, rule) in rules("validateRules").enumerate() {
+        for field in ["cue", "renderedCue"] {
+            if rule.get(field).is_some() {
+                errors.push(FieldError::new(
+                    format!("spec.validateRules[{i}].{field}"),
+                    "kinitiras CUE is not supported: rewrite it as a minijinja rule `program` (see `kanon render` for examples)",
+                ));
+            }
+        }
+    }
+}
+
+impl PolicyObject {
+    /// Decodes a policy document strictly: an unknown field, a kinitiras `cue` field or a type
+    /// error is an [`InvalidPolicy`] naming the field.
+    pub fn decode(document: &Value) -> Result<Self, InvalidPolicy> {
+        let kind = policy_kind_of(document);
+        let name = document.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let namespace = document.pointer("/metadata/namespace").and_then(Value::as_str);
+        let label = match (kind, namespace) {
+            (Some(k), Some(ns)) if k.is_namespaced() => format!("{k}/{ns}/{name}"),
+            (Some(k), _) => format!("{k}/{name}"),
+            (None, _) => format!("{}/{name}", document.get("kind").and_then(Value::as_str).unwrap_or("?")),
+        };
+        let invalid = |errors| InvalidPolicy { policy: label.clone(), errors };
+        let Some(kind) = kind else {
+            return Err(invalid(vec![FieldError::new(
+                "kind",
+                format!("not a kanon policy: apiVersion must be {API_VERSION} and kind one of ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy, ValidatePolicy"),
+            )]));
+        };
+        let mut errors = Vec::new();
+        kinitiras_leftovers(document, &mut errors);
+        if !errors.is_empty() {
+            return Err(invalid(errors));
+        }
+        let decoded = match kind {
+            PolicyKind::ClusterOverridePolicy => decode_strict(document).map(PolicyObject::ClusterOverride),
+            PolicyKind::OverridePolicy => decode_strict(document).map(PolicyObject::Override),
+            PolicyKind::ClusterValidatePolicy => decode_strict(document).map(PolicyObject::ClusterValidate),
+            PolicyKind::ValidatePolicy => decode_strict(document).map(PolicyObject::Validate),
+        };
+        decoded.map_err(invalid)
+    }
+
+    /// The policy's identity.
+    pub fn id(&self) -> PolicyId {
+        let (kind, meta) = match self {
+            PolicyObject::ClusterOverride(p) => (PolicyKind::ClusterOverridePolicy, &p.metadata),
+            PolicyObject::Override(p) => (PolicyKind::OverridePolicy, &p.metadata),
+            PolicyObject::ClusterValidate(p) => (PolicyKind::ClusterValidatePolicy, &p.metadata),
+            PolicyObject::Validate(p) => (PolicyKind::ValidatePolicy, &p.metadata),
+        };
+        PolicyId {
+            kind,
+            namespace: if kind.is_namespaced() { meta.namespace.clone() } else { None },
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// A set of admission operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OperationSet(u8);
+
+impl OperationSet {
+    /// Every operation.
+    pub const ALL: OperationSet = OperationSet(0b1111);
+
+    fn bit(op: Operation) -> u8 {
+        match op {
+            Operation::Create => 0b0001,
+            Operation::Update => 0b0010,
+            Operation::Delete => 0b0100,
+            Operation::Connect => 0b1000,
+            Operation::All => 0b1111,
+        }
+    }
+
+    /// The set a rule's `targetOperations` describes: empty or `*` means all.
+    pub fn from_targets(targets: &[Operation]) -> Self {
+        if targets.is_empty() {
+            return Self::ALL;
+        }
+        OperationSet(targets.iter().fold(0, |acc, op| acc | Self::bit(*op)))
+    }
+
+    /// Whether `op` (a concrete operation) is in the set.
+    pub fn contains(self, op: Operation) -> bool {
+        self.0 & Self::bit(op) != 0 && op != Operation::All
+    }
+}
+
+/// One compiled override rule.
+#[derive(Clone, Debug)]
+pub struct CompiledOverrideRule {
+    /// The operations it applies to.
+    pub operations: OperationSet,
+    /// Plaintext operations, in order.
+    pub plaintext: Vec<PlaintextOp>,
+}
+
+/// One compiled validate rule.
+#[derive(Clone, Debug)]
+pub struct CompiledValidateRule {
+    /// The operations it applies to.
+    pub operations: OperationSet,
+}
+
+/// What a compiled policy does.
+#[derive(Clone, Debug)]
+pub enum PolicyRules {
+    /// Override rules, in order.
+    Override(Vec<CompiledOverrideRule>),
+    /// Validate rules, in order, and what a failure does.
+    Validate {
+        /// The rules.
+        rules: Vec<CompiledValidateRule>,
+        /// Deny (default), Warn and/or Audit.
+        actions: Vec<ValidationAction>,
+    },
+}
+
+/// A policy in the checked form the index and evaluation use, built once per policy change.
+#[derive(Clone, Debug)]
+pub struct CompiledPolicy {
+    /// Identity.
+    pub id: PolicyId,
+    /// What an evaluation error does.
+    pub failure_policy: FailurePolicy,
+    /// The resource selectors; empty selects every object the policy may see.
+    pub selectors: Vec<ResourceMatcher>,
+    /// The namespace selector (cluster policies).
+    pub namespace_selector: Option<LabelMatcher>,
+    /// The rules.
+    pub rules: PolicyRules,
+    /// Set when the policy did not compile: a matching request then meets this error under the
+    /// policy's failure policy, as a policy that got past admission while kanon was down would.
+    pub defect: Option<Arc<InvalidPolicy>>,
+}
+
+/// Result of [`compile`]: the compiled policy, which is usable for matching even when invalid,
+/// and its errors.
+pub struct Compiled {
+    /// The compiled policy; its `defect` is set when `errors` is not empty.
+    pub policy: CompiledPolicy,
+    /// Every problem found, by field path.
+    pub errors: Vec<FieldError>,
+}
+
+/// Common parts of the four specs, borrowed.
+struct SpecParts<'a> {
+    selectors: &'a [ResourceSelector],
+    namespace_selector: Option<&'a LabelSelector>,
+    failure_policy: Option<FailurePolicy>,
+}
+
+fn compile_selectors(id: &PolicyId, parts: &SpecParts<'_>, errors: &mut Vec<FieldError>) -> Vec<ResourceMatcher> {
+    let mut matchers = Vec::with_capacity(parts.selectors.len());
+    for (i, selector) in parts.selectors.iter().enumerate() {
+        let field = format!("spec.resourceSelectors[{i}]");
+        let before = errors.len();
+        let matcher = ResourceMatcher::compile(selector, &field, errors);
+        if let Some(own) = &id.namespace
+            && let Some(ns) = matcher.namespace()
+            && ns != own
+        {
+            errors.push(FieldError::new(
+                format!("{field}.namespace"),
+                format!("a namespaced policy selects only its own namespace `{own}`, not `{ns}`"),
+            ));
+        }
+        // A selector that does not compile still selects its type, so that requests it was
+        // written for meet the policy's failure policy instead of passing silently.
+        if errors.len() > before {
+            matchers.push(ResourceMatcher::kind_only(&selector.api_version, &selector.kind));
+        } else {
+            matchers.push(matcher);
+        }
+    }
+    matchers
+}
+
+fn compile_override_rules(rules: &[OverrideRule], errors: &mut Vec<FieldError>) -> Vec<CompiledOverrideRule> {
+    let mut out = Vec::with_capacity(rules.len());
+    for (i, rule) in rules.iter().enumerate() {
+        let field = format!("spec.overrideRules[{i}].overriders");
+        let o = &rule.overriders;
+        if o.template.is_none() && o.program.is_none() && o.plaintext.is_empty() {
+            errors.push(FieldError::new(&field, "no overrider: set template, program or plaintext"));
+        }
+        if o.template.is_some() {
+            errors.push(FieldError::new(
+                format!("{field}.template"),
+                "override templates are not supported yet by this version of kanon",
+            ));
+        }
+        if o.program.is_some() {
+            errors.push(FieldError::new(
+                format!("{field}.program"),
+                "rule programs are not supported yet by this version of kanon",
+            ));
+        }
+        let plaintext = o
+            .plaintext
+            .iter()
+            .enumerate()
+            .filter_map(|(j, p)| plaintext::compile(p, &format!("{field}.plaintext[{j}]"), errors))
+            .collect();
+        out.push(CompiledOverrideRule { operations: OperationSet::from_targets(&rule.target_operations), plaintext });
+    }
+    out
+}
+
+fn compile_validate_rules(rules: &[ValidateRule], errors: &mut Vec<FieldError>) -> Vec<CompiledValidateRule> {
+    let mut out = Vec::with_capacity(rules.len());
+    for (i, rule) in rules.iter().enumerate() {
+        let field = format!("spec.validateRules[{i}]");
+        if rule.template.is_none() && rule.program.is_none() {
+            errors.push(FieldError::new(&field, "no check: set template or program"));
+        }
+        if rule.template.is_some() {
+            errors.push(FieldError::new(
+                format!("{field}.template"),
+                "validate templates are not supported yet by this version of kanon",
+            ));
+        }
+        if rule.program.is_some() {
+            errors.push(FieldError::new(
+                format!("{field}.program"),
+                "rule programs are not supported yet by this version of kanon",
+            ));
+        }
+        out.push(CompiledValidateRule { operations: OperationSet::from_targets(&rule.target_operations) });
+    }
+    out
+}
+
+fn check_actions(actions: &[ValidationAction], errors: &mut Vec<FieldError>) -> Vec<ValidationAction> {
+    for (i, a) in actions.iter().enumerate() {
+        if actions[..i].contains(a) {
+            errors.push(FieldError::new(format!("spec.validationActions[{i}]"), format!("{a:?} is listed twice")));
+        }
+    }
+    if actions.contains(&ValidationAction::Deny) && actions.contains(&ValidationAction::Warn) {
+        errors.push(FieldError::new(
+            "spec.validationActions",
+            "Deny and Warn may not be used together (a denied request has no use for the warning)",
+        ));
+    }
+    if actions.is_empty() { vec![ValidationAction::Deny] } else { actions.to_vec() }
+}
+
+/// Compiles a decoded policy: checks every field and builds matchers and rules. The result is
+/// usable even when there are errors (see [`CompiledPolicy::defect`]).
+pub fn compile(object: &PolicyObject) -> Compiled {
+    let id = object.id();
+    let mut errors = Vec::new();
+    if id.name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "is required"));
+    }
+    if id.kind.is_namespaced() && id.namespace.as_deref().unwrap_or("").is_empty() {
+        errors.push(FieldError::new("metadata.namespace", format!("is required for {}", id.kind)));
+    }
+    let parts = match object {
+        PolicyObject::ClusterOverride(p) => SpecParts {
+            selectors: &p.spec.resource_selectors,
+            namespace_selector: p.spec.namespace_selector.as_ref(),
+            failure_policy: p.spec.failure_policy,
+        },
+        PolicyObject::Override(p) => SpecParts {
+            selectors: &p.spec.resource_selectors,
+            namespace_selector: None,
+            failure_policy: p.spec.failure_policy,
+        },
+        PolicyObject::ClusterValidate(p) => SpecParts {
+            selectors: &p.spec.resource_selectors,
+            namespace_selector: p.spec.namespace_selector.as_ref(),
+            failure_policy: p.spec.failure_policy,
+        },
+        PolicyObject::Validate(p) => SpecParts {
+            selectors: &p.spec.resource_selectors,
+            namespace_selector: None,
+            failure_policy: p.spec.failure_policy,
+        },
+    };
+    let selectors = compile_selectors(&id, &parts, &mut errors);
+    let namespace_selector = parts
+        .namespace_selector
+        .map(|s| LabelMatcher::compile(s, "spec.namespaceSelector", &mut errors));
+    let rules = match object {
+        PolicyObject::ClusterOverride(p) => PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors)),
+        PolicyObject::Override(p) => PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors)),
+        PolicyObject::ClusterValidate(p) => PolicyRules::Validate {
+            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors),
+            actions: check_actions(&p.spec.validation_actions, &mut errors),
+        },
+        PolicyObject::Validate(p) => PolicyRules::Validate {
+            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors),
+            actions: check_actions(&p.spec.validation_actions, &mut errors),
+        },
+    };
+    let defect = (!errors.is_empty())
+        .then(|| Arc::new(InvalidPolicy { policy: id.to_string(), errors: errors.clone() }));
+    Compiled {
+        policy: CompiledPolicy {
+            id,
+            failure_policy: parts.failure_policy.unwrap_or_default(),
+            selectors,
+            namespace_selector,
+            rules,
+            defect,
+        },
+        errors,
+    }
+}
+
+impl CompiledPolicy {
+    /// Whether the policy's resource selectors select the object, the namespace rule
+    /// included: a namespaced policy only ever sees objects of its own namespace. The
+    /// namespace selector is separate ([`CompiledPolicy::selects_namespace`]) because it needs
+    /// a lookup.
+    pub fn selects_resource(&self, object: &ObjectView<'_>) -> bool {
+        if let Some(own) = &self.id.namespace
+            && object.namespace != Some(own.as_str())
+        {
+            return false;
+        }
+        self.selectors.is_empty() || self.selectors.iter().any(|s| s.matches(object))
+    }
+
+    /// Whether the namespace selector (if any) selects the object. `namespace_labels` gives the
+    /// labels of the object's namespace (`Ok(None)`: it has none; `Err`: it could not be
+    /// found) and is called only when needed. As in Kubernetes' own webhook matching, a
+    /// Namespace is judged by its own labels and other cluster-scoped objects always pass.
+    pub fn selects_namespace<'n>(
+        &self,
+        object: &ObjectView<'_>,
+        namespace_labels: impl FnOnce() -> Result<Option<&'n Map<String, Value>>, String>,
+    ) -> Result<bool, String> {
+        let Some(selector) = &self.namespace_selector else { return Ok(true) };
+        if object.kind == "Namespace" && object.api_version == "v1" {
+            return Ok(selector.matches(labels_of(object.object)));
+        }
+        if object.namespace.is_none() {
+            return Ok(true);
+        }
+        Ok(selector.matches(namespace_labels()?))
+    }
+}

@@ -1,0 +1,192 @@
+//! The engine's view of one admission request, built from an AdmissionReview or from files.
+
+use kanon_api::Operation;
+use serde_json::Value;
+
+use crate::selector::ObjectView;
+
+/// A request that cannot be evaluated, with what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The AdmissionReview is malformed.
+    #[error("invalid AdmissionReview: {0}")]
+    Review(String),
+    /// The object lacks a field needed to identify it.
+    #[error("the object has no {0}")]
+    MissingField(&'static str),
+    /// The operation needs an object that was not given.
+    #[error("{operation} needs {what}")]
+    MissingObject {
+        /// The operation.
+        operation: Operation,
+        /// `an object` or `an old object`.
+        what: &'static str,
+    },
+    /// `*` or an unknown string where a concrete operation is needed.
+    #[error("unknown operation `{0}`; use CREATE, UPDATE, DELETE or CONNECT")]
+    Operation(String),
+}
+
+/// One admission request as the engine sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The request uid (echoed in responses); empty offline.
+    pub uid: String,
+    /// The operation.
+    pub operation: Operation,
+    /// The object's `apiVersion` (from the object, else from the review's `kind`).
+    pub api_version: String,
+    /// The object's `kind`.
+    pub kind: String,
+    /// The object's namespace (from the object, else from the request); `None` when
+    /// cluster-scoped.
+    pub namespace: Option<String>,
+    /// The object's name (empty when created with `generateName`).
+    pub name: String,
+    /// The object as sent (CREATE, UPDATE; CONNECT options); `None` on DELETE.
+    pub object: Option<Value>,
+    /// The previous object (UPDATE, DELETE).
+    pub old_object: Option<Value>,
+    /// Whether the request is a dry run.
+    pub dry_run: bool,
+}
+
+/// Parses an operation name (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`; any case).
+pub fn parse_operation(text: &str) -> Result<Operation, RequestError> {
+    match text.to_ascii_uppercase().as_str() {
+        "CREATE" => Ok(Operation::Create),
+        "UPDATE" => Ok(Operation::Update),
+        "DELETE" => Ok(Operation::Delete),
+        "CONNECT" => Ok(Operation::Connect),
+        _ => Err(RequestError::Operation(text.to_string())),
+    }
+}
+
+fn text_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
+    value.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+impl Request {
+    /// A request for `object` (CREATE, UPDATE, CONNECT) or `old_object` (DELETE), identified
+    /// by the object's own `apiVersion`, `kind`, namespace and name.
+    pub fn from_objects(
+        operation: Operation,
+        object: Option<Value>,
+        old_object: Option<Value>,
+    ) -> Result<Self, RequestError> {
+        if operation == Operation::All {
+            return Err(RequestError::Operation("*".into()));
+        }
+        let subject = match operation {
+            Operation::Delete => old_object
+                .as_ref()
+                .or(object.as_ref())
+                .ok_or(RequestError::MissingObject { operation, what: "the object being deleted" })?,
+            _ => object.as_ref().ok_or(RequestError::MissingObject { operation, what: "an object" })?,
+        };
+        if operation == Operation::Update && old_object.is_none() {
+            return Err(RequestError::MissingObject { operation, what: "an old object" });
+        }
+        let api_version = text_at(subject, "/apiVersion").ok_or(RequestError::MissingField("apiVersion"))?.to_string();
+        let kind = text_at(subject, "/kind").ok_or(RequestError::MissingField("kind"))?.to_string();
+        let name = text_at(subject, "/metadata/name").unwrap_or_default().to_string();
+        let namespace = text_at(subject, "/metadata/namespace").map(str::to_string);
+        // On DELETE the object under test is the old object.
+        let (object, old_object) = match operation {
+            Operation::Delete => (None, old_object.or(object)),
+            _ => (object, old_object),
+        };
+        Ok(Request { uid: String::new(), operation, api_version, kind, namespace, name, object, old_object, dry_run: false })
+    }
+
+    /// Reads an `admission.k8s.io/v1` AdmissionReview's `request`. The object's type comes
+    /// from the object, else from `request.kind`; its namespace from the object, else from
+    /// `request.namespace`.
+    pub fn from_admission_review(review: &Value) -> Result<Self, RequestError> {
+        let bad = |m: &str| RequestError::Review(m.to_string());
+        let Some(map) = review.as_object() else {
+            return Err(bad("the body is not a JSON object"));
+        };
+        match (map.get("apiVersion").and_then(Value::as_str), map.get("kind").and_then(Value::as_str)) {
+            (Some("admission.k8s.io/v1"), Some("AdmissionReview")) => {}
+            (api_version, kind) => {
+                return Err(RequestError::Review(format!(
+                    "expected apiVersion admission.k8s.io/v1 and kind AdmissionReview, found {} and {}",
+                    api_version.unwrap_or("no apiVersion"),
+                    kind.unwrap_or("no kind")
+                )));
+            }
+        }
+        let request = map.get("request").filter(|r| r.is_object()).ok_or_else(|| bad("`request` is missing"))?;
+        let uid = text_at(request, "/uid").ok_or_else(|| bad("`request.uid` is missing"))?.to_string();
+        let operation = parse_operation(
+            text_at(request, "/operation").ok_or_else(|| bad("`request.operation` is missing"))?,
+        )
+        .map_err(|e| RequestError::Review(format!("request.operation: {e}")))?;
+        let non_null = |key: &str| request.get(key).filter(|v| !v.is_null()).cloned();
+        let object = non_null("object");
+        let old_object = non_null("oldObject");
+        let subject = match operation {
+            Operation::Delete => old_object.as_ref(),
+            _ => object.as_ref(),
+        };
+        let subject = match (subject, operation) {
+            (Some(s), _) => s,
+            (None, Operation::Create | Operation::Update) => {
+                return Err(RequestError::Review(format!("{operation} request has no `request.object`")));
+            }
+            // DELETE with no old object (some apiservers omit it) or CONNECT: judge the request
+            // by its identity alone.
+            (None, _) => &Value::Null,
+        };
+        if !subject.is_null() && !subject.is_object() {
+            return Err(bad("the object is not a JSON object"));
+        }
+        if operation == Operation::Update && old_object.is_none() {
+            return Err(bad("UPDATE request has no `request.oldObject`"));
+        }
+        let group = text_at(request, "/kind/group").unwrap_or_default();
+        let version = text_at(request, "/kind/version");
+        let review_api_version = version.map(|v| if group.is_empty() { v.to_string() } else { format!("{group}/{v}") });
+        let api_version = text_at(subject, "/apiVersion")
+            .map(str::to_string)
+            .or(review_api_version)
+            .ok_or_else(|| bad("neither the object nor `request.kind` gives an apiVersion"))?;
+        let kind = text_at(subject, "/kind")
+            .or_else(|| text_at(request, "/kind/kind"))
+            .ok_or_else(|| bad("neither the object nor `request.kind` gives a kind"))?
+            .to_string();
+        let namespace = text_at(subject, "/metadata/namespace")
+            .or_else(|| text_at(request, "/namespace"))
+            .map(str::to_string);
+        let name = text_at(subject, "/metadata/name")
+            .or_else(|| text_at(request, "/name"))
+            .unwrap_or_default()
+            .to_string();
+        let dry_run = request.get("dryRun").and_then(Value::as_bool).unwrap_or(false);
+        let (object, old_object) = match operation {
+            Operation::Delete => (None, old_object),
+            _ => (object, old_object),
+        };
+        Ok(Request { uid, operation, api_version, kind, namespace, name, object, old_object, dry_run })
+    }
+
+    /// The object under test: the old object on DELETE, else the object.
+    pub fn subject(&self) -> Option<&Value> {
+        match self.operation {
+            Operation::Delete => self.old_object.as_ref(),
+            _ => self.object.as_ref(),
+        }
+    }
+
+    /// The selectors' view of `object` (which may be the subject or a mutated copy of it).
+    pub fn view<'a>(&'a self, object: &'a Value) -> ObjectView<'a> {
+        ObjectView {
+            api_version: &self.api_version,
+            kind: &self.kind,
+            namespace: self.namespace.as_deref(),
+            name: &self.name,
+            object,
+        }
+    }
+}
