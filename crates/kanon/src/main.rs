@@ -1,1 +1,49 @@
-fn main(){}
+//! The `kanon` command line.
+
+mod apply;
+mod inputs;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// kanon: Kubernetes admission policies as custom resources.
+#[derive(Debug, Parser)]
+#[command(name = "kanon", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Evaluate policies against resources offline and print each verdict and patch.
+    ///
+    /// Exit status: 0 when every resource is allowed, 1 when any is denied, 2 on bad input.
+    Apply(apply::ApplyArgs),
+    /// Print the CustomResourceDefinitions of the four policy kinds.
+    Crds,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Apply(args) => apply::run(&args),
+        Command::Crds => match print_crds() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+fn print_crds() -> anyhow::Result<()> {
+    let docs = kanon_api::crds()
+        .iter()
+        .map(kanon_api::crds_yaml)
+        .collect::<Result<Vec<_>, _>>()?;
+    print!("{}", docs.join("---\n"));
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! `kanon apply`: evaluate policies against resources offline, exactly as the webhook would.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use kanon_api::Operation;
+use kanon_engine::{ObjectStore, PolicySet, Request, compile_document, parse_operation, policy_kind_of};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::inputs::{Document, read_documents};
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum Format {
+    /// Readable YAML.
+    #[default]
+    Yaml,
+    /// A JSON array, one element per resource.
+    Json,
+}
+
+/// Arguments of `kanon apply`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Policy files or directories (YAML or JSON, multi-document); `-` reads standard input.
+    #[arg(long = "policy", short = 'p', required = true, value_name = "PATH")]
+    policies: Vec<PathBuf>,
+    /// Resources to evaluate: objects, or AdmissionReviews (whose operation and old object
+    /// are then used).
+    #[arg(long = "resource", short = 'r', required = true, value_name = "PATH")]
+    resources: Vec<PathBuf>,
+    /// Objects that stand for the cluster: Namespaces (for namespaceSelector) and objects
+    /// that references look up.
+    #[arg(long = "context", short = 'c', value_name = "PATH")]
+    context: Vec<PathBuf>,
+    /// The admission operation for plain resources.
+    #[arg(long, default_value = "CREATE", value_parser = parse_op, value_name = "OP")]
+    operation: Operation,
+    /// Previous versions of the resources (for UPDATE; matched by apiVersion, kind,
+    /// namespace and name).
+    #[arg(long = "old-resource", value_name = "PATH")]
+    old_resources: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Yaml)]
+    output: Format,
+}
+
+fn parse_op(text: &str) -> Result<Operation, String> {
+    parse_operation(text).map_err(|e| e.to_string())
+}
+
+/// The identity of a resource in the output.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResourceId {
+    api_version: String,
+    kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
+    name: String,
+}
+
+/// One resource's verdict.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Verdict {
+    resource: ResourceId,
+    source: String,
+    operation: Operation,
+    #[serde(flatten)]
+    decision: kanon_engine::Decision,
+}
+
+/// Bad input: printed with every problem found, exit status 2.
+struct BadInput(Vec<String>);
+
+impl From<String> for BadInput {
+    fn from(message: String) -> Self {
+        BadInput(vec![message])
+    }
+}
+
+/// Runs `kanon apply`.
+pub fn run(args: &ApplyArgs) -> ExitCode {
+    match evaluate(args) {
+        Ok(verdicts) => {
+            let printed = match args.output {
+                Format::Json => serde_json::to_string_pretty(&verdicts).map_err(|e| e.to_string()),
+                Format::Yaml => serde_saphyr::to_string(&verdicts).map_err(|e| e.to_string()),
+            };
+            match printed {
+                Ok(text) => println!("{}", text.trim_end()),
+                Err(e) => {
+                    eprintln!("error: cannot print the result: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+            if verdicts.iter().all(|v| v.decision.allowed) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(BadInput(problems)) => {
+            for p in problems {
+                eprintln!("error: {p}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
+    let docs = read_documents(paths).map_err(|e| e.to_string())?;
+    let mut problems = Vec::new();
+    let mut compiled = Vec::new();
+    for doc in &docs {
+        if policy_kind_of(&doc.value).is_none() {
+            let text = |key| doc.value.get(key).and_then(Value::as_str).unwrap_or("?").to_string();
+            problems.push(format!(
+                "{}: {} {} is not a kanon policy kind (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy)",
+                doc.origin(),
+                text("apiVersion"),
+                text("kind"),
+                kanon_api::API_VERSION
+            ));
+            continue;
+        }
+        match compile_document(&doc.value) {
+            Ok(policy) => compiled.push(policy),
+            Err(invalid) => problems.push(format!("{}: {invalid}", doc.origin())),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(BadInput(problems));
+    }
+    PolicySet::build(compiled).map_err(|e| BadInput(vec![e.to_string()]))
+}
+
+fn load_context(paths: &[PathBuf]) -> Result<ObjectStore, BadInput> {
+    let mut store = ObjectStore::new();
+    for doc in read_documents(paths).map_err(|e| e.to_string())? {
+        store
+            .insert(doc.value.clone())
+            .map_err(|e| format!("{}: context {e}", doc.origin()))?;
+    }
+    Ok(store)
+}
+
+/// `(apiVersion, kind, namespace, name)` of an object, for pairing old and new versions.
+fn identity(value: &Value) -> (String, String, String, String) {
+    let text = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+    (text("/apiVersion"), text("/kind"), text("/metadata/namespace"), text("/metadata/name"))
+}
+
+fn build_request(doc: &Document, args: &ApplyArgs, old: &[Document]) -> Result<Request, String> {
+    let is_review = doc.value.get("kind").and_then(Value::as_str) == Some("AdmissionReview");
+    if is_review {
+        return Request::from_admission_review(&doc.value).map_err(|e| format!("{}: {e}", doc.origin()));
+    }
+    let id = identity(&doc.value);
+    let old_object = old.iter().find(|o| identity(&o.value) == id).map(|o| o.value.clone());
+    Request::from_objects(args.operation, Some(doc.value.clone()), old_object).map_err(|e| {
+        let hint = if args.operation == Operation::Update { " (give it with --old-resource)" } else { "" };
+        format!("{}: {e}{hint}", doc.origin())
+    })
+}
+
+fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
+    let policies = load_policies(&args.policies)?;
+    let context = load_context(&args.context)?;
+    let old = read_documents(&args.old_resources).map_err(|e| e.to_string())?;
+    let resources = read_documents(&args.resources).map_err(|e| e.to_string())?;
+    if resources.is_empty() {
+        return Err(BadInput(vec!["no resource to evaluate: the --resource paths hold no document".into()]));
+    }
+    let mut problems = Vec::new();
+    let mut verdicts = Vec::new();
+    for doc in &resources {
+        let request = match build_request(doc, args, &old) {
+            Ok(r) => r,
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        let decision = policies.review(&request, &context);
+        verdicts.push(Verdict {
+            resource: ResourceId {
+                api_version: request.api_version.clone(),
+                kind: request.kind.clone(),
+                namespace: request.namespace.clone(),
+                name: request.name.clone(),
+            },
+            source: doc.origin(),
+            operation: request.operation,
+            decision,
+        });
+    }
+    if problems.is_empty() { Ok(verdicts) } else { Err(BadInput(problems)) }
+}

@@ -1,0 +1,271 @@
+//! `kanon apply` end to end: the binary on the repository's examples and on bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("../shared/fixtures/admission-reviews").join(name)
+}
+
+fn kanon(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .expect("the kanon binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `kanon apply -o json` and returns (exit code, parsed verdicts).
+fn apply_json(args: &[&str]) -> (i32, Vec<Value>) {
+    let mut all = vec!["apply", "-o", "json"];
+    all.extend_from_slice(args);
+    let out = kanon(&all);
+    let code = out.status.code().expect("exit code");
+    let verdicts: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is JSON ({e}); stderr: {}", stderr(&out)));
+    (code, verdicts.as_array().expect("a JSON array").clone())
+}
+
+fn verdict<'a>(verdicts: &'a [Value], name: &str) -> &'a Value {
+    verdicts
+        .iter()
+        .find(|v| v["resource"]["name"] == name)
+        .unwrap_or_else(|| panic!("no verdict for {name}"))
+}
+
+/// Writes `files` into a fresh temporary directory.
+fn temp_files(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).expect("write temp file");
+    }
+    dir
+}
+
+const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: default\n  labels:\n    app: web\nspec:\n  containers:\n  - name: c\n    image: nginx\n";
+
+fn add_label_policy(name: &str, key: &str, value: &str) -> String {
+    format!(
+        "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: {name}\nspec:\n  resourceSelectors:\n  - apiVersion: v1\n    kind: Pod\n  overrideRules:\n  - overriders:\n      plaintext:\n      - op: add\n        path: /metadata/labels/{key}\n        value: {value}\n"
+    )
+}
+
+#[test]
+fn examples_are_all_allowed_with_the_documented_patches() {
+    let (code, verdicts) = apply_json(&[
+        "--policy", "examples/policies", "--resource", "examples/resources", "--context", "examples/context",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(verdicts.len(), 3);
+
+    let web = verdict(&verdicts, "web-0");
+    assert_eq!(web["allowed"], true);
+    assert_eq!(web["resource"], json!({"apiVersion": "v1", "kind": "Pod", "namespace": "shop", "name": "web-0"}));
+    assert_eq!(web["appliedPolicies"], json!(["ClusterOverridePolicy/web-labels", "OverridePolicy/shop/shop-env"]));
+    assert_eq!(
+        web["patched"]["metadata"]["labels"],
+        json!({"app": "web", "team": "storefront", "app.kubernetes.io/part-of": "storefront", "cost-center": "storefront"})
+    );
+    let paths: Vec<&str> = web["patch"].as_array().unwrap().iter().map(|op| op["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"/metadata/labels/app.kubernetes.io~1part-of"), "{paths:?}");
+    // The Ignore policy failed on every Pod and said so, naming itself.
+    assert_eq!(web["warnings"].as_array().unwrap().len(), 1);
+    assert!(web["warnings"][0].as_str().unwrap().starts_with("ClusterOverridePolicy/legacy-cleanup: skipped (failurePolicy Ignore)"));
+
+    let deploy = verdict(&verdicts, "api");
+    assert_eq!(deploy["appliedPolicies"], json!(["ClusterOverridePolicy/prod-deployments"]));
+    assert_eq!(deploy["patched"]["spec"]["revisionHistoryLimit"], 5);
+
+    let batch = verdict(&verdicts, "report-1");
+    assert_eq!(batch["appliedPolicies"], json!(["ClusterOverridePolicy/batch-priority"]));
+    assert_eq!(batch["patch"], json!([{"op": "add", "path": "/spec/priorityClassName", "value": "batch-low"}]));
+}
+
+#[test]
+fn namespace_selector_needs_the_namespace_from_context() {
+    // Without --context the payments namespace is unknown: prod-deployments (failurePolicy
+    // Fail) cannot decide and denies, naming itself and the namespace.
+    let (code, verdicts) = apply_json(&["--policy", "examples/policies", "--resource", "examples/resources/deployment-api.yaml"]);
+    assert_eq!(code, 1);
+    let deploy = verdict(&verdicts, "api");
+    assert_eq!(deploy["allowed"], false);
+    assert_eq!(
+        deploy["messages"],
+        json!(["ClusterOverridePolicy/prod-deployments: namespaceSelector: namespace `payments` was not found, so its labels are unknown"])
+    );
+    assert_eq!(deploy["patch"], json!([]));
+}
+
+#[test]
+fn yaml_is_the_default_output() {
+    let out = kanon(&["apply", "--policy", "examples/policies", "--resource", "examples/resources/pod-batch.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("- resource:\n"), "{text}");
+    let parsed: Vec<Value> = serde_saphyr::from_str(&text).expect("output is YAML");
+    assert_eq!(parsed[0]["appliedPolicies"], json!(["ClusterOverridePolicy/batch-priority"]));
+}
+
+#[test]
+fn a_failing_policy_denies_with_exit_1_and_names_the_policy() {
+    let (code, verdicts) = apply_json(&[
+        "--policy", "examples/policies", "--policy", "examples/failures/cop-strict-remove.yaml",
+        "--resource", "examples/resources/pod-web.yaml", "--context", "examples/context",
+    ]);
+    assert_eq!(code, 1);
+    let web = verdict(&verdicts, "web-0");
+    assert_eq!(web["allowed"], false);
+    assert_eq!(web["patch"], json!([]));
+    assert_eq!(
+        web["messages"],
+        json!(["ClusterOverridePolicy/strict-remove: spec.overrideRules[0].overriders.plaintext[0]: remove /spec/hostNetwork: nothing exists at `/spec/hostNetwork` (the deepest existing parent is `/spec`)"])
+    );
+}
+
+#[test]
+fn an_invalid_policy_is_bad_input_with_every_error_by_field() {
+    let out = kanon(&["apply", "--policy", "examples/failures/cop-invalid.yaml", "--resource", "examples/resources"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert!(err.contains("examples/failures/cop-invalid.yaml: ClusterOverridePolicy/invalid is invalid:"), "{err}");
+    for field in [
+        "spec.resourceSelectors[0].fieldSelector.matchExpressions[0].field: `metadata.labels.app` is not a JSON pointer",
+        "spec.overrideRules[0].overriders.plaintext[0].path: `metadata.labels.team` is not a JSON pointer",
+        "spec.overrideRules[0].overriders.plaintext[1].value: is required for `replace`",
+    ] {
+        assert!(err.contains(field), "missing `{field}` in:\n{err}");
+    }
+}
+
+#[test]
+fn bad_input_exits_2_with_the_reason() {
+    let cue = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: old\nspec:\n  overrideRules:\n  - overriders:\n      cue: 'patches: []'\n";
+    let template = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: t\nspec:\n  overrideRules:\n  - overriders:\n      template:\n        type: labels\n        operation: add\n        path: a\n        value: {string: b}\n";
+    let unknown = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: u\nspec:\n  resourceSelector: []\n  overrideRules: []\n";
+    let dir = temp_files(&[
+        ("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n"),
+        ("notpolicy.yaml", POD),
+        ("cue.yaml", cue),
+        ("template.yaml", template),
+        ("unknown.yaml", unknown),
+        ("pod.yaml", POD),
+        ("empty.yaml", ""),
+    ]);
+    let p = |name: &str| dir.path().join(name).display().to_string();
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (vec!["--policy".into(), p("missing.yaml"), "--resource".into(), p("pod.yaml")], format!("{}: No such file", p("missing.yaml"))),
+        (vec!["--policy".into(), p("bad.yaml"), "--resource".into(), p("pod.yaml")], format!("{}: invalid YAML at line 3", p("bad.yaml"))),
+        (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("bad.yaml")], format!("{}: invalid YAML at line 3", p("bad.yaml"))),
+        (vec!["--policy".into(), p("notpolicy.yaml"), "--resource".into(), p("pod.yaml")], "v1 Pod is not a kanon policy kind".into()),
+        (vec!["--policy".into(), p("cue.yaml"), "--resource".into(), p("pod.yaml")], "spec.overrideRules[0].overriders.cue: kinitiras CUE is not supported: rewrite it as a minijinja rule `program`".into()),
+        (vec!["--policy".into(), p("template.yaml"), "--resource".into(), p("pod.yaml")], "spec.overrideRules[0].overriders.template: override templates are not supported yet".into()),
+        (vec!["--policy".into(), p("unknown.yaml"), "--resource".into(), p("pod.yaml")], "spec.resourceSelector: unknown field".into()),
+        (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("empty.yaml")], "no resource to evaluate".into()),
+        (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("pod.yaml"), "--operation".into(), "UPDATE".into()], "UPDATE needs an old object (give it with --old-resource)".into()),
+        (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("pod.yaml"), "--operation".into(), "PATCH".into()], "unknown operation `PATCH`".into()),
+        (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("pod.yaml"), "--context".into(), p("empty.yaml"), "--context".into(), p("cue.yaml")], "".into()),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["apply".to_string()];
+        all.extend(args.clone());
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = kanon(&refs);
+        if want.is_empty() {
+            // Context objects are not checked as policies: any object is fine there.
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&want), "{args:?}: expected `{want}` in:\n{}", stderr(&out));
+    }
+}
+
+#[test]
+fn duplicate_policies_are_bad_input() {
+    let policy = add_label_policy("dup", "a", "b");
+    let dir = temp_files(&[("one.yaml", &policy), ("two.yaml", &policy)]);
+    let resources = temp_files(&[("pod.yaml", POD)]);
+    let out = kanon(&["apply", "--policy", &dir.path().display().to_string(), "--resource", &resources.path().display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("ClusterOverridePolicy/dup is defined more than once"), "{}", stderr(&out));
+}
+
+#[test]
+fn admission_reviews_bring_their_own_operation_and_old_object() {
+    // A labels policy on every Pod; the review's object is patched exactly as the webhook would.
+    let dir = temp_files(&[("policy.yaml", &add_label_policy("mark", "kanon", "seen"))]);
+    let policy = dir.path().join("policy.yaml").display().to_string();
+    let create = fixture("pod-create.json").display().to_string();
+    let (code, verdicts) = apply_json(&["--policy", &policy, "--resource", &create]);
+    assert_eq!(code, 0);
+    assert_eq!(verdicts[0]["operation"], "CREATE");
+    assert_eq!(verdicts[0]["appliedPolicies"], json!(["ClusterOverridePolicy/mark"]));
+    assert_eq!(verdicts[0]["patched"]["metadata"]["labels"]["kanon"], "seen");
+
+    // DELETE is never patched, even though the policy applies to every operation.
+    let delete = fixture("pod-delete.json").display().to_string();
+    let (code, verdicts) = apply_json(&["--policy", &policy, "--resource", &delete]);
+    assert_eq!(code, 0);
+    assert_eq!(verdicts[0]["operation"], "DELETE");
+    assert_eq!(verdicts[0]["patch"], json!([]));
+}
+
+#[test]
+fn update_pairs_old_resources_by_identity() {
+    let only_update = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: on-update\nspec:\n  overrideRules:\n  - targetOperations: [UPDATE]\n    overriders:\n      plaintext:\n      - op: add\n        path: /metadata/labels/updated\n        value: \"yes\"\n";
+    let old_pod = POD.replace("app: web", "app: old");
+    let dir = temp_files(&[("policy.yaml", only_update), ("pod.yaml", POD), ("old.yaml", &old_pod)]);
+    let path = |n: &str| dir.path().join(n).display().to_string();
+    let (code, verdicts) = apply_json(&["--policy", &path("policy.yaml"), "--resource", &path("pod.yaml"), "--operation", "UPDATE", "--old-resource", &path("old.yaml")]);
+    assert_eq!(code, 0);
+    assert_eq!(verdicts[0]["operation"], "UPDATE");
+    assert_eq!(verdicts[0]["patch"], json!([{"op": "add", "path": "/metadata/labels/updated", "value": "yes"}]));
+    // On CREATE the same policy does not apply.
+    let (code, verdicts) = apply_json(&["--policy", &path("policy.yaml"), "--resource", &path("pod.yaml")]);
+    assert_eq!(code, 0);
+    assert_eq!(verdicts[0]["appliedPolicies"], json!([]));
+    assert_eq!(verdicts[0]["patch"], json!([]));
+}
+
+#[test]
+fn resources_can_come_from_standard_input() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .current_dir(repo())
+        .args(["apply", "-o", "json", "--policy", "examples/policies", "--resource", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn kanon");
+    child.stdin.take().unwrap().write_all(include_bytes!("../../../examples/resources/pod-batch.yaml")).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let verdicts: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(verdicts[0]["source"], "-");
+    assert_eq!(verdicts[0]["appliedPolicies"], json!(["ClusterOverridePolicy/batch-priority"]));
+}
+
+#[test]
+fn crds_command_prints_the_committed_crds() {
+    let out = kanon(&["crds"]);
+    assert_eq!(out.status.code(), Some(0));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("crds")).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(printed.contains(&text), "{} is not in `kanon crds` output", file.display());
+    }
+    assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 4);
+}
