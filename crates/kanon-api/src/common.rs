@@ -284,9 +284,10 @@ pub struct HttpRefer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<HttpAuth>,
     /// Upper bound on the request's duration, in seconds; the admission request's own deadline
-    /// bounds it too.
+    /// bounds it too. Between 1 and 30.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_seconds: Option<u32>,
+    #[schemars(range(min = 1, max = 30))]
+    pub timeout_seconds: Option<i32>,
 }
 
 /// HTTP methods of an [`HttpRefer`].
@@ -336,6 +337,7 @@ pub struct PolicyStatus {
     /// `Ready`: `True` when the policy compiled and is in force; `False` with a reason and a
     /// message naming the field at fault.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The rule programs that this policy's templates render to, one per templated rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -17,6 +17,7 @@ use crate::common::{
     group = "policy.kanon.dev",
     version = "v1alpha1",
     kind = "ClusterOverridePolicy",
+    doc = "ClusterOverridePolicy mutates matching objects cluster-wide by applying its override rules at admission.",
     shortname = "cop",
     category = "kanon",
     status = "PolicyStatus",
@@ -25,7 +26,11 @@ use crate::common::{
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterOverridePolicySpec {
@@ -50,6 +55,7 @@ pub struct ClusterOverridePolicySpec {
     group = "policy.kanon.dev",
     version = "v1alpha1",
     kind = "OverridePolicy",
+    doc = "OverridePolicy mutates matching objects in its own namespace by applying its override rules at admission.",
     namespaced,
     shortname = "op",
     category = "kanon",
@@ -59,7 +65,11 @@ pub struct ClusterOverridePolicySpec {
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct OverridePolicySpec {

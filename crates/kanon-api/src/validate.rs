@@ -16,6 +16,7 @@ use crate::common::{
     group = "policy.kanon.dev",
     version = "v1alpha1",
     kind = "ClusterValidatePolicy",
+    doc = "ClusterValidatePolicy admits or rejects matching objects cluster-wide by evaluating its validation rules.",
     shortname = "cvp",
     category = "kanon",
     status = "PolicyStatus",
@@ -24,7 +25,11 @@ use crate::common::{
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterValidatePolicySpec {
@@ -52,6 +57,7 @@ pub struct ClusterValidatePolicySpec {
     group = "policy.kanon.dev",
     version = "v1alpha1",
     kind = "ValidatePolicy",
+    doc = "ValidatePolicy admits or rejects matching objects in its own namespace by evaluating its validation rules.",
     namespaced,
     shortname = "vp",
     category = "kanon",
@@ -61,7 +67,11 @@ pub struct ClusterValidatePolicySpec {
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ValidatePolicySpec {

@@ -1,0 +1,67 @@
+{{/*
+The chart name, or .Values.nameOverride.
+*/}}
+{{- define "kanon.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name of the chart's resources: .Values.fullnameOverride, else the release name, with the
+chart name appended unless the release name already contains it. Truncated to 63 characters, the
+limit of DNS labels.
+*/}}
+{{- define "kanon.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "kanon.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels that select the webhook's pods.
+*/}}
+{{- define "kanon.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kanon.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Labels on every resource of the chart.
+*/}}
+{{- define "kanon.labels" -}}
+helm.sh/chart: {{ include "kanon.chart" . }}
+{{ include "kanon.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+The name of the ServiceAccount the webhook runs as.
+*/}}
+{{- define "kanon.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kanon.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The webhook image reference; the tag defaults to the chart's appVersion.
+*/}}
+{{- define "kanon.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
