@@ -41,7 +41,10 @@ fn write_crds() -> Result<()> {
         }
         for entry in std::fs::read_dir(&dir)? {
             let path = entry?.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             if name.ends_with(".yaml") && !wanted.iter().any(|w| w == name) {
                 std::fs::remove_file(&path)
                     .with_context(|| format!("removing stale {}", path.display()))?;

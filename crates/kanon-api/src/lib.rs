@@ -65,7 +65,10 @@ impl PolicyKind {
 
     /// Whether objects of this kind live in a namespace.
     pub fn is_namespaced(self) -> bool {
-        matches!(self, PolicyKind::OverridePolicy | PolicyKind::ValidatePolicy)
+        matches!(
+            self,
+            PolicyKind::OverridePolicy | PolicyKind::ValidatePolicy
+        )
     }
 
     /// Whether this kind mutates (override) rather than validates.

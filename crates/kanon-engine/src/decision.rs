@@ -57,9 +57,10 @@ impl Decision {
                 self.allowed = false;
                 self.messages.push(format!("{}: {error}", policy.id));
             }
-            FailurePolicy::Ignore => self
-                .warnings
-                .push(format!("{}: skipped (failurePolicy Ignore): {error}", policy.id)),
+            FailurePolicy::Ignore => self.warnings.push(format!(
+                "{}: skipped (failurePolicy Ignore): {error}",
+                policy.id
+            )),
         }
     }
 
@@ -82,7 +83,11 @@ struct NamespaceLabels<'a> {
 
 impl<'a> NamespaceLabels<'a> {
     fn new(lookup: &'a dyn Lookup, namespace: Option<&'a str>) -> Self {
-        NamespaceLabels { lookup, namespace, cached: None }
+        NamespaceLabels {
+            lookup,
+            namespace,
+            cached: None,
+        }
     }
 
     fn get(&mut self) -> Result<Option<&Map<String, Value>>, String> {
@@ -116,12 +121,22 @@ fn applies(
     if !policy.selects_resource(view) {
         return Ok(false);
     }
-    let has_rule = match &policy.rules {
-        PolicyRules::Override(rules) => rules.iter().any(|r| r.operations.contains(operation)),
-        PolicyRules::Validate { rules, .. } => rules.iter().any(|r| r.operations.contains(operation)),
+    let (rule_count, has_rule) = match &policy.rules {
+        PolicyRules::Override(rules) => (
+            rules.len(),
+            rules.iter().any(|r| r.operations.contains(operation)),
+        ),
+        PolicyRules::Validate { rules, .. } => (
+            rules.len(),
+            rules.iter().any(|r| r.operations.contains(operation)),
+        ),
     };
-    // A policy that did not compile may have lost its rules; it still meets every operation.
-    if !has_rule && policy.defect.is_none() {
+    // Compiling keeps every rule and its operations even when the policy is invalid, so an
+    // invalid policy meets only the operations its rules target (as a Kubernetes webhook is
+    // only called for the operations its rules name). One with no rules at all meets every
+    // operation, so that it is not silently ignored.
+    let meets_every_operation = policy.defect.is_some() && rule_count == 0;
+    if !has_rule && !meets_every_operation {
         return Ok(false);
     }
     policy.selects_namespace(view, || namespaces.get())
@@ -136,11 +151,17 @@ fn defect_message(policy: &CompiledPolicy) -> Option<String> {
 
 /// Runs one override policy's rules for `operation` on `working`. On error `working` may be
 /// partly changed; the caller restores it.
-fn run_override(policy: &CompiledPolicy, operation: Operation, working: &mut Value) -> Result<(), String> {
+fn run_override(
+    policy: &CompiledPolicy,
+    operation: Operation,
+    working: &mut Value,
+) -> Result<(), String> {
     if let Some(message) = defect_message(policy) {
         return Err(message);
     }
-    let PolicyRules::Override(rules) = &policy.rules else { return Ok(()) };
+    let PolicyRules::Override(rules) = &policy.rules else {
+        return Ok(());
+    };
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
         for op in &rule.plaintext {
             plaintext::apply(working, &op.operation).map_err(|e| format!("{}: {e}", op.field))?;
@@ -155,14 +176,22 @@ impl PolicySet {
     /// `Fail` the request is denied, under `Ignore` a warning is added. DELETE is never
     /// patched.
     pub fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        let Some(original) = request.object.as_ref().filter(|_| request.operation != Operation::Delete) else {
+        let Some(original) = request
+            .object
+            .as_ref()
+            .filter(|_| request.operation != Operation::Delete)
+        else {
             return Decision::allow(request.subject().cloned());
         };
         let mut decision = Decision::allow(None);
         let mut working = original.clone();
         let view = request.view(original);
         let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
-        let candidates = self.override_candidates(&request.api_version, &request.kind, request.namespace.as_deref());
+        let candidates = self.override_candidates(
+            &request.api_version,
+            &request.kind,
+            request.namespace.as_deref(),
+        );
         for policy in candidates {
             match applies(policy, &view, request.operation, &mut namespaces) {
                 Ok(false) => continue,
@@ -193,13 +222,24 @@ impl PolicySet {
     /// Runs the validate policies on the request (on `object` in place of the request's own
     /// object when given, e.g. the result of [`PolicySet::mutate`]). All applicable policies
     /// are evaluated, in order, and every rejection is reported.
-    pub fn validate(&self, request: &Request, object: Option<&Value>, lookup: &dyn Lookup) -> Decision {
+    pub fn validate(
+        &self,
+        request: &Request,
+        object: Option<&Value>,
+        lookup: &dyn Lookup,
+    ) -> Decision {
         let subject = object.or(request.subject());
         let mut decision = Decision::allow(subject.cloned());
-        let Some(subject) = subject else { return decision };
+        let Some(subject) = subject else {
+            return decision;
+        };
         let view = request.view(subject);
         let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
-        let candidates = self.validate_candidates(&request.api_version, &request.kind, request.namespace.as_deref());
+        let candidates = self.validate_candidates(
+            &request.api_version,
+            &request.kind,
+            request.namespace.as_deref(),
+        );
         for policy in candidates {
             match applies(policy, &view, request.operation, &mut namespaces) {
                 Ok(false) => continue,

@@ -54,7 +54,11 @@ pub fn type_name(value: &Value) -> &'static str {
 /// Parses every document in `text`: multi-document YAML (`---` separated) or, when `json` is
 /// set, one JSON value. Empty documents are skipped; `kind: List` documents are expanded into
 /// their `items`. Every document must be an object.
-pub fn parse_documents(text: &str, source_name: &str, json: bool) -> Result<Vec<Value>, DocumentError> {
+pub fn parse_documents(
+    text: &str,
+    source_name: &str,
+    json: bool,
+) -> Result<Vec<Value>, DocumentError> {
     let raw: Vec<Value> = if json {
         let value: Value = serde_json::from_str(text).map_err(|e| DocumentError::Json {
             source_name: source_name.to_string(),
@@ -74,7 +78,19 @@ pub fn parse_documents(text: &str, source_name: &str, json: bool) -> Result<Vec<
                 .location()
                 .map(|l| format!(" at line {} column {}", l.line(), l.column()))
                 .unwrap_or_default(),
-            message: e.to_string(),
+            message: {
+                // The plain message; the location is given once, by `location`.
+                let plain = e.without_snippet().to_string();
+                let plain = plain.strip_prefix("error: ").unwrap_or(&plain).to_string();
+                let plain = match plain.split_once(": ") {
+                    Some((head, rest)) if head.starts_with("line ") => rest,
+                    _ => plain.as_str(),
+                };
+                match plain.rfind(" at line ") {
+                    Some(at) => plain[..at].to_string(),
+                    None => plain.to_string(),
+                }
+            },
         })?
     };
     let mut out = Vec::with_capacity(raw.len());
@@ -82,7 +98,10 @@ pub fn parse_documents(text: &str, source_name: &str, json: bool) -> Result<Vec<
         match doc {
             Value::Null => {}
             Value::Object(mut map) => {
-                let is_list = map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
+                let is_list = map
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List"))
                     && map.get("items").is_some_and(Value::is_array);
                 if is_list {
                     if let Some(Value::Array(items)) = map.remove("items") {
@@ -129,24 +148,40 @@ mod tests {
     fn yaml_multi_document_skips_empty_and_expands_lists() {
         let text = "a: 1\n---\n---\nkind: List\napiVersion: v1\nitems:\n- b: 2\n- c: 3\n";
         let docs = parse_documents(text, "x.yaml", false).unwrap();
-        assert_eq!(docs, vec![serde_json::json!({"a": 1}), serde_json::json!({"b": 2}), serde_json::json!({"c": 3})]);
+        assert_eq!(
+            docs,
+            vec![
+                serde_json::json!({"a": 1}),
+                serde_json::json!({"b": 2}),
+                serde_json::json!({"c": 3})
+            ]
+        );
     }
 
     #[test]
     fn bad_yaml_names_file_and_line() {
-        let err = parse_documents("a: 1\nb: [1, 2\nc: 3\n", "bad.yaml", false).unwrap_err().to_string();
+        let err = parse_documents("a: 1\nb: [1, 2\nc: 3\n", "bad.yaml", false)
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("bad.yaml: invalid YAML at line "), "{err}");
     }
 
     #[test]
     fn bad_json_names_file_line_and_column() {
-        let err = parse_documents("{\n  \"a\": ,\n}", "bad.json", true).unwrap_err().to_string();
-        assert!(err.starts_with("bad.json: invalid JSON at line 2 column"), "{err}");
+        let err = parse_documents("{\n  \"a\": ,\n}", "bad.json", true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("bad.json: invalid JSON at line 2 column"),
+            "{err}"
+        );
     }
 
     #[test]
     fn scalar_document_is_rejected() {
-        let err = parse_documents("just a string\n", "s.yaml", false).unwrap_err().to_string();
+        let err = parse_documents("just a string\n", "s.yaml", false)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "s.yaml: document 1 is not an object (found string)");
     }
 

@@ -15,7 +15,10 @@ pub struct FieldError {
 impl FieldError {
     /// A problem at `field`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { field: field.into(), message: message.into() }
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

@@ -73,21 +73,36 @@ struct WebhookIndex {
 }
 
 impl WebhookIndex {
-    fn build(policies: &[CompiledPolicy], cluster_kind: PolicyKind, namespaced_kind: PolicyKind) -> Self {
+    fn build(
+        policies: &[CompiledPolicy],
+        cluster_kind: PolicyKind,
+        namespaced_kind: PolicyKind,
+    ) -> Self {
         let positioned = || policies.iter().enumerate().map(|(i, p)| (i as u32, p));
         let cluster = TypeIndex::build(positioned().filter(|(_, p)| p.id.kind == cluster_kind));
         let mut by_namespace: HashMap<&str, Vec<(u32, &CompiledPolicy)>> = HashMap::new();
         for (pos, p) in positioned().filter(|(_, p)| p.id.kind == namespaced_kind) {
-            by_namespace.entry(p.id.namespace.as_deref().unwrap_or_default()).or_default().push((pos, p));
+            by_namespace
+                .entry(p.id.namespace.as_deref().unwrap_or_default())
+                .or_default()
+                .push((pos, p));
         }
         let namespaced = by_namespace
             .into_iter()
             .map(|(ns, entries)| (ns.to_string(), TypeIndex::build(entries.into_iter())))
             .collect();
-        WebhookIndex { cluster, namespaced }
+        WebhookIndex {
+            cluster,
+            namespaced,
+        }
     }
 
-    fn candidates<'a>(&'a self, api_version: &str, kind: &str, namespace: Option<&str>) -> impl Iterator<Item = u32> + use<'a> {
+    fn candidates<'a>(
+        &'a self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> impl Iterator<Item = u32> + use<'a> {
         let cluster = self.cluster.candidates(api_version, kind);
         let namespaced = namespace
             .and_then(|ns| self.namespaced.get(ns))
@@ -113,9 +128,21 @@ impl PolicySet {
         if let Some(pair) = policies.windows(2).find(|w| w[0].id == w[1].id) {
             return Err(DuplicatePolicy(pair[0].id.to_string()));
         }
-        let overrides = WebhookIndex::build(&policies, PolicyKind::ClusterOverridePolicy, PolicyKind::OverridePolicy);
-        let validates = WebhookIndex::build(&policies, PolicyKind::ClusterValidatePolicy, PolicyKind::ValidatePolicy);
-        Ok(PolicySet { policies, overrides, validates })
+        let overrides = WebhookIndex::build(
+            &policies,
+            PolicyKind::ClusterOverridePolicy,
+            PolicyKind::OverridePolicy,
+        );
+        let validates = WebhookIndex::build(
+            &policies,
+            PolicyKind::ClusterValidatePolicy,
+            PolicyKind::ValidatePolicy,
+        );
+        Ok(PolicySet {
+            policies,
+            overrides,
+            validates,
+        })
     }
 
     /// Every policy, in evaluation order.
@@ -135,7 +162,10 @@ impl PolicySet {
 
     /// A policy by identity.
     pub fn get(&self, id: &PolicyId) -> Option<&CompiledPolicy> {
-        self.policies.binary_search_by(|p| p.id.cmp(id)).ok().map(|i| &self.policies[i])
+        self.policies
+            .binary_search_by(|p| p.id.cmp(id))
+            .ok()
+            .map(|i| &self.policies[i])
     }
 
     /// Override policies that may select an object of this type in this namespace, in

@@ -13,10 +13,14 @@ pub mod error;
 pub mod index;
 pub mod lookup;
 pub mod plaintext;
+pub mod podspec;
 pub mod pointer;
 pub mod policy;
+pub mod program;
+pub mod quantity;
 pub mod request;
 pub mod selector;
+pub mod template;
 
 pub use decision::Decision;
 pub use document::{DocumentError, parse_documents};

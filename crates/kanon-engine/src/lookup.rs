@@ -35,7 +35,13 @@ pub trait Lookup: Send + Sync {
 pub struct NoObjects;
 
 impl Lookup for NoObjects {
-    fn get(&self, _: &str, _: &str, _: Option<&str>, _: &str) -> Result<Option<Arc<Value>>, LookupError> {
+    fn get(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: &str,
+    ) -> Result<Option<Arc<Value>>, LookupError> {
         Ok(None)
     }
 }
@@ -65,12 +71,22 @@ impl ObjectStore {
     /// Adds (or replaces) an object, keyed by its `apiVersion`, `kind`, `metadata.namespace`
     /// and `metadata.name`.
     pub fn insert(&mut self, object: Value) -> Result<(), MissingIdentity> {
-        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).map(str::to_string);
-        let api_version = text("/apiVersion").ok_or(MissingIdentity { missing: "apiVersion" })?;
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let api_version = text("/apiVersion").ok_or(MissingIdentity {
+            missing: "apiVersion",
+        })?;
         let kind = text("/kind").ok_or(MissingIdentity { missing: "kind" })?;
-        let name = text("/metadata/name").ok_or(MissingIdentity { missing: "metadata.name" })?;
+        let name = text("/metadata/name").ok_or(MissingIdentity {
+            missing: "metadata.name",
+        })?;
         let namespace = text("/metadata/namespace").filter(|n| !n.is_empty());
-        self.objects.insert((api_version, kind, namespace, name), Arc::new(object));
+        self.objects
+            .insert((api_version, kind, namespace, name), Arc::new(object));
         Ok(())
     }
 
@@ -93,7 +109,12 @@ impl Lookup for ObjectStore {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Arc<Value>>, LookupError> {
-        let key = (api_version.to_string(), kind.to_string(), namespace.map(str::to_string), name.to_string());
+        let key = (
+            api_version.to_string(),
+            kind.to_string(),
+            namespace.map(str::to_string),
+            name.to_string(),
+        );
         Ok(self.objects.get(&key).cloned())
     }
 }

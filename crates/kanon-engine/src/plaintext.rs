@@ -29,7 +29,10 @@ fn parse_pointer(text: &str, field: String, errors: &mut Vec<FieldError>) -> Opt
     match PointerBuf::parse(text) {
         Ok(p) => Some(p),
         Err(e) => {
-            errors.push(FieldError::new(field, format!("`{text}` is not a JSON pointer: {e}")));
+            errors.push(FieldError::new(
+                field,
+                format!("`{text}` is not a JSON pointer: {e}"),
+            ));
             None
         }
     }
@@ -37,24 +40,40 @@ fn parse_pointer(text: &str, field: String, errors: &mut Vec<FieldError>) -> Opt
 
 /// Checks one plaintext overrider: `path` (and `from`) are JSON pointers, `value` is present
 /// exactly for add/replace/test and `from` exactly for copy/move. Problems go to `errors`.
-pub fn compile(p: &PlaintextOverrider, field: &str, errors: &mut Vec<FieldError>) -> Option<PlaintextOp> {
+pub fn compile(
+    p: &PlaintextOverrider,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<PlaintextOp> {
     let before = errors.len();
     let path = parse_pointer(&p.path, format!("{field}.path"), errors);
     let needs_value = matches!(p.op, PatchOp::Add | PatchOp::Replace | PatchOp::Test);
     let needs_from = matches!(p.op, PatchOp::Copy | PatchOp::Move);
     let op = p.op.as_str();
     match (&p.value, needs_value) {
-        (None, true) => errors.push(FieldError::new(format!("{field}.value"), format!("is required for `{op}`"))),
-        (Some(_), false) => errors.push(FieldError::new(format!("{field}.value"), format!("is not used by `{op}`; remove it"))),
+        (None, true) => errors.push(FieldError::new(
+            format!("{field}.value"),
+            format!("is required for `{op}`"),
+        )),
+        (Some(_), false) => errors.push(FieldError::new(
+            format!("{field}.value"),
+            format!("is not used by `{op}`; remove it"),
+        )),
         _ => {}
     }
     let from = match (&p.from, needs_from) {
         (None, true) => {
-            errors.push(FieldError::new(format!("{field}.from"), format!("is required for `{op}`")));
+            errors.push(FieldError::new(
+                format!("{field}.from"),
+                format!("is required for `{op}`"),
+            ));
             None
         }
         (Some(_), false) => {
-            errors.push(FieldError::new(format!("{field}.from"), format!("is not used by `{op}`; remove it")));
+            errors.push(FieldError::new(
+                format!("{field}.from"),
+                format!("is not used by `{op}`; remove it"),
+            ));
             None
         }
         (Some(f), true) => parse_pointer(f, format!("{field}.from"), errors),
@@ -73,7 +92,10 @@ pub fn compile(p: &PlaintextOverrider, field: &str, errors: &mut Vec<FieldError>
         PatchOp::Copy => PatchOperation::Copy(CopyOperation { from: from?, path }),
         PatchOp::Move => PatchOperation::Move(MoveOperation { from: from?, path }),
     };
-    Some(PlaintextOp { operation, field: field.to_string() })
+    Some(PlaintextOp {
+        operation,
+        field: field.to_string(),
+    })
 }
 
 fn op_name(op: &PatchOperation) -> &'static str {
@@ -104,7 +126,10 @@ fn explain_missing(doc: &Value, path: &str, for_add: bool) -> String {
                 items.len(),
                 items.len()
             ),
-            Some(other) => format!("the parent `{parent}` is a {}, not an object or array", crate::document::type_name(other)),
+            Some(other) => format!(
+                "the parent `{parent}` is a {}, not an object or array",
+                crate::document::type_name(other)
+            ),
         }
     } else {
         format!(
@@ -123,7 +148,9 @@ pub fn apply(doc: &mut Value, op: &PatchOperation) -> Result<(), String> {
     let reason = match (&err.kind, op) {
         (json_patch::PatchErrorKind::TestFailed, PatchOperation::Test(t)) => format!(
             "the value at `{path}` is {}, not {}",
-            doc.pointer(&path).map(Value::to_string).unwrap_or_else(|| "absent".into()),
+            doc.pointer(&path)
+                .map(Value::to_string)
+                .unwrap_or_else(|| "absent".into()),
             t.value
         ),
         (json_patch::PatchErrorKind::InvalidFromPointer, PatchOperation::Move(m)) => {
@@ -132,9 +159,16 @@ pub fn apply(doc: &mut Value, op: &PatchOperation) -> Result<(), String> {
         (json_patch::PatchErrorKind::InvalidFromPointer, PatchOperation::Copy(c)) => {
             explain_missing(doc, c.from.as_str(), false)
         }
-        (json_patch::PatchErrorKind::CannotMoveInsideItself, _) => "cannot move a value inside itself".to_string(),
-        (_, PatchOperation::Add(_) | PatchOperation::Copy(_) | PatchOperation::Move(_)) => explain_missing(doc, &path, true),
-        (_, PatchOperation::Replace(_)) => format!("{}; use `add` to create it", explain_missing(doc, &path, false)),
+        (json_patch::PatchErrorKind::CannotMoveInsideItself, _) => {
+            "cannot move a value inside itself".to_string()
+        }
+        (_, PatchOperation::Add(_) | PatchOperation::Copy(_) | PatchOperation::Move(_)) => {
+            explain_missing(doc, &path, true)
+        }
+        (_, PatchOperation::Replace(_)) => format!(
+            "{}; use `add` to create it",
+            explain_missing(doc, &path, false)
+        ),
         _ => explain_missing(doc, &path, false),
     };
     Err(format!("{} {path}: {reason}", op_name(op)))
@@ -181,13 +215,34 @@ mod tests {
     fn failures_explain_themselves_and_leave_doc_unchanged() {
         let doc = json!({"metadata": {"labels": {"a": "1"}}, "l": [1]});
         let cases = [
-            (json!({"op": "remove", "path": "/metadata/labels/x"}), "remove /metadata/labels/x: nothing exists at `/metadata/labels/x` (the deepest existing parent is `/metadata/labels`)"),
-            (json!({"op": "replace", "path": "/metadata/annotations/x", "value": "v"}), "replace /metadata/annotations/x: nothing exists at `/metadata/annotations/x` (the deepest existing parent is `/metadata`); use `add` to create it"),
-            (json!({"op": "add", "path": "/metadata/annotations/x", "value": "v"}), "add /metadata/annotations/x: the parent `/metadata/annotations` does not exist (the deepest existing parent is `/metadata`); add the parent first"),
-            (json!({"op": "add", "path": "/l/5", "value": 1}), "add /l/5: `/l/5` is not a valid position in an array of 1 items (use an index up to 1 or `-` to append)"),
-            (json!({"op": "test", "path": "/metadata/labels/a", "value": "2"}), "test /metadata/labels/a: the value at `/metadata/labels/a` is \"1\", not \"2\""),
-            (json!({"op": "move", "from": "/nope", "path": "/x"}), "move /x: nothing exists at `/nope` (the deepest existing parent is `/`)"),
-            (json!({"op": "move", "from": "/metadata", "path": "/metadata/x"}), "move /metadata/x: cannot move a value inside itself"),
+            (
+                json!({"op": "remove", "path": "/metadata/labels/x"}),
+                "remove /metadata/labels/x: nothing exists at `/metadata/labels/x` (the deepest existing parent is `/metadata/labels`)",
+            ),
+            (
+                json!({"op": "replace", "path": "/metadata/annotations/x", "value": "v"}),
+                "replace /metadata/annotations/x: nothing exists at `/metadata/annotations/x` (the deepest existing parent is `/metadata`); use `add` to create it",
+            ),
+            (
+                json!({"op": "add", "path": "/metadata/annotations/x", "value": "v"}),
+                "add /metadata/annotations/x: the parent `/metadata/annotations` does not exist (the deepest existing parent is `/metadata`); add the parent first",
+            ),
+            (
+                json!({"op": "add", "path": "/l/5", "value": 1}),
+                "add /l/5: `/l/5` is not a valid position in an array of 1 items (use an index up to 1 or `-` to append)",
+            ),
+            (
+                json!({"op": "test", "path": "/metadata/labels/a", "value": "2"}),
+                "test /metadata/labels/a: the value at `/metadata/labels/a` is \"1\", not \"2\"",
+            ),
+            (
+                json!({"op": "move", "from": "/nope", "path": "/x"}),
+                "move /x: nothing exists at `/nope` (the deepest existing parent is `/`)",
+            ),
+            (
+                json!({"op": "move", "from": "/metadata", "path": "/metadata/x"}),
+                "move /metadata/x: cannot move a value inside itself",
+            ),
         ];
         for (v, want) in cases {
             let mut d = doc.clone();
@@ -199,12 +254,30 @@ mod tests {
 
     #[test]
     fn compile_checks_fields() {
-        assert_eq!(errors_of(json!({"op": "add", "path": "metadata.labels.a", "value": 1})).len(), 1);
-        assert_eq!(errors_of(json!({"op": "add", "path": "/a"})), vec!["f.value: is required for `add`"]);
-        assert_eq!(errors_of(json!({"op": "remove", "path": "/a", "value": 1})), vec!["f.value: is not used by `remove`; remove it"]);
-        assert_eq!(errors_of(json!({"op": "copy", "path": "/a"})), vec!["f.from: is required for `copy`"]);
-        assert_eq!(errors_of(json!({"op": "add", "path": "/a", "value": 1, "from": "/b"})), vec!["f.from: is not used by `add`; remove it"]);
+        assert_eq!(
+            errors_of(json!({"op": "add", "path": "metadata.labels.a", "value": 1})).len(),
+            1
+        );
+        assert_eq!(
+            errors_of(json!({"op": "add", "path": "/a"})),
+            vec!["f.value: is required for `add`"]
+        );
+        assert_eq!(
+            errors_of(json!({"op": "remove", "path": "/a", "value": 1})),
+            vec!["f.value: is not used by `remove`; remove it"]
+        );
+        assert_eq!(
+            errors_of(json!({"op": "copy", "path": "/a"})),
+            vec!["f.from: is required for `copy`"]
+        );
+        assert_eq!(
+            errors_of(json!({"op": "add", "path": "/a", "value": 1, "from": "/b"})),
+            vec!["f.from: is not used by `add`; remove it"]
+        );
         let e = errors_of(json!({"op": "move", "path": "/a", "from": "b"}));
-        assert!(e[0].starts_with("f.from: `b` is not a JSON pointer"), "{e:?}");
+        assert!(
+            e[0].starts_with("f.from: `b` is not a JSON pointer"),
+            "{e:?}"
+        );
     }
 }

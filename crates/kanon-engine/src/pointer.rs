@@ -43,7 +43,11 @@ pub fn deepest_existing(doc: &Value, pointer: &str) -> String {
     loop {
         let prefix = &pointer[..end];
         if doc.pointer(prefix).is_some() {
-            return if prefix.is_empty() { "/".to_string() } else { prefix.to_string() };
+            return if prefix.is_empty() {
+                "/".to_string()
+            } else {
+                prefix.to_string()
+            };
         }
         match prefix.rfind('/') {
             Some(i) => end = i,
@@ -59,7 +63,13 @@ mod tests {
 
     #[test]
     fn accepts_pointers() {
-        for p in ["", "/", "/metadata/labels/app.kubernetes.io~1name", "/a~0b", "/spec/containers/0"] {
+        for p in [
+            "",
+            "/",
+            "/metadata/labels/app.kubernetes.io~1name",
+            "/a~0b",
+            "/spec/containers/0",
+        ] {
             assert_eq!(check(p), Ok(()), "{p}");
         }
     }
@@ -95,7 +105,10 @@ mod tests {
     #[test]
     fn deepest_existing_prefix() {
         let doc = json!({"metadata": {"labels": {}}});
-        assert_eq!(deepest_existing(&doc, "/metadata/labels/x/y"), "/metadata/labels");
+        assert_eq!(
+            deepest_existing(&doc, "/metadata/labels/x/y"),
+            "/metadata/labels"
+        );
         assert_eq!(deepest_existing(&doc, "/spec/x"), "/");
     }
 }

@@ -4,12 +4,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use kanon_api::{
-    API_VERSION, ClusterOverridePolicy, ClusterValidatePolicy, FailurePolicy,
-    Operation, OverridePolicy, OverrideRule, PolicyKind, ResourceSelector, ValidatePolicy,
-    ValidateRule, ValidationAction,
-};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kanon_api::{
+    API_VERSION, ClusterOverridePolicy, ClusterValidatePolicy, FailurePolicy, Operation,
+    OverridePolicy, OverrideRule, PolicyKind, ResourceSelector, ValidatePolicy, ValidateRule,
+    ValidationAction,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -43,7 +43,9 @@ impl fmt::Display for PolicyId {
 pub fn policy_kind_of(document: &Value) -> Option<PolicyKind> {
     let api_version = document.get("apiVersion").and_then(Value::as_str)?;
     let kind = document.get("kind").and_then(Value::as_str)?;
-    (api_version == API_VERSION).then(|| PolicyKind::from_kind(kind)).flatten()
+    (api_version == API_VERSION)
+        .then(|| PolicyKind::from_kind(kind))
+        .flatten()
 }
 
 /// A decoded policy object of any of the four kinds.
@@ -67,11 +69,15 @@ fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
         Path::Seq { parent, index } => format!("{}[{index}]", ignored_path(parent)),
         Path::Map { parent, key } => {
             let parent = ignored_path(parent);
-            if parent.is_empty() { key.clone() } else { format!("{parent}.{key}") }
+            if parent.is_empty() {
+                key.clone()
+            } else {
+                format!("{parent}.{key}")
+            }
         }
-        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
-            ignored_path(parent)
-        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => ignored_path(parent),
     }
 }
 
@@ -79,7 +85,13 @@ fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
 /// that `T` does not know.
 fn decode_strict<T: DeserializeOwned>(document: &Value) -> Result<T, Vec<FieldError>> {
     let mut unknown = Vec::new();
-    let mut record = |path: serde_ignored::Path<'_>| unknown.push(ignored_path(&path));
+    let mut record = |path: serde_ignored::Path<'_>| {
+        let field = ignored_path(&path);
+        // kube's derived types carry apiVersion and kind as constants, not as fields.
+        if field != "apiVersion" && field != "kind" {
+            unknown.push(field);
+        }
+    };
     let de = serde_ignored::Deserializer::new(document.clone(), &mut record);
     let result: Result<T, _> = serde_path_to_error::deserialize(de);
     match result {
@@ -99,7 +111,12 @@ fn decode_strict<T: DeserializeOwned>(document: &Value) -> Result<T, Vec<FieldEr
 /// kinitiras fields that kanon replaces; a policy carrying them is rejected with the way out.
 fn kinitiras_leftovers(document: &Value, errors: &mut Vec<FieldError>) {
     let spec = document.get("spec");
-    let rules = |key| spec.and_then(|s| s.get(key)).and_then(Value::as_array).into_iter().flatten();
+    let rules = |key| {
+        spec.and_then(|s| s.get(key))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+    };
     for (i, rule) in rules("overrideRules").enumerate() {
         for field in ["cue", "renderedCue"] {
             if rule.pointer(&format!("/overriders/{field}")).is_some() {
@@ -127,18 +144,31 @@ impl PolicyObject {
     /// error is an [`InvalidPolicy`] naming the field.
     pub fn decode(document: &Value) -> Result<Self, InvalidPolicy> {
         let kind = policy_kind_of(document);
-        let name = document.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        let namespace = document.pointer("/metadata/namespace").and_then(Value::as_str);
+        let name = document
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let namespace = document
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
         let label = match (kind, namespace) {
             (Some(k), Some(ns)) if k.is_namespaced() => format!("{k}/{ns}/{name}"),
             (Some(k), _) => format!("{k}/{name}"),
-            (None, _) => format!("{}/{name}", document.get("kind").and_then(Value::as_str).unwrap_or("?")),
+            (None, _) => format!(
+                "{}/{name}",
+                document.get("kind").and_then(Value::as_str).unwrap_or("?")
+            ),
         };
-        let invalid = |errors| InvalidPolicy { policy: label.clone(), errors };
+        let invalid = |errors| InvalidPolicy {
+            policy: label.clone(),
+            errors,
+        };
         let Some(kind) = kind else {
             return Err(invalid(vec![FieldError::new(
                 "kind",
-                format!("not a kanon policy: apiVersion must be {API_VERSION} and kind one of ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy, ValidatePolicy"),
+                format!(
+                    "not a kanon policy: apiVersion must be {API_VERSION} and kind one of ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy, ValidatePolicy"
+                ),
             )]));
         };
         let mut errors = Vec::new();
@@ -147,9 +177,13 @@ impl PolicyObject {
             return Err(invalid(errors));
         }
         let decoded = match kind {
-            PolicyKind::ClusterOverridePolicy => decode_strict(document).map(PolicyObject::ClusterOverride),
+            PolicyKind::ClusterOverridePolicy => {
+                decode_strict(document).map(PolicyObject::ClusterOverride)
+            }
             PolicyKind::OverridePolicy => decode_strict(document).map(PolicyObject::Override),
-            PolicyKind::ClusterValidatePolicy => decode_strict(document).map(PolicyObject::ClusterValidate),
+            PolicyKind::ClusterValidatePolicy => {
+                decode_strict(document).map(PolicyObject::ClusterValidate)
+            }
             PolicyKind::ValidatePolicy => decode_strict(document).map(PolicyObject::Validate),
         };
         decoded.map_err(invalid)
@@ -165,7 +199,11 @@ impl PolicyObject {
         };
         PolicyId {
             kind,
-            namespace: if kind.is_namespaced() { meta.namespace.clone() } else { None },
+            namespace: if kind.is_namespaced() {
+                meta.namespace.clone()
+            } else {
+                None
+            },
             name: meta.name.clone().unwrap_or_default(),
         }
     }
@@ -267,7 +305,11 @@ struct SpecParts<'a> {
     failure_policy: Option<FailurePolicy>,
 }
 
-fn compile_selectors(id: &PolicyId, parts: &SpecParts<'_>, errors: &mut Vec<FieldError>) -> Vec<ResourceMatcher> {
+fn compile_selectors(
+    id: &PolicyId,
+    parts: &SpecParts<'_>,
+    errors: &mut Vec<FieldError>,
+) -> Vec<ResourceMatcher> {
     let mut matchers = Vec::with_capacity(parts.selectors.len());
     for (i, selector) in parts.selectors.iter().enumerate() {
         let field = format!("spec.resourceSelectors[{i}]");
@@ -285,7 +327,10 @@ fn compile_selectors(id: &PolicyId, parts: &SpecParts<'_>, errors: &mut Vec<Fiel
         // A selector that does not compile still selects its type, so that requests it was
         // written for meet the policy's failure policy instead of passing silently.
         if errors.len() > before {
-            matchers.push(ResourceMatcher::kind_only(&selector.api_version, &selector.kind));
+            matchers.push(ResourceMatcher::kind_only(
+                &selector.api_version,
+                &selector.kind,
+            ));
         } else {
             matchers.push(matcher);
         }
@@ -293,13 +338,19 @@ fn compile_selectors(id: &PolicyId, parts: &SpecParts<'_>, errors: &mut Vec<Fiel
     matchers
 }
 
-fn compile_override_rules(rules: &[OverrideRule], errors: &mut Vec<FieldError>) -> Vec<CompiledOverrideRule> {
+fn compile_override_rules(
+    rules: &[OverrideRule],
+    errors: &mut Vec<FieldError>,
+) -> Vec<CompiledOverrideRule> {
     let mut out = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         let field = format!("spec.overrideRules[{i}].overriders");
         let o = &rule.overriders;
         if o.template.is_none() && o.program.is_none() && o.plaintext.is_empty() {
-            errors.push(FieldError::new(&field, "no overrider: set template, program or plaintext"));
+            errors.push(FieldError::new(
+                &field,
+                "no overrider: set template, program or plaintext",
+            ));
         }
         if o.template.is_some() {
             errors.push(FieldError::new(
@@ -319,12 +370,18 @@ fn compile_override_rules(rules: &[OverrideRule], errors: &mut Vec<FieldError>) 
             .enumerate()
             .filter_map(|(j, p)| plaintext::compile(p, &format!("{field}.plaintext[{j}]"), errors))
             .collect();
-        out.push(CompiledOverrideRule { operations: OperationSet::from_targets(&rule.target_operations), plaintext });
+        out.push(CompiledOverrideRule {
+            operations: OperationSet::from_targets(&rule.target_operations),
+            plaintext,
+        });
     }
     out
 }
 
-fn compile_validate_rules(rules: &[ValidateRule], errors: &mut Vec<FieldError>) -> Vec<CompiledValidateRule> {
+fn compile_validate_rules(
+    rules: &[ValidateRule],
+    errors: &mut Vec<FieldError>,
+) -> Vec<CompiledValidateRule> {
     let mut out = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         let field = format!("spec.validateRules[{i}]");
@@ -343,15 +400,23 @@ fn compile_validate_rules(rules: &[ValidateRule], errors: &mut Vec<FieldError>) 
                 "rule programs are not supported yet by this version of kanon",
             ));
         }
-        out.push(CompiledValidateRule { operations: OperationSet::from_targets(&rule.target_operations) });
+        out.push(CompiledValidateRule {
+            operations: OperationSet::from_targets(&rule.target_operations),
+        });
     }
     out
 }
 
-fn check_actions(actions: &[ValidationAction], errors: &mut Vec<FieldError>) -> Vec<ValidationAction> {
+fn check_actions(
+    actions: &[ValidationAction],
+    errors: &mut Vec<FieldError>,
+) -> Vec<ValidationAction> {
     for (i, a) in actions.iter().enumerate() {
         if actions[..i].contains(a) {
-            errors.push(FieldError::new(format!("spec.validationActions[{i}]"), format!("{a:?} is listed twice")));
+            errors.push(FieldError::new(
+                format!("spec.validationActions[{i}]"),
+                format!("{a:?} is listed twice"),
+            ));
         }
     }
     if actions.contains(&ValidationAction::Deny) && actions.contains(&ValidationAction::Warn) {
@@ -360,7 +425,11 @@ fn check_actions(actions: &[ValidationAction], errors: &mut Vec<FieldError>) -> 
             "Deny and Warn may not be used together (a denied request has no use for the warning)",
         ));
     }
-    if actions.is_empty() { vec![ValidationAction::Deny] } else { actions.to_vec() }
+    if actions.is_empty() {
+        vec![ValidationAction::Deny]
+    } else {
+        actions.to_vec()
+    }
 }
 
 /// Compiles a decoded policy: checks every field and builds matchers and rules. The result is
@@ -372,7 +441,10 @@ pub fn compile(object: &PolicyObject) -> Compiled {
         errors.push(FieldError::new("metadata.name", "is required"));
     }
     if id.kind.is_namespaced() && id.namespace.as_deref().unwrap_or("").is_empty() {
-        errors.push(FieldError::new("metadata.namespace", format!("is required for {}", id.kind)));
+        errors.push(FieldError::new(
+            "metadata.namespace",
+            format!("is required for {}", id.kind),
+        ));
     }
     let parts = match object {
         PolicyObject::ClusterOverride(p) => SpecParts {
@@ -401,8 +473,12 @@ pub fn compile(object: &PolicyObject) -> Compiled {
         .namespace_selector
         .map(|s| LabelMatcher::compile(s, "spec.namespaceSelector", &mut errors));
     let rules = match object {
-        PolicyObject::ClusterOverride(p) => PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors)),
-        PolicyObject::Override(p) => PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors)),
+        PolicyObject::ClusterOverride(p) => {
+            PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors))
+        }
+        PolicyObject::Override(p) => {
+            PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors))
+        }
         PolicyObject::ClusterValidate(p) => PolicyRules::Validate {
             rules: compile_validate_rules(&p.spec.validate_rules, &mut errors),
             actions: check_actions(&p.spec.validation_actions, &mut errors),
@@ -412,8 +488,12 @@ pub fn compile(object: &PolicyObject) -> Compiled {
             actions: check_actions(&p.spec.validation_actions, &mut errors),
         },
     };
-    let defect = (!errors.is_empty())
-        .then(|| Arc::new(InvalidPolicy { policy: id.to_string(), errors: errors.clone() }));
+    let defect = (!errors.is_empty()).then(|| {
+        Arc::new(InvalidPolicy {
+            policy: id.to_string(),
+            errors: errors.clone(),
+        })
+    });
     Compiled {
         policy: CompiledPolicy {
             id,
@@ -444,13 +524,19 @@ impl CompiledPolicy {
     /// Whether the namespace selector (if any) selects the object. `namespace_labels` gives the
     /// labels of the object's namespace (`Ok(None)`: it has none; `Err`: it could not be
     /// found) and is called only when needed. As in Kubernetes' own webhook matching, a
-    /// Namespace is judged by its own labels and other cluster-scoped objects always pass.
+    /// Namespace is judged by its own labels and other cluster-scoped objects always pass; an
+    /// empty selector selects every namespace without reading it.
     pub fn selects_namespace<'n>(
         &self,
         object: &ObjectView<'_>,
         namespace_labels: impl FnOnce() -> Result<Option<&'n Map<String, Value>>, String>,
     ) -> Result<bool, String> {
-        let Some(selector) = &self.namespace_selector else { return Ok(true) };
+        let Some(selector) = &self.namespace_selector else {
+            return Ok(true);
+        };
+        if selector.is_empty() {
+            return Ok(true);
+        }
         if object.kind == "Namespace" && object.api_version == "v1" {
             return Ok(selector.matches(labels_of(object.object)));
         }

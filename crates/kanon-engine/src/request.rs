@@ -63,7 +63,10 @@ pub fn parse_operation(text: &str) -> Result<Operation, RequestError> {
 }
 
 fn text_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
-    value.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 impl Request {
@@ -78,25 +81,52 @@ impl Request {
             return Err(RequestError::Operation("*".into()));
         }
         let subject = match operation {
-            Operation::Delete => old_object
-                .as_ref()
-                .or(object.as_ref())
-                .ok_or(RequestError::MissingObject { operation, what: "the object being deleted" })?,
-            _ => object.as_ref().ok_or(RequestError::MissingObject { operation, what: "an object" })?,
+            Operation::Delete => {
+                old_object
+                    .as_ref()
+                    .or(object.as_ref())
+                    .ok_or(RequestError::MissingObject {
+                        operation,
+                        what: "the object being deleted",
+                    })?
+            }
+            _ => object.as_ref().ok_or(RequestError::MissingObject {
+                operation,
+                what: "an object",
+            })?,
         };
         if operation == Operation::Update && old_object.is_none() {
-            return Err(RequestError::MissingObject { operation, what: "an old object" });
+            return Err(RequestError::MissingObject {
+                operation,
+                what: "an old object",
+            });
         }
-        let api_version = text_at(subject, "/apiVersion").ok_or(RequestError::MissingField("apiVersion"))?.to_string();
-        let kind = text_at(subject, "/kind").ok_or(RequestError::MissingField("kind"))?.to_string();
-        let name = text_at(subject, "/metadata/name").unwrap_or_default().to_string();
+        let api_version = text_at(subject, "/apiVersion")
+            .ok_or(RequestError::MissingField("apiVersion"))?
+            .to_string();
+        let kind = text_at(subject, "/kind")
+            .ok_or(RequestError::MissingField("kind"))?
+            .to_string();
+        let name = text_at(subject, "/metadata/name")
+            .unwrap_or_default()
+            .to_string();
         let namespace = text_at(subject, "/metadata/namespace").map(str::to_string);
         // On DELETE the object under test is the old object.
         let (object, old_object) = match operation {
             Operation::Delete => (None, old_object.or(object)),
             _ => (object, old_object),
         };
-        Ok(Request { uid: String::new(), operation, api_version, kind, namespace, name, object, old_object, dry_run: false })
+        Ok(Request {
+            uid: String::new(),
+            operation,
+            api_version,
+            kind,
+            namespace,
+            name,
+            object,
+            old_object,
+            dry_run: false,
+        })
     }
 
     /// Reads an `admission.k8s.io/v1` AdmissionReview's `request`. The object's type comes
@@ -107,7 +137,10 @@ impl Request {
         let Some(map) = review.as_object() else {
             return Err(bad("the body is not a JSON object"));
         };
-        match (map.get("apiVersion").and_then(Value::as_str), map.get("kind").and_then(Value::as_str)) {
+        match (
+            map.get("apiVersion").and_then(Value::as_str),
+            map.get("kind").and_then(Value::as_str),
+        ) {
             (Some("admission.k8s.io/v1"), Some("AdmissionReview")) => {}
             (api_version, kind) => {
                 return Err(RequestError::Review(format!(
@@ -117,8 +150,13 @@ impl Request {
                 )));
             }
         }
-        let request = map.get("request").filter(|r| r.is_object()).ok_or_else(|| bad("`request` is missing"))?;
-        let uid = text_at(request, "/uid").ok_or_else(|| bad("`request.uid` is missing"))?.to_string();
+        let request = map
+            .get("request")
+            .filter(|r| r.is_object())
+            .ok_or_else(|| bad("`request` is missing"))?;
+        let uid = text_at(request, "/uid")
+            .ok_or_else(|| bad("`request.uid` is missing"))?
+            .to_string();
         let operation = parse_operation(
             text_at(request, "/operation").ok_or_else(|| bad("`request.operation` is missing"))?,
         )
@@ -133,7 +171,9 @@ impl Request {
         let subject = match (subject, operation) {
             (Some(s), _) => s,
             (None, Operation::Create | Operation::Update) => {
-                return Err(RequestError::Review(format!("{operation} request has no `request.object`")));
+                return Err(RequestError::Review(format!(
+                    "{operation} request has no `request.object`"
+                )));
             }
             // DELETE with no old object (some apiservers omit it) or CONNECT: judge the request
             // by its identity alone.
@@ -147,7 +187,13 @@ impl Request {
         }
         let group = text_at(request, "/kind/group").unwrap_or_default();
         let version = text_at(request, "/kind/version");
-        let review_api_version = version.map(|v| if group.is_empty() { v.to_string() } else { format!("{group}/{v}") });
+        let review_api_version = version.map(|v| {
+            if group.is_empty() {
+                v.to_string()
+            } else {
+                format!("{group}/{v}")
+            }
+        });
         let api_version = text_at(subject, "/apiVersion")
             .map(str::to_string)
             .or(review_api_version)
@@ -156,19 +202,35 @@ impl Request {
             .or_else(|| text_at(request, "/kind/kind"))
             .ok_or_else(|| bad("neither the object nor `request.kind` gives a kind"))?
             .to_string();
+        // A Namespace is cluster-scoped, although the apiserver (since Kubernetes 1.20) names
+        // it as its own namespace in `request.namespace`.
+        let is_namespace = api_version == "v1" && kind == "Namespace";
         let namespace = text_at(subject, "/metadata/namespace")
-            .or_else(|| text_at(request, "/namespace"))
+            .or_else(|| text_at(request, "/namespace").filter(|_| !is_namespace))
             .map(str::to_string);
         let name = text_at(subject, "/metadata/name")
             .or_else(|| text_at(request, "/name"))
             .unwrap_or_default()
             .to_string();
-        let dry_run = request.get("dryRun").and_then(Value::as_bool).unwrap_or(false);
+        let dry_run = request
+            .get("dryRun")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let (object, old_object) = match operation {
             Operation::Delete => (None, old_object),
             _ => (object, old_object),
         };
-        Ok(Request { uid, operation, api_version, kind, namespace, name, object, old_object, dry_run })
+        Ok(Request {
+            uid,
+            operation,
+            api_version,
+            kind,
+            namespace,
+            name,
+            object,
+            old_object,
+            dry_run,
+        })
     }
 
     /// The object under test: the old object on DELETE, else the object.

@@ -1,6 +1,5 @@
 //! Resource selectors, label selectors and field selectors, compiled once per policy.
 
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kanon_api::{FieldSelector, ResourceSelector, SelectorOperator};
 use serde_json::{Map, Value};
@@ -25,7 +24,9 @@ pub struct ObjectView<'a> {
 
 /// The labels of an object (`metadata.labels`), if any.
 pub fn labels_of(object: &Value) -> Option<&Map<String, Value>> {
-    object.pointer("/metadata/labels").and_then(Value::as_object)
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -56,10 +57,12 @@ impl SetOp {
                 field,
                 "values must be non-empty for the In and NotIn operators",
             )),
-            SetOp::Exists | SetOp::DoesNotExist if !values.is_empty() => errors.push(FieldError::new(
-                field,
-                "values must be empty for the Exists and DoesNotExist operators",
-            )),
+            SetOp::Exists | SetOp::DoesNotExist if !values.is_empty() => {
+                errors.push(FieldError::new(
+                    field,
+                    "values must be empty for the Exists and DoesNotExist operators",
+                ))
+            }
             _ => {}
         }
     }
@@ -84,7 +87,11 @@ impl LabelMatcher {
     pub fn compile(selector: &LabelSelector, field: &str, errors: &mut Vec<FieldError>) -> Self {
         let mut requirements = Vec::new();
         for (key, value) in selector.match_labels.iter().flatten() {
-            requirements.push(LabelRequirement { key: key.clone(), op: SetOp::In, values: vec![value.clone()] });
+            requirements.push(LabelRequirement {
+                key: key.clone(),
+                op: SetOp::In,
+                values: vec![value.clone()],
+            });
         }
         for (i, expr) in selector.match_expressions.iter().flatten().enumerate() {
             let at = format!("{field}.matchExpressions[{i}]");
@@ -96,19 +103,33 @@ impl LabelMatcher {
                 other => {
                     errors.push(FieldError::new(
                         format!("{at}.operator"),
-                        format!("unknown operator `{other}`; use In, NotIn, Exists or DoesNotExist"),
+                        format!(
+                            "unknown operator `{other}`; use In, NotIn, Exists or DoesNotExist"
+                        ),
                     ));
                     continue;
                 }
             };
             if expr.key.is_empty() {
-                errors.push(FieldError::new(format!("{at}.key"), "key must not be empty"));
+                errors.push(FieldError::new(
+                    format!("{at}.key"),
+                    "key must not be empty",
+                ));
             }
             let values = expr.values.clone().unwrap_or_default();
             op.check_values(&values, &format!("{at}.values"), errors);
-            requirements.push(LabelRequirement { key: expr.key.clone(), op, values });
+            requirements.push(LabelRequirement {
+                key: expr.key.clone(),
+                op,
+                values,
+            });
         }
         LabelMatcher { requirements }
+    }
+
+    /// Whether the selector has no requirements, and so matches every set of labels.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
     }
 
     /// Whether `labels` satisfy every requirement.
@@ -149,7 +170,10 @@ impl FieldMatcher {
         let mut requirements = Vec::new();
         for (pointer_text, value) in &selector.match_fields {
             if let Err(e) = pointer::check(pointer_text) {
-                errors.push(FieldError::new(format!("{field}.matchFields[{pointer_text}]"), e));
+                errors.push(FieldError::new(
+                    format!("{field}.matchFields[{pointer_text}]"),
+                    e,
+                ));
             }
             requirements.push(FieldRequirement {
                 pointer: pointer_text.clone(),
@@ -180,7 +204,11 @@ impl FieldMatcher {
                 SelectorOperator::DoesNotExist => SetOp::DoesNotExist,
             };
             op.check_values(&values, &format!("{at}.values"), errors);
-            requirements.push(FieldRequirement { pointer: expr.field.clone(), op, values });
+            requirements.push(FieldRequirement {
+                pointer: expr.field.clone(),
+                op,
+                values,
+            });
         }
         FieldMatcher { requirements }
     }
@@ -223,10 +251,16 @@ impl ResourceMatcher {
     /// Compiles `selector`; problems are pushed to `errors` under `field`.
     pub fn compile(selector: &ResourceSelector, field: &str, errors: &mut Vec<FieldError>) -> Self {
         if selector.api_version.is_empty() {
-            errors.push(FieldError::new(format!("{field}.apiVersion"), "must not be empty"));
+            errors.push(FieldError::new(
+                format!("{field}.apiVersion"),
+                "must not be empty",
+            ));
         }
         if selector.kind.is_empty() {
-            errors.push(FieldError::new(format!("{field}.kind"), "must not be empty"));
+            errors.push(FieldError::new(
+                format!("{field}.kind"),
+                "must not be empty",
+            ));
         }
         let name = selector.name.clone().filter(|n| !n.is_empty());
         let labels = selector
@@ -274,8 +308,13 @@ impl ResourceMatcher {
         if let Some(name) = &self.name {
             return name == object.name;
         }
-        self.labels.as_ref().is_none_or(|l| l.matches(labels_of(object.object)))
-            && self.fields.as_ref().is_none_or(|f| f.matches(object.object))
+        self.labels
+            .as_ref()
+            .is_none_or(|l| l.matches(labels_of(object.object)))
+            && self
+                .fields
+                .as_ref()
+                .is_none_or(|f| f.matches(object.object))
     }
 
     /// The namespace this selector is restricted to, if any.
@@ -283,4 +322,3 @@ impl ResourceMatcher {
         self.namespace.as_deref()
     }
 }
-

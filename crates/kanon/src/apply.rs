@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use kanon_api::Operation;
-use kanon_engine::{ObjectStore, PolicySet, Request, compile_document, parse_operation, policy_kind_of};
+use kanon_engine::{
+    ObjectStore, PolicySet, Request, compile_document, parse_operation, policy_kind_of,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -97,7 +99,11 @@ pub fn run(args: &ApplyArgs) -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-            if verdicts.iter().all(|v| v.decision.allowed) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+            if verdicts.iter().all(|v| v.decision.allowed) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
         Err(BadInput(problems)) => {
             for p in problems {
@@ -114,7 +120,13 @@ fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
     let mut compiled = Vec::new();
     for doc in &docs {
         if policy_kind_of(&doc.value).is_none() {
-            let text = |key| doc.value.get(key).and_then(Value::as_str).unwrap_or("?").to_string();
+            let text = |key| {
+                doc.value
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string()
+            };
             problems.push(format!(
                 "{}: {} {} is not a kanon policy kind (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy)",
                 doc.origin(),
@@ -147,19 +159,38 @@ fn load_context(paths: &[PathBuf]) -> Result<ObjectStore, BadInput> {
 
 /// `(apiVersion, kind, namespace, name)` of an object, for pairing old and new versions.
 fn identity(value: &Value) -> (String, String, String, String) {
-    let text = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
-    (text("/apiVersion"), text("/kind"), text("/metadata/namespace"), text("/metadata/name"))
+    let text = |p: &str| {
+        value
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    (
+        text("/apiVersion"),
+        text("/kind"),
+        text("/metadata/namespace"),
+        text("/metadata/name"),
+    )
 }
 
 fn build_request(doc: &Document, args: &ApplyArgs, old: &[Document]) -> Result<Request, String> {
     let is_review = doc.value.get("kind").and_then(Value::as_str) == Some("AdmissionReview");
     if is_review {
-        return Request::from_admission_review(&doc.value).map_err(|e| format!("{}: {e}", doc.origin()));
+        return Request::from_admission_review(&doc.value)
+            .map_err(|e| format!("{}: {e}", doc.origin()));
     }
     let id = identity(&doc.value);
-    let old_object = old.iter().find(|o| identity(&o.value) == id).map(|o| o.value.clone());
+    let old_object = old
+        .iter()
+        .find(|o| identity(&o.value) == id)
+        .map(|o| o.value.clone());
     Request::from_objects(args.operation, Some(doc.value.clone()), old_object).map_err(|e| {
-        let hint = if args.operation == Operation::Update { " (give it with --old-resource)" } else { "" };
+        let hint = if args.operation == Operation::Update {
+            " (give it with --old-resource)"
+        } else {
+            ""
+        };
         format!("{}: {e}{hint}", doc.origin())
     })
 }
@@ -170,7 +201,9 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
     let old = read_documents(&args.old_resources).map_err(|e| e.to_string())?;
     let resources = read_documents(&args.resources).map_err(|e| e.to_string())?;
     if resources.is_empty() {
-        return Err(BadInput(vec!["no resource to evaluate: the --resource paths hold no document".into()]));
+        return Err(BadInput(vec![
+            "no resource to evaluate: the --resource paths hold no document".into(),
+        ]));
     }
     let mut problems = Vec::new();
     let mut verdicts = Vec::new();
@@ -195,5 +228,9 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
             decision,
         });
     }
-    if problems.is_empty() { Ok(verdicts) } else { Err(BadInput(problems)) }
+    if problems.is_empty() {
+        Ok(verdicts)
+    } else {
+        Err(BadInput(problems))
+    }
 }

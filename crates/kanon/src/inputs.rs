@@ -48,11 +48,17 @@ pub enum InputError {
 }
 
 fn is_document_file(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
-    let read_err = |source| InputError::Read { path: dir.display().to_string(), source };
+    let read_err = |source| InputError::Read {
+        path: dir.display().to_string(),
+        source,
+    };
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(read_err)?
         .map(|e| e.map(|e| e.path()))
@@ -73,7 +79,11 @@ fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, InputErr
     Ok(kanon_engine::parse_documents(text, source, json)?
         .into_iter()
         .enumerate()
-        .map(|(i, value)| Document { source: source.to_string(), index: i + 1, value })
+        .map(|(i, value)| Document {
+            source: source.to_string(),
+            index: i + 1,
+            value,
+        })
         .collect())
 }
 
@@ -85,7 +95,10 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)
-                .map_err(|source| InputError::Read { path: "-".into(), source })?;
+                .map_err(|source| InputError::Read {
+                    path: "-".into(),
+                    source,
+                })?;
             let json = text.trim_start().starts_with(['{', '[']);
             docs.extend(parse(&text, "-", json)?);
             continue;
@@ -102,8 +115,10 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
         };
         for file in files {
             let name = file.display().to_string();
-            let text = std::fs::read_to_string(&file)
-                .map_err(|source| InputError::Read { path: name.clone(), source })?;
+            let text = std::fs::read_to_string(&file).map_err(|source| InputError::Read {
+                path: name.clone(),
+                source,
+            })?;
             let json = file.extension().and_then(|e| e.to_str()) == Some("json");
             docs.extend(parse(&text, &name, json)?);
         }

@@ -10,7 +10,9 @@ fn repo() -> PathBuf {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    repo().join("../shared/fixtures/admission-reviews").join(name)
+    repo()
+        .join("../shared/fixtures/admission-reviews")
+        .join(name)
 }
 
 fn kanon(args: &[&str]) -> Output {
@@ -63,64 +65,122 @@ fn add_label_policy(name: &str, key: &str, value: &str) -> String {
 #[test]
 fn examples_are_all_allowed_with_the_documented_patches() {
     let (code, verdicts) = apply_json(&[
-        "--policy", "examples/policies", "--resource", "examples/resources", "--context", "examples/context",
+        "--policy",
+        "examples/policies",
+        "--resource",
+        "examples/resources",
+        "--context",
+        "examples/context",
     ]);
     assert_eq!(code, 0);
     assert_eq!(verdicts.len(), 3);
 
     let web = verdict(&verdicts, "web-0");
     assert_eq!(web["allowed"], true);
-    assert_eq!(web["resource"], json!({"apiVersion": "v1", "kind": "Pod", "namespace": "shop", "name": "web-0"}));
-    assert_eq!(web["appliedPolicies"], json!(["ClusterOverridePolicy/web-labels", "OverridePolicy/shop/shop-env"]));
+    assert_eq!(
+        web["resource"],
+        json!({"apiVersion": "v1", "kind": "Pod", "namespace": "shop", "name": "web-0"})
+    );
+    assert_eq!(
+        web["appliedPolicies"],
+        json!([
+            "ClusterOverridePolicy/web-labels",
+            "OverridePolicy/shop/shop-env"
+        ])
+    );
     assert_eq!(
         web["patched"]["metadata"]["labels"],
         json!({"app": "web", "team": "storefront", "app.kubernetes.io/part-of": "storefront", "cost-center": "storefront"})
     );
-    let paths: Vec<&str> = web["patch"].as_array().unwrap().iter().map(|op| op["path"].as_str().unwrap()).collect();
-    assert!(paths.contains(&"/metadata/labels/app.kubernetes.io~1part-of"), "{paths:?}");
+    let paths: Vec<&str> = web["patch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| op["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        paths.contains(&"/metadata/labels/app.kubernetes.io~1part-of"),
+        "{paths:?}"
+    );
     // The Ignore policy failed on every Pod and said so, naming itself.
     assert_eq!(web["warnings"].as_array().unwrap().len(), 1);
-    assert!(web["warnings"][0].as_str().unwrap().starts_with("ClusterOverridePolicy/legacy-cleanup: skipped (failurePolicy Ignore)"));
+    assert!(
+        web["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("ClusterOverridePolicy/legacy-cleanup: skipped (failurePolicy Ignore)")
+    );
 
     let deploy = verdict(&verdicts, "api");
-    assert_eq!(deploy["appliedPolicies"], json!(["ClusterOverridePolicy/prod-deployments"]));
+    assert_eq!(
+        deploy["appliedPolicies"],
+        json!(["ClusterOverridePolicy/prod-deployments"])
+    );
     assert_eq!(deploy["patched"]["spec"]["revisionHistoryLimit"], 5);
 
     let batch = verdict(&verdicts, "report-1");
-    assert_eq!(batch["appliedPolicies"], json!(["ClusterOverridePolicy/batch-priority"]));
-    assert_eq!(batch["patch"], json!([{"op": "add", "path": "/spec/priorityClassName", "value": "batch-low"}]));
+    assert_eq!(
+        batch["appliedPolicies"],
+        json!(["ClusterOverridePolicy/batch-priority"])
+    );
+    assert_eq!(
+        batch["patch"],
+        json!([{"op": "add", "path": "/spec/priorityClassName", "value": "batch-low"}])
+    );
 }
 
 #[test]
 fn namespace_selector_needs_the_namespace_from_context() {
     // Without --context the payments namespace is unknown: prod-deployments (failurePolicy
     // Fail) cannot decide and denies, naming itself and the namespace.
-    let (code, verdicts) = apply_json(&["--policy", "examples/policies", "--resource", "examples/resources/deployment-api.yaml"]);
+    let (code, verdicts) = apply_json(&[
+        "--policy",
+        "examples/policies",
+        "--resource",
+        "examples/resources/deployment-api.yaml",
+    ]);
     assert_eq!(code, 1);
     let deploy = verdict(&verdicts, "api");
     assert_eq!(deploy["allowed"], false);
     assert_eq!(
         deploy["messages"],
-        json!(["ClusterOverridePolicy/prod-deployments: namespaceSelector: namespace `payments` was not found, so its labels are unknown"])
+        json!([
+            "ClusterOverridePolicy/prod-deployments: namespaceSelector: namespace `payments` was not found, so its labels are unknown"
+        ])
     );
     assert_eq!(deploy["patch"], json!([]));
 }
 
 #[test]
 fn yaml_is_the_default_output() {
-    let out = kanon(&["apply", "--policy", "examples/policies", "--resource", "examples/resources/pod-batch.yaml"]);
+    let out = kanon(&[
+        "apply",
+        "--policy",
+        "examples/policies",
+        "--resource",
+        "examples/resources/pod-batch.yaml",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("- resource:\n"), "{text}");
     let parsed: Vec<Value> = serde_saphyr::from_str(&text).expect("output is YAML");
-    assert_eq!(parsed[0]["appliedPolicies"], json!(["ClusterOverridePolicy/batch-priority"]));
+    assert_eq!(
+        parsed[0]["appliedPolicies"],
+        json!(["ClusterOverridePolicy/batch-priority"])
+    );
 }
 
 #[test]
 fn a_failing_policy_denies_with_exit_1_and_names_the_policy() {
     let (code, verdicts) = apply_json(&[
-        "--policy", "examples/policies", "--policy", "examples/failures/cop-strict-remove.yaml",
-        "--resource", "examples/resources/pod-web.yaml", "--context", "examples/context",
+        "--policy",
+        "examples/policies",
+        "--policy",
+        "examples/failures/cop-strict-remove.yaml",
+        "--resource",
+        "examples/resources/pod-web.yaml",
+        "--context",
+        "examples/context",
     ]);
     assert_eq!(code, 1);
     let web = verdict(&verdicts, "web-0");
@@ -128,17 +188,30 @@ fn a_failing_policy_denies_with_exit_1_and_names_the_policy() {
     assert_eq!(web["patch"], json!([]));
     assert_eq!(
         web["messages"],
-        json!(["ClusterOverridePolicy/strict-remove: spec.overrideRules[0].overriders.plaintext[0]: remove /spec/hostNetwork: nothing exists at `/spec/hostNetwork` (the deepest existing parent is `/spec`)"])
+        json!([
+            "ClusterOverridePolicy/strict-remove: spec.overrideRules[0].overriders.plaintext[0]: remove /spec/hostNetwork: nothing exists at `/spec/hostNetwork` (the deepest existing parent is `/spec`)"
+        ])
     );
 }
 
 #[test]
 fn an_invalid_policy_is_bad_input_with_every_error_by_field() {
-    let out = kanon(&["apply", "--policy", "examples/failures/cop-invalid.yaml", "--resource", "examples/resources"]);
+    let out = kanon(&[
+        "apply",
+        "--policy",
+        "examples/failures/cop-invalid.yaml",
+        "--resource",
+        "examples/resources",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     let err = stderr(&out);
-    assert!(err.contains("examples/failures/cop-invalid.yaml: ClusterOverridePolicy/invalid is invalid:"), "{err}");
+    assert!(
+        err.contains(
+            "examples/failures/cop-invalid.yaml: ClusterOverridePolicy/invalid is invalid:"
+        ),
+        "{err}"
+    );
     for field in [
         "spec.resourceSelectors[0].fieldSelector.matchExpressions[0].field: `metadata.labels.app` is not a JSON pointer",
         "spec.overrideRules[0].overriders.plaintext[0].path: `metadata.labels.team` is not a JSON pointer",
@@ -154,7 +227,10 @@ fn bad_input_exits_2_with_the_reason() {
     let template = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: t\nspec:\n  overrideRules:\n  - overriders:\n      template:\n        type: labels\n        operation: add\n        path: a\n        value: {string: b}\n";
     let unknown = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: u\nspec:\n  resourceSelector: []\n  overrideRules: []\n";
     let dir = temp_files(&[
-        ("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n"),
+        (
+            "bad.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: [unclosed\n",
+        ),
         ("notpolicy.yaml", POD),
         ("cue.yaml", cue),
         ("template.yaml", template),
@@ -187,7 +263,11 @@ fn bad_input_exits_2_with_the_reason() {
             continue;
         }
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(&want), "{args:?}: expected `{want}` in:\n{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&want),
+            "{args:?}: expected `{want}` in:\n{}",
+            stderr(&out)
+        );
     }
 }
 
@@ -196,9 +276,19 @@ fn duplicate_policies_are_bad_input() {
     let policy = add_label_policy("dup", "a", "b");
     let dir = temp_files(&[("one.yaml", &policy), ("two.yaml", &policy)]);
     let resources = temp_files(&[("pod.yaml", POD)]);
-    let out = kanon(&["apply", "--policy", &dir.path().display().to_string(), "--resource", &resources.path().display().to_string()]);
+    let out = kanon(&[
+        "apply",
+        "--policy",
+        &dir.path().display().to_string(),
+        "--resource",
+        &resources.path().display().to_string(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("ClusterOverridePolicy/dup is defined more than once"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("ClusterOverridePolicy/dup is defined more than once"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -210,8 +300,14 @@ fn admission_reviews_bring_their_own_operation_and_old_object() {
     let (code, verdicts) = apply_json(&["--policy", &policy, "--resource", &create]);
     assert_eq!(code, 0);
     assert_eq!(verdicts[0]["operation"], "CREATE");
-    assert_eq!(verdicts[0]["appliedPolicies"], json!(["ClusterOverridePolicy/mark"]));
-    assert_eq!(verdicts[0]["patched"]["metadata"]["labels"]["kanon"], "seen");
+    assert_eq!(
+        verdicts[0]["appliedPolicies"],
+        json!(["ClusterOverridePolicy/mark"])
+    );
+    assert_eq!(
+        verdicts[0]["patched"]["metadata"]["labels"]["kanon"],
+        "seen"
+    );
 
     // DELETE is never patched, even though the policy applies to every operation.
     let delete = fixture("pod-delete.json").display().to_string();
@@ -225,14 +321,35 @@ fn admission_reviews_bring_their_own_operation_and_old_object() {
 fn update_pairs_old_resources_by_identity() {
     let only_update = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: on-update\nspec:\n  overrideRules:\n  - targetOperations: [UPDATE]\n    overriders:\n      plaintext:\n      - op: add\n        path: /metadata/labels/updated\n        value: \"yes\"\n";
     let old_pod = POD.replace("app: web", "app: old");
-    let dir = temp_files(&[("policy.yaml", only_update), ("pod.yaml", POD), ("old.yaml", &old_pod)]);
+    let dir = temp_files(&[
+        ("policy.yaml", only_update),
+        ("pod.yaml", POD),
+        ("old.yaml", &old_pod),
+    ]);
     let path = |n: &str| dir.path().join(n).display().to_string();
-    let (code, verdicts) = apply_json(&["--policy", &path("policy.yaml"), "--resource", &path("pod.yaml"), "--operation", "UPDATE", "--old-resource", &path("old.yaml")]);
+    let (code, verdicts) = apply_json(&[
+        "--policy",
+        &path("policy.yaml"),
+        "--resource",
+        &path("pod.yaml"),
+        "--operation",
+        "UPDATE",
+        "--old-resource",
+        &path("old.yaml"),
+    ]);
     assert_eq!(code, 0);
     assert_eq!(verdicts[0]["operation"], "UPDATE");
-    assert_eq!(verdicts[0]["patch"], json!([{"op": "add", "path": "/metadata/labels/updated", "value": "yes"}]));
+    assert_eq!(
+        verdicts[0]["patch"],
+        json!([{"op": "add", "path": "/metadata/labels/updated", "value": "yes"}])
+    );
     // On CREATE the same policy does not apply.
-    let (code, verdicts) = apply_json(&["--policy", &path("policy.yaml"), "--resource", &path("pod.yaml")]);
+    let (code, verdicts) = apply_json(&[
+        "--policy",
+        &path("policy.yaml"),
+        "--resource",
+        &path("pod.yaml"),
+    ]);
     assert_eq!(code, 0);
     assert_eq!(verdicts[0]["appliedPolicies"], json!([]));
     assert_eq!(verdicts[0]["patch"], json!([]));
@@ -243,17 +360,33 @@ fn resources_can_come_from_standard_input() {
     use std::io::Write;
     let mut child = Command::new(env!("CARGO_BIN_EXE_kanon"))
         .current_dir(repo())
-        .args(["apply", "-o", "json", "--policy", "examples/policies", "--resource", "-"])
+        .args([
+            "apply",
+            "-o",
+            "json",
+            "--policy",
+            "examples/policies",
+            "--resource",
+            "-",
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("spawn kanon");
-    child.stdin.take().unwrap().write_all(include_bytes!("../../../examples/resources/pod-batch.yaml")).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(include_bytes!("../../../examples/resources/pod-batch.yaml"))
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let verdicts: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(verdicts[0]["source"], "-");
-    assert_eq!(verdicts[0]["appliedPolicies"], json!(["ClusterOverridePolicy/batch-priority"]));
+    assert_eq!(
+        verdicts[0]["appliedPolicies"],
+        json!(["ClusterOverridePolicy/batch-priority"])
+    );
 }
 
 #[test]
@@ -261,11 +394,18 @@ fn crds_command_prints_the_committed_crds() {
     let out = kanon(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let printed = String::from_utf8(out.stdout).unwrap();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("crds")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("crds"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(printed.contains(&text), "{} is not in `kanon crds` output", file.display());
+        assert!(
+            printed.contains(&text),
+            "{} is not in `kanon crds` output",
+            file.display()
+        );
     }
     assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 4);
 }

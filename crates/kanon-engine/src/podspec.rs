@@ -1,0 +1,382 @@
+//! Where a kind keeps its pod spec.
+
+use serde_json::Value;
+
+/// The JSON pointer of the object's pod spec: `/spec` for a Pod, `/spec/jobTemplate/spec/
+/// template/spec` for a CronJob, `/spec/template/spec` for workloads with a pod template
+/// (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, and custom kinds of that shape).
+/// `None` when the object has none.
+pub fn pod_spec_pointer(object: &Value) -> Option<&'static str> {
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let candidate = match kind {
+        "Pod" => "/spec",
+        "CronJob" => "/spec/jobTemplate/spec/template/spec",
+        _ => "/spec/template/spec",
+    };
+    object
+        .pointer(candidate)
+        .filter(|v| v.is_object())
+        .map(|_| candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finds_the_pod_spec_of_each_kind() {
+        let pod = json!({"kind": "Pod", "spec": {"containers": []}});
+        let deploy =
+            json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": []}}}});
+        let cron = json!({"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}});
+        let custom = json!({"kind": "Rollout", "spec": {"template": {"spec": {}}}});
+        let service = json!({"kind": "Service", "spec": {"ports": []}});
+        assert_eq!(pod_spec_pointer(&pod), Some("/spec"));
+        assert_eq!(pod_spec_pointer(&deploy), Some("/spec/template/spec"));
+        assert_eq!(
+            pod_spec_pointer(&cron),
+            Some("/spec/jobTemplate/spec/template/spec")
+        );
+        assert_eq!(pod_spec_pointer(&custom), Some("/spec/template/spec"));
+        assert_eq!(pod_spec_pointer(&service), None);
+    }
+}
+
+/// The three template operations, as the helpers take them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// Set (maps) or insert (lists).
+    Add,
+    /// Set (maps) or replace the matching entries (lists).
+    Replace,
+    /// Delete keys or matching entries.
+    Remove,
+}
+
+impl Edit {
+    /// Parses `add`, `replace` or `remove`.
+    pub fn parse(text: &str) -> Result<Edit, String> {
+        match text {
+            "add" => Ok(Edit::Add),
+            "replace" => Ok(Edit::Replace),
+            "remove" => Ok(Edit::Remove),
+            other => Err(format!(
+                "unknown operation `{other}`; use add, replace or remove"
+            )),
+        }
+    }
+}
+
+fn object(value: &Value) -> serde_json::Map<String, Value> {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+/// A container's `resources` with the template's requests and limits set (add, replace) or
+/// their keys removed (remove). Empty sections are dropped.
+pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
+    let mut result = object(current);
+    for section in ["requests", "limits"] {
+        let Some(entries) = template.get(section).and_then(Value::as_object) else {
+            continue;
+        };
+        let mut target = result.get(section).map(object).unwrap_or_default();
+        for (name, quantity) in entries {
+            match edit {
+                Edit::Add | Edit::Replace => {
+                    target.insert(name.clone(), quantity.clone());
+                }
+                Edit::Remove => {
+                    target.shift_remove(name);
+                }
+            }
+        }
+        if target.is_empty() {
+            result.shift_remove(section);
+        } else {
+            result.insert(section.to_string(), Value::Object(target));
+        }
+    }
+    Value::Object(result)
+}
+
+/// A container's `resources` with each request set to its limit × factor (add, replace) or
+/// removed (remove). Resources without a limit are left alone.
+pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, String> {
+    let mut result = object(current);
+    let limits = result.get("limits").map(object).unwrap_or_default();
+    let mut requests = result.get("requests").map(object).unwrap_or_default();
+    for (name, factor) in factors.as_object().into_iter().flatten() {
+        match edit {
+            Edit::Remove => {
+                requests.shift_remove(name);
+            }
+            Edit::Add | Edit::Replace => {
+                let Some(limit) = limits.get(name) else {
+                    continue;
+                };
+                let limit_text = limit
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| limit.to_string());
+                let quantity: crate::quantity::Quantity = limit_text
+                    .parse()
+                    .map_err(|e: crate::quantity::QuantityError| format!("limits.{name}: {e}"))?;
+                let factor_text = factor
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| factor.to_string());
+                let decimal = crate::quantity::Decimal::parse(&factor_text)
+                    .ok_or_else(|| format!("`{factor_text}` is not a decimal factor"))?;
+                let scaled = quantity
+                    .scaled(decimal)
+                    .ok_or_else(|| format!("limits.{name}: overflow"))?;
+                requests.insert(name.clone(), Value::String(scaled.to_string()));
+            }
+        }
+    }
+    if requests.is_empty() {
+        result.shift_remove("requests");
+    } else {
+        result.insert("requests".to_string(), Value::Object(requests));
+    }
+    Ok(Value::Object(result))
+}
+
+/// Whether an existing toleration is the one a template toleration designates: same key, and
+/// same effect where the template gives one; for removal also the same value where given (a
+/// replacement is how a value changes, so it ignores the value).
+fn toleration_matches(existing: &Value, template: &Value, edit: Edit) -> bool {
+    let text = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    text(existing, "key") == text(template, "key")
+        && (text(template, "effect").is_empty()
+            || text(existing, "effect") == text(template, "effect"))
+        && (edit != Edit::Remove
+            || text(template, "value").is_empty()
+            || text(existing, "value") == text(template, "value"))
+}
+
+/// A pod spec's tolerations edited by the template's: `add` appends those not already present,
+/// `replace` swaps each matching entry for its template (or sets the whole list when nothing
+/// matches), `remove` drops the matching entries. `null` when the result is empty.
+pub fn tolerations_with(current: &Value, template: &Value, edit: Edit) -> Value {
+    let mut list: Vec<Value> = current.as_array().cloned().unwrap_or_default();
+    let wanted: Vec<Value> = template.as_array().cloned().unwrap_or_default();
+    match edit {
+        Edit::Add => {
+            for t in wanted {
+                if !list.contains(&t) {
+                    list.push(t);
+                }
+            }
+        }
+        Edit::Replace => {
+            let any_match = wanted
+                .iter()
+                .any(|t| list.iter().any(|e| toleration_matches(e, t, edit)));
+            if any_match {
+                for entry in list.iter_mut() {
+                    if let Some(t) = wanted.iter().find(|t| toleration_matches(entry, t, edit)) {
+                        *entry = t.clone();
+                    }
+                }
+            } else {
+                list = wanted;
+            }
+        }
+        Edit::Remove => list.retain(|e| !wanted.iter().any(|t| toleration_matches(e, t, edit))),
+    }
+    if list.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(list)
+    }
+}
+
+/// Edits one list of affinity terms: add appends missing terms, replace sets the list, remove
+/// drops equal terms (or the whole list when the template's is empty).
+fn terms_with(current: Option<&Value>, template: &Value, edit: Edit) -> Option<Value> {
+    let mut list: Vec<Value> = current
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let wanted: Vec<Value> = template.as_array().cloned().unwrap_or_default();
+    match edit {
+        Edit::Add => {
+            for t in wanted {
+                if !list.contains(&t) {
+                    list.push(t);
+                }
+            }
+        }
+        Edit::Replace => list = wanted,
+        Edit::Remove if wanted.is_empty() => list.clear(),
+        Edit::Remove => list.retain(|e| !wanted.contains(e)),
+    }
+    (!list.is_empty()).then_some(Value::Array(list))
+}
+
+/// A pod spec's affinity edited by the template's, term list by term list (node, pod and
+/// anti-affinity; required and preferred). `null` when the result is empty.
+pub fn affinity_with(current: &Value, template: &Value, edit: Edit) -> Value {
+    let mut affinity = object(current);
+    for (kind, sections) in template.as_object().into_iter().flatten() {
+        let mut target = affinity.get(kind).map(object).unwrap_or_default();
+        for (section, wanted) in sections.as_object().into_iter().flatten() {
+            // Node affinity's required section wraps its terms in nodeSelectorTerms.
+            let (edited, wrap) = match wanted.get("nodeSelectorTerms") {
+                Some(terms) => (
+                    terms_with(
+                        target.get(section).and_then(|s| s.get("nodeSelectorTerms")),
+                        terms,
+                        edit,
+                    ),
+                    true,
+                ),
+                None => (terms_with(target.get(section), wanted, edit), false),
+            };
+            match edited {
+                Some(list) if wrap => {
+                    target.insert(
+                        section.clone(),
+                        serde_json::json!({ "nodeSelectorTerms": list }),
+                    );
+                }
+                Some(list) => {
+                    target.insert(section.clone(), list);
+                }
+                None => {
+                    target.shift_remove(section);
+                }
+            }
+        }
+        if target.is_empty() {
+            affinity.shift_remove(kind);
+        } else {
+            affinity.insert(kind.clone(), Value::Object(target));
+        }
+    }
+    if affinity.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(affinity)
+    }
+}
+
+#[cfg(test)]
+mod edit_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn resources_set_and_remove() {
+        let current = json!({"limits": {"cpu": "1"}, "requests": {"cpu": "100m"}});
+        let t = json!({"requests": {"cpu": "500m", "memory": "1Gi"}});
+        assert_eq!(
+            resources_with(&current, &t, Edit::Add),
+            json!({"limits": {"cpu": "1"}, "requests": {"cpu": "500m", "memory": "1Gi"}})
+        );
+        assert_eq!(
+            resources_with(&current, &json!({"requests": {"cpu": "0"}}), Edit::Remove),
+            json!({"limits": {"cpu": "1"}})
+        );
+        assert_eq!(
+            resources_with(&json!(null), &t, Edit::Replace),
+            json!({"requests": {"cpu": "500m", "memory": "1Gi"}})
+        );
+    }
+
+    #[test]
+    fn oversell_is_exact() {
+        let current =
+            json!({"limits": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}});
+        let factors = json!({"cpu": "0.25", "memory": "0.5"});
+        assert_eq!(
+            oversold(&current, &factors, Edit::Add).unwrap(),
+            json!({"limits": {"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "2Gi"}, "requests": {"cpu": "125m", "memory": "512Mi"}})
+        );
+        let with_requests =
+            json!({"limits": {"cpu": "1"}, "requests": {"cpu": "1", "memory": "1Gi"}});
+        assert_eq!(
+            oversold(&with_requests, &json!({"cpu": "0.5"}), Edit::Remove).unwrap(),
+            json!({"limits": {"cpu": "1"}, "requests": {"memory": "1Gi"}})
+        );
+        // No limit: nothing to derive a request from.
+        assert_eq!(
+            oversold(&json!({}), &factors, Edit::Add).unwrap(),
+            json!({})
+        );
+        let err = oversold(&json!({"limits": {"cpu": "lots"}}), &factors, Edit::Add).unwrap_err();
+        assert!(
+            err.starts_with("limits.cpu: `lots` is not a Kubernetes quantity"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tolerations_add_replace_remove() {
+        let a = json!({"key": "a", "operator": "Exists", "effect": "NoSchedule"});
+        let b = json!({"key": "b", "operator": "Equal", "value": "1", "effect": "NoExecute"});
+        let b2 = json!({"key": "b", "operator": "Equal", "value": "2", "effect": "NoExecute"});
+        let current = json!([a, b]);
+        assert_eq!(
+            tolerations_with(&current, &json!([a]), Edit::Add),
+            json!([a, b])
+        );
+        assert_eq!(
+            tolerations_with(&json!(null), &json!([a]), Edit::Add),
+            json!([a])
+        );
+        assert_eq!(
+            tolerations_with(
+                &current,
+                &json!([{"key": "b", "operator": "Equal", "value": "2", "effect": "NoExecute"}]),
+                Edit::Replace
+            ),
+            json!([a, b2])
+        );
+        let c = json!({"key": "c", "operator": "Exists"});
+        assert_eq!(
+            tolerations_with(&current, &json!([c]), Edit::Replace),
+            json!([c])
+        );
+        assert_eq!(
+            tolerations_with(&current, &json!([{"key": "a"}]), Edit::Remove),
+            json!([b])
+        );
+        assert_eq!(
+            tolerations_with(&json!([a]), &json!([{"key": "a"}]), Edit::Remove),
+            json!(null)
+        );
+    }
+
+    #[test]
+    fn affinity_term_lists() {
+        let term = |v: &str| json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": [v]}]});
+        let current = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term("a")]}}});
+        let t = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term("b")]}}});
+        assert_eq!(
+            affinity_with(&current, &t, Edit::Add),
+            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term("a"), term("b")]}}})
+        );
+        assert_eq!(affinity_with(&current, &t, Edit::Replace), t);
+        let remove_a = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term("a")]}}});
+        assert_eq!(
+            affinity_with(&current, &remove_a, Edit::Remove),
+            json!(null)
+        );
+        let anti = json!({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": {"topologyKey": "zone"}}]}});
+        assert_eq!(
+            affinity_with(&current, &anti, Edit::Add)["podAntiAffinity"],
+            anti["podAntiAffinity"]
+        );
+    }
+}

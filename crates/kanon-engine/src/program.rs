@@ -1,0 +1,719 @@
+//! Rule programs: minijinja templates run in a sandbox.
+//!
+//! A program has no loader (no file access), no network, an instruction budget (fuel), a
+//! recursion limit and an output size limit. Undefined values are semi-strict: printing or
+//! reading through an undefined value is an error (a typo fails loudly), while `if x` and
+//! `x is defined` may probe for absence. Programs compile once per policy generation.
+//!
+//! An override program renders a list of RFC 6902 operations (YAML or JSON), or
+//! `{patches: [...]}`; a validate program renders `{valid, reason, warnings}`. Empty output
+//! means no operations, or valid.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use jsonpath_rust::JsonPath;
+use minijinja::value::{Rest, Serde};
+use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior, Value};
+
+use crate::quantity::{Decimal, Quantity};
+
+/// The bounds every program runs within.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgramLimits {
+    /// Instruction budget per run.
+    pub fuel: u64,
+    /// Maximum nesting of macro calls and includes.
+    pub recursion: usize,
+    /// Maximum size of the rendered output, in bytes.
+    pub output_bytes: usize,
+    /// Maximum size of the program source, in bytes.
+    pub source_bytes: usize,
+}
+
+impl Default for ProgramLimits {
+    /// 500,000 instructions (about 20 ms of a runaway loop on this project's reference
+    /// machine, see BENCHMARKS.md), recursion 64, 256 KiB of output, 64 KiB of source.
+    fn default() -> Self {
+        ProgramLimits {
+            fuel: 500_000,
+            recursion: 64,
+            output_bytes: 256 * 1024,
+            source_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What a program produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramKind {
+    /// RFC 6902 operations.
+    Override,
+    /// A verdict.
+    Validate,
+}
+
+/// A program that failed to compile or to run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProgramError {
+    /// What went wrong, with the line when known.
+    pub message: String,
+}
+
+impl ProgramError {
+    fn new(message: impl Into<String>) -> Self {
+        ProgramError {
+            message: message.into(),
+        }
+    }
+}
+
+/// Describes a minijinja error in one line with its line number (never the debug dump, which
+/// would print context values).
+fn describe(err: &Error) -> String {
+    let mut text = match err.kind() {
+        ErrorKind::OutOfFuel => "the program ran out of fuel (instruction limit): it loops too long".to_string(),
+        ErrorKind::UndefinedError => "undefined value: a name or attribute does not exist (probe optional fields with `is defined` or `| default(...)`)".to_string(),
+        _ => {
+            let detail = err.detail().map(|d| format!(": {d}")).unwrap_or_default();
+            format!("{}{detail}", err.kind())
+        }
+    };
+    if let Some(line) = err.line() {
+        text = format!("line {line}: {text}");
+    }
+    text
+}
+
+/// Writer that fails once the output exceeds its budget, so a program cannot fill memory.
+struct BoundedWriter {
+    buffer: Vec<u8>,
+    limit: usize,
+}
+
+impl Write for BoundedWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buffer.len() + data.len() > self.limit {
+            return Err(std::io::Error::other("output limit exceeded"));
+        }
+        self.buffer.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+fn to_json(value: &Value) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(|e| invalid(format!("cannot convert to JSON: {e}")))
+}
+
+fn parse_quantity(value: &Value) -> Result<Quantity, Error> {
+    let text = match value.as_str() {
+        Some(s) => s.to_string(),
+        None if value.is_number() => value.to_string(),
+        None => {
+            return Err(invalid(format!(
+                "expected a quantity, got {}",
+                value.kind()
+            )));
+        }
+    };
+    text.parse::<Quantity>().map_err(|e| invalid(e.to_string()))
+}
+
+/// Orders two values by number or quantity value: numbers and numeric strings as numbers,
+/// Kubernetes quantities (`500m`, `1Gi`) as quantities. `None` when either is neither.
+fn numeric_order(a: &serde_json::Value, b: &serde_json::Value) -> Option<std::cmp::Ordering> {
+    use serde_json::Value as J;
+    let number = |v: &J| match v {
+        J::Number(n) => n.as_f64(),
+        J::String(s) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
+        _ => None,
+    };
+    if let (Some(x), Some(y)) = (number(a), number(b)) {
+        return x.partial_cmp(&y);
+    }
+    let quantity = |v: &J| match v {
+        J::String(s) => s.parse::<Quantity>().ok(),
+        J::Number(n) => n.to_string().parse::<Quantity>().ok(),
+        _ => None,
+    };
+    Some(quantity(a)?.cmp(&quantity(b)?))
+}
+
+/// Compares two values as a condition does: by number or quantity value when both are
+/// numeric, else strings (and booleans) by their natural order. `None` when they cannot be
+/// ordered.
+pub fn compare_values(a: &serde_json::Value, b: &serde_json::Value) -> Option<std::cmp::Ordering> {
+    use serde_json::Value as J;
+    numeric_order(a, b).or(match (a, b) {
+        (J::String(x), J::String(y)) => Some(x.cmp(y)),
+        (J::Bool(x), J::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    })
+}
+
+/// Equality as a condition sees it: equal JSON, or equal numbers or quantities (`"1"` = `1`,
+/// `"1000m"` = `"1"`).
+pub fn values_equal(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    a == b || numeric_order(a, b) == Some(std::cmp::Ordering::Equal)
+}
+
+fn list_of(value: &serde_json::Value) -> Result<Vec<serde_json::Value>, Error> {
+    match value {
+        serde_json::Value::Array(items) => Ok(items.clone()),
+        other => Err(invalid(format!("expected a list to look in, got {other}"))),
+    }
+}
+
+/// `valueProcess` arithmetic: numbers (and numeric strings) as floats; a quantity multiplied
+/// or divided by a decimal stays an exact quantity.
+pub fn process_value(
+    value: &serde_json::Value,
+    op: &str,
+    operand: &str,
+) -> Result<serde_json::Value, String> {
+    let number = match value {
+        serde_json::Value::Number(n) => n.as_f64(),
+        serde_json::Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    let with: f64 = operand
+        .parse()
+        .map_err(|_| format!("`{operand}` is not a number"))?;
+    if let Some(x) = number {
+        let result = match op {
+            "+" => x + with,
+            "-" => x - with,
+            "*" => x * with,
+            "/" if with == 0.0 => return Err("division by zero".into()),
+            "/" => x / with,
+            other => return Err(format!("unknown operation `{other}`")),
+        };
+        return serde_json::Number::from_f64(result)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| format!("{x} {op} {with} is not a finite number"));
+    }
+    let quantity = value
+        .as_str()
+        .and_then(|s| s.parse::<Quantity>().ok())
+        .ok_or_else(|| format!("valueProcess needs a number or a quantity, got {value}"))?;
+    let factor = match op {
+        "*" => Decimal::parse(operand),
+        "/" => Decimal::parse(&format!("{:.9}", 1.0 / with)).filter(|_| with != 0.0),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        format!("a quantity can only be multiplied or divided by a number, not `{op} {operand}`")
+    })?;
+    quantity
+        .scaled(factor)
+        .map(|q| serde_json::Value::String(q.to_string()))
+        .ok_or_else(|| "quantity overflow".to_string())
+}
+
+/// Regexes compiled by programs, cached per program environment.
+type RegexCache = Arc<Mutex<HashMap<String, Arc<regex::Regex>>>>;
+
+fn cached_regex(cache: &RegexCache, pattern: &str) -> Result<Arc<regex::Regex>, Error> {
+    let mut map = cache.lock().map_err(|_| invalid("regex cache poisoned"))?;
+    if let Some(re) = map.get(pattern) {
+        return Ok(re.clone());
+    }
+    let re = Arc::new(
+        regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| invalid(format!("invalid regular expression `{pattern}`: {e}")))?,
+    );
+    if map.len() < 256 {
+        map.insert(pattern.to_string(), re.clone());
+    }
+    Ok(re)
+}
+
+/// The helpers every program may call. Documented in the README's program reference.
+fn add_helpers(env: &mut Environment<'static>) {
+    // jsonpath(value, "$.spec.containers[*].image") → list of matches.
+    env.add_function(
+        "jsonpath",
+        |value: Value, path: String| -> Result<Value, Error> {
+            let json = to_json(&value)?;
+            let found = json
+                .query(&path)
+                .map_err(|e| invalid(format!("invalid JSONPath `{path}`: {e}")))?;
+            Ok(Value::from(Serde(
+                found.into_iter().cloned().collect::<Vec<_>>(),
+            )))
+        },
+    );
+    // pointer(value, "/a/b~1c") → the value there, or undefined.
+    env.add_function(
+        "pointer",
+        |value: Value, pointer: String| -> Result<Value, Error> {
+            let json = to_json(&value)?;
+            Ok(json
+                .pointer(&pointer)
+                .filter(|v| !v.is_null())
+                .map(|v| Value::from(Serde(v.clone())))
+                .unwrap_or(Value::UNDEFINED))
+        },
+    );
+    // "a/b" | escape_pointer → "a~1b": a map key as a JSON pointer token.
+    env.add_filter("escape_pointer", |key: String| crate::pointer::escape(&key));
+    // quantity("500m") → the value as a number (cores, bytes).
+    env.add_function("quantity", |value: Value| -> Result<f64, Error> {
+        Ok(parse_quantity(&value)?.to_f64())
+    });
+    // compare_quantities(a, b) → -1, 0 or 1.
+    env.add_function(
+        "compare_quantities",
+        |a: Value, b: Value| -> Result<i32, Error> {
+            Ok(match parse_quantity(&a)?.cmp(&parse_quantity(&b)?) {
+                std::cmp::Ordering::Less => -1,
+                std::cmp::Ordering::Equal => 0,
+                std::cmp::Ordering::Greater => 1,
+            })
+        },
+    );
+    // scale_quantity("500m", "0.25") → "125m", exact and canonical.
+    env.add_function(
+        "scale_quantity",
+        |value: Value, factor: Value| -> Result<String, Error> {
+            let q = parse_quantity(&value)?;
+            let text = factor
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| factor.to_string());
+            let d = Decimal::parse(&text)
+                .ok_or_else(|| invalid(format!("`{text}` is not a decimal factor")))?;
+            q.scaled(d)
+                .map(|r| r.to_string())
+                .ok_or_else(|| invalid("quantity overflow"))
+        },
+    );
+    env.add_filter("b64encode", |s: String| {
+        base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+    });
+    env.add_filter("b64decode", |s: String| -> Result<String, Error> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(s.trim())
+            .map_err(|e| invalid(format!("invalid base64: {e}")))?;
+        String::from_utf8(bytes).map_err(|_| invalid("decoded base64 is not UTF-8 text"))
+    });
+    // {{ fail("message") }} stops the program with an evaluation error.
+    env.add_function("fail", |message: String| -> Result<Value, Error> {
+        Err(invalid(message))
+    });
+    // with_keys(map, {"k": "v"}) → a copy of map with those keys set.
+    env.add_function(
+        "with_keys",
+        |map: Value, keys: Value| -> Result<Value, Error> {
+            let mut base = match to_json(&map)? {
+                serde_json::Value::Object(m) => m,
+                serde_json::Value::Null => serde_json::Map::new(),
+                other => {
+                    return Err(invalid(format!(
+                        "with_keys: expected a map, got {}",
+                        crate::document::type_name(&other)
+                    )));
+                }
+            };
+            match to_json(&keys)? {
+                serde_json::Value::Object(add) => base.extend(add),
+                other => {
+                    return Err(invalid(format!(
+                        "with_keys: expected a map of keys, got {}",
+                        crate::document::type_name(&other)
+                    )));
+                }
+            }
+            Ok(Value::from(Serde(serde_json::Value::Object(base))))
+        },
+    );
+    // without_keys(map, ["k", ...]) → a copy of map without those keys.
+    env.add_function(
+        "without_keys",
+        |map: Value, keys: Rest<Value>| -> Result<Value, Error> {
+            let mut base = match to_json(&map)? {
+                serde_json::Value::Object(m) => m,
+                serde_json::Value::Null => serde_json::Map::new(),
+                other => {
+                    return Err(invalid(format!(
+                        "without_keys: expected a map, got {}",
+                        crate::document::type_name(&other)
+                    )));
+                }
+            };
+            for key in keys.iter() {
+                match to_json(key)? {
+                    serde_json::Value::String(k) => {
+                        base.shift_remove(&k);
+                    }
+                    serde_json::Value::Array(list) => {
+                        for k in list.iter().filter_map(serde_json::Value::as_str) {
+                            base.shift_remove(k);
+                        }
+                    }
+                    _ => return Err(invalid("without_keys: keys must be strings")),
+                }
+            }
+            Ok(Value::from(Serde(serde_json::Value::Object(base))))
+        },
+    );
+    // pod_spec_pointer(object) → where the kind keeps its pod spec, or undefined.
+    env.add_function(
+        "pod_spec_pointer",
+        |object: Value| -> Result<Value, Error> {
+            let json = to_json(&object)?;
+            Ok(crate::podspec::pod_spec_pointer(&json)
+                .map(Value::from)
+                .unwrap_or(Value::UNDEFINED))
+        },
+    );
+    // Pod spec edits used by override templates; see the podspec module.
+    env.add_function(
+        "resources_with",
+        |current: Value, template: Value, op: String| -> Result<Value, Error> {
+            let edit = crate::podspec::Edit::parse(&op).map_err(invalid)?;
+            Ok(Value::from(Serde(crate::podspec::resources_with(
+                &to_json(&current)?,
+                &to_json(&template)?,
+                edit,
+            ))))
+        },
+    );
+    env.add_function(
+        "oversold",
+        |current: Value, factors: Value, op: String| -> Result<Value, Error> {
+            let edit = crate::podspec::Edit::parse(&op).map_err(invalid)?;
+            crate::podspec::oversold(&to_json(&current)?, &to_json(&factors)?, edit)
+                .map(|v| Value::from(Serde(v)))
+                .map_err(invalid)
+        },
+    );
+    env.add_function(
+        "tolerations_with",
+        |current: Value, template: Value, op: String| -> Result<Value, Error> {
+            let edit = crate::podspec::Edit::parse(&op).map_err(invalid)?;
+            let result =
+                crate::podspec::tolerations_with(&to_json(&current)?, &to_json(&template)?, edit);
+            Ok(if result.is_null() {
+                Value::from(())
+            } else {
+                Value::from(Serde(result))
+            })
+        },
+    );
+    env.add_function(
+        "affinity_with",
+        |current: Value, template: Value, op: String| -> Result<Value, Error> {
+            let edit = crate::podspec::Edit::parse(&op).map_err(invalid)?;
+            let result =
+                crate::podspec::affinity_with(&to_json(&current)?, &to_json(&template)?, edit);
+            Ok(if result.is_null() {
+                Value::from(())
+            } else {
+                Value::from(Serde(result))
+            })
+        },
+    );
+    // equal(a, b): condition equality (numbers and quantities by value).
+    env.add_function("equal", |a: Value, b: Value| -> Result<bool, Error> {
+        Ok(values_equal(&to_json(&a)?, &to_json(&b)?))
+    });
+    // contains_all(list, x): x (or every item of x, when x is a list) is in list.
+    env.add_function(
+        "contains_all",
+        |list: Value, x: Value| -> Result<bool, Error> {
+            let (list, x) = (list_of(&to_json(&list)?)?, to_json(&x)?);
+            let items = match &x {
+                serde_json::Value::Array(items) => items.clone(),
+                other => vec![other.clone()],
+            };
+            Ok(items
+                .iter()
+                .all(|i| list.iter().any(|l| values_equal(l, i))))
+        },
+    );
+    // contains_none(list, x): x (or no item of x, when x is a list) is in list.
+    env.add_function(
+        "contains_none",
+        |list: Value, x: Value| -> Result<bool, Error> {
+            let (list, x) = (list_of(&to_json(&list)?)?, to_json(&x)?);
+            let items = match &x {
+                serde_json::Value::Array(items) => items.clone(),
+                other => vec![other.clone()],
+            };
+            Ok(!items
+                .iter()
+                .any(|i| list.iter().any(|l| values_equal(l, i))))
+        },
+    );
+    // process_value(value, "+", "0.5"): valueProcess arithmetic; quantities stay exact under
+    // * and /.
+    env.add_function(
+        "process_value",
+        |value: Value, op: String, operand: String| -> Result<Value, Error> {
+            process_value(&to_json(&value)?, &op, &operand)
+                .map(|v| Value::from(Serde(v)))
+                .map_err(invalid)
+        },
+    );
+    // compare(a, b) → -1, 0, 1 with condition semantics (numbers, quantities, text); fails
+    // when the two cannot be ordered.
+    env.add_function("compare", |a: Value, b: Value| -> Result<i32, Error> {
+        let (x, y) = (to_json(&a)?, to_json(&b)?);
+        match compare_values(&x, &y) {
+            Some(std::cmp::Ordering::Less) => Ok(-1),
+            Some(std::cmp::Ordering::Equal) => Ok(0),
+            Some(std::cmp::Ordering::Greater) => Ok(1),
+            None => Err(invalid(format!("cannot order {x} and {y}"))),
+        }
+    });
+}
+
+/// A compiled program.
+#[derive(Clone)]
+pub struct Program {
+    env: Arc<Environment<'static>>,
+    source: Arc<str>,
+    kind: ProgramKind,
+    limits: ProgramLimits,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program")
+            .field("kind", &self.kind)
+            .field("source", &self.source())
+            .finish()
+    }
+}
+
+const NAME: &str = "program";
+
+impl Program {
+    /// Compiles `source`. A syntax error names the line.
+    pub fn compile(
+        source: &str,
+        kind: ProgramKind,
+        limits: ProgramLimits,
+    ) -> Result<Program, ProgramError> {
+        if source.len() > limits.source_bytes {
+            return Err(ProgramError::new(format!(
+                "the program is {} bytes long; the limit is {}",
+                source.len(),
+                limits.source_bytes
+            )));
+        }
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+        env.set_fuel(Some(limits.fuel));
+        env.set_recursion_limit(limits.recursion);
+        add_helpers(&mut env);
+        let cache: RegexCache = Arc::default();
+        env.add_function(
+            "regex_match",
+            move |text: String, pattern: String| -> Result<bool, Error> {
+                Ok(cached_regex(&cache, &pattern)?.is_match(&text))
+            },
+        );
+        env.add_template_owned(NAME, source.to_string())
+            .map_err(|e| ProgramError::new(describe(&e)))?;
+        Ok(Program {
+            env: Arc::new(env),
+            source: source.into(),
+            kind,
+            limits,
+        })
+    }
+
+    /// The source text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// What the program produces.
+    pub fn kind(&self) -> ProgramKind {
+        self.kind
+    }
+
+    /// Renders the program with `context` and returns its output text.
+    pub fn render(&self, context: &Value) -> Result<String, ProgramError> {
+        let template = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| ProgramError::new(describe(&e)))?;
+        let mut out = BoundedWriter {
+            buffer: Vec::new(),
+            limit: self.limits.output_bytes,
+        };
+        match template.render_captured_to(context, &mut out) {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WriteFailure => {
+                return Err(ProgramError::new(format!(
+                    "the program's output exceeds {} bytes",
+                    self.limits.output_bytes
+                )));
+            }
+            Err(e) => return Err(ProgramError::new(describe(&e))),
+        }
+        String::from_utf8(out.buffer)
+            .map_err(|_| ProgramError::new("the program's output is not UTF-8"))
+    }
+
+    /// Renders the program and parses its output as a document (YAML or JSON); `None` when the
+    /// output is empty or only whitespace.
+    pub fn run(&self, context: &Value) -> Result<Option<serde_json::Value>, ProgramError> {
+        let text = self.render(context)?;
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
+            let e = e.without_snippet().to_string();
+            ProgramError::new(format!(
+                "the output is not YAML or JSON: {e}\noutput:\n{}",
+                excerpt(&text)
+            ))
+        })?;
+        match docs.len() {
+            0 => Ok(None),
+            1 => Ok(docs.into_iter().next()),
+            n => Err(ProgramError::new(format!(
+                "the output holds {n} documents; a program renders one"
+            ))),
+        }
+    }
+}
+
+/// The start of a long output, for error messages.
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 400;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The verdict of a validate program.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgramVerdict {
+    /// Whether the object passes.
+    pub valid: bool,
+    /// Why not, when it does not.
+    pub reason: String,
+    /// Warnings, whatever the verdict.
+    pub warnings: Vec<String>,
+}
+
+/// Reads an override program's output: a list of operations or `{patches: [...]}`.
+pub fn patch_from_output(
+    output: Option<serde_json::Value>,
+) -> Result<json_patch::Patch, ProgramError> {
+    let list = match output {
+        None => return Ok(json_patch::Patch(Vec::new())),
+        Some(serde_json::Value::Object(mut map))
+            if map.contains_key("patches") && map.len() == 1 =>
+        {
+            map.remove("patches").unwrap_or(serde_json::Value::Null)
+        }
+        Some(other) => other,
+    };
+    let list = match list {
+        serde_json::Value::Null => return Ok(json_patch::Patch(Vec::new())),
+        serde_json::Value::Array(items) => items,
+        other => {
+            return Err(ProgramError::new(format!(
+                "an override program renders a list of operations or {{patches: [...]}}, not a {}",
+                crate::document::type_name(&other)
+            )));
+        }
+    };
+    let mut ops = Vec::with_capacity(list.len());
+    for (i, item) in list.into_iter().enumerate() {
+        let op: json_patch::PatchOperation = serde_json::from_value(item.clone()).map_err(|e| {
+            ProgramError::new(format!(
+                "operation {i} ({item}) is not an RFC 6902 operation: {e}"
+            ))
+        })?;
+        if let Err(e) = crate::pointer::check(op.path().as_str()) {
+            return Err(ProgramError::new(format!("operation {i}: {e}")));
+        }
+        ops.push(op);
+    }
+    Ok(json_patch::Patch(ops))
+}
+
+/// Reads a validate program's output: `{valid, reason, warnings}`; empty output is valid.
+pub fn verdict_from_output(
+    output: Option<serde_json::Value>,
+) -> Result<ProgramVerdict, ProgramError> {
+    let Some(value) = output else {
+        return Ok(ProgramVerdict {
+            valid: true,
+            ..Default::default()
+        });
+    };
+    let serde_json::Value::Object(map) = value else {
+        return Err(ProgramError::new(format!(
+            "a validate program renders {{valid, reason, warnings}}, not a {}",
+            crate::document::type_name(&value)
+        )));
+    };
+    for key in map.keys() {
+        if !matches!(key.as_str(), "valid" | "reason" | "warnings") {
+            return Err(ProgramError::new(format!(
+                "unknown key `{key}` in the verdict (expected valid, reason, warnings)"
+            )));
+        }
+    }
+    let valid = match map.get("valid") {
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ProgramError::new(format!(
+                "`valid` must be true or false, not {other}"
+            )));
+        }
+        None => return Err(ProgramError::new("the verdict has no `valid`")),
+    };
+    let reason = match map.get("reason") {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    let warnings = match map.get("warnings") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|w| {
+                w.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| w.to_string())
+            })
+            .collect(),
+        Some(other) => {
+            return Err(ProgramError::new(format!(
+                "`warnings` must be a list, not {other}"
+            )));
+        }
+    };
+    Ok(ProgramVerdict {
+        valid,
+        reason,
+        warnings,
+    })
+}

@@ -1,0 +1,348 @@
+//! Kubernetes resource quantities (`500m`, `1.5Gi`, `2e3`), exact: parsed into integer
+//! nano-units, compared by value, scaled by decimal factors and written back in canonical
+//! form, so that `500m × 0.25` is `125m` and never a rounded float.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+/// Nano-units per unit.
+const NANO: i128 = 1_000_000_000;
+
+/// How a quantity is written, which its canonical form keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantityFormat {
+    /// Decimal SI suffixes: `n u m "" k M G T P E`.
+    DecimalSi,
+    /// Binary SI suffixes: `Ki Mi Gi Ti Pi Ei`.
+    BinarySi,
+    /// Decimal exponent: `1e3`, `5E-3`.
+    DecimalExponent,
+}
+
+/// A resource quantity.
+#[derive(Clone, Copy, Debug)]
+pub struct Quantity {
+    nanos: i128,
+    format: QuantityFormat,
+}
+
+/// A string that is not a quantity.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a Kubernetes quantity: {reason}")]
+pub struct QuantityError {
+    text: String,
+    reason: &'static str,
+}
+
+/// A decimal number, exact: `digits × 10^-scale`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decimal {
+    digits: i128,
+    scale: u32,
+}
+
+impl Decimal {
+    /// Parses `1`, `-0.25`, `+3.5`; no exponent, at most 18 fractional digits.
+    pub fn parse(text: &str) -> Option<Decimal> {
+        let (negative, rest) = match text.as_bytes().first() {
+            Some(b'-') => (true, &text[1..]),
+            Some(b'+') => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let (int, frac) = rest.split_once('.').unwrap_or((rest, ""));
+        if (int.is_empty() && frac.is_empty())
+            || !int.bytes().all(|b| b.is_ascii_digit())
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+            || frac.len() > 18
+            || int.len() > 20
+        {
+            return None;
+        }
+        let mut digits: i128 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            digits = digits.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+        }
+        Some(Decimal {
+            digits: if negative { -digits } else { digits },
+            scale: frac.len() as u32,
+        })
+    }
+
+    /// The value as a float (for display and loose arithmetic only).
+    pub fn to_f64(self) -> f64 {
+        self.digits as f64 / 10f64.powi(self.scale as i32)
+    }
+
+    /// Whether `0 < self < 1`.
+    pub fn is_proper_fraction(self) -> bool {
+        self.digits > 0 && self.digits < 10i128.pow(self.scale)
+    }
+}
+
+/// Divides rounding toward positive infinity, as Kubernetes rounds quantities up.
+fn div_ceil(a: i128, b: i128) -> i128 {
+    let q = a / b;
+    if (a % b != 0) && ((a > 0) == (b > 0)) {
+        q + 1
+    } else {
+        q
+    }
+}
+
+impl FromStr for Quantity {
+    type Err = QuantityError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let err = |reason| QuantityError {
+            text: text.to_string(),
+            reason,
+        };
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(err("it is empty"));
+        }
+        // Split the number from the suffix: the number is sign, digits and one dot.
+        let bytes = trimmed.as_bytes();
+        let mut end = 0;
+        if matches!(bytes.first(), Some(b'+' | b'-')) {
+            end = 1;
+        }
+        while end < bytes.len() && (bytes[end].is_ascii_digit() || bytes[end] == b'.') {
+            end += 1;
+        }
+        let (number, suffix) = trimmed.split_at(end);
+        let number = Decimal::parse(number).ok_or_else(|| err("the number is malformed"))?;
+        // value = digits × 10^-scale × 10^exp10 × 1024^exp2
+        let (exp10, exp2, format): (i32, u32, QuantityFormat) = match suffix {
+            "" => (0, 0, QuantityFormat::DecimalSi),
+            "n" => (-9, 0, QuantityFormat::DecimalSi),
+            "u" => (-6, 0, QuantityFormat::DecimalSi),
+            "m" => (-3, 0, QuantityFormat::DecimalSi),
+            "k" => (3, 0, QuantityFormat::DecimalSi),
+            "M" => (6, 0, QuantityFormat::DecimalSi),
+            "G" => (9, 0, QuantityFormat::DecimalSi),
+            "T" => (12, 0, QuantityFormat::DecimalSi),
+            "P" => (15, 0, QuantityFormat::DecimalSi),
+            "E" => (18, 0, QuantityFormat::DecimalSi),
+            "Ki" => (0, 1, QuantityFormat::BinarySi),
+            "Mi" => (0, 2, QuantityFormat::BinarySi),
+            "Gi" => (0, 3, QuantityFormat::BinarySi),
+            "Ti" => (0, 4, QuantityFormat::BinarySi),
+            "Pi" => (0, 5, QuantityFormat::BinarySi),
+            "Ei" => (0, 6, QuantityFormat::BinarySi),
+            s if s.starts_with(['e', 'E']) => {
+                let exp: i32 = s[1..]
+                    .parse()
+                    .map_err(|_| err("the suffix is not a unit or an exponent"))?;
+                if !(-30..=30).contains(&exp) {
+                    return Err(err("the exponent is out of range"));
+                }
+                (exp, 0, QuantityFormat::DecimalExponent)
+            }
+            _ => {
+                return Err(err(
+                    "unknown suffix (use n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent)",
+                ));
+            }
+        };
+        let overflow = || err("the value is too large");
+        let mut value = number
+            .digits
+            .checked_mul(1024i128.pow(exp2))
+            .ok_or_else(overflow)?;
+        // Scale to nano-units: × 10^(9 + exp10 - scale), rounding up below a nano-unit.
+        let shift = 9 + exp10 - number.scale as i32;
+        if shift >= 0 {
+            value = value
+                .checked_mul(10i128.checked_pow(shift as u32).ok_or_else(overflow)?)
+                .ok_or_else(overflow)?;
+        } else {
+            value = div_ceil(
+                value,
+                10i128.checked_pow((-shift) as u32).ok_or_else(overflow)?,
+            );
+        }
+        if value.unsigned_abs() > 10u128.pow(30) {
+            return Err(overflow());
+        }
+        Ok(Quantity {
+            nanos: value,
+            format,
+        })
+    }
+}
+
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Self) -> bool {
+        self.nanos == other.nanos
+    }
+}
+
+impl Eq for Quantity {}
+
+impl PartialOrd for Quantity {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Quantity {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.nanos.cmp(&other.nanos)
+    }
+}
+
+impl Quantity {
+    /// The quantity × `factor`, rounded up to a nano-unit, in the same format.
+    pub fn scaled(self, factor: Decimal) -> Option<Quantity> {
+        let product = self.nanos.checked_mul(factor.digits)?;
+        Some(Quantity {
+            nanos: div_ceil(product, 10i128.pow(factor.scale)),
+            format: self.format,
+        })
+    }
+
+    /// The value as a float (units, e.g. cores or bytes); exact for the usual sizes.
+    pub fn to_f64(self) -> f64 {
+        self.nanos as f64 / NANO as f64
+    }
+
+    /// The value in nano-units.
+    pub fn nanos(self) -> i128 {
+        self.nanos
+    }
+
+    /// The format the quantity was written in.
+    pub fn format(self) -> QuantityFormat {
+        self.format
+    }
+}
+
+impl fmt::Display for Quantity {
+    /// The canonical form Kubernetes writes: the largest suffix that keeps an integer mantissa
+    /// (binary suffixes only for whole multiples of 1024, decimal below that).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nanos = self.nanos;
+        if nanos == 0 {
+            return f.write_str("0");
+        }
+        if self.format == QuantityFormat::BinarySi && nanos % NANO == 0 {
+            let units = nanos / NANO;
+            if units.abs() >= 1024 {
+                let suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+                let mut mantissa = units;
+                let mut k = 0;
+                while k < 6 && mantissa % 1024 == 0 {
+                    mantissa /= 1024;
+                    k += 1;
+                }
+                return write!(f, "{mantissa}{}", suffixes[k]);
+            }
+        }
+        // Decimal: largest power of 1000 (from nano) dividing the value.
+        let mut mantissa = nanos;
+        let mut exp = -9;
+        while exp < 18 && mantissa % 1000 == 0 {
+            mantissa /= 1000;
+            exp += 3;
+        }
+        if self.format == QuantityFormat::DecimalExponent {
+            return if exp == 0 {
+                write!(f, "{mantissa}")
+            } else {
+                write!(f, "{mantissa}e{exp}")
+            };
+        }
+        let suffix = match exp {
+            -9 => "n",
+            -6 => "u",
+            -3 => "m",
+            0 => "",
+            3 => "k",
+            6 => "M",
+            9 => "G",
+            12 => "T",
+            15 => "P",
+            _ => "E",
+        };
+        write!(f, "{mantissa}{suffix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quantity {
+        s.parse().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn parses_and_writes_canonical_forms() {
+        for (input, canonical) in [
+            ("500m", "500m"),
+            ("0.5", "500m"),
+            ("1", "1"),
+            ("1000m", "1"),
+            ("1500m", "1500m"),
+            ("2k", "2k"),
+            ("1Gi", "1Gi"),
+            ("1024Mi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("512", "512"),
+            ("1e3", "1e3"),
+            ("100n", "100n"),
+            ("-2", "-2"),
+            ("0", "0"),
+            ("+7", "7"),
+            ("129M", "129M"),
+            ("4096Gi", "4Ti"),
+        ] {
+            assert_eq!(q(input).to_string(), canonical, "{input}");
+        }
+    }
+
+    #[test]
+    fn compares_by_value_across_units() {
+        assert_eq!(q("1"), q("1000m"));
+        assert!(q("1Gi") > q("1G"));
+        assert!(q("500m") < q("1"));
+        assert_eq!(q("1Ki"), q("1024"));
+        assert!(q("2e3") == q("2k"));
+    }
+
+    #[test]
+    fn scales_exactly() {
+        let d = |s| Decimal::parse(s).unwrap();
+        assert_eq!(q("500m").scaled(d("0.25")).unwrap().to_string(), "125m");
+        assert_eq!(q("1").scaled(d("0.5")).unwrap().to_string(), "500m");
+        assert_eq!(q("1Gi").scaled(d("0.5")).unwrap().to_string(), "512Mi");
+        assert_eq!(q("100Mi").scaled(d("0.33")).unwrap().to_string(), "33Mi");
+        assert_eq!(q("1Mi").scaled(d("0.3")).unwrap().to_string(), "314572800m");
+        assert_eq!(q("3").scaled(d("0.333333333333")).unwrap().to_string(), "1");
+        assert_eq!(q("1Ki").scaled(d("0.1")).unwrap().to_string(), "102400m");
+    }
+
+    #[test]
+    fn rejects_malformed_quantities() {
+        for bad in ["", "abc", "1.2.3", "1Qi", "--1", "1e99", "m", "1 Gi"] {
+            assert!(bad.parse::<Quantity>().is_err(), "{bad}");
+        }
+        let e = "12x".parse::<Quantity>().unwrap_err().to_string();
+        assert!(
+            e.starts_with("`12x` is not a Kubernetes quantity: unknown suffix"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn decimals() {
+        assert!(Decimal::parse("0.5").unwrap().is_proper_fraction());
+        assert!(!Decimal::parse("1").unwrap().is_proper_fraction());
+        assert!(!Decimal::parse("0").unwrap().is_proper_fraction());
+        assert!(!Decimal::parse("1.5").unwrap().is_proper_fraction());
+        assert_eq!(Decimal::parse("x"), None);
+        assert_eq!(Decimal::parse("."), None);
+    }
+}

@@ -1,0 +1,681 @@
+//! Structured templates rendered into rule programs, once per policy generation.
+//!
+//! The programs are ordinary minijinja programs (what `kanon render` prints and the policy's
+//! status shows), built only from the helpers any author may call. Values that come from the
+//! policy are embedded as literals; referenced values arrive at run time as `refs.value`
+//! (override `valueRef`), `refs.data` and `refs.value` (condition `dataRef`/`valueRef`).
+
+use std::fmt::Write as _;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kanon_api::{
+    AffectMode, ArithmeticOp, Cond, ConstantValue, OverrideTemplate, OverrideTemplateType,
+    TemplateOperation, ValidateCondition,
+};
+use serde_json::Value;
+
+use crate::error::FieldError;
+use crate::quantity::Decimal;
+
+/// A JSON value as a minijinja literal (JSON syntax, with `none` for `null`).
+pub fn literal(value: &Value) -> String {
+    match value {
+        Value::Null => "none".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(_) => value.to_string(),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(literal).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(map) => format!(
+            "{{{}}}",
+            map.iter()
+                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), literal(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Parses a decimal written as a number or a string (`0.5`, `"0.5"`).
+fn decimal_of(text: &str) -> Option<Decimal> {
+    Decimal::parse(text.trim())
+}
+
+/// The one value a [`ConstantValue`] holds, as JSON; an error unless exactly one field is set.
+pub fn constant_json(
+    value: &ConstantValue,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<Value> {
+    let mut found: Vec<(&str, Value)> = Vec::new();
+    let number = |text: String, errors: &mut Vec<FieldError>, at: String| -> Value {
+        match text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+        {
+            Some(n) if decimal_of(&text).is_some() => Value::Number(n),
+            _ => {
+                errors.push(FieldError::new(
+                    at,
+                    format!("`{text}` is not a decimal number"),
+                ));
+                Value::Null
+            }
+        }
+    };
+    if let Some(s) = &value.string {
+        found.push(("string", Value::String(s.clone())));
+    }
+    if let Some(i) = value.integer {
+        found.push(("integer", Value::from(i)));
+    }
+    if let Some(f) = &value.float {
+        found.push(("float", number(f.text(), errors, format!("{field}.float"))));
+    }
+    if let Some(b) = value.boolean {
+        found.push(("boolean", Value::Bool(b)));
+    }
+    if let Some(list) = &value.string_slice {
+        found.push(("stringSlice", Value::from(list.clone())));
+    }
+    if let Some(list) = &value.integer_slice {
+        found.push(("integerSlice", Value::from(list.clone())));
+    }
+    if let Some(list) = &value.float_slice {
+        let items = list
+            .iter()
+            .enumerate()
+            .map(|(i, f)| number(f.text(), errors, format!("{field}.floatSlice[{i}]")))
+            .collect();
+        found.push(("floatSlice", Value::Array(items)));
+    }
+    if let Some(map) = &value.string_map {
+        found.push((
+            "stringMap",
+            Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect(),
+            ),
+        ));
+    }
+    match found.len() {
+        1 => found.pop().map(|(_, v)| v),
+        0 => {
+            errors.push(FieldError::new(field, "set one of string, integer, float, boolean, stringSlice, integerSlice, floatSlice, stringMap"));
+            None
+        }
+        _ => {
+            let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
+            errors.push(FieldError::new(
+                field,
+                format!("set only one value, not {}", names.join(" and ")),
+            ));
+            None
+        }
+    }
+}
+
+/// The text of a scalar for a string-only target (labels, annotations, node selectors).
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Renders an override template to a program. Problems go to `errors` under `field`.
+pub fn render_override(
+    t: &OverrideTemplate,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    let before = errors.len();
+    let op = t.operation;
+    let op_name = match op {
+        TemplateOperation::Add => "add",
+        TemplateOperation::Replace => "replace",
+        TemplateOperation::Remove => "remove",
+    };
+    let kind = match t.type_ {
+        OverrideTemplateType::Annotations => "annotations",
+        OverrideTemplateType::Labels => "labels",
+        OverrideTemplateType::NodeSelector => "nodeSelector",
+        OverrideTemplateType::Resources => "resources",
+        OverrideTemplateType::ResourcesOversell => "resourcesOversell",
+        OverrideTemplateType::Tolerations => "tolerations",
+        OverrideTemplateType::Affinity => "affinity",
+    };
+    // Fields that belong to other template types are mistakes worth naming.
+    let stray = [
+        (
+            "path",
+            t.path.is_some(),
+            matches!(
+                t.type_,
+                OverrideTemplateType::Annotations
+                    | OverrideTemplateType::Labels
+                    | OverrideTemplateType::NodeSelector
+            ),
+        ),
+        (
+            "value",
+            t.value.is_some(),
+            matches!(
+                t.type_,
+                OverrideTemplateType::Annotations
+                    | OverrideTemplateType::Labels
+                    | OverrideTemplateType::NodeSelector
+            ),
+        ),
+        (
+            "valueRef",
+            t.value_ref.is_some(),
+            matches!(
+                t.type_,
+                OverrideTemplateType::Annotations
+                    | OverrideTemplateType::Labels
+                    | OverrideTemplateType::NodeSelector
+            ),
+        ),
+        (
+            "resources",
+            t.resources.is_some(),
+            t.type_ == OverrideTemplateType::Resources,
+        ),
+        (
+            "resourcesOversell",
+            t.resources_oversell.is_some(),
+            t.type_ == OverrideTemplateType::ResourcesOversell,
+        ),
+        (
+            "tolerations",
+            !t.tolerations.is_empty(),
+            t.type_ == OverrideTemplateType::Tolerations,
+        ),
+        (
+            "affinity",
+            t.affinity.is_some(),
+            t.type_ == OverrideTemplateType::Affinity,
+        ),
+        (
+            "containerNames",
+            !t.container_names.is_empty(),
+            matches!(
+                t.type_,
+                OverrideTemplateType::Resources | OverrideTemplateType::ResourcesOversell
+            ),
+        ),
+    ];
+    for (name, set, allowed) in stray {
+        if set && !allowed {
+            errors.push(FieldError::new(
+                format!("{field}.{name}"),
+                format!("is not used by type {kind}"),
+            ));
+        }
+    }
+    let mut out = format!("{{#- {field}: {kind}, {op_name} -#}}\n");
+    match t.type_ {
+        OverrideTemplateType::Annotations
+        | OverrideTemplateType::Labels
+        | OverrideTemplateType::NodeSelector => {
+            string_map_program(t, kind, field, errors, &mut out)
+        }
+        OverrideTemplateType::Resources => {
+            let Some(resources) = &t.resources else {
+                errors.push(FieldError::new(
+                    format!("{field}.resources"),
+                    "is required for type resources",
+                ));
+                return None;
+            };
+            let json = serde_json::to_value(resources).unwrap_or(Value::Null);
+            for (section, map) in json.as_object().into_iter().flatten() {
+                for (name, quantity) in map.as_object().into_iter().flatten() {
+                    if let Some(text) = quantity.as_str()
+                        && let Err(e) = text.parse::<crate::quantity::Quantity>()
+                        && op != TemplateOperation::Remove
+                    {
+                        errors.push(FieldError::new(
+                            format!("{field}.resources.{section}.{name}"),
+                            e.to_string(),
+                        ));
+                    }
+                }
+            }
+            containers_program(
+                &mut out,
+                t,
+                &format!(
+                    "resources_with(c.resources | default({{}}), {}, {})",
+                    literal(&json),
+                    literal(&Value::from(op_name))
+                ),
+            );
+        }
+        OverrideTemplateType::ResourcesOversell => {
+            let Some(oversell) = &t.resources_oversell else {
+                errors.push(FieldError::new(
+                    format!("{field}.resourcesOversell"),
+                    "is required for type resourcesOversell",
+                ));
+                return None;
+            };
+            let mut factors = serde_json::Map::new();
+            for (name, resource, factor) in [
+                ("cpuFactor", "cpu", &oversell.cpu_factor),
+                ("memoryFactor", "memory", &oversell.memory_factor),
+                ("diskFactor", "ephemeral-storage", &oversell.disk_factor),
+            ] {
+                let Some(factor) = factor else { continue };
+                let text = factor.text();
+                match decimal_of(&text) {
+                    Some(d) if d.is_proper_fraction() => {
+                        factors
+                            .insert(resource.to_string(), Value::String(text.trim().to_string()));
+                    }
+                    _ => errors.push(FieldError::new(
+                        format!("{field}.resourcesOversell.{name}"),
+                        format!("`{text}` must be a number strictly between 0 and 1"),
+                    )),
+                }
+            }
+            if factors.is_empty() && errors.len() == before {
+                errors.push(FieldError::new(
+                    format!("{field}.resourcesOversell"),
+                    "set at least one of cpuFactor, memoryFactor, diskFactor",
+                ));
+            }
+            containers_program(
+                &mut out,
+                t,
+                &format!(
+                    "oversold(c.resources | default({{}}), {}, {})",
+                    literal(&Value::Object(factors)),
+                    literal(&Value::from(op_name))
+                ),
+            );
+        }
+        OverrideTemplateType::Tolerations => {
+            if t.tolerations.is_empty() {
+                errors.push(FieldError::new(
+                    format!("{field}.tolerations"),
+                    "is required for type tolerations",
+                ));
+            }
+            let list = serde_json::to_value(&t.tolerations).unwrap_or(Value::Null);
+            pod_spec_program(
+                &mut out,
+                &format!(
+                    "tolerations_with(spec.tolerations | default([]), {}, {})",
+                    literal(&list),
+                    literal(&Value::from(op_name))
+                ),
+                "tolerations",
+            );
+        }
+        OverrideTemplateType::Affinity => {
+            let Some(affinity) = &t.affinity else {
+                errors.push(FieldError::new(
+                    format!("{field}.affinity"),
+                    "is required for type affinity",
+                ));
+                return None;
+            };
+            let json = serde_json::to_value(affinity).unwrap_or(Value::Null);
+            pod_spec_program(
+                &mut out,
+                &format!(
+                    "affinity_with(spec.affinity | default({{}}), {}, {})",
+                    literal(&json),
+                    literal(&Value::from(op_name))
+                ),
+                "affinity",
+            );
+        }
+    }
+    (errors.len() == before).then_some(out)
+}
+
+/// Annotations, labels and nodeSelector: one `add` of the whole map, so missing parents are
+/// created, any key works, and removing an absent key changes nothing.
+fn string_map_program(
+    t: &OverrideTemplate,
+    kind: &str,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+    out: &mut String,
+) {
+    let (map_expr, path_expr, guard) = match kind {
+        "nodeSelector" => (
+            "pointer(object, spec_path ~ \"/nodeSelector\")",
+            "spec_path ~ \"/nodeSelector\"",
+            "{%- set spec_path = pod_spec_pointer(object) -%}\n{%- if spec_path is defined -%}\n",
+        ),
+        "labels" => (
+            "pointer(object, \"/metadata/labels\")",
+            "\"/metadata/labels\"",
+            "{%- if true -%}\n",
+        ),
+        _ => (
+            "pointer(object, \"/metadata/annotations\")",
+            "\"/metadata/annotations\"",
+            "{%- if true -%}\n",
+        ),
+    };
+    out.push_str(guard);
+    let _ = writeln!(out, "{{%- set current = {map_expr} | default({{}}) -%}}");
+    let key = t.path.clone().filter(|p| !p.is_empty());
+    let constant = t
+        .value
+        .as_ref()
+        .and_then(|v| constant_json(v, &format!("{field}.value"), errors));
+    if t.operation == TemplateOperation::Remove {
+        let keys: Vec<String> = match (&constant, &key) {
+            (Some(Value::Object(map)), _) => map.keys().cloned().collect(),
+            (_, Some(k)) => vec![k.clone()],
+            _ => {
+                errors.push(FieldError::new(
+                    format!("{field}.path"),
+                    "names the key to remove (or give the keys as value.stringMap)",
+                ));
+                return;
+            }
+        };
+        let keys = Value::from(keys);
+        let _ = writeln!(out, "{{%- set keys = {} -%}}", literal(&keys));
+        out.push_str("{%- if current | select(\"in\", keys) | list | length > 0 %}\n");
+        let _ = writeln!(
+            out,
+            "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ without_keys(current, keys) | tojson }}}}"
+        );
+        out.push_str("{%- endif %}\n{%- endif %}\n");
+        return;
+    }
+    let updates = match (&constant, &t.value_ref, &key) {
+        (Some(_), Some(_), _) => {
+            errors.push(FieldError::new(field, "set value or valueRef, not both"));
+            return;
+        }
+        (Some(Value::Object(map)), None, _) => Value::Object(map.clone()).to_string(),
+        (Some(v), None, Some(k)) => match scalar_text(v) {
+            Some(text) => serde_json::json!({ k: text }).to_string(),
+            None => {
+                errors.push(FieldError::new(
+                    format!("{field}.value"),
+                    format!("{kind} take a string value (or several keys as stringMap)"),
+                ));
+                return;
+            }
+        },
+        (None, Some(_), Some(k)) => {
+            // A missing reference changes nothing; a structured one cannot be a label.
+            out.push_str("{%- if refs.value is defined and refs.value is not none -%}\n");
+            out.push_str("{%- if refs.value is mapping or (refs.value is iterable and refs.value is not string) -%}{{ fail(\"valueRef gives a \" ~ (refs.value | tojson) ~ \", not a string\") }}{%- endif -%}\n");
+            let _ = writeln!(
+                out,
+                "{{%- set updates = {{{}: refs.value | string}} -%}}",
+                Value::String(k.clone())
+            );
+            let _ = writeln!(
+                out,
+                "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+            );
+            out.push_str("{%- endif %}\n{%- endif %}\n");
+            return;
+        }
+        (None, None, _) => {
+            errors.push(FieldError::new(field, "set value or valueRef"));
+            return;
+        }
+        (_, _, None) => {
+            errors.push(FieldError::new(
+                format!("{field}.path"),
+                format!("names the {kind} key to set (or give several keys as value.stringMap)"),
+            ));
+            return;
+        }
+    };
+    let updates: Value = serde_json::from_str(&updates).unwrap_or(Value::Null);
+    let _ = writeln!(out, "{{%- set updates = {} -%}}", literal(&updates));
+    out.push_str("{%- if with_keys(current, updates) != current %}\n");
+    let _ = writeln!(
+        out,
+        "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+    );
+    out.push_str("{%- endif %}\n{%- endif %}\n");
+}
+
+/// Loops over the pod spec's containers (narrowed by `containerNames`) and sets each one's
+/// `resources` to `expr` (evaluated with `c` bound to the container).
+fn containers_program(out: &mut String, t: &OverrideTemplate, expr: &str) {
+    out.push_str(
+        "{%- set spec_path = pod_spec_pointer(object) -%}\n{%- if spec_path is defined -%}\n",
+    );
+    out.push_str("{%- set spec = pointer(object, spec_path) -%}\n");
+    let names = Value::from(t.container_names.clone());
+    let _ = writeln!(out, "{{%- set names = {} -%}}", literal(&names));
+    out.push_str("{%- for i in range(spec.containers | default([]) | length) -%}\n{%- set c = spec.containers[i] -%}\n");
+    out.push_str("{%- if names | length == 0 or c.name in names -%}\n");
+    let _ = writeln!(out, "{{%- set updated = {expr} -%}}");
+    out.push_str("{%- if updated != (c.resources | default({})) %}\n");
+    out.push_str("- op: add\n  path: {{ (spec_path ~ \"/containers/\" ~ i ~ \"/resources\") | tojson }}\n  value: {{ updated | tojson }}\n");
+    out.push_str("{%- endif -%}\n{%- endif -%}\n{%- endfor -%}\n{%- endif %}\n");
+}
+
+/// Sets one field of the pod spec to `expr` (evaluated with `spec` bound to the pod spec).
+fn pod_spec_program(out: &mut String, expr: &str, name: &str) {
+    out.push_str(
+        "{%- set spec_path = pod_spec_pointer(object) -%}\n{%- if spec_path is defined -%}\n",
+    );
+    out.push_str("{%- set spec = pointer(object, spec_path) -%}\n");
+    let _ = writeln!(out, "{{%- set updated = {expr} -%}}");
+    let _ = writeln!(out, "{{%- if updated != (spec.{name} | default(none)) %}}");
+    let _ = writeln!(
+        out,
+        "{{%- if updated is none %}}\n- op: remove\n  path: {{{{ (spec_path ~ \"/{name}\") | tojson }}}}"
+    );
+    let _ = writeln!(
+        out,
+        "{{%- else %}}\n- op: add\n  path: {{{{ (spec_path ~ \"/{name}\") | tojson }}}}\n  value: {{{{ updated | tojson }}}}"
+    );
+    out.push_str("{%- endif %}\n{%- endif %}\n{%- endif %}\n");
+}
+
+/// The operand of a `valueProcess`: an integer, a decimal string or a percentage.
+fn operand(with: &IntOrString, field: &str, errors: &mut Vec<FieldError>) -> Option<String> {
+    match with {
+        IntOrString::Int(i) => Some(i.to_string()),
+        IntOrString::String(s) => {
+            let s = s.trim();
+            let (text, percent) = match s.strip_suffix('%') {
+                Some(t) => (t.trim(), true),
+                None => (s, false),
+            };
+            match decimal_of(text) {
+                Some(d) if percent => Some(format!("{}", d.to_f64() / 100.0)),
+                Some(_) => Some(text.to_string()),
+                None => {
+                    errors.push(FieldError::new(
+                        field,
+                        format!("`{s}` is not an integer, a decimal or a percentage"),
+                    ));
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Renders a validate `condition` to a program. Problems go to `errors` under `field`.
+pub fn render_condition(
+    c: &ValidateCondition,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    let before = errors.len();
+    let needs_value = !matches!(c.cond, Cond::Exist | Cond::NotExist);
+    let constant = c
+        .value
+        .as_ref()
+        .and_then(|v| constant_json(v, &format!("{field}.value"), errors));
+    let value_expr = match (&constant, &c.value_ref, needs_value) {
+        (Some(_), Some(_), _) => {
+            errors.push(FieldError::new(field, "set value or valueRef, not both"));
+            None
+        }
+        (None, None, true) => {
+            errors.push(FieldError::new(
+                field,
+                format!("{:?} compares with a value: set value or valueRef", c.cond),
+            ));
+            None
+        }
+        (Some(v), None, _) => Some(literal(v)),
+        (None, Some(_), _) => Some("refs.value".to_string()),
+        (None, None, false) => None,
+    };
+    if !needs_value && (c.value.is_some() || c.value_ref.is_some()) {
+        errors.push(FieldError::new(
+            field,
+            format!("{:?} takes no value; remove value/valueRef", c.cond),
+        ));
+    }
+    if matches!(c.cond, Cond::In | Cond::NotIn)
+        && let Some(v) = &constant
+        && !v.is_array()
+    {
+        errors.push(FieldError::new(
+            format!("{field}.value"),
+            format!(
+                "{:?} needs a list (stringSlice, integerSlice or floatSlice)",
+                c.cond
+            ),
+        ));
+    }
+    if c.cond == Cond::Regex {
+        match &constant {
+            Some(Value::String(pattern)) => {
+                if let Err(e) = regex::RegexBuilder::new(pattern)
+                    .size_limit(1 << 20)
+                    .build()
+                {
+                    errors.push(FieldError::new(
+                        format!("{field}.value.string"),
+                        format!("invalid regular expression: {e}"),
+                    ));
+                }
+            }
+            Some(_) => errors.push(FieldError::new(
+                format!("{field}.value"),
+                "Regex needs a string pattern",
+            )),
+            None => {}
+        }
+    }
+    let process = c.value_process.as_ref().and_then(|p| {
+        let with = operand(
+            &p.operation_with,
+            &format!("{field}.valueProcess.operationWith"),
+            errors,
+        )?;
+        let op = match p.operation {
+            ArithmeticOp::Add => "+",
+            ArithmeticOp::Subtract => "-",
+            ArithmeticOp::Multiply => "*",
+            ArithmeticOp::Divide => "/",
+        };
+        if op == "/" && decimal_of(&with).is_some_and(|d| d.to_f64() == 0.0) {
+            errors.push(FieldError::new(
+                format!("{field}.valueProcess.operationWith"),
+                "division by zero",
+            ));
+        }
+        Some(format!(
+            "process_value(value, {}, {})",
+            Value::from(op),
+            Value::from(with)
+        ))
+    });
+    if let Some(message) = &c.message
+        && let Err(e) = crate::program::Program::compile(
+            message,
+            crate::program::ProgramKind::Validate,
+            Default::default(),
+        )
+    {
+        errors.push(FieldError::new(format!("{field}.message"), e.message));
+    }
+    if errors.len() > before {
+        return None;
+    }
+    let cond = format!("{:?}", c.cond);
+    let mut out = format!("{{#- {field}: {cond} -#}}\n");
+    out.push_str("{%- set data = refs.data if refs.data is defined else none -%}\n");
+    if let Some(v) = &value_expr {
+        let _ = writeln!(
+            out,
+            "{{%- set value = {v} if {v} is defined else none -%}}",
+            v = v
+        );
+        if let Some(p) = &process {
+            let _ = writeln!(
+                out,
+                "{{%- set value = {p} if value is not none else none -%}}"
+            );
+        }
+    }
+    // A missing value under test is never hit (Exist/NotExist aside), never an error.
+    let test = match c.cond {
+        Cond::Exist => "data is not none".to_string(),
+        Cond::NotExist => "data is none".to_string(),
+        Cond::Equal => "data is not none and value is not none and equal(data, value)".to_string(),
+        Cond::NotEqual => {
+            "data is not none and not (value is not none and equal(data, value))".to_string()
+        }
+        Cond::In => {
+            "data is not none and value is not none and contains_all(value, data)".to_string()
+        }
+        Cond::NotIn => {
+            "data is not none and (value is none or contains_none(value, data))".to_string()
+        }
+        Cond::Gt => {
+            "data is not none and value is not none and compare(data, value) > 0".to_string()
+        }
+        Cond::Gte => {
+            "data is not none and value is not none and compare(data, value) >= 0".to_string()
+        }
+        Cond::Lt => {
+            "data is not none and value is not none and compare(data, value) < 0".to_string()
+        }
+        Cond::Lte => {
+            "data is not none and value is not none and compare(data, value) <= 0".to_string()
+        }
+        Cond::Regex => {
+            "data is not none and value is not none and regex_match(data | string, value)"
+                .to_string()
+        }
+    };
+    let _ = writeln!(out, "{{%- set hit = {test} -%}}");
+    let allow = c.affect_mode == Some(AffectMode::Allow);
+    let default_message = if allow {
+        format!("{cond} condition does not hold")
+    } else {
+        format!("{cond} condition holds")
+    };
+    let message = c.message.clone().unwrap_or(default_message);
+    let _ = writeln!(out, "{{%- set reason -%}}{message}{{%- endset -%}}");
+    let valid = if allow { "hit" } else { "not hit" };
+    let _ = writeln!(
+        out,
+        "{{\"valid\": {{{{ ({valid}) | tojson }}}}, \"reason\": {{{{ reason | tojson }}}}}}"
+    );
+    Some(out)
+}
