@@ -4,14 +4,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kanon_api::{FailurePolicy, Operation};
+use kanon_api::{FailurePolicy, Operation, ValidationAction};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::index::PolicySet;
 use crate::lookup::Lookup;
 use crate::plaintext;
-use crate::policy::{CompiledPolicy, PolicyRules};
+use crate::policy::{CompiledPolicy, PolicyRules, RuleProgram};
+use crate::program::{patch_from_output, verdict_from_output};
+use crate::refs::RefScope;
 use crate::request::Request;
 use crate::selector::{ObjectView, labels_of};
 
@@ -108,6 +110,67 @@ impl<'a> NamespaceLabels<'a> {
             Err(e) => Err(e.clone()),
         }
     }
+
+    /// The namespace object, for programs' `namespaceObject`; `None` when unknown.
+    fn object(&mut self) -> Option<Arc<Value>> {
+        let _ = self.get();
+        self.cached
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .and_then(Clone::clone)
+    }
+}
+
+/// What a program run needs besides the program: the request, the object as it stands now,
+/// cluster objects and the namespace.
+struct Scope<'a, 'n> {
+    request: &'a Request,
+    lookup: &'a dyn Lookup,
+    namespaces: &'n mut NamespaceLabels<'a>,
+}
+
+impl Scope<'_, '_> {
+    /// The variables a program sees.
+    fn context(&mut self, object: &Value, refs: Map<String, Value>) -> minijinja::Value {
+        use minijinja::value::Serde;
+        let namespace_object = self.namespaces.object();
+        let old = self.request.old_object.as_ref();
+        minijinja::context! {
+            object => minijinja::Value::from(Serde(object)),
+            oldObject => old.map(|o| minijinja::Value::from(Serde(o))).unwrap_or(minijinja::Value::from(())),
+            operation => self.request.operation.as_str(),
+            request => minijinja::Value::from(Serde(&self.request.info)),
+            namespaceObject => namespace_object
+                .as_deref()
+                .map(|o| minijinja::Value::from(Serde(o)))
+                .unwrap_or(minijinja::Value::from(())),
+            refs => minijinja::Value::from(Serde(Value::Object(refs))),
+        }
+    }
+
+    /// Resolves the program's references against `object` and runs it.
+    fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<Option<Value>, String> {
+        let mut refs = Map::new();
+        if !rule.refs.is_empty() {
+            let base = self.context(object, Map::new());
+            let scope = RefScope {
+                object,
+                old_object: self.request.old_object.as_ref(),
+                namespace: self.request.namespace.as_deref(),
+                lookup: self.lookup,
+                context: &base,
+            };
+            for (name, reference) in &rule.refs {
+                if let Some(value) = reference.resolve(&scope)? {
+                    refs.insert((*name).to_string(), value);
+                }
+            }
+        }
+        let context = self.context(object, refs);
+        rule.program
+            .run(&context)
+            .map_err(|e| format!("{}: {}", rule.field, e.message))
+    }
 }
 
 /// Whether `policy` applies to the request: selectors, namespace selector and at least one
@@ -153,7 +216,7 @@ fn defect_message(policy: &CompiledPolicy) -> Option<String> {
 /// partly changed; the caller restores it.
 fn run_override(
     policy: &CompiledPolicy,
-    operation: Operation,
+    scope: &mut Scope<'_, '_>,
     working: &mut Value,
 ) -> Result<(), String> {
     if let Some(message) = defect_message(policy) {
@@ -162,12 +225,70 @@ fn run_override(
     let PolicyRules::Override(rules) = &policy.rules else {
         return Ok(());
     };
+    let operation = scope.request.operation;
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
+        for program in [&rule.template, &rule.program].into_iter().flatten() {
+            let output = scope.run(program, working)?;
+            let patch = patch_from_output(output)
+                .map_err(|e| format!("{}: {}", program.field, e.message))?;
+            for (i, op) in patch.iter().enumerate() {
+                plaintext::apply(working, op)
+                    .map_err(|e| format!("{}: operation {i}: {e}", program.field))?;
+            }
+        }
         for op in &rule.plaintext {
             plaintext::apply(working, &op.operation).map_err(|e| format!("{}: {e}", op.field))?;
         }
     }
     Ok(())
+}
+
+/// The verdicts of one validate policy's rules: reasons of failed checks and warnings.
+fn run_validate(
+    policy: &CompiledPolicy,
+    scope: &mut Scope<'_, '_>,
+    object: &Value,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    if let Some(message) = defect_message(policy) {
+        return Err(message);
+    }
+    let PolicyRules::Validate { rules, .. } = &policy.rules else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let operation = scope.request.operation;
+    let (mut reasons, mut warnings) = (Vec::new(), Vec::new());
+    for (i, rule) in rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.operations.contains(operation))
+    {
+        for program in [&rule.template, &rule.program].into_iter().flatten() {
+            let output = scope.run(program, object)?;
+            let verdict = verdict_from_output(output)
+                .map_err(|e| format!("{}: {}", program.field, e.message))?;
+            warnings.extend(verdict.warnings);
+            if !verdict.valid {
+                reasons.push(if verdict.reason.is_empty() {
+                    format!("spec.validateRules[{i}] rejected the object")
+                } else {
+                    verdict.reason
+                });
+            }
+        }
+    }
+    Ok((reasons, warnings))
+}
+
+/// The audit annotation key of a policy: `<kind>.<namespace>.<name>`, lower-case, at most
+/// 63 characters, as Kubernetes requires of annotation names.
+fn audit_key(policy: &CompiledPolicy) -> String {
+    let mut key = policy.id.kind.as_str().to_ascii_lowercase();
+    if let Some(ns) = &policy.id.namespace {
+        key = format!("{key}.{ns}");
+    }
+    key = format!("{key}.{}", policy.id.name);
+    key.truncate(63);
+    key
 }
 
 impl PolicySet {
@@ -202,7 +323,12 @@ impl PolicySet {
                 }
             }
             let before = working.clone();
-            match run_override(policy, request.operation, &mut working) {
+            let mut scope = Scope {
+                request,
+                lookup,
+                namespaces: &mut namespaces,
+            };
+            match run_override(policy, &mut scope, &mut working) {
                 Ok(()) => decision.applied_policies.push(policy.id.to_string()),
                 Err(e) => {
                     working = before;
@@ -249,9 +375,47 @@ impl PolicySet {
                     continue;
                 }
             }
-            match defect_message(policy) {
-                Some(message) => decision.policy_error(policy, &message),
-                None => decision.applied_policies.push(policy.id.to_string()),
+            let mut scope = Scope {
+                request,
+                lookup,
+                namespaces: &mut namespaces,
+            };
+            let (reasons, warnings) = match run_validate(policy, &mut scope, subject) {
+                Ok(found) => found,
+                Err(message) => {
+                    decision.policy_error(policy, &message);
+                    continue;
+                }
+            };
+            decision.applied_policies.push(policy.id.to_string());
+            decision
+                .warnings
+                .extend(warnings.into_iter().map(|w| format!("{}: {w}", policy.id)));
+            if reasons.is_empty() {
+                continue;
+            }
+            let PolicyRules::Validate { actions, .. } = &policy.rules else {
+                continue;
+            };
+            for action in actions {
+                match action {
+                    ValidationAction::Deny => {
+                        decision.allowed = false;
+                        decision
+                            .messages
+                            .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
+                    }
+                    ValidationAction::Warn => {
+                        decision
+                            .warnings
+                            .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
+                    }
+                    ValidationAction::Audit => {
+                        decision
+                            .audit_annotations
+                            .insert(audit_key(policy), reasons.join("; "));
+                    }
+                }
             }
         }
         decision

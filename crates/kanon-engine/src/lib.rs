@@ -18,6 +18,7 @@ pub mod pointer;
 pub mod policy;
 pub mod program;
 pub mod quantity;
+pub mod refs;
 pub mod request;
 pub mod selector;
 pub mod template;

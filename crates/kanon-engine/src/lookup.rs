@@ -28,6 +28,15 @@ pub trait Lookup: Send + Sync {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Arc<Value>>, LookupError>;
+
+    /// Every object of type `api_version`/`kind` in `namespace` (`None`: cluster-scoped
+    /// objects, or all namespaces for a namespaced type), in a stable order.
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Arc<Value>>, LookupError>;
 }
 
 /// A lookup that knows no objects: every object is absent.
@@ -35,6 +44,10 @@ pub trait Lookup: Send + Sync {
 pub struct NoObjects;
 
 impl Lookup for NoObjects {
+    fn list(&self, _: &str, _: &str, _: Option<&str>) -> Result<Vec<Arc<Value>>, LookupError> {
+        Ok(Vec::new())
+    }
+
     fn get(
         &self,
         _: &str,
@@ -116,5 +129,22 @@ impl Lookup for ObjectStore {
             name.to_string(),
         );
         Ok(self.objects.get(&key).cloned())
+    }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Arc<Value>>, LookupError> {
+        let mut found: Vec<(&ObjectKey, &Arc<Value>)> = self
+            .objects
+            .iter()
+            .filter(|((a, k, ns, _), _)| {
+                a == api_version && k == kind && (namespace.is_none() || ns.as_deref() == namespace)
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(b.0));
+        Ok(found.into_iter().map(|(_, v)| v.clone()).collect())
     }
 }

@@ -15,6 +15,8 @@ use serde_json::{Map, Value};
 
 use crate::error::{FieldError, InvalidPolicy};
 use crate::plaintext::{self, PlaintextOp};
+use crate::program::{Program, ProgramKind, ProgramLimits};
+use crate::refs::CompiledRef;
 use crate::selector::{LabelMatcher, ObjectView, ResourceMatcher, labels_of};
 
 /// The identity of a policy: kind, namespace (namespaced kinds) and name.
@@ -246,6 +248,10 @@ impl OperationSet {
 pub struct CompiledOverrideRule {
     /// The operations it applies to.
     pub operations: OperationSet,
+    /// The program the template renders to.
+    pub template: Option<RuleProgram>,
+    /// The hand-written program.
+    pub program: Option<RuleProgram>,
     /// Plaintext operations, in order.
     pub plaintext: Vec<PlaintextOp>,
 }
@@ -255,6 +261,45 @@ pub struct CompiledOverrideRule {
 pub struct CompiledValidateRule {
     /// The operations it applies to.
     pub operations: OperationSet,
+    /// The program the condition template renders to.
+    pub template: Option<RuleProgram>,
+    /// The hand-written program.
+    pub program: Option<RuleProgram>,
+}
+
+/// A compiled rule program with the references it reads (as `refs.<name>`).
+#[derive(Clone, Debug)]
+pub struct RuleProgram {
+    /// Field path of the template or program, for messages.
+    pub field: String,
+    /// The program.
+    pub program: Program,
+    /// References resolved before each run, by name.
+    pub refs: Vec<(&'static str, CompiledRef)>,
+}
+
+/// A template's rendered program, for `kanon render` and the policy status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// Field path of the template.
+    pub field: String,
+    /// The program text.
+    pub source: String,
+}
+
+fn compile_program(
+    source: &str,
+    kind: ProgramKind,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<Program> {
+    match Program::compile(source, kind, ProgramLimits::default()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            errors.push(FieldError::new(field, e.message));
+            None
+        }
+    }
 }
 
 /// What a compiled policy does.
@@ -287,6 +332,8 @@ pub struct CompiledPolicy {
     /// Set when the policy did not compile: a matching request then meets this error under the
     /// policy's failure policy, as a policy that got past admission while kanon was down would.
     pub defect: Option<Arc<InvalidPolicy>>,
+    /// The programs the policy's templates render to, in rule order.
+    pub rendered: Vec<Rendered>,
 }
 
 /// Result of [`compile`]: the compiled policy, which is usable for matching even when invalid,
@@ -341,6 +388,7 @@ fn compile_selectors(
 fn compile_override_rules(
     rules: &[OverrideRule],
     errors: &mut Vec<FieldError>,
+    rendered: &mut Vec<Rendered>,
 ) -> Vec<CompiledOverrideRule> {
     let mut out = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
@@ -352,18 +400,39 @@ fn compile_override_rules(
                 "no overrider: set template, program or plaintext",
             ));
         }
-        if o.template.is_some() {
-            errors.push(FieldError::new(
-                format!("{field}.template"),
-                "override templates are not supported yet by this version of kanon",
-            ));
-        }
-        if o.program.is_some() {
-            errors.push(FieldError::new(
-                format!("{field}.program"),
-                "rule programs are not supported yet by this version of kanon",
-            ));
-        }
+        let template = o.template.as_ref().and_then(|t| {
+            let at = format!("{field}.template");
+            let source = crate::template::render_override(t, &at, errors)?;
+            rendered.push(Rendered {
+                field: at.clone(),
+                source: source.clone(),
+            });
+            let refs = t
+                .value_ref
+                .iter()
+                .map(|r| {
+                    (
+                        "value",
+                        CompiledRef::compile(r, &format!("{at}.valueRef"), errors),
+                    )
+                })
+                .collect();
+            let program = compile_program(&source, ProgramKind::Override, &at, errors)?;
+            Some(RuleProgram {
+                field: at,
+                program,
+                refs,
+            })
+        });
+        let program = o.program.as_ref().and_then(|source| {
+            let at = format!("{field}.program");
+            let program = compile_program(source, ProgramKind::Override, &at, errors)?;
+            Some(RuleProgram {
+                field: at,
+                program,
+                refs: Vec::new(),
+            })
+        });
         let plaintext = o
             .plaintext
             .iter()
@@ -372,6 +441,8 @@ fn compile_override_rules(
             .collect();
         out.push(CompiledOverrideRule {
             operations: OperationSet::from_targets(&rule.target_operations),
+            template,
+            program,
             plaintext,
         });
     }
@@ -381,6 +452,7 @@ fn compile_override_rules(
 fn compile_validate_rules(
     rules: &[ValidateRule],
     errors: &mut Vec<FieldError>,
+    rendered: &mut Vec<Rendered>,
 ) -> Vec<CompiledValidateRule> {
     let mut out = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
@@ -388,20 +460,51 @@ fn compile_validate_rules(
         if rule.template.is_none() && rule.program.is_none() {
             errors.push(FieldError::new(&field, "no check: set template or program"));
         }
-        if rule.template.is_some() {
-            errors.push(FieldError::new(
-                format!("{field}.template"),
-                "validate templates are not supported yet by this version of kanon",
-            ));
-        }
-        if rule.program.is_some() {
-            errors.push(FieldError::new(
-                format!("{field}.program"),
-                "rule programs are not supported yet by this version of kanon",
-            ));
-        }
+        let template = rule.template.as_ref().and_then(|t| {
+            let at = format!("{field}.template");
+            let Some(condition) = &t.condition else {
+                errors.push(FieldError::new(
+                    format!("{at}.condition"),
+                    "is required for type condition",
+                ));
+                return None;
+            };
+            let cond_at = format!("{at}.condition");
+            let mut refs = vec![(
+                "data",
+                CompiledRef::compile(&condition.data_ref, &format!("{cond_at}.dataRef"), errors),
+            )];
+            if let Some(v) = &condition.value_ref {
+                refs.push((
+                    "value",
+                    CompiledRef::compile(v, &format!("{cond_at}.valueRef"), errors),
+                ));
+            }
+            let source = crate::template::render_condition(condition, &cond_at, errors)?;
+            rendered.push(Rendered {
+                field: at.clone(),
+                source: source.clone(),
+            });
+            let program = compile_program(&source, ProgramKind::Validate, &at, errors)?;
+            Some(RuleProgram {
+                field: at,
+                program,
+                refs,
+            })
+        });
+        let program = rule.program.as_ref().and_then(|source| {
+            let at = format!("{field}.program");
+            let program = compile_program(source, ProgramKind::Validate, &at, errors)?;
+            Some(RuleProgram {
+                field: at,
+                program,
+                refs: Vec::new(),
+            })
+        });
         out.push(CompiledValidateRule {
             operations: OperationSet::from_targets(&rule.target_operations),
+            template,
+            program,
         });
     }
     out
@@ -472,19 +575,24 @@ pub fn compile(object: &PolicyObject) -> Compiled {
     let namespace_selector = parts
         .namespace_selector
         .map(|s| LabelMatcher::compile(s, "spec.namespaceSelector", &mut errors));
+    let mut rendered = Vec::new();
     let rules = match object {
-        PolicyObject::ClusterOverride(p) => {
-            PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors))
-        }
-        PolicyObject::Override(p) => {
-            PolicyRules::Override(compile_override_rules(&p.spec.override_rules, &mut errors))
-        }
+        PolicyObject::ClusterOverride(p) => PolicyRules::Override(compile_override_rules(
+            &p.spec.override_rules,
+            &mut errors,
+            &mut rendered,
+        )),
+        PolicyObject::Override(p) => PolicyRules::Override(compile_override_rules(
+            &p.spec.override_rules,
+            &mut errors,
+            &mut rendered,
+        )),
         PolicyObject::ClusterValidate(p) => PolicyRules::Validate {
-            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors),
+            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors, &mut rendered),
             actions: check_actions(&p.spec.validation_actions, &mut errors),
         },
         PolicyObject::Validate(p) => PolicyRules::Validate {
-            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors),
+            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors, &mut rendered),
             actions: check_actions(&p.spec.validation_actions, &mut errors),
         },
     };
@@ -502,6 +610,7 @@ pub fn compile(object: &PolicyObject) -> Compiled {
             namespace_selector,
             rules,
             defect,
+            rendered,
         },
         errors,
     }

@@ -49,6 +49,9 @@ pub struct Request {
     pub old_object: Option<Value>,
     /// Whether the request is a dry run.
     pub dry_run: bool,
+    /// What programs see as `request`: uid, kind, resource, subResource, name, namespace,
+    /// operation, userInfo, dryRun (from the AdmissionReview, or made up offline).
+    pub info: Value,
 }
 
 /// Parses an operation name (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`; any case).
@@ -60,6 +63,29 @@ pub fn parse_operation(text: &str) -> Result<Operation, RequestError> {
         "CONNECT" => Ok(Operation::Connect),
         _ => Err(RequestError::Operation(text.to_string())),
     }
+}
+
+/// The `request` variable offline: what an AdmissionReview would carry, without a user.
+fn offline_info(
+    operation: Operation,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Value {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let mut info = serde_json::json!({
+        "uid": "",
+        "kind": {"group": group, "version": version, "kind": kind},
+        "name": name,
+        "operation": operation.as_str(),
+        "userInfo": {},
+        "dryRun": false,
+    });
+    if let Some(ns) = namespace {
+        info["namespace"] = Value::String(ns.to_string());
+    }
+    info
 }
 
 fn text_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
@@ -116,6 +142,7 @@ impl Request {
             Operation::Delete => (None, old_object.or(object)),
             _ => (object, old_object),
         };
+        let info = offline_info(operation, &api_version, &kind, namespace.as_deref(), &name);
         Ok(Request {
             uid: String::new(),
             operation,
@@ -126,6 +153,7 @@ impl Request {
             object,
             old_object,
             dry_run: false,
+            info,
         })
     }
 
@@ -216,6 +244,27 @@ impl Request {
             .get("dryRun")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        let mut info = serde_json::Map::new();
+        for key in [
+            "uid",
+            "kind",
+            "resource",
+            "subResource",
+            "requestKind",
+            "requestResource",
+            "requestSubResource",
+            "name",
+            "namespace",
+            "operation",
+            "userInfo",
+            "dryRun",
+            "options",
+        ] {
+            if let Some(v) = request.get(key).filter(|v| !v.is_null()) {
+                info.insert(key.to_string(), v.clone());
+            }
+        }
+        let info = Value::Object(info);
         let (object, old_object) = match operation {
             Operation::Delete => (None, old_object),
             _ => (object, old_object),
@@ -230,6 +279,7 @@ impl Request {
             object,
             old_object,
             dry_run,
+            info,
         })
     }
 

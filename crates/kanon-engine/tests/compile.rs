@@ -423,36 +423,52 @@ fn missing_metadata_spec_name_and_namespace() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn templates_and_programs_are_not_supported_yet() {
+fn bad_templates_and_programs_are_reported_by_field() {
     let rows: Vec<(Value, &str, &str)> = vec![
         (
             cop(
                 "x",
-                json!({"overrideRules": [{"overriders": {"template": {"type": "labels", "operation": "add", "path": "a", "value": {"string": "b"}}}}]}),
+                json!({"overrideRules": [{"overriders": {"template": {"type": "labels", "operation": "add", "path": "a"}}}]}),
             ),
             "spec.overrideRules[0].overriders.template",
-            "not supported yet",
+            "set value or valueRef",
         ),
         (
             cop(
                 "x",
-                json!({"overrideRules": [add_rule(), {"overriders": {"program": "[]"}}]}),
+                json!({"overrideRules": [add_rule(), {"overriders": {"program": "{% for x in y %}"}}]}),
             ),
             "spec.overrideRules[1].overriders.program",
-            "not supported yet",
+            "line 1: syntax error",
         ),
         (
             cvp(
                 "x",
                 json!({"validateRules": [{"template": {"type": "condition"}}]}),
             ),
-            "spec.validateRules[0].template",
-            "not supported yet",
+            "spec.validateRules[0].template.condition",
+            "is required for type condition",
         ),
         (
-            vp("ns", "x", json!({"validateRules": [{"program": "{}"}]})),
+            vp("ns", "x", json!({"validateRules": [{"program": "{{ }}"}]})),
             "spec.validateRules[0].program",
-            "not supported yet",
+            "syntax error",
+        ),
+        (
+            cvp(
+                "x",
+                json!({"validateRules": [{"template": {"type": "condition", "condition": {"cond": "Regex", "dataRef": {"from": "current", "path": "/metadata/name"}, "value": {"string": "a("}}}}]}),
+            ),
+            "spec.validateRules[0].template.condition.value.string",
+            "invalid regular expression",
+        ),
+        (
+            cop(
+                "x",
+                json!({"overrideRules": [{"overriders": {"template": {"type": "resourcesOversell", "operation": "add", "resourcesOversell": {"cpuFactor": "1.5"}}}}]}),
+            ),
+            "spec.overrideRules[0].overriders.template.resourcesOversell.cpuFactor",
+            "strictly between 0 and 1",
         ),
     ];
     for (doc, field, needle) in rows {
@@ -464,21 +480,21 @@ fn templates_and_programs_are_not_supported_yet() {
     let doc = cop(
         "x",
         json!({"overrideRules": [{"overriders": {
-            "template": {"type": "annotations", "operation": "remove", "path": "a"},
-            "program": "[]",
+            "template": {"type": "annotations", "operation": "remove"},
+            "program": "{% if %}",
             "plaintext": [{"op": "add", "path": "/a", "value": 1}],
         }}]}),
     );
     let errors = errors_of(&doc);
     assert_error(
         &errors,
-        "spec.overrideRules[0].overriders.template",
-        "not supported yet",
+        "spec.overrideRules[0].overriders.template.path",
+        "names the key to remove",
     );
     assert_error(
         &errors,
         "spec.overrideRules[0].overriders.program",
-        "not supported yet",
+        "syntax error",
     );
     assert_eq!(errors.len(), 2);
 }

@@ -437,6 +437,15 @@ impl Lookup for CountingLookup {
         }
         self.inner.get(api_version, kind, namespace, name)
     }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Arc<Value>>, LookupError> {
+        self.inner.list(api_version, kind, namespace)
+    }
 }
 
 #[test]

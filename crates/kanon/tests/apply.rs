@@ -224,7 +224,7 @@ fn an_invalid_policy_is_bad_input_with_every_error_by_field() {
 #[test]
 fn bad_input_exits_2_with_the_reason() {
     let cue = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: old\nspec:\n  overrideRules:\n  - overriders:\n      cue: 'patches: []'\n";
-    let template = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: t\nspec:\n  overrideRules:\n  - overriders:\n      template:\n        type: labels\n        operation: add\n        path: a\n        value: {string: b}\n";
+    let template = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: t\nspec:\n  overrideRules:\n  - overriders:\n      program: |\n        - op: add\n          {% if object.x %}\n";
     let unknown = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata:\n  name: u\nspec:\n  resourceSelector: []\n  overrideRules: []\n";
     let dir = temp_files(&[
         (
@@ -245,7 +245,7 @@ fn bad_input_exits_2_with_the_reason() {
         (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("bad.yaml")], format!("{}: invalid YAML at line 3", p("bad.yaml"))),
         (vec!["--policy".into(), p("notpolicy.yaml"), "--resource".into(), p("pod.yaml")], "v1 Pod is not a kanon policy kind".into()),
         (vec!["--policy".into(), p("cue.yaml"), "--resource".into(), p("pod.yaml")], "spec.overrideRules[0].overriders.cue: kinitiras CUE is not supported: rewrite it as a minijinja rule `program`".into()),
-        (vec!["--policy".into(), p("template.yaml"), "--resource".into(), p("pod.yaml")], "spec.overrideRules[0].overriders.template: override templates are not supported yet".into()),
+        (vec!["--policy".into(), p("template.yaml"), "--resource".into(), p("pod.yaml")], "ClusterOverridePolicy/t is invalid:\n  spec.overrideRules[0].overriders.program: line 2: syntax error: unexpected end of input, expected end of block".into()),
         (vec!["--policy".into(), p("unknown.yaml"), "--resource".into(), p("pod.yaml")], "spec.resourceSelector: unknown field".into()),
         (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("empty.yaml")], "no resource to evaluate".into()),
         (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("pod.yaml"), "--operation".into(), "UPDATE".into()], "UPDATE needs an old object (give it with --old-resource)".into()),
