@@ -56,27 +56,27 @@ fn parse_op(text: &str) -> Result<Operation, String> {
 /// The identity of a resource in the output.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ResourceId {
-    api_version: String,
-    kind: String,
+pub(crate) struct ResourceId {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    namespace: Option<String>,
-    name: String,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: String,
 }
 
 /// One resource's verdict.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Verdict {
-    resource: ResourceId,
-    source: String,
-    operation: Operation,
+pub(crate) struct Verdict {
+    pub(crate) resource: ResourceId,
+    pub(crate) source: String,
+    pub(crate) operation: Operation,
     #[serde(flatten)]
-    decision: kanon_engine::Decision,
+    pub(crate) decision: kanon_engine::Decision,
 }
 
 /// Bad input: printed with every problem found, exit status 2.
-struct BadInput(Vec<String>);
+pub(crate) struct BadInput(pub(crate) Vec<String>);
 
 impl From<String> for BadInput {
     fn from(message: String) -> Self {
@@ -114,7 +114,7 @@ pub fn run(args: &ApplyArgs) -> ExitCode {
     }
 }
 
-fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
+pub(crate) fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
     let docs = read_documents(paths).map_err(|e| e.to_string())?;
     let mut problems = Vec::new();
     let mut compiled = Vec::new();
@@ -147,7 +147,7 @@ fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
     PolicySet::build(compiled).map_err(|e| BadInput(vec![e.to_string()]))
 }
 
-fn load_context(paths: &[PathBuf]) -> Result<ObjectStore, BadInput> {
+pub(crate) fn load_context(paths: &[PathBuf]) -> Result<ObjectStore, BadInput> {
     let mut store = ObjectStore::new();
     for doc in read_documents(paths).map_err(|e| e.to_string())? {
         store
@@ -158,7 +158,7 @@ fn load_context(paths: &[PathBuf]) -> Result<ObjectStore, BadInput> {
 }
 
 /// `(apiVersion, kind, namespace, name)` of an object, for pairing old and new versions.
-fn identity(value: &Value) -> (String, String, String, String) {
+pub(crate) fn identity(value: &Value) -> (String, String, String, String) {
     let text = |p: &str| {
         value
             .pointer(p)
@@ -174,7 +174,11 @@ fn identity(value: &Value) -> (String, String, String, String) {
     )
 }
 
-fn build_request(doc: &Document, args: &ApplyArgs, old: &[Document]) -> Result<Request, String> {
+pub(crate) fn build_request(
+    doc: &Document,
+    operation: Operation,
+    old: &[Document],
+) -> Result<Request, String> {
     let is_review = doc.value.get("kind").and_then(Value::as_str) == Some("AdmissionReview");
     if is_review {
         return Request::from_admission_review(&doc.value)
@@ -185,8 +189,8 @@ fn build_request(doc: &Document, args: &ApplyArgs, old: &[Document]) -> Result<R
         .iter()
         .find(|o| identity(&o.value) == id)
         .map(|o| o.value.clone());
-    Request::from_objects(args.operation, Some(doc.value.clone()), old_object).map_err(|e| {
-        let hint = if args.operation == Operation::Update {
+    Request::from_objects(operation, Some(doc.value.clone()), old_object).map_err(|e| {
+        let hint = if operation == Operation::Update {
             " (give it with --old-resource)"
         } else {
             ""
@@ -205,17 +209,28 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
             "no resource to evaluate: the --resource paths hold no document".into(),
         ]));
     }
+    evaluate_documents(&policies, &context, &resources, &old, args.operation)
+}
+
+/// Evaluates each resource document (an object, or an AdmissionReview) as the webhook would.
+pub(crate) fn evaluate_documents(
+    policies: &PolicySet,
+    context: &ObjectStore,
+    resources: &[Document],
+    old: &[Document],
+    operation: Operation,
+) -> Result<Vec<Verdict>, BadInput> {
     let mut problems = Vec::new();
     let mut verdicts = Vec::new();
-    for doc in &resources {
-        let request = match build_request(doc, args, &old) {
+    for doc in resources {
+        let request = match build_request(doc, operation, old) {
             Ok(r) => r,
             Err(e) => {
                 problems.push(e);
                 continue;
             }
         };
-        let decision = policies.review(&request, &context);
+        let decision = policies.review(&request, context);
         verdicts.push(Verdict {
             resource: ResourceId {
                 api_version: request.api_version.clone(),

@@ -2,6 +2,8 @@
 
 mod apply;
 mod inputs;
+mod render;
+mod suite;
 
 use std::process::ExitCode;
 
@@ -21,6 +23,12 @@ enum Command {
     ///
     /// Exit status: 0 when every resource is allowed, 1 when any is denied, 2 on bad input.
     Apply(apply::ApplyArgs),
+    /// Run policy test suites (`kanon-test.yaml` files) and report each case.
+    ///
+    /// Exit status: 0 when every case passes, 1 when any fails, 2 on bad input.
+    Test(suite::TestArgs),
+    /// Print the rule programs that the policies' templates render to.
+    Render(render::RenderArgs),
     /// Print the CustomResourceDefinitions of the four policy kinds.
     Crds,
 }
@@ -29,6 +37,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Apply(args) => apply::run(&args),
+        Command::Test(args) => suite::run(&args),
+        Command::Render(args) => render::run(&args),
         Command::Crds => match print_crds() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
