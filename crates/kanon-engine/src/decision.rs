@@ -280,7 +280,8 @@ fn run_validate(
 }
 
 /// The audit annotation key of a policy: `<kind>.<namespace>.<name>`, lower-case, at most
-/// 63 characters, as Kubernetes requires of annotation names.
+/// 63 characters and ending with an alphanumeric character, as Kubernetes requires of
+/// annotation names.
 fn audit_key(policy: &CompiledPolicy) -> String {
     let mut key = policy.id.kind.as_str().to_ascii_lowercase();
     if let Some(ns) = &policy.id.namespace {
@@ -288,6 +289,10 @@ fn audit_key(policy: &CompiledPolicy) -> String {
     }
     key = format!("{key}.{}", policy.id.name);
     key.truncate(63);
+    let end = key
+        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+        .len();
+    key.truncate(end);
     key
 }
 

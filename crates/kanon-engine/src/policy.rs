@@ -387,6 +387,7 @@ fn compile_selectors(
 
 fn compile_override_rules(
     rules: &[OverrideRule],
+    own_namespace: Option<&str>,
     errors: &mut Vec<FieldError>,
     rendered: &mut Vec<Rendered>,
 ) -> Vec<CompiledOverrideRule> {
@@ -413,7 +414,7 @@ fn compile_override_rules(
                 .map(|r| {
                     (
                         "value",
-                        CompiledRef::compile(r, &format!("{at}.valueRef"), errors),
+                        CompiledRef::compile(r, &format!("{at}.valueRef"), own_namespace, errors),
                     )
                 })
                 .collect();
@@ -451,6 +452,7 @@ fn compile_override_rules(
 
 fn compile_validate_rules(
     rules: &[ValidateRule],
+    own_namespace: Option<&str>,
     errors: &mut Vec<FieldError>,
     rendered: &mut Vec<Rendered>,
 ) -> Vec<CompiledValidateRule> {
@@ -472,12 +474,17 @@ fn compile_validate_rules(
             let cond_at = format!("{at}.condition");
             let mut refs = vec![(
                 "data",
-                CompiledRef::compile(&condition.data_ref, &format!("{cond_at}.dataRef"), errors),
+                CompiledRef::compile(
+                    &condition.data_ref,
+                    &format!("{cond_at}.dataRef"),
+                    own_namespace,
+                    errors,
+                ),
             )];
             if let Some(v) = &condition.value_ref {
                 refs.push((
                     "value",
-                    CompiledRef::compile(v, &format!("{cond_at}.valueRef"), errors),
+                    CompiledRef::compile(v, &format!("{cond_at}.valueRef"), own_namespace, errors),
                 ));
             }
             let source = crate::template::render_condition(condition, &cond_at, errors)?;
@@ -579,20 +586,32 @@ pub fn compile(object: &PolicyObject) -> Compiled {
     let rules = match object {
         PolicyObject::ClusterOverride(p) => PolicyRules::Override(compile_override_rules(
             &p.spec.override_rules,
+            id.namespace.as_deref(),
             &mut errors,
             &mut rendered,
         )),
         PolicyObject::Override(p) => PolicyRules::Override(compile_override_rules(
             &p.spec.override_rules,
+            id.namespace.as_deref(),
             &mut errors,
             &mut rendered,
         )),
         PolicyObject::ClusterValidate(p) => PolicyRules::Validate {
-            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors, &mut rendered),
+            rules: compile_validate_rules(
+                &p.spec.validate_rules,
+                id.namespace.as_deref(),
+                &mut errors,
+                &mut rendered,
+            ),
             actions: check_actions(&p.spec.validation_actions, &mut errors),
         },
         PolicyObject::Validate(p) => PolicyRules::Validate {
-            rules: compile_validate_rules(&p.spec.validate_rules, &mut errors, &mut rendered),
+            rules: compile_validate_rules(
+                &p.spec.validate_rules,
+                id.namespace.as_deref(),
+                &mut errors,
+                &mut rendered,
+            ),
             actions: check_actions(&p.spec.validation_actions, &mut errors),
         },
     };

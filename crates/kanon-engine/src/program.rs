@@ -71,21 +71,52 @@ impl ProgramError {
     }
 }
 
-/// Describes a minijinja error in one line with its line number (never the debug dump, which
-/// would print context values).
-fn describe(err: &Error) -> String {
+/// Marks the message of `fail(...)`, which is shown as the author wrote it.
+const FAIL_MARK: &str = "\u{2063}fail:";
+
+/// Describes a minijinja error in one line with its line number and the text of that line
+/// (never the debug dump, which would print context values).
+fn describe(err: &Error, source: &str) -> String {
+    let detail = err.detail().unwrap_or_default();
+    if let Some(message) = detail.strip_prefix(FAIL_MARK) {
+        return match err.line() {
+            Some(line) => format!("line {line}: {message}"),
+            None => message.to_string(),
+        };
+    }
     let mut text = match err.kind() {
         ErrorKind::OutOfFuel => "the program ran out of fuel (instruction limit): it loops too long".to_string(),
         ErrorKind::UndefinedError => "undefined value: a name or attribute does not exist (probe optional fields with `is defined` or `| default(...)`)".to_string(),
-        _ => {
-            let detail = err.detail().map(|d| format!(": {d}")).unwrap_or_default();
-            format!("{}{detail}", err.kind())
+        ErrorKind::InvalidOperation if detail.contains("recursion limit") => {
+            "the program nests macro calls deeper than the recursion limit".to_string()
         }
+        // The details of invalid operations speak for themselves.
+        ErrorKind::InvalidOperation if !detail.is_empty() => detail.to_string(),
+        _ if !detail.is_empty() => format!("{}: {detail}", err.kind()),
+        _ => err.kind().to_string(),
     };
     if let Some(line) = err.line() {
         text = format!("line {line}: {text}");
+        if let Some(code) = source.lines().nth(line.saturating_sub(1)) {
+            let code = code.trim();
+            if !code.is_empty() {
+                text = format!("{text} (in `{}`)", shorten(code, 120));
+            }
+        }
     }
     text
+}
+
+/// `text` cut to at most `max` bytes (at a character boundary), marked with `…` when cut.
+fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// Writer that fails once the output exceeds its budget, so a program cannot fill memory.
@@ -312,7 +343,7 @@ fn add_helpers(env: &mut Environment<'static>) {
     });
     // {{ fail("message") }} stops the program with an evaluation error.
     env.add_function("fail", |message: String| -> Result<Value, Error> {
-        Err(invalid(message))
+        Err(invalid(format!("{FAIL_MARK}{message}")))
     });
     // with_keys(map, {"k": "v"}) → a copy of map with those keys set.
     env.add_function(
@@ -522,14 +553,23 @@ impl Program {
         env.set_recursion_limit(limits.recursion);
         add_helpers(&mut env);
         let cache: RegexCache = Arc::default();
+        // regex_match(text, pattern): text as is; numbers and booleans as JSON writes them
+        // (`3`, `1.5`, `false`), never minijinja's `False`.
         env.add_function(
             "regex_match",
-            move |text: String, pattern: String| -> Result<bool, Error> {
+            move |text: Value, pattern: String| -> Result<bool, Error> {
+                let text = match text.as_str() {
+                    Some(s) => s.to_string(),
+                    None => match to_json(&text)? {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    },
+                };
                 Ok(cached_regex(&cache, &pattern)?.is_match(&text))
             },
         );
         env.add_template_owned(NAME, source.to_string())
-            .map_err(|e| ProgramError::new(describe(&e)))?;
+            .map_err(|e| ProgramError::new(describe(&e, source)))?;
         Ok(Program {
             env: Arc::new(env),
             source: source.into(),
@@ -553,7 +593,7 @@ impl Program {
         let template = self
             .env
             .get_template(NAME)
-            .map_err(|e| ProgramError::new(describe(&e)))?;
+            .map_err(|e| ProgramError::new(describe(&e, &self.source)))?;
         let mut out = BoundedWriter {
             buffer: Vec::new(),
             limit: self.limits.output_bytes,
@@ -566,7 +606,7 @@ impl Program {
                     self.limits.output_bytes
                 )));
             }
-            Err(e) => return Err(ProgramError::new(describe(&e))),
+            Err(e) => return Err(ProgramError::new(describe(&e, &self.source))),
         }
         String::from_utf8(out.buffer)
             .map_err(|_| ProgramError::new("the program's output is not UTF-8"))
@@ -598,15 +638,16 @@ impl Program {
 
 /// The start of a long output, for error messages.
 fn excerpt(text: &str) -> String {
-    const MAX: usize = 400;
-    if text.len() <= MAX {
-        return text.to_string();
+    shorten(text, 400)
+}
+
+/// The type of a value with its article, for messages: `an array`, `a string`, `null`.
+fn with_article(value: &serde_json::Value) -> String {
+    match crate::document::type_name(value) {
+        "null" => "null".to_string(),
+        name @ ("array" | "object") => format!("an {name}"),
+        name => format!("a {name}"),
     }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// The verdict of a validate program.
@@ -638,13 +679,21 @@ pub fn patch_from_output(
         serde_json::Value::Array(items) => items,
         other => {
             return Err(ProgramError::new(format!(
-                "an override program renders a list of operations or {{patches: [...]}}, not a {}",
-                crate::document::type_name(&other)
+                "an override program renders a list of operations or {{patches: [...]}}, not {}",
+                with_article(&other)
             )));
         }
     };
     let mut ops = Vec::with_capacity(list.len());
     for (i, item) in list.into_iter().enumerate() {
+        // Name a bad pointer as such, with the hint of what was probably meant.
+        for key in ["path", "from"] {
+            if let Some(pointer) = item.get(key).and_then(serde_json::Value::as_str)
+                && let Err(e) = crate::pointer::check(pointer)
+            {
+                return Err(ProgramError::new(format!("operation {i}: {key}: {e}")));
+            }
+        }
         let op: json_patch::PatchOperation = serde_json::from_value(item.clone()).map_err(|e| {
             ProgramError::new(format!(
                 "operation {i} ({item}) is not an RFC 6902 operation: {e}"
@@ -670,8 +719,8 @@ pub fn verdict_from_output(
     };
     let serde_json::Value::Object(map) = value else {
         return Err(ProgramError::new(format!(
-            "a validate program renders {{valid, reason, warnings}}, not a {}",
-            crate::document::type_name(&value)
+            "a validate program renders {{valid, reason, warnings}}, not {}",
+            with_article(&value)
         )));
     };
     for key in map.keys() {

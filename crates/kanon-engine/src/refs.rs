@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use jsonpath_rust::JsonPath;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kanon_api::{ObjectRefer, RefSource, ResourceRefer};
 use serde_json::Value;
 
@@ -59,6 +60,17 @@ impl Text {
     }
 }
 
+/// A label selector whose values may hold `{{ }}` placeholders: compiled once when it has
+/// none, else rendered and compiled per request.
+#[derive(Clone, Debug)]
+enum SelectorTarget {
+    Fixed(LabelMatcher),
+    Templated {
+        match_labels: Vec<(String, Text)>,
+        match_expressions: Vec<(String, String, Vec<Text>)>,
+    },
+}
+
 /// A compiled `k8s` reference target.
 #[derive(Clone, Debug)]
 struct ObjectTarget {
@@ -66,7 +78,7 @@ struct ObjectTarget {
     kind: Text,
     namespace: Option<Text>,
     name: Option<Text>,
-    selector: Option<LabelMatcher>,
+    selector: Option<SelectorTarget>,
 }
 
 /// A compiled reference.
@@ -76,6 +88,9 @@ pub struct CompiledRef {
     path: RefPath,
     target: Option<ObjectTarget>,
     field: String,
+    /// The namespace of a namespaced policy, whose `k8s` references may read objects only in
+    /// that namespace (and cluster-scoped ones).
+    own_namespace: Option<String>,
 }
 
 /// What a reference is resolved against.
@@ -92,6 +107,14 @@ pub struct RefScope<'a> {
     pub context: &'a minijinja::Value,
 }
 
+/// Whether a reference `path` is a JSONPath that may select several nodes (a wildcard,
+/// filter, slice, union or descent): its value is then the list of the nodes it selects.
+pub fn selects_many(path: Option<&str>) -> bool {
+    path.is_some_and(|p| {
+        p.starts_with('$') && (p.contains(['*', '?', ':', ',']) || p.contains(".."))
+    })
+}
+
 fn compile_path(path: Option<&str>, field: &str, errors: &mut Vec<FieldError>) -> RefPath {
     let Some(path) = path.filter(|p| !p.is_empty()) else {
         return RefPath::Whole;
@@ -103,10 +126,9 @@ fn compile_path(path: Option<&str>, field: &str, errors: &mut Vec<FieldError>) -
                 format!("`{path}` is not a JSONPath: {e}"),
             ));
         }
-        let single = !path.contains(['*', '?', ':', ',']) && !path.contains("..");
         return RefPath::JsonPath {
             text: path.to_string(),
-            single,
+            single: !selects_many(Some(path)),
         };
     }
     if let Err(e) = crate::pointer::check(path) {
@@ -119,13 +141,26 @@ fn compile_path(path: Option<&str>, field: &str, errors: &mut Vec<FieldError>) -
 }
 
 impl CompiledRef {
-    /// Compiles a reference; problems go to `errors` under `field`.
-    pub fn compile(r: &ResourceRefer, field: &str, errors: &mut Vec<FieldError>) -> CompiledRef {
+    /// Compiles a reference of a policy (`own_namespace`: the namespace of a namespaced
+    /// policy); problems go to `errors` under `field`.
+    pub fn compile(
+        r: &ResourceRefer,
+        field: &str,
+        own_namespace: Option<&str>,
+        errors: &mut Vec<FieldError>,
+    ) -> CompiledRef {
         let path = compile_path(r.path.as_deref(), field, errors);
         let mut target = None;
         match r.from {
             RefSource::K8s => match &r.k8s {
-                Some(k) => target = Some(compile_target(k, &format!("{field}.k8s"), errors)),
+                Some(k) => {
+                    target = Some(compile_target(
+                        k,
+                        &format!("{field}.k8s"),
+                        own_namespace,
+                        errors,
+                    ))
+                }
                 None => errors.push(FieldError::new(
                     format!("{field}.k8s"),
                     "is required for from: k8s",
@@ -161,19 +196,20 @@ impl CompiledRef {
             path,
             target,
             field: field.to_string(),
+            own_namespace: own_namespace.map(str::to_string),
         }
     }
 
     /// Resolves the value: `Ok(None)` when the source or the path holds nothing (a missing
-    /// owner reference, an absent field); an error when a lookup fails or a referenced object
-    /// does not exist.
+    /// owner reference, an absent field, a label selector or a JSONPath that selects nothing);
+    /// an error when a lookup fails or an object named by a reference does not exist.
     pub fn resolve(&self, scope: &RefScope<'_>) -> Result<Option<Value>, String> {
         let at = &self.field;
         let source: Option<Arc<Value>> = match self.source {
             RefSource::Current => Some(Arc::new(scope.object.clone())),
             RefSource::Old => scope.old_object.map(|o| Arc::new(o.clone())),
             RefSource::Owner => self.owner(scope)?,
-            RefSource::K8s => Some(self.k8s(scope)?),
+            RefSource::K8s => self.k8s(scope)?,
             RefSource::Http => {
                 return Err(format!(
                     "{at}: HTTP references are not available here (offline evaluation has no network; they are resolved by `kanon serve` in a cluster)"
@@ -233,7 +269,9 @@ impl CompiledRef {
         }
     }
 
-    fn k8s(&self, scope: &RefScope<'_>) -> Result<Arc<Value>, String> {
+    /// The referenced object (by name), or the list of objects its label selector matches
+    /// (`None` when none does: nothing is there to test).
+    fn k8s(&self, scope: &RefScope<'_>) -> Result<Option<Arc<Value>>, String> {
         let at = format!("{}.k8s", self.field);
         let Some(t) = &self.target else {
             return Err(format!("{at}: missing"));
@@ -248,23 +286,66 @@ impl CompiledRef {
             Some(n) => Some(render(n, "namespace")?).filter(|n| !n.is_empty()),
             None => None,
         };
+        if let (Some(own), Some(ns)) = (&self.own_namespace, &namespace)
+            && own != ns
+        {
+            return Err(format!(
+                "{at}.namespace: a namespaced policy reads objects only in its own namespace `{own}`, not `{ns}`"
+            ));
+        }
         if let Some(name) = &t.name {
             let name = render(name, "name")?;
             let found = scope
                 .lookup
                 .get(&api_version, &kind, namespace.as_deref(), &name)
                 .map_err(|e| format!("{at}: {e}"))?;
-            return found.ok_or_else(|| {
-                format!(
-                    "{at}: {api_version} {kind} {}{name} was not found",
-                    namespace
-                        .as_deref()
-                        .map(|n| format!("{n}/"))
-                        .unwrap_or_default()
-                )
-            });
+            return match found {
+                Some(object) => Ok(Some(object)),
+                None => Err(match &namespace {
+                    Some(ns) => format!("{at}: {api_version} {kind} {ns}/{name} was not found"),
+                    None => format!(
+                        "{at}: {api_version} {kind} {name} was not found (no namespace given: looked up as a cluster-scoped object)"
+                    ),
+                }),
+            };
         }
-        let selector = t.selector.clone().unwrap_or_default();
+        let selector = match &t.selector {
+            None => LabelMatcher::default(),
+            Some(SelectorTarget::Fixed(m)) => m.clone(),
+            Some(SelectorTarget::Templated {
+                match_labels,
+                match_expressions,
+            }) => {
+                let what = "labelSelector";
+                let mut labels = std::collections::BTreeMap::new();
+                for (key, value) in match_labels {
+                    labels.insert(key.clone(), render(value, what)?);
+                }
+                let mut expressions = Vec::new();
+                for (key, operator, values) in match_expressions {
+                    let values = values
+                        .iter()
+                        .map(|v| render(v, what))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    expressions.push(LabelSelectorRequirement {
+                        key: key.clone(),
+                        operator: operator.clone(),
+                        values: Some(values),
+                    });
+                }
+                let selector = LabelSelector {
+                    match_labels: Some(labels),
+                    match_expressions: Some(expressions),
+                };
+                let mut errors = Vec::new();
+                let matcher =
+                    LabelMatcher::compile(&selector, &format!("{at}.{what}"), &mut errors);
+                if let Some(e) = errors.first() {
+                    return Err(e.to_string());
+                }
+                matcher
+            }
+        };
         let listed = scope
             .lookup
             .list(&api_version, &kind, namespace.as_deref())
@@ -272,13 +353,27 @@ impl CompiledRef {
         let items: Vec<Value> = listed
             .into_iter()
             .filter(|o| selector.matches(labels_of(o)))
+            // A namespaced policy listing without a namespace sees cluster-scoped objects
+            // and those of its own namespace, never another namespace's.
+            .filter(|o| match &self.own_namespace {
+                None => true,
+                Some(own) => o
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .is_none_or(|ns| ns.is_empty() || ns == own),
+            })
             .map(|o| (*o).clone())
             .collect();
-        Ok(Arc::new(Value::Array(items)))
+        Ok((!items.is_empty()).then(|| Arc::new(Value::Array(items))))
     }
 }
 
-fn compile_target(k: &ObjectRefer, field: &str, errors: &mut Vec<FieldError>) -> ObjectTarget {
+fn compile_target(
+    k: &ObjectRefer,
+    field: &str,
+    own_namespace: Option<&str>,
+    errors: &mut Vec<FieldError>,
+) -> ObjectTarget {
     if k.api_version.is_empty() {
         errors.push(FieldError::new(
             format!("{field}.apiVersion"),
@@ -299,11 +394,69 @@ fn compile_target(k: &ObjectRefer, field: &str, errors: &mut Vec<FieldError>) ->
         (None, None) => errors.push(FieldError::new(field, "set name or labelSelector")),
         _ => {}
     }
-    // Placeholders in selector values are not supported: the selector is compiled once.
-    let selector = k
-        .label_selector
-        .as_ref()
-        .map(|s| LabelMatcher::compile(s, &format!("{field}.labelSelector"), errors));
+    if let (Some(own), Some(ns)) = (own_namespace, k.namespace.as_deref())
+        && !ns.is_empty()
+        && !ns.contains("{{")
+        && !ns.contains("{%")
+        && ns != own
+    {
+        errors.push(FieldError::new(
+            format!("{field}.namespace"),
+            format!(
+                "a namespaced policy reads objects only in its own namespace `{own}`, not `{ns}`"
+            ),
+        ));
+    }
+    let selector = k.label_selector.as_ref().map(|s| {
+        let at = format!("{field}.labelSelector");
+        // The structure (operators, keys, value counts) is checked once, placeholders and all.
+        let matcher = LabelMatcher::compile(s, &at, errors);
+        let templated = |v: &str| v.contains("{{") || v.contains("{%");
+        let has_placeholders = s.match_labels.iter().flatten().any(|(_, v)| templated(v))
+            || s.match_expressions
+                .iter()
+                .flatten()
+                .flat_map(|e| e.values.iter().flatten())
+                .any(|v| templated(v));
+        if !has_placeholders {
+            return SelectorTarget::Fixed(matcher);
+        }
+        SelectorTarget::Templated {
+            match_labels: s
+                .match_labels
+                .iter()
+                .flatten()
+                .map(|(key, v)| {
+                    (
+                        key.clone(),
+                        Text::compile(v, format!("{at}.matchLabels.{key}"), errors),
+                    )
+                })
+                .collect(),
+            match_expressions: s
+                .match_expressions
+                .iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, e)| {
+                    let values = e
+                        .values
+                        .iter()
+                        .flatten()
+                        .enumerate()
+                        .map(|(j, v)| {
+                            Text::compile(
+                                v,
+                                format!("{at}.matchExpressions[{i}].values[{j}]"),
+                                errors,
+                            )
+                        })
+                        .collect();
+                    (e.key.clone(), e.operator.clone(), values)
+                })
+                .collect(),
+        }
+    });
     ObjectTarget {
         api_version: Text::compile(&k.api_version, format!("{field}.apiVersion"), errors),
         kind: Text::compile(&k.kind, format!("{field}.kind"), errors),

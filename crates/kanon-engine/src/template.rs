@@ -394,7 +394,7 @@ fn string_map_program(
         out.push_str("{%- if current | select(\"in\", keys) | list | length > 0 %}\n");
         let _ = writeln!(
             out,
-            "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ without_keys(current, keys) | tojson }}}}"
+            "- op: add\n  path: {{{{ ({path_expr}) | tojson }}}}\n  value: {{{{ without_keys(current, keys) | tojson }}}}"
         );
         out.push_str("{%- endif %}\n{%- endif %}\n");
         return;
@@ -418,15 +418,18 @@ fn string_map_program(
         (None, Some(_), Some(k)) => {
             // A missing reference changes nothing; a structured one cannot be a label.
             out.push_str("{%- if refs.value is defined and refs.value is not none -%}\n");
-            out.push_str("{%- if refs.value is mapping or (refs.value is iterable and refs.value is not string) -%}{{ fail(\"valueRef gives a \" ~ (refs.value | tojson) ~ \", not a string\") }}{%- endif -%}\n");
             let _ = writeln!(
                 out,
-                "{{%- set updates = {{{}: refs.value | string}} -%}}",
+                "{{%- if refs.value is mapping or (refs.value is iterable and refs.value is not string) -%}}{{{{ fail(\"valueRef: {kind} take text, not \" ~ (refs.value | tojson)) }}}}{{%- endif -%}}"
+            );
+            let _ = writeln!(
+                out,
+                "{{%- set updates = {{{}: refs.value if refs.value is string else refs.value | tojson}} -%}}",
                 Value::String(k.clone())
             );
             let _ = writeln!(
                 out,
-                "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+                "- op: add\n  path: {{{{ ({path_expr}) | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
             );
             out.push_str("{%- endif %}\n{%- endif %}\n");
             return;
@@ -448,7 +451,7 @@ fn string_map_program(
     out.push_str("{%- if with_keys(current, updates) != current %}\n");
     let _ = writeln!(
         out,
-        "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+        "- op: add\n  path: {{{{ ({path_expr}) | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
     );
     out.push_str("{%- endif %}\n{%- endif %}\n");
 }
@@ -617,14 +620,17 @@ pub fn render_condition(
         return None;
     }
     let cond = format!("{:?}", c.cond);
+    let allow = c.affect_mode == Some(AffectMode::Allow);
+    // A JSONPath that may select several values: each is tested on its own.
+    let each = crate::refs::selects_many(c.data_ref.path.as_deref())
+        && !matches!(c.cond, Cond::Exist | Cond::NotExist);
     let mut out = format!("{{#- {field}: {cond} -#}}\n");
-    out.push_str("{%- set data = refs.data if refs.data is defined else none -%}\n");
     if let Some(v) = &value_expr {
-        let _ = writeln!(
-            out,
-            "{{%- set value = {v} if {v} is defined else none -%}}",
-            v = v
-        );
+        if c.value_ref.is_some() {
+            let _ = writeln!(out, "{{%- set value = {v} if {v} is defined else none -%}}");
+        } else {
+            let _ = writeln!(out, "{{%- set value = {v} -%}}");
+        }
         if let Some(p) = &process {
             let _ = writeln!(
                 out,
@@ -632,39 +638,48 @@ pub fn render_condition(
             );
         }
     }
-    // A missing value under test is never hit (Exist/NotExist aside), never an error.
+    // A missing value on either side is never hit (Exist/NotExist aside), never an error.
     let test = match c.cond {
-        Cond::Exist => "data is not none".to_string(),
-        Cond::NotExist => "data is none".to_string(),
-        Cond::Equal => "data is not none and value is not none and equal(data, value)".to_string(),
-        Cond::NotEqual => {
-            "data is not none and not (value is not none and equal(data, value))".to_string()
-        }
-        Cond::In => {
-            "data is not none and value is not none and contains_all(value, data)".to_string()
-        }
-        Cond::NotIn => {
-            "data is not none and (value is none or contains_none(value, data))".to_string()
-        }
-        Cond::Gt => {
-            "data is not none and value is not none and compare(data, value) > 0".to_string()
-        }
-        Cond::Gte => {
-            "data is not none and value is not none and compare(data, value) >= 0".to_string()
-        }
-        Cond::Lt => {
-            "data is not none and value is not none and compare(data, value) < 0".to_string()
-        }
-        Cond::Lte => {
-            "data is not none and value is not none and compare(data, value) <= 0".to_string()
-        }
-        Cond::Regex => {
-            "data is not none and value is not none and regex_match(data | string, value)"
-                .to_string()
-        }
+        Cond::Exist => "data is not none",
+        Cond::NotExist => "data is none",
+        Cond::Equal => "data is not none and value is not none and equal(data, value)",
+        Cond::NotEqual => "data is not none and value is not none and not equal(data, value)",
+        Cond::In => "data is not none and value is not none and contains_all(value, data)",
+        Cond::NotIn => "data is not none and value is not none and contains_none(value, data)",
+        Cond::Gt => "data is not none and value is not none and compare(data, value) > 0",
+        Cond::Gte => "data is not none and value is not none and compare(data, value) >= 0",
+        Cond::Lt => "data is not none and value is not none and compare(data, value) < 0",
+        Cond::Lte => "data is not none and value is not none and compare(data, value) <= 0",
+        Cond::Regex => "data is not none and value is not none and regex_match(data, value)",
     };
-    let _ = writeln!(out, "{{%- set hit = {test} -%}}");
-    let allow = c.affect_mode == Some(AffectMode::Allow);
+    if each {
+        // Every selected value is tested: `reject` denies when some value hits, `allow` when
+        // some value misses (or none was selected). `data` is then the value that decides.
+        out.push_str(
+            "{%- set selected = refs.data if refs.data is defined and refs.data is not none else [] -%}\n",
+        );
+        out.push_str("{%- set found = namespace(any=false, all=true, hit=none, miss=none) -%}\n");
+        out.push_str("{%- for data in selected -%}\n");
+        let _ = writeln!(out, "{{%- if {test} -%}}");
+        out.push_str(
+            "{%- if not found.any %}{% set found.hit = data %}{% endif %}{% set found.any = true -%}\n",
+        );
+        out.push_str("{%- else -%}\n");
+        out.push_str(
+            "{%- if found.all %}{% set found.miss = data %}{% endif %}{% set found.all = false -%}\n",
+        );
+        out.push_str("{%- endif -%}\n{%- endfor -%}\n");
+        if allow {
+            out.push_str("{%- set hit = found.all and selected | length > 0 -%}\n");
+            out.push_str("{%- set data = found.miss -%}\n");
+        } else {
+            out.push_str("{%- set hit = found.any -%}\n");
+            out.push_str("{%- set data = found.hit -%}\n");
+        }
+    } else {
+        out.push_str("{%- set data = refs.data if refs.data is defined else none -%}\n");
+        let _ = writeln!(out, "{{%- set hit = {test} -%}}");
+    }
     let default_message = if allow {
         format!("{cond} condition does not hold")
     } else {
