@@ -353,23 +353,15 @@ fn string_map_program(
     errors: &mut Vec<FieldError>,
     out: &mut String,
 ) {
-    let (map_expr, path_expr, guard) = match kind {
-        "nodeSelector" => (
-            "pointer(object, spec_path ~ \"/nodeSelector\")",
-            "spec_path ~ \"/nodeSelector\"",
-            "{%- set spec_path = pod_spec_pointer(object) -%}\n{%- if spec_path is defined -%}\n",
-        ),
-        "labels" => (
-            "pointer(object, \"/metadata/labels\")",
-            "\"/metadata/labels\"",
-            "{%- if true -%}\n",
-        ),
-        _ => (
-            "pointer(object, \"/metadata/annotations\")",
-            "\"/metadata/annotations\"",
-            "{%- if true -%}\n",
-        ),
+    // `map_path` is where the map lives; the guard skips kinds without a pod spec.
+    let guard = match kind {
+        "nodeSelector" => {
+            "{%- set spec_path = pod_spec_pointer(object) -%}\n{%- set map_path = spec_path ~ \"/nodeSelector\" if spec_path is defined -%}\n{%- if map_path is defined -%}\n"
+        }
+        "labels" => "{%- set map_path = \"/metadata/labels\" -%}\n{%- if map_path is defined -%}\n",
+        _ => "{%- set map_path = \"/metadata/annotations\" -%}\n{%- if map_path is defined -%}\n",
     };
+    let (map_expr, path_expr) = ("pointer(object, map_path)", "map_path");
     out.push_str(guard);
     let _ = writeln!(out, "{{%- set current = {map_expr} | default({{}}) -%}}");
     let key = t.path.clone().filter(|p| !p.is_empty());
@@ -394,7 +386,7 @@ fn string_map_program(
         out.push_str("{%- if current | select(\"in\", keys) | list | length > 0 %}\n");
         let _ = writeln!(
             out,
-            "- op: add\n  path: {{{{ ({path_expr}) | tojson }}}}\n  value: {{{{ without_keys(current, keys) | tojson }}}}"
+            "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ without_keys(current, keys) | tojson }}}}"
         );
         out.push_str("{%- endif %}\n{%- endif %}\n");
         return;
@@ -429,7 +421,7 @@ fn string_map_program(
             );
             let _ = writeln!(
                 out,
-                "- op: add\n  path: {{{{ ({path_expr}) | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+                "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
             );
             out.push_str("{%- endif %}\n{%- endif %}\n");
             return;
@@ -451,7 +443,7 @@ fn string_map_program(
     out.push_str("{%- if with_keys(current, updates) != current %}\n");
     let _ = writeln!(
         out,
-        "- op: add\n  path: {{{{ ({path_expr}) | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+        "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
     );
     out.push_str("{%- endif %}\n{%- endif %}\n");
 }
