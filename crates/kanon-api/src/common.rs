@@ -13,6 +13,19 @@ pub fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
 }
 
+/// Schema for a field that holds any JSON value, `null` included (kept, not pruned).
+pub fn any_json_nullable(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true, "nullable": true })
+}
+
+/// Deserializes a present field as `Some`, even when it is `null` (absent stays `None` through
+/// `#[serde(default)]`), so that `value: null` can be written.
+pub fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
+}
+
 /// Schema for a number written either as a JSON number or as a string (`0.5` or `"0.5"`).
 pub(crate) fn number_or_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({

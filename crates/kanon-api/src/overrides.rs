@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{
     ConstantValue, FailurePolicy, NumberOrString, Operation, PolicyStatus, ResourceRefer,
-    ResourceSelector, any_json,
+    ResourceSelector,
 };
 
 /// A cluster-wide mutation policy: its rules patch every object its selectors match.
@@ -120,9 +120,13 @@ pub struct PlaintextOverrider {
     pub op: PatchOp,
     /// JSON pointer to the target (`/metadata/labels/app.kubernetes.io~1name`).
     pub path: String,
-    /// The value, for `add`, `replace` and `test`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "any_json")]
+    /// The value, for `add`, `replace` and `test` (`null` is a value).
+    #[serde(
+        default,
+        deserialize_with = "crate::common::present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(schema_with = "crate::common::any_json_nullable")]
     pub value: Option<serde_json::Value>,
     /// JSON pointer to the source, for `copy` and `move`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

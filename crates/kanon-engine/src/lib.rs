@@ -33,10 +33,29 @@ pub use request::{Request, RequestError, parse_operation};
 
 /// Decodes and compiles one policy document; the error lists every problem by field path.
 pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, InvalidPolicy> {
-    let object = PolicyObject::decode(document)?;
-    let compiled = compile(&object);
+    let compiled = compile_document_reporting(document)?;
     match compiled.policy.defect {
         Some(defect) => Err((*defect).clone()),
         None => Ok(compiled.policy),
     }
+}
+
+/// Decodes and compiles one policy document, keeping a policy that has errors (unknown
+/// fields, bad programs, ...) usable for matching, with every error in its `defect`: what a
+/// cluster does with a bad policy that got past admission. Only a document that cannot be
+/// read at all is an error.
+pub fn compile_document_reporting(
+    document: &serde_json::Value,
+) -> Result<policy::Compiled, InvalidPolicy> {
+    let (object, mut problems) = PolicyObject::decode_reporting(document)?;
+    let mut compiled = compile(&object);
+    if !problems.is_empty() {
+        problems.append(&mut compiled.errors);
+        compiled.errors = problems;
+        compiled.policy.defect = Some(std::sync::Arc::new(InvalidPolicy {
+            policy: compiled.policy.id.to_string(),
+            errors: compiled.errors.clone(),
+        }));
+    }
+    Ok(compiled)
 }

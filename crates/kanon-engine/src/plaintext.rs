@@ -253,6 +253,27 @@ mod tests {
     }
 
     #[test]
+    fn null_is_a_value() {
+        let mut doc = json!({"a": 1});
+        apply(
+            &mut doc,
+            &op(json!({"op": "add", "path": "/b", "value": null})).operation,
+        )
+        .unwrap();
+        apply(
+            &mut doc,
+            &op(json!({"op": "test", "path": "/b", "value": null})).operation,
+        )
+        .unwrap();
+        apply(
+            &mut doc,
+            &op(json!({"op": "replace", "path": "/a", "value": null})).operation,
+        )
+        .unwrap();
+        assert_eq!(doc, json!({"a": null, "b": null}));
+    }
+
+    #[test]
     fn compile_checks_fields() {
         assert_eq!(
             errors_of(json!({"op": "add", "path": "metadata.labels.a", "value": 1})).len(),

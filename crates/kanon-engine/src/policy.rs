@@ -83,25 +83,23 @@ fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
     }
 }
 
-/// Deserializes `document` as `T`, reporting a type error with its field path and every field
-/// that `T` does not know.
-fn decode_strict<T: DeserializeOwned>(document: &Value) -> Result<T, Vec<FieldError>> {
+/// Deserializes `document` as `T`. A type error (with its field path) fails; fields that `T`
+/// does not know are returned beside the value, so they can be reported with every other error.
+fn decode_reporting_unknown<T: DeserializeOwned>(
+    document: &Value,
+) -> Result<(T, Vec<FieldError>), Vec<FieldError>> {
     let mut unknown = Vec::new();
     let mut record = |path: serde_ignored::Path<'_>| {
         let field = ignored_path(&path);
         // kube's derived types carry apiVersion and kind as constants, not as fields.
         if field != "apiVersion" && field != "kind" {
-            unknown.push(field);
+            unknown.push(FieldError::new(field, "unknown field"));
         }
     };
     let de = serde_ignored::Deserializer::new(document.clone(), &mut record);
     let result: Result<T, _> = serde_path_to_error::deserialize(de);
     match result {
-        Ok(value) if unknown.is_empty() => Ok(value),
-        Ok(_) => Err(unknown
-            .into_iter()
-            .map(|field| FieldError::new(field, "unknown field"))
-            .collect()),
+        Ok(value) => Ok((value, unknown)),
         Err(e) => {
             let field = e.path().to_string();
             let field = if field == "." { String::new() } else { field };
@@ -145,6 +143,21 @@ impl PolicyObject {
     /// Decodes a policy document strictly: an unknown field, a kinitiras `cue` field or a type
     /// error is an [`InvalidPolicy`] naming the field.
     pub fn decode(document: &Value) -> Result<Self, InvalidPolicy> {
+        let (object, problems) = Self::decode_reporting(document)?;
+        if problems.is_empty() {
+            Ok(object)
+        } else {
+            Err(InvalidPolicy {
+                policy: object.id().to_string(),
+                errors: problems,
+            })
+        }
+    }
+
+    /// Decodes a policy document. A document that cannot be read at all (not a policy kind, a
+    /// type error) is an [`InvalidPolicy`]; unknown fields and kinitiras `cue` fields are
+    /// returned beside the object, to be reported together with the compile errors.
+    pub fn decode_reporting(document: &Value) -> Result<(Self, Vec<FieldError>), InvalidPolicy> {
         let kind = policy_kind_of(document);
         let name = document
             .pointer("/metadata/name")
@@ -173,22 +186,31 @@ impl PolicyObject {
                 ),
             )]));
         };
-        let mut errors = Vec::new();
-        kinitiras_leftovers(document, &mut errors);
-        if !errors.is_empty() {
-            return Err(invalid(errors));
-        }
+        let mut problems = Vec::new();
+        kinitiras_leftovers(document, &mut problems);
         let decoded = match kind {
-            PolicyKind::ClusterOverridePolicy => {
-                decode_strict(document).map(PolicyObject::ClusterOverride)
+            PolicyKind::ClusterOverridePolicy => decode_reporting_unknown(document)
+                .map(|(p, u)| (PolicyObject::ClusterOverride(p), u)),
+            PolicyKind::OverridePolicy => {
+                decode_reporting_unknown(document).map(|(p, u)| (PolicyObject::Override(p), u))
             }
-            PolicyKind::OverridePolicy => decode_strict(document).map(PolicyObject::Override),
-            PolicyKind::ClusterValidatePolicy => {
-                decode_strict(document).map(PolicyObject::ClusterValidate)
+            PolicyKind::ClusterValidatePolicy => decode_reporting_unknown(document)
+                .map(|(p, u)| (PolicyObject::ClusterValidate(p), u)),
+            PolicyKind::ValidatePolicy => {
+                decode_reporting_unknown(document).map(|(p, u)| (PolicyObject::Validate(p), u))
             }
-            PolicyKind::ValidatePolicy => decode_strict(document).map(PolicyObject::Validate),
         };
-        decoded.map_err(invalid)
+        let (object, unknown) = decoded.map_err(|mut errors| {
+            problems.append(&mut errors);
+            invalid(std::mem::take(&mut problems))
+        })?;
+        // A kinitiras field is reported once, with its way out, not also as unknown.
+        for u in unknown {
+            if !problems.iter().any(|p| p.field == u.field) {
+                problems.push(u);
+            }
+        }
+        Ok((object, problems))
     }
 
     /// The policy's identity.
