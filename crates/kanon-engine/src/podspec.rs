@@ -103,7 +103,8 @@ pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
     Value::Object(result)
 }
 
-/// A container's `resources` with each request set to its limit × factor (add, replace) or
+/// A container's `resources` with each request set to its limit × factor, rounded up to whole
+/// millicores (CPU) or units (bytes), on add and replace; or
 /// removed (remove). Resources without a limit are left alone.
 pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, String> {
     let mut result = object(current);
@@ -131,9 +132,16 @@ pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, S
                     .unwrap_or_else(|| factor.to_string());
                 let decimal = crate::quantity::Decimal::parse(&factor_text)
                     .ok_or_else(|| format!("`{factor_text}` is not a decimal factor"))?;
+                // Requests are whole millicores for CPU and whole units (bytes) otherwise.
+                let unit = if name == "cpu" {
+                    1_000_000
+                } else {
+                    1_000_000_000
+                };
                 let scaled = quantity
                     .scaled(decimal)
-                    .ok_or_else(|| format!("limits.{name}: overflow"))?;
+                    .ok_or_else(|| format!("limits.{name}: overflow"))?
+                    .rounded_up(unit);
                 requests.insert(name.clone(), Value::String(scaled.to_string()));
             }
         }

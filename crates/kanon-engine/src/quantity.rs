@@ -203,6 +203,15 @@ impl Quantity {
         })
     }
 
+    /// The quantity rounded up to a multiple of `unit_nanos` nano-units (`1_000_000` for
+    /// millicores, `1_000_000_000` for whole units such as bytes).
+    pub fn rounded_up(self, unit_nanos: i128) -> Quantity {
+        Quantity {
+            nanos: div_ceil(self.nanos, unit_nanos) * unit_nanos,
+            format: self.format,
+        }
+    }
+
     /// The value as a float (units, e.g. cores or bytes); exact for the usual sizes.
     pub fn to_f64(self) -> f64 {
         self.nanos as f64 / NANO as f64
@@ -322,6 +331,13 @@ mod tests {
         assert_eq!(q("1Mi").scaled(d("0.3")).unwrap().to_string(), "314572800m");
         assert_eq!(q("3").scaled(d("0.333333333333")).unwrap().to_string(), "1");
         assert_eq!(q("1Ki").scaled(d("0.1")).unwrap().to_string(), "102400m");
+    }
+
+    #[test]
+    fn rounds_up_to_a_unit() {
+        assert_eq!(q("2100u").rounded_up(1_000_000).to_string(), "3m");
+        assert_eq!(q("322122547200m").rounded_up(NANO).to_string(), "322122548");
+        assert_eq!(q("125m").rounded_up(1_000_000).to_string(), "125m");
     }
 
     #[test]

@@ -137,10 +137,12 @@ impl Request {
             .unwrap_or_default()
             .to_string();
         let namespace = text_at(subject, "/metadata/namespace").map(str::to_string);
-        // On DELETE the object under test is the old object.
+        // On DELETE the object under test is the old object; CREATE and CONNECT have none, as
+        // from kube-apiserver, even when one is at hand.
         let (object, old_object) = match operation {
             Operation::Delete => (None, old_object.or(object)),
-            _ => (object, old_object),
+            Operation::Update => (object, old_object),
+            _ => (object, None),
         };
         let info = offline_info(operation, &api_version, &kind, namespace.as_deref(), &name);
         Ok(Request {

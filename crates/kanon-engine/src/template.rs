@@ -678,11 +678,12 @@ pub fn render_condition(
         format!("{cond} condition holds")
     };
     let message = c.message.clone().unwrap_or(default_message);
-    let _ = writeln!(out, "{{%- set reason -%}}{message}{{%- endset -%}}");
+    // The message is rendered only for a denial: it may name fields that are absent
+    // whenever the condition does not deny.
     let valid = if allow { "hit" } else { "not hit" };
-    let _ = writeln!(
-        out,
-        "{{\"valid\": {{{{ ({valid}) | tojson }}}}, \"reason\": {{{{ reason | tojson }}}}}}"
-    );
+    let _ = writeln!(out, "{{%- if {valid} -%}}");
+    out.push_str("{\"valid\": true}\n{%- else -%}\n");
+    let _ = writeln!(out, "{{%- set reason -%}}{message}{{%- endset -%}}");
+    out.push_str("{\"valid\": false, \"reason\": {{ reason | tojson }}}\n{%- endif %}\n");
     Some(out)
 }

@@ -1175,3 +1175,40 @@ fn conditions_judge_the_mutated_object_and_the_old_one_on_delete() {
     let req = Request::from_objects(Operation::Delete, None, Some(object)).unwrap();
     assert!(!set.review(&req, &NoObjects).allowed);
 }
+
+#[test]
+fn the_message_is_rendered_only_for_a_denial() {
+    // The message names the very field whose absence makes the condition miss: rendering it
+    // when nothing is denied would fail the policy.
+    let condition = json!({
+        "cond": "NotEqual",
+        "dataRef": current("/spec/strategy/type"),
+        "value": {"string": "RollingUpdate"},
+        "message": "strategy {{ object.spec.strategy.type }} is not allowed",
+    });
+    let d = judge(condition.clone(), &deployment());
+    assert!(
+        d.allowed && d.messages.is_empty() && d.warnings.is_empty(),
+        "{d:?}"
+    );
+    let mut recreate = deployment();
+    recreate["spec"]["strategy"] = json!({"type": "Recreate"});
+    let d = judge(condition, &recreate);
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/check: strategy Recreate is not allowed"]
+    );
+}
+
+#[test]
+fn create_has_no_old_object_even_when_one_is_given() {
+    let condition = json!({"cond": "Exist", "dataRef": {"from": "old", "path": "/metadata/name"}, "message": "HIT"});
+    let set = set_of(&[condition_policy("check", condition)]);
+    let request =
+        Request::from_objects(Operation::Create, Some(deployment()), Some(deployment())).unwrap();
+    assert_eq!(request.old_object, None);
+    assert!(set.validate(&request, None, &NoObjects).allowed);
+    let update =
+        Request::from_objects(Operation::Update, Some(deployment()), Some(deployment())).unwrap();
+    assert!(!set.validate(&update, None, &NoObjects).allowed);
+}

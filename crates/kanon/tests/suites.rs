@@ -209,3 +209,26 @@ fn render_prints_each_templates_program() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn the_example_suites_pass() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = kanon(&repo, &["test", "examples"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let summary = stdout.lines().last().unwrap_or_default();
+    assert!(summary.ends_with(" passed, 0 failed"), "{summary}");
+    // Every template type, operator and suite folder is exercised.
+    for suite in [
+        "plaintext",
+        "templates",
+        "conditions",
+        "programs",
+        "references",
+    ] {
+        assert!(
+            stdout.contains(&format!("PASS {suite}")),
+            "no passing case from {suite}:\n{stdout}"
+        );
+    }
+}
