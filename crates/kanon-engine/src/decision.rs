@@ -152,13 +152,18 @@ impl Scope<'_, '_> {
     fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<Option<Value>, String> {
         let mut refs = Map::new();
         if !rule.refs.is_empty() {
-            let base = self.context(object, Map::new());
+            // Placeholders in references see the same variables as the program, bar `refs`.
+            let base = rule
+                .refs
+                .iter()
+                .any(|(_, r)| r.needs_context())
+                .then(|| self.context(object, Map::new()));
             let scope = RefScope {
                 object,
                 old_object: self.request.old_object.as_ref(),
                 namespace: self.request.namespace.as_deref(),
                 lookup: self.lookup,
-                context: &base,
+                context: base.as_ref(),
             };
             for (name, reference) in &rule.refs {
                 if let Some(value) = reference.resolve(&scope)? {
@@ -231,14 +236,11 @@ fn run_override(
             let output = scope.run(program, working)?;
             let patch = patch_from_output(output)
                 .map_err(|e| format!("{}: {}", program.field, e.message))?;
-            for (i, op) in patch.iter().enumerate() {
-                plaintext::apply(working, op)
-                    .map_err(|e| format!("{}: operation {i}: {e}", program.field))?;
-            }
+            plaintext::apply_all(working, &patch)
+                .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
         }
-        for op in &rule.plaintext {
-            plaintext::apply(working, &op.operation).map_err(|e| format!("{}: {e}", op.field))?;
-        }
+        plaintext::apply_all(working, &rule.patch)
+            .map_err(|(i, e)| format!("{}: {e}", rule.plaintext[i].field))?;
     }
     Ok(())
 }
@@ -310,7 +312,8 @@ impl PolicySet {
             return Decision::allow(request.subject().cloned());
         };
         let mut decision = Decision::allow(None);
-        let mut working = original.clone();
+        // Copied only once a policy applies.
+        let mut working: Option<Value> = None;
         let view = request.view(original);
         let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
         let candidates = self.override_candidates(
@@ -327,25 +330,38 @@ impl PolicySet {
                     continue;
                 }
             }
-            let before = working.clone();
+            // Each step is atomic, so a policy of one step needs no copy to roll back.
+            let working = working.get_or_insert_with(|| original.clone());
+            let steps: usize = match &policy.rules {
+                PolicyRules::Override(rules) => rules
+                    .iter()
+                    .filter(|r| r.operations.contains(request.operation))
+                    .map(|r| r.steps())
+                    .sum(),
+                PolicyRules::Validate { .. } => 0,
+            };
+            let before = (steps > 1).then(|| working.clone());
             let mut scope = Scope {
                 request,
                 lookup,
                 namespaces: &mut namespaces,
             };
-            match run_override(policy, &mut scope, &mut working) {
+            match run_override(policy, &mut scope, working) {
                 Ok(()) => decision.applied_policies.push(policy.id.to_string()),
                 Err(e) => {
-                    working = before;
+                    if let Some(before) = before {
+                        *working = before;
+                    }
                     decision.policy_error(policy, &e);
                 }
             }
         }
-        if decision.allowed {
-            decision.patch = json_patch::diff(original, &working);
-            decision.patched = Some(working);
-        } else {
-            decision.patched = Some(original.clone());
+        match working {
+            Some(working) if decision.allowed => {
+                decision.patch = json_patch::diff(original, &working);
+                decision.patched = Some(working);
+            }
+            _ => decision.patched = Some(original.clone()),
         }
         decision
     }

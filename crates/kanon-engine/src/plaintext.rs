@@ -174,6 +174,30 @@ pub fn apply(doc: &mut Value, op: &PatchOperation) -> Result<(), String> {
     Err(format!("{} {path}: {reason}", op_name(op)))
 }
 
+/// Applies `ops` in one atomic step: on error `doc` is unchanged and the result names the
+/// failing operation's index and why it failed (judged on the document as that operation saw
+/// it).
+pub fn apply_all(doc: &mut Value, ops: &[PatchOperation]) -> Result<(), (usize, String)> {
+    let Err(err) = json_patch::patch(doc, ops) else {
+        return Ok(());
+    };
+    let index = err.operation.min(ops.len().saturating_sub(1));
+    // Rare path: replay the operations before the failing one on a copy to explain it.
+    let mut replay = doc.clone();
+    for op in &ops[..index] {
+        if let Err(e) = apply(&mut replay, op) {
+            return Err((index, e));
+        }
+    }
+    let message = match ops.get(index) {
+        Some(op) => apply(&mut replay, op)
+            .err()
+            .unwrap_or_else(|| err.to_string()),
+        None => err.to_string(),
+    };
+    Err((index, message))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +274,28 @@ mod tests {
             assert_eq!(got, want);
             assert_eq!(d, doc);
         }
+    }
+
+    #[test]
+    fn apply_all_is_atomic_and_explains_the_failing_operation() {
+        let ops: Vec<PatchOperation> = [
+            json!({"op": "add", "path": "/b", "value": {}}),
+            json!({"op": "add", "path": "/b/c", "value": 1}),
+            json!({"op": "remove", "path": "/b/d"}),
+        ]
+        .into_iter()
+        .map(|v| op(v).operation)
+        .collect();
+        let mut doc = json!({"a": 1});
+        let (index, message) = apply_all(&mut doc, &ops).unwrap_err();
+        assert_eq!(index, 2);
+        assert_eq!(
+            message,
+            "remove /b/d: nothing exists at `/b/d` (the deepest existing parent is `/b`)"
+        );
+        assert_eq!(doc, json!({"a": 1}));
+        apply_all(&mut doc, &ops[..2]).unwrap();
+        assert_eq!(doc, json!({"a": 1, "b": {"c": 1}}));
     }
 
     #[test]

@@ -274,8 +274,19 @@ pub struct CompiledOverrideRule {
     pub template: Option<RuleProgram>,
     /// The hand-written program.
     pub program: Option<RuleProgram>,
-    /// Plaintext operations, in order.
+    /// Plaintext operations, in order, with the fields they come from.
     pub plaintext: Vec<PlaintextOp>,
+    /// The same operations, contiguous, to apply in one atomic step.
+    pub patch: Vec<json_patch::PatchOperation>,
+}
+
+impl CompiledOverrideRule {
+    /// How many atomic steps the rule takes: one per template, program and plaintext list.
+    pub fn steps(&self) -> usize {
+        usize::from(self.template.is_some())
+            + usize::from(self.program.is_some())
+            + usize::from(!self.patch.is_empty())
+    }
 }
 
 /// One compiled validate rule.
@@ -456,17 +467,19 @@ fn compile_override_rules(
                 refs: Vec::new(),
             })
         });
-        let plaintext = o
+        let plaintext: Vec<PlaintextOp> = o
             .plaintext
             .iter()
             .enumerate()
             .filter_map(|(j, p)| plaintext::compile(p, &format!("{field}.plaintext[{j}]"), errors))
             .collect();
+        let patch = plaintext.iter().map(|p| p.operation.clone()).collect();
         out.push(CompiledOverrideRule {
             operations: OperationSet::from_targets(&rule.target_operations),
             template,
             program,
             plaintext,
+            patch,
         });
     }
     out

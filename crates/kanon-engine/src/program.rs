@@ -14,7 +14,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
-use jsonpath_rust::JsonPath;
 use minijinja::value::{Rest, Serde};
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior, Value};
 
@@ -139,6 +138,35 @@ impl Write for BoundedWriter {
     }
 }
 
+/// The value at a JSON pointer inside a program value, navigated in place (no conversion of
+/// the whole object); undefined when absent or null.
+fn pointer_get(value: &Value, pointer: &str) -> Value {
+    use minijinja::value::ValueKind;
+    if pointer.is_empty() {
+        return value.clone();
+    }
+    let Some(rest) = pointer.strip_prefix('/') else {
+        return Value::UNDEFINED;
+    };
+    let mut current = value.clone();
+    for token in rest.split('/') {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        let key = match current.kind() {
+            ValueKind::Map => Value::from(token),
+            ValueKind::Seq => match token.parse::<usize>() {
+                Ok(i) => Value::from(i),
+                Err(_) => return Value::UNDEFINED,
+            },
+            _ => return Value::UNDEFINED,
+        };
+        match current.get_item(&key) {
+            Ok(next) if !next.is_undefined() && !next.is_none() => current = next,
+            _ => return Value::UNDEFINED,
+        }
+    }
+    current
+}
+
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
 }
@@ -252,6 +280,29 @@ pub fn process_value(
         .ok_or_else(|| "quantity overflow".to_string())
 }
 
+/// JSONPaths parsed by programs, cached per program environment.
+type JsonPathCache = Arc<Mutex<HashMap<String, Arc<jsonpath_rust::parser::model::JpQuery>>>>;
+
+fn cached_jsonpath(
+    cache: &JsonPathCache,
+    path: &str,
+) -> Result<Arc<jsonpath_rust::parser::model::JpQuery>, Error> {
+    let mut map = cache
+        .lock()
+        .map_err(|_| invalid("JSONPath cache poisoned"))?;
+    if let Some(q) = map.get(path) {
+        return Ok(q.clone());
+    }
+    let query = Arc::new(
+        jsonpath_rust::parser::parse_json_path(path)
+            .map_err(|e| invalid(format!("invalid JSONPath `{path}`: {e}")))?,
+    );
+    if map.len() < 256 {
+        map.insert(path.to_string(), query.clone());
+    }
+    Ok(query)
+}
+
 /// Regexes compiled by programs, cached per program environment.
 type RegexCache = Arc<Mutex<HashMap<String, Arc<regex::Regex>>>>;
 
@@ -275,28 +326,11 @@ fn cached_regex(cache: &RegexCache, pattern: &str) -> Result<Arc<regex::Regex>, 
 /// The helpers every program may call. Documented in the README's program reference.
 fn add_helpers(env: &mut Environment<'static>) {
     // jsonpath(value, "$.spec.containers[*].image") → list of matches.
-    env.add_function(
-        "jsonpath",
-        |value: Value, path: String| -> Result<Value, Error> {
-            let json = to_json(&value)?;
-            let found = json
-                .query(&path)
-                .map_err(|e| invalid(format!("invalid JSONPath `{path}`: {e}")))?;
-            Ok(Value::from(Serde(
-                found.into_iter().cloned().collect::<Vec<_>>(),
-            )))
-        },
-    );
     // pointer(value, "/a/b~1c") → the value there, or undefined.
     env.add_function(
         "pointer",
         |value: Value, pointer: String| -> Result<Value, Error> {
-            let json = to_json(&value)?;
-            Ok(json
-                .pointer(&pointer)
-                .filter(|v| !v.is_null())
-                .map(|v| Value::from(Serde(v.clone())))
-                .unwrap_or(Value::UNDEFINED))
+            Ok(pointer_get(&value, &pointer))
         },
     );
     // "a/b" | escape_pointer → "a~1b": a map key as a JSON pointer token.
@@ -552,6 +586,24 @@ impl Program {
         env.set_fuel(Some(limits.fuel));
         env.set_recursion_limit(limits.recursion);
         add_helpers(&mut env);
+        // jsonpath(value, "$.spec.containers[*].image") → list of matches; each path is parsed
+        // once per program.
+        let paths: JsonPathCache = Arc::default();
+        env.add_function(
+            "jsonpath",
+            move |value: Value, path: String| -> Result<Value, Error> {
+                let query = cached_jsonpath(&paths, &path)?;
+                let json = to_json(&value)?;
+                let found = jsonpath_rust::query::js_path_process(&query, &json)
+                    .map_err(|e| invalid(format!("JSONPath `{path}`: {e}")))?;
+                Ok(Value::from(Serde(
+                    found
+                        .into_iter()
+                        .map(|r| r.val().clone())
+                        .collect::<Vec<_>>(),
+                )))
+            },
+        );
         let cache: RegexCache = Arc::default();
         // regex_match(text, pattern): text as is; numbers and booleans as JSON writes them
         // (`3`, `1.5`, `false`), never minijinja's `False`.
@@ -618,6 +670,13 @@ impl Program {
         let text = self.render(context)?;
         if text.trim().is_empty() {
             return Ok(None);
+        }
+        // Templates render JSON; parse that directly, and YAML otherwise.
+        let trimmed = text.trim_start();
+        if (trimmed.starts_with('[') || trimmed.starts_with('{'))
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed)
+        {
+            return Ok(Some(value));
         }
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
             let e = e.without_snippet().to_string();

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use jsonpath_rust::JsonPath;
+use jsonpath_rust::parser::model::JpQuery;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kanon_api::{ObjectRefer, RefSource, ResourceRefer};
 use serde_json::Value;
@@ -22,7 +22,11 @@ enum RefPath {
     Pointer(String),
     /// A JSONPath; `single` when it can only ever select one node (no wildcard, filter,
     /// slice, union or descent), so its value is that node rather than a list.
-    JsonPath { text: String, single: bool },
+    JsonPath {
+        text: String,
+        query: Option<Arc<JpQuery>>,
+        single: bool,
+    },
 }
 
 /// A string that may hold `{{ expression }}` placeholders.
@@ -103,8 +107,9 @@ pub struct RefScope<'a> {
     pub namespace: Option<&'a str>,
     /// Cluster objects.
     pub lookup: &'a dyn Lookup,
-    /// The program context, for `{{ }}` placeholders.
-    pub context: &'a minijinja::Value,
+    /// The program context, for `{{ }}` placeholders; needed only when some reference
+    /// [`CompiledRef::needs_context`].
+    pub context: Option<&'a minijinja::Value>,
 }
 
 /// Whether a reference `path` is a JSONPath that may select several nodes (a wildcard,
@@ -120,14 +125,20 @@ fn compile_path(path: Option<&str>, field: &str, errors: &mut Vec<FieldError>) -
         return RefPath::Whole;
     };
     if path.starts_with('$') {
-        if let Err(e) = jsonpath_rust::parser::parse_json_path(path) {
-            errors.push(FieldError::new(
-                format!("{field}.path"),
-                format!("`{path}` is not a JSONPath: {e}"),
-            ));
-        }
+        // Parsed once, here; a path that does not parse makes the policy invalid.
+        let query = match jsonpath_rust::parser::parse_json_path(path) {
+            Ok(q) => Some(Arc::new(q)),
+            Err(e) => {
+                errors.push(FieldError::new(
+                    format!("{field}.path"),
+                    format!("`{path}` is not a JSONPath: {e}"),
+                ));
+                None
+            }
+        };
         return RefPath::JsonPath {
             text: path.to_string(),
+            query,
             single: !selects_many(Some(path)),
         };
     }
@@ -200,30 +211,60 @@ impl CompiledRef {
         }
     }
 
+    /// Whether resolving needs the program context (for `{{ }}` placeholders).
+    pub fn needs_context(&self) -> bool {
+        self.source == RefSource::K8s
+    }
+
     /// Resolves the value: `Ok(None)` when the source or the path holds nothing (a missing
     /// owner reference, an absent field, a label selector or a JSONPath that selects nothing);
     /// an error when a lookup fails or an object named by a reference does not exist.
     pub fn resolve(&self, scope: &RefScope<'_>) -> Result<Option<Value>, String> {
         let at = &self.field;
-        let source: Option<Arc<Value>> = match self.source {
-            RefSource::Current => Some(Arc::new(scope.object.clone())),
-            RefSource::Old => scope.old_object.map(|o| Arc::new(o.clone())),
-            RefSource::Owner => self.owner(scope)?,
-            RefSource::K8s => self.k8s(scope)?,
+        // The object and its old version are read in place; looked-up objects are shared.
+        let looked_up: Arc<Value>;
+        let source: &Value = match self.source {
+            RefSource::Current => scope.object,
+            RefSource::Old => match scope.old_object {
+                Some(o) => o,
+                None => return Ok(None),
+            },
+            RefSource::Owner | RefSource::K8s => {
+                let found = if self.source == RefSource::Owner {
+                    self.owner(scope)?
+                } else {
+                    self.k8s(scope)?
+                };
+                match found {
+                    Some(o) => {
+                        looked_up = o;
+                        &looked_up
+                    }
+                    None => return Ok(None),
+                }
+            }
             RefSource::Http => {
                 return Err(format!(
                     "{at}: HTTP references are not available here (offline evaluation has no network; they are resolved by `kanon serve` in a cluster)"
                 ));
             }
         };
-        let Some(source) = source else {
-            return Ok(None);
-        };
         Ok(match &self.path {
-            RefPath::Whole => Some((*source).clone()),
+            RefPath::Whole => Some(source.clone()),
             RefPath::Pointer(p) => crate::pointer::get(&source, p).cloned(),
-            RefPath::JsonPath { text, single } => {
-                let found = source.query(text).map_err(|e| format!("{at}.path: {e}"))?;
+            RefPath::JsonPath {
+                text,
+                query,
+                single,
+            } => {
+                let Some(query) = query else {
+                    return Err(format!("{at}.path: `{text}` is not a JSONPath"));
+                };
+                let found: Vec<&Value> = jsonpath_rust::query::js_path_process(query, source)
+                    .map_err(|e| format!("{at}.path: {e}"))?
+                    .into_iter()
+                    .map(|r| r.val())
+                    .collect();
                 match (single, found.len()) {
                     (_, 0) => None,
                     (true, 1) => Some(found[0].clone()),
@@ -276,8 +317,10 @@ impl CompiledRef {
         let Some(t) = &self.target else {
             return Err(format!("{at}: missing"));
         };
+        let empty = minijinja::Value::UNDEFINED;
+        let context = scope.context.unwrap_or(&empty);
         let render = |text: &Text, what: &str| {
-            text.render(scope.context)
+            text.render(context)
                 .map_err(|e| format!("{at}.{what}: {e}"))
         };
         let api_version = render(&t.api_version, "apiVersion")?;

@@ -222,6 +222,8 @@ pub fn render_override(
         }
     }
     let mut out = format!("{{#- {field}: {kind}, {op_name} -#}}\n");
+    // Operations collect in `acc.ops` (a namespace, so loops can add to it) and print as JSON.
+    out.push_str("{%- set acc = namespace(ops=[]) -%}\n");
     match t.type_ {
         OverrideTemplateType::Annotations
         | OverrideTemplateType::Labels
@@ -341,6 +343,7 @@ pub fn render_override(
             );
         }
     }
+    out.push_str("{{ acc.ops | tojson }}\n");
     (errors.len() == before).then_some(out)
 }
 
@@ -386,7 +389,7 @@ fn string_map_program(
         out.push_str("{%- if current | select(\"in\", keys) | list | length > 0 %}\n");
         let _ = writeln!(
             out,
-            "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ without_keys(current, keys) | tojson }}}}"
+            "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": without_keys(current, keys)}}] -%}}"
         );
         out.push_str("{%- endif %}\n{%- endif %}\n");
         return;
@@ -421,7 +424,7 @@ fn string_map_program(
             );
             let _ = writeln!(
                 out,
-                "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+                "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_keys(current, updates)}}] -%}}"
             );
             out.push_str("{%- endif %}\n{%- endif %}\n");
             return;
@@ -443,7 +446,7 @@ fn string_map_program(
     out.push_str("{%- if with_keys(current, updates) != current %}\n");
     let _ = writeln!(
         out,
-        "- op: add\n  path: {{{{ {path_expr} | tojson }}}}\n  value: {{{{ with_keys(current, updates) | tojson }}}}"
+        "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_keys(current, updates)}}] -%}}"
     );
     out.push_str("{%- endif %}\n{%- endif %}\n");
 }
@@ -461,7 +464,7 @@ fn containers_program(out: &mut String, t: &OverrideTemplate, expr: &str) {
     out.push_str("{%- if names | length == 0 or c.name in names -%}\n");
     let _ = writeln!(out, "{{%- set updated = {expr} -%}}");
     out.push_str("{%- if updated != (c.resources | default({})) %}\n");
-    out.push_str("- op: add\n  path: {{ (spec_path ~ \"/containers/\" ~ i ~ \"/resources\") | tojson }}\n  value: {{ updated | tojson }}\n");
+    out.push_str("{%- set acc.ops = acc.ops + [{\"op\": \"add\", \"path\": spec_path ~ \"/containers/\" ~ i ~ \"/resources\", \"value\": updated}] -%}\n");
     out.push_str("{%- endif -%}\n{%- endif -%}\n{%- endfor -%}\n{%- endif %}\n");
 }
 
@@ -475,11 +478,11 @@ fn pod_spec_program(out: &mut String, expr: &str, name: &str) {
     let _ = writeln!(out, "{{%- if updated != (spec.{name} | default(none)) %}}");
     let _ = writeln!(
         out,
-        "{{%- if updated is none %}}\n- op: remove\n  path: {{{{ (spec_path ~ \"/{name}\") | tojson }}}}"
+        "{{%- if updated is none -%}}\n{{%- set acc.ops = acc.ops + [{{\"op\": \"remove\", \"path\": spec_path ~ \"/{name}\"}}] -%}}"
     );
     let _ = writeln!(
         out,
-        "{{%- else %}}\n- op: add\n  path: {{{{ (spec_path ~ \"/{name}\") | tojson }}}}\n  value: {{{{ updated | tojson }}}}"
+        "{{%- else -%}}\n{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": spec_path ~ \"/{name}\", \"value\": updated}}] -%}}"
     );
     out.push_str("{%- endif %}\n{%- endif %}\n{%- endif %}\n");
 }
