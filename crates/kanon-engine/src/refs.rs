@@ -251,7 +251,7 @@ impl CompiledRef {
         };
         Ok(match &self.path {
             RefPath::Whole => Some(source.clone()),
-            RefPath::Pointer(p) => crate::pointer::get(&source, p).cloned(),
+            RefPath::Pointer(p) => crate::pointer::get(source, p).cloned(),
             RefPath::JsonPath {
                 text,
                 query,
