@@ -12,7 +12,7 @@ use crate::index::PolicySet;
 use crate::lookup::Lookup;
 use crate::plaintext;
 use crate::policy::{CompiledPolicy, PolicyRules, RuleProgram};
-use crate::program::{patch_from_output, verdict_from_output};
+use crate::program::{json_value, patch_from_output, verdict_from_output};
 use crate::refs::RefScope;
 use crate::request::Request;
 use crate::selector::{ObjectView, labels_of};
@@ -135,9 +135,10 @@ impl Scope<'_, '_> {
         use minijinja::value::Serde;
         let namespace_object = self.namespaces.object();
         let old = self.request.old_object.as_ref();
+        // Documents are wrapped, not converted: programs read only the parts they touch.
         minijinja::context! {
-            object => minijinja::Value::from(Serde(object)),
-            oldObject => old.map(|o| minijinja::Value::from(Serde(o))).unwrap_or(minijinja::Value::from(())),
+            object => json_value(Arc::new(object.clone())),
+            oldObject => old.map(|o| json_value(Arc::new(o.clone()))).unwrap_or(minijinja::Value::from(())),
             operation => self.request.operation.as_str(),
             request => minijinja::Value::from(Serde(&self.request.info)),
             namespaceObject => namespace_object
