@@ -51,6 +51,17 @@ pub fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// A scalar's value as text (strings as they are, numbers and booleans as JSON writes them);
+/// objects, arrays and null have none.
+pub fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
 /// Parses every document in `text`: multi-document YAML (`---` separated) or, when `json` is
 /// set, one JSON value. Empty documents are skipped; `kind: List` documents are expanded into
 /// their `items`. Every document must be an object.

@@ -154,6 +154,15 @@ pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, S
     Ok(Value::Object(result))
 }
 
+/// Appends the entries of `wanted` that `list` does not hold yet, in order.
+fn append_missing(list: &mut Vec<Value>, wanted: Vec<Value>) {
+    for t in wanted {
+        if !list.contains(&t) {
+            list.push(t);
+        }
+    }
+}
+
 /// Whether an existing toleration is the one a template toleration designates: same key, and
 /// same effect where the template gives one; for removal also the same value where given (a
 /// replacement is how a value changes, so it ignores the value).
@@ -179,13 +188,7 @@ pub fn tolerations_with(current: &Value, template: &Value, edit: Edit) -> Value 
     let mut list: Vec<Value> = current.as_array().cloned().unwrap_or_default();
     let wanted: Vec<Value> = template.as_array().cloned().unwrap_or_default();
     match edit {
-        Edit::Add => {
-            for t in wanted {
-                if !list.contains(&t) {
-                    list.push(t);
-                }
-            }
-        }
+        Edit::Add => append_missing(&mut list, wanted),
         Edit::Replace => {
             let any_match = wanted
                 .iter()
@@ -218,13 +221,7 @@ fn terms_with(current: Option<&Value>, template: &Value, edit: Edit) -> Option<V
         .unwrap_or_default();
     let wanted: Vec<Value> = template.as_array().cloned().unwrap_or_default();
     match edit {
-        Edit::Add => {
-            for t in wanted {
-                if !list.contains(&t) {
-                    list.push(t);
-                }
-            }
-        }
+        Edit::Add => append_missing(&mut list, wanted),
         Edit::Replace => list = wanted,
         Edit::Remove if wanted.is_empty() => list.clear(),
         Edit::Remove => list.retain(|e| !wanted.contains(e)),

@@ -167,6 +167,15 @@ fn pointer_get(value: &Value, pointer: &str) -> Value {
     current
 }
 
+/// A helper's JSON result as a program value, `null` as `none`.
+fn json_or_none(result: serde_json::Value) -> Value {
+    if result.is_null() {
+        Value::from(())
+    } else {
+        Value::from(Serde(result))
+    }
+}
+
 fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, message.into())
 }
@@ -475,11 +484,7 @@ fn add_helpers(env: &mut Environment<'static>) {
             let edit = crate::podspec::Edit::parse(&op).map_err(invalid)?;
             let result =
                 crate::podspec::tolerations_with(&to_json(&current)?, &to_json(&template)?, edit);
-            Ok(if result.is_null() {
-                Value::from(())
-            } else {
-                Value::from(Serde(result))
-            })
+            Ok(json_or_none(result))
         },
     );
     env.add_function(
@@ -488,11 +493,7 @@ fn add_helpers(env: &mut Environment<'static>) {
             let edit = crate::podspec::Edit::parse(&op).map_err(invalid)?;
             let result =
                 crate::podspec::affinity_with(&to_json(&current)?, &to_json(&template)?, edit);
-            Ok(if result.is_null() {
-                Value::from(())
-            } else {
-                Value::from(Serde(result))
-            })
+            Ok(json_or_none(result))
         },
     );
     // equal(a, b): condition equality (numbers and quantities by value).

@@ -4,6 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kanon_api::{FieldSelector, ResourceSelector, SelectorOperator};
 use serde_json::{Map, Value};
 
+use crate::document::scalar_text;
 use crate::error::FieldError;
 use crate::pointer;
 
@@ -152,16 +153,6 @@ struct FieldRequirement {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FieldMatcher {
     requirements: Vec<FieldRequirement>,
-}
-
-/// A scalar field's value as text; objects and arrays have none (they only "exist").
-fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
 }
 
 impl FieldMatcher {

@@ -14,6 +14,7 @@ use kanon_api::{
 };
 use serde_json::Value;
 
+use crate::document::scalar_text;
 use crate::error::FieldError;
 use crate::quantity::Decimal;
 
@@ -117,16 +118,6 @@ pub fn constant_json(
             ));
             None
         }
-    }
-}
-
-/// The text of a scalar for a string-only target (labels, annotations, node selectors).
-fn scalar_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
     }
 }
 
