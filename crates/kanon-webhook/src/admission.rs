@@ -1,0 +1,409 @@
+//! The AdmissionReview codec: request bytes in, response bytes out, in exactly the shape
+//! kube-apiserver accepts (`admission.k8s.io/v1`).
+//!
+//! What kube-apiserver checks of a webhook's answer, and this module guarantees:
+//! - HTTP 200 and a JSON AdmissionReview of the same `apiVersion` and `kind`;
+//! - `response.uid` equal to `request.uid`;
+//! - `patch` (base64 of an RFC 6902 array) and `patchType: JSONPatch` together or not at all,
+//!   only from the mutating webhook, only when the object changed, never on DELETE or a denial;
+//! - a denial carries `status.code` 403 and a message (every reason, joined with `; `).
+//!
+//! A body that is not a valid AdmissionReview gets HTTP 400, and one over the size limit HTTP
+//! 413; both still carry an AdmissionReview-shaped response saying what is wrong, with the
+//! request's uid when it can be read.
+//!
+//! kube's own `AdmissionResponse` is not used: it serializes `patch` as an array of numbers
+//! rather than the documented base64 string.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use kanon_api::{API_VERSION, Operation, PolicyKind};
+use kanon_engine::{
+    Decision, Lookup, PolicySet, Request, RequestError, compile_document, policy_kind_of,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+/// `apiVersion` of the reviews kanon reads and writes.
+pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
+/// `kind` of the reviews kanon reads and writes.
+pub const REVIEW_KIND: &str = "AdmissionReview";
+/// The content type of every reply body.
+pub const CONTENT_TYPE: &str = "application/json";
+/// The default limit on a review body. kube-apiserver accepts request bodies of up to 3 MiB,
+/// and a review carries the object and the old object (UPDATE) besides the request's
+/// metadata, so 8 MiB leaves room for the largest review it can send.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// Which of kanon's two webhooks a review was sent to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Webhook {
+    /// `POST /mutate`: the override policies; the answer may carry a patch.
+    Mutate,
+    /// `POST /validate`: the validate policies and the check of kanon's own policy objects;
+    /// the answer never carries a patch.
+    Validate,
+}
+
+impl Webhook {
+    /// The HTTP path the webhook is served at.
+    pub fn path(self) -> &'static str {
+        match self {
+            Webhook::Mutate => "/mutate",
+            Webhook::Validate => "/validate",
+        }
+    }
+
+    /// The webhook served at `path`, if any.
+    pub fn from_path(path: &str) -> Option<Self> {
+        match path {
+            "/mutate" => Some(Webhook::Mutate),
+            "/validate" => Some(Webhook::Validate),
+            _ => None,
+        }
+    }
+}
+
+/// A body that is not a review kanon can answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadReview {
+    /// The body is over the size limit (its size, when known).
+    #[error("{}", too_large_message(*.size, *.limit))]
+    TooLarge {
+        /// The body's size in bytes, when known (a server that stops reading at the limit
+        /// does not know it).
+        size: Option<usize>,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body is empty (or only whitespace).
+    #[error("the body is empty: expected an AdmissionReview ({REVIEW_API_VERSION})")]
+    Empty,
+    /// The body is not JSON.
+    #[error("the body is not JSON: {0}")]
+    NotJson(String),
+    /// The body is JSON but not a valid AdmissionReview.
+    #[error(transparent)]
+    Review(#[from] RequestError),
+}
+
+fn too_large_message(size: Option<usize>, limit: usize) -> String {
+    match size {
+        Some(size) => format!("the body is {size} bytes, over the limit of {limit} bytes"),
+        None => format!("the body is over the limit of {limit} bytes"),
+    }
+}
+
+impl BadReview {
+    /// The HTTP status of the reply: 413 for a body over the limit, else 400.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            BadReview::TooLarge { .. } => 413,
+            _ => 400,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            BadReview::TooLarge { .. } => "RequestEntityTooLarge",
+            _ => "BadRequest",
+        }
+    }
+}
+
+/// What became of a review, for logs and metrics (the wire answer is in [`Reply::body`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The request was evaluated (allowed or denied).
+    Decided(Box<Decision>),
+    /// The body was not a review kanon can answer.
+    Invalid(BadReview),
+}
+
+/// The HTTP answer to one review.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The HTTP status: 200 for every evaluated request (allowed or denied), 400 for a body
+    /// that is not a valid AdmissionReview, 413 for a body over the limit.
+    pub status: u16,
+    /// The JSON AdmissionReview to send back ([`CONTENT_TYPE`]).
+    pub body: Vec<u8>,
+    /// The request's uid, when it could be read.
+    pub uid: Option<String>,
+    /// What became of the review.
+    pub outcome: Outcome,
+}
+
+impl Reply {
+    /// The answer to a body over `limit` bytes, for a server that stops reading at the limit.
+    pub fn too_large(limit: usize) -> Self {
+        Reply::invalid(None, BadReview::TooLarge { size: None, limit })
+    }
+
+    /// The answer to a body that is not a review kanon can answer (400, or 413 for a body
+    /// over the limit), echoing `uid` when it could be read.
+    pub fn invalid(uid: Option<String>, error: BadReview) -> Self {
+        let status = error.http_status();
+        let body = encode_review(&ResponseOut {
+            uid: uid.as_deref().unwrap_or_default(),
+            allowed: false,
+            status: Some(StatusOut {
+                status: "Failure",
+                message: error.to_string(),
+                reason: error.reason(),
+                code: status,
+            }),
+            patch: None,
+            audit_annotations: None,
+            warnings: &[],
+        });
+        Reply {
+            status,
+            body,
+            uid,
+            outcome: Outcome::Invalid(error),
+        }
+    }
+
+    /// The answer (HTTP 200) to a request that was evaluated. The patch is sent only from
+    /// the mutating webhook, when allowed, not on DELETE and when not empty.
+    pub fn decided(request: &Request, webhook: Webhook, decision: Decision) -> Self {
+        let patch = (webhook == Webhook::Mutate
+            && decision.allowed
+            && request.operation != Operation::Delete
+            && !decision.patch.is_empty())
+        .then(|| PatchOut {
+            patch_type: "JSONPatch",
+            patch: BASE64.encode(encode(&decision.patch)),
+        });
+        let status = (!decision.allowed).then(|| StatusOut {
+            status: "Failure",
+            message: if decision.messages.is_empty() {
+                "denied by kanon".to_string()
+            } else {
+                decision.messages.join("; ")
+            },
+            reason: "Forbidden",
+            code: 403,
+        });
+        let body = encode_review(&ResponseOut {
+            uid: &request.uid,
+            allowed: decision.allowed,
+            status,
+            patch,
+            audit_annotations: Some(&decision.audit_annotations)
+                .filter(|annotations| !annotations.is_empty()),
+            warnings: &decision.warnings,
+        });
+        Reply {
+            status: 200,
+            body,
+            uid: Some(request.uid.clone()),
+            outcome: Outcome::Decided(Box::new(decision)),
+        }
+    }
+}
+
+/// Answers one AdmissionReview body sent to `webhook`: parses it, evaluates the request
+/// against `policies` ([`decide`]) and encodes the response. Never fails: a bad body gets a
+/// 400 (413 over `max_body_bytes`) reply saying what is wrong.
+pub fn review(
+    body: &[u8],
+    webhook: Webhook,
+    policies: &PolicySet,
+    lookup: &dyn Lookup,
+    max_body_bytes: usize,
+) -> Reply {
+    if body.len() > max_body_bytes {
+        let error = BadReview::TooLarge {
+            size: Some(body.len()),
+            limit: max_body_bytes,
+        };
+        return Reply::invalid(None, error);
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Reply::invalid(None, BadReview::Empty);
+    }
+    let document: Value = match serde_json::from_slice(body) {
+        Ok(document) => document,
+        Err(e) => return Reply::invalid(None, BadReview::NotJson(e.to_string())),
+    };
+    match Request::from_admission_review(&document) {
+        Ok(request) => {
+            let decision = decide(&request, webhook, policies, lookup);
+            Reply::decided(&request, webhook, decision)
+        }
+        Err(e) => {
+            // Echo the uid whenever it is there, however wrong the rest is.
+            let uid = document
+                .pointer("/request/uid")
+                .and_then(Value::as_str)
+                .filter(|uid| !uid.is_empty())
+                .map(str::to_string);
+            Reply::invalid(uid, e.into())
+        }
+    }
+}
+
+/// The verdict of `webhook` on `request`. The mutating webhook runs the override policies.
+/// The validating webhook runs the validate policies and, on CREATE and UPDATE of one of
+/// kanon's own policy objects, checks that it compiles: a bad policy is denied with every
+/// error by field path (before the validate policies' own reasons, if any). Writes to a
+/// policy's `status` and updates of a policy being deleted are not checked.
+pub fn decide(
+    request: &Request,
+    webhook: Webhook,
+    policies: &PolicySet,
+    lookup: &dyn Lookup,
+) -> Decision {
+    match webhook {
+        Webhook::Mutate => policies.mutate(request, lookup),
+        Webhook::Validate => {
+            let mut decision = policies.validate(request, None, lookup);
+            if let Some(message) = check_policy_object(request) {
+                decision.allowed = false;
+                decision.messages.insert(0, message);
+            }
+            decision
+        }
+    }
+}
+
+/// When `request` creates or updates one of kanon's policy objects and that policy does not
+/// compile: the message listing every error (`Kind/name is invalid: field: message; ...`).
+///
+/// Not checked: writes to a subresource (`status`: kanon's own report on a bad policy that got
+/// in must get through) and updates of an object being deleted (removing the last finalizer
+/// of a bad policy must not leave it stuck).
+fn check_policy_object(request: &Request) -> Option<String> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return None;
+    }
+    let sub_resource = request.info.get("subResource").and_then(Value::as_str);
+    if sub_resource.is_some_and(|s| !s.is_empty()) {
+        return None;
+    }
+    let object = request.object.as_ref()?;
+    if object
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        return None;
+    }
+    // The type as the request resolves it (the object's, else the review's): only kanon's
+    // own kinds go further, without a copy of anything else.
+    let kind =
+        PolicyKind::from_kind(&request.kind).filter(|_| request.api_version == API_VERSION)?;
+    let document = with_identity(object, request, kind.is_namespaced());
+    policy_kind_of(&document)?;
+    let invalid = compile_document(&document).err()?;
+    let errors: Vec<String> = invalid.errors.iter().map(ToString::to_string).collect();
+    Some(format!(
+        "{} is invalid: {}",
+        invalid.policy,
+        errors.join("; ")
+    ))
+}
+
+/// The object with the `apiVersion`, `kind` and namespace the review gives it, where the
+/// object itself leaves them out.
+fn with_identity<'a>(object: &'a Value, request: &Request, namespaced: bool) -> Cow<'a, Value> {
+    let missing = |key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+    };
+    let namespace_missing = namespaced
+        && request.namespace.is_some()
+        && object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+    if !missing("apiVersion") && !missing("kind") && !namespace_missing {
+        return Cow::Borrowed(object);
+    }
+    let mut object = object.clone();
+    let Some(map) = object.as_object_mut() else {
+        return Cow::Owned(object);
+    };
+    for (key, value) in [
+        ("apiVersion", &request.api_version),
+        ("kind", &request.kind),
+    ] {
+        if map
+            .get(key)
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            map.insert(key.to_string(), Value::String(value.clone()));
+        }
+    }
+    if let (true, Some(namespace)) = (namespace_missing, &request.namespace) {
+        let metadata = map
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("namespace".to_string(), Value::String(namespace.clone()));
+        }
+    }
+    Cow::Owned(object)
+}
+
+/// The response AdmissionReview: `{apiVersion, kind, response}`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: &'a ResponseOut<'a>,
+}
+
+/// `response` of an AdmissionReview (admission.k8s.io/v1 AdmissionResponse).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<StatusOut>,
+    /// `patchType` and `patch`, together or not at all.
+    #[serde(flatten)]
+    patch: Option<PatchOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audit_annotations: Option<&'a BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PatchOut {
+    patch_type: &'static str,
+    /// Base64 of the RFC 6902 JSON array.
+    patch: String,
+}
+
+/// A metav1.Status.
+#[derive(Serialize)]
+struct StatusOut {
+    status: &'static str,
+    message: String,
+    reason: &'static str,
+    code: u16,
+}
+
+fn encode_review(response: &ResponseOut<'_>) -> Vec<u8> {
+    encode(&ReviewOut {
+        api_version: REVIEW_API_VERSION,
+        kind: REVIEW_KIND,
+        response,
+    })
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("string-keyed JSON always serializes")
+}

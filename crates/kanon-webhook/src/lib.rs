@@ -1,0 +1,7 @@
+//! kanon's admission webhook. For now the [`admission`] codec: AdmissionReview bytes in,
+//! the engine's verdict, AdmissionReview bytes out, in exactly the shape kube-apiserver
+//! accepts. The HTTPS server that wraps it comes later; it only moves bytes.
+
+pub mod admission;
+
+pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Outcome, Reply, Webhook, decide, review};
