@@ -37,6 +37,37 @@ pub struct Decision {
     /// The final object (the object received when nothing changed or the request is denied);
     /// the old object on DELETE.
     pub patched: Option<Value>,
+    /// What each policy that met the request did, in order (for metrics and logs).
+    #[serde(skip)]
+    pub policy_results: Vec<PolicyResult>,
+}
+
+/// What one policy did with a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyResult {
+    /// `Kind/name` or `Kind/namespace/name`.
+    pub policy: String,
+    /// The outcome.
+    pub outcome: PolicyOutcome,
+}
+
+/// Outcomes of one policy on one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyOutcome {
+    /// An override policy ran; `patched` when it produced operations.
+    Mutated {
+        /// Whether it produced any operation.
+        patched: bool,
+    },
+    /// A validate policy found nothing wrong.
+    Passed,
+    /// A validate policy found the object wanting (denied, warned or audited per its actions).
+    Rejected,
+    /// The policy failed to evaluate; `ignored` under `failurePolicy: Ignore`.
+    Failed {
+        /// Whether the failure was ignored.
+        ignored: bool,
+    },
 }
 
 impl Decision {
@@ -49,11 +80,18 @@ impl Decision {
             applied_policies: Vec::new(),
             patch: json_patch::Patch(Vec::new()),
             patched,
+            policy_results: Vec::new(),
         }
     }
 
     /// Records an evaluation error of `policy` under its failure policy.
     fn policy_error(&mut self, policy: &CompiledPolicy, error: &str) {
+        self.record(
+            policy,
+            PolicyOutcome::Failed {
+                ignored: policy.failure_policy == FailurePolicy::Ignore,
+            },
+        );
         match policy.failure_policy {
             FailurePolicy::Fail => {
                 self.allowed = false;
@@ -66,6 +104,13 @@ impl Decision {
         }
     }
 
+    fn record(&mut self, policy: &CompiledPolicy, outcome: PolicyOutcome) {
+        self.policy_results.push(PolicyResult {
+            policy: policy.id.to_string(),
+            outcome,
+        });
+    }
+
     /// Folds the verdict of a later stage (validation after mutation) into this one.
     fn merge(&mut self, later: Decision) {
         self.allowed &= later.allowed;
@@ -73,6 +118,7 @@ impl Decision {
         self.warnings.extend(later.warnings);
         self.audit_annotations.extend(later.audit_annotations);
         self.applied_policies.extend(later.applied_policies);
+        self.policy_results.extend(later.policy_results);
     }
 }
 
@@ -224,13 +270,14 @@ fn run_override(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     working: &mut Value,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     if let Some(message) = defect_message(policy) {
         return Err(message);
     }
     let PolicyRules::Override(rules) = &policy.rules else {
-        return Ok(());
+        return Ok(0);
     };
+    let mut applied = 0;
     let operation = scope.request.operation;
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
         for program in [&rule.template, &rule.program].into_iter().flatten() {
@@ -239,11 +286,13 @@ fn run_override(
                 .map_err(|e| format!("{}: {}", program.field, e.message))?;
             plaintext::apply_all(working, &patch)
                 .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
+            applied += patch.len();
         }
         plaintext::apply_all(working, &rule.patch)
             .map_err(|(i, e)| format!("{}: {e}", rule.plaintext[i].field))?;
+        applied += rule.patch.len();
     }
-    Ok(())
+    Ok(applied)
 }
 
 /// The verdicts of one validate policy's rules: reasons of failed checks and warnings.
@@ -348,7 +397,15 @@ impl PolicySet {
                 namespaces: &mut namespaces,
             };
             match run_override(policy, &mut scope, working) {
-                Ok(()) => decision.applied_policies.push(policy.id.to_string()),
+                Ok(applied) => {
+                    decision.applied_policies.push(policy.id.to_string());
+                    decision.record(
+                        policy,
+                        PolicyOutcome::Mutated {
+                            patched: applied > 0,
+                        },
+                    );
+                }
                 Err(e) => {
                     if let Some(before) = before {
                         *working = before;
@@ -410,6 +467,12 @@ impl PolicySet {
                 }
             };
             decision.applied_policies.push(policy.id.to_string());
+            let outcome = if reasons.is_empty() {
+                PolicyOutcome::Passed
+            } else {
+                PolicyOutcome::Rejected
+            };
+            decision.record(policy, outcome);
             decision
                 .warnings
                 .extend(warnings.into_iter().map(|w| format!("{}: {w}", policy.id)));

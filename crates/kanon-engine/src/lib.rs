@@ -23,7 +23,7 @@ pub mod request;
 pub mod selector;
 pub mod template;
 
-pub use decision::Decision;
+pub use decision::{Decision, PolicyOutcome, PolicyResult};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use index::{DuplicatePolicy, PolicySet};

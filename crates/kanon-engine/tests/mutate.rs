@@ -773,3 +773,55 @@ fn policies_are_selected_by_the_object_as_received() {
     );
     assert_eq!(d.patched.as_ref().unwrap()["trace"], json!(["c"]));
 }
+
+#[test]
+fn each_policy_reports_what_it_did() {
+    use kanon_engine::{PolicyOutcome, PolicyResult};
+    let set = set_of(&[
+        cop(
+            "a-patch",
+            json!({"overrideRules": [plaintext_rule(json!([{"op": "add", "path": "/metadata/labels/x", "value": "1"}]))]}),
+        ),
+        cop(
+            "b-noop",
+            json!({"overrideRules": [{"overriders": {"program": ""}}]}),
+        ),
+        cop(
+            "c-fail",
+            json!({"failurePolicy": "Ignore", "overrideRules": [plaintext_rule(json!([{"op": "remove", "path": "/nope"}]))]}),
+        ),
+        cvp(
+            "d-pass",
+            json!({"validateRules": [{"program": "{\"valid\": true}"}]}),
+        ),
+        cvp(
+            "e-reject",
+            json!({"validationActions": ["Warn"], "validateRules": [{"program": "{\"valid\": false, \"reason\": \"no\"}"}]}),
+        ),
+    ]);
+    let object = pod("default", "p", json!({"app": "web"}));
+    let d = set.review(&create(&object), &kanon_engine::NoObjects);
+    let result = |policy: &str, outcome| PolicyResult {
+        policy: policy.to_string(),
+        outcome,
+    };
+    assert_eq!(
+        d.policy_results,
+        vec![
+            result(
+                "ClusterOverridePolicy/a-patch",
+                PolicyOutcome::Mutated { patched: true }
+            ),
+            result(
+                "ClusterOverridePolicy/b-noop",
+                PolicyOutcome::Mutated { patched: false }
+            ),
+            result(
+                "ClusterOverridePolicy/c-fail",
+                PolicyOutcome::Failed { ignored: true }
+            ),
+            result("ClusterValidatePolicy/d-pass", PolicyOutcome::Passed),
+            result("ClusterValidatePolicy/e-reject", PolicyOutcome::Rejected),
+        ]
+    );
+}

@@ -3,5 +3,11 @@
 //! accepts. The HTTPS server that wraps it comes later; it only moves bytes.
 
 pub mod admission;
+pub mod metrics;
+pub mod server;
+pub mod source;
+pub mod state;
+pub mod tls;
 
 pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Outcome, Reply, Webhook, decide, review};
+pub use state::PolicyState;

@@ -1,0 +1,1 @@
+//! Placeholder: filled in by the server work of issue 4.

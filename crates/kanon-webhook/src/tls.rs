@@ -1,0 +1,1 @@
+//! Placeholder: filled in by the tls work of issue 4.
