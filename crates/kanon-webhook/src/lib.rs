@@ -10,4 +10,8 @@ pub mod state;
 pub mod tls;
 
 pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Outcome, Reply, Webhook, decide, review};
+pub use metrics::Metrics;
+pub use source::{
+    Document, InputError, load_directory, load_policies, read_documents, watch_directory,
+};
 pub use state::PolicyState;

@@ -1,1 +1,624 @@
-//! Placeholder: filled in by the metrics work of issue 4.
+//! The webhook's Prometheus metrics, served as OpenMetrics text on `GET /metrics`.
+//!
+//! | metric | labels | what |
+//! |---|---|---|
+//! | `kanon_admission_requests_total` | `webhook`, `operation`, `kind`, `result` | reviews answered; `result` is `allowed`, `denied`, `patched`, `invalid` (HTTP 400) or `too_large` (HTTP 413) |
+//! | `kanon_admission_duration_seconds` | `webhook` | time to answer a review |
+//! | `kanon_policy_evaluations_total` | `policy` | times a policy met a request |
+//! | `kanon_policy_patches_total` | `policy` | times an override policy changed the object |
+//! | `kanon_policy_rejections_total` | `policy` | times a validate policy found the object wanting |
+//! | `kanon_policy_errors_total` | `policy`, `ignored` | evaluation errors (`ignored` under `failurePolicy: Ignore`) |
+//! | `kanon_policies` | | policies in force |
+//! | `kanon_ready` | | 1 when a policy set is in force (`/readyz`) |
+//! | `kanon_policy_reload_failures_total` | `source` | policy sets that could not be loaded |
+//!
+//! `operation` and `kind` are empty when the review could not be read.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+
+use kanon_engine::PolicyOutcome;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::admission::{Outcome, Reply, Webhook};
+
+/// The content type of [`Metrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Buckets of `kanon_admission_duration_seconds`: 100µs to 10s (kube-apiserver waits at most
+/// 30s for a webhook, 10s by default).
+const DURATION_BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    webhook: String,
+    operation: String,
+    kind: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    webhook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabels {
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyErrorLabels {
+    policy: String,
+    ignored: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: String,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+/// The registry and every metric family kanon exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    evaluations: Family<PolicyLabels, Counter>,
+    patches: Family<PolicyLabels, Counter>,
+    rejections: Family<PolicyLabels, Counter>,
+    errors: Family<PolicyErrorLabels, Counter>,
+    policies: Gauge<i64, AtomicI64>,
+    ready: Gauge<i64, AtomicI64>,
+    reload_failures: Family<SourceLabels, Counter>,
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered (and no sample yet).
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let duration = Family::<WebhookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram,
+        );
+        let evaluations = Family::<PolicyLabels, Counter>::default();
+        let patches = Family::<PolicyLabels, Counter>::default();
+        let rejections = Family::<PolicyLabels, Counter>::default();
+        let errors = Family::<PolicyErrorLabels, Counter>::default();
+        let policies = Gauge::<i64, AtomicI64>::default();
+        let ready = Gauge::<i64, AtomicI64>::default();
+        let reload_failures = Family::<SourceLabels, Counter>::default();
+
+        // Counters are registered without `_total`: the encoder appends it.
+        registry.register(
+            "kanon_admission_requests",
+            "Admission reviews answered, by webhook, operation, kind and result",
+            requests.clone(),
+        );
+        registry.register(
+            "kanon_admission_duration_seconds",
+            "Time to answer an admission review",
+            duration.clone(),
+        );
+        registry.register(
+            "kanon_policy_evaluations",
+            "Times a policy met a request",
+            evaluations.clone(),
+        );
+        registry.register(
+            "kanon_policy_patches",
+            "Times an override policy changed the object",
+            patches.clone(),
+        );
+        registry.register(
+            "kanon_policy_rejections",
+            "Times a validate policy found the object wanting",
+            rejections.clone(),
+        );
+        registry.register(
+            "kanon_policy_errors",
+            "Policy evaluation errors, by whether failurePolicy Ignore skipped them",
+            errors.clone(),
+        );
+        registry.register("kanon_policies", "Policies in force", policies.clone());
+        registry.register(
+            "kanon_ready",
+            "1 when a policy set is in force and requests are served",
+            ready.clone(),
+        );
+        registry.register(
+            "kanon_policy_reload_failures",
+            "Policy sets that could not be loaded, by source",
+            reload_failures.clone(),
+        );
+
+        Arc::new(Metrics {
+            registry,
+            requests,
+            duration,
+            evaluations,
+            patches,
+            rejections,
+            errors,
+            policies,
+            ready,
+            reload_failures,
+        })
+    }
+
+    /// Records one answered review: its result, how long it took and, when it was evaluated,
+    /// what each policy did. `operation` and `kind` are the request's, when it could be read.
+    pub fn observe_review(
+        &self,
+        webhook: Webhook,
+        reply: &Reply,
+        operation: Option<&str>,
+        kind: Option<&str>,
+        seconds: f64,
+    ) {
+        let webhook_name = webhook_label(webhook);
+        let result = match &reply.outcome {
+            Outcome::Invalid(error) if error.http_status() == 413 => "too_large",
+            Outcome::Invalid(_) => "invalid",
+            Outcome::Decided(decision) if !decision.allowed => "denied",
+            Outcome::Decided(decision)
+                if webhook == Webhook::Mutate
+                    && !decision.patch.is_empty()
+                    && operation != Some("DELETE") =>
+            {
+                "patched"
+            }
+            Outcome::Decided(_) => "allowed",
+        };
+        self.requests
+            .get_or_create(&RequestLabels {
+                webhook: webhook_name.to_string(),
+                operation: operation.unwrap_or_default().to_string(),
+                kind: kind.unwrap_or_default().to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+        if seconds.is_finite() && seconds >= 0.0 {
+            self.duration
+                .get_or_create(&WebhookLabels {
+                    webhook: webhook_name.to_string(),
+                })
+                .observe(seconds);
+        }
+        let Outcome::Decided(decision) = &reply.outcome else {
+            return;
+        };
+        for result in &decision.policy_results {
+            let policy = PolicyLabels {
+                policy: result.policy.clone(),
+            };
+            self.evaluations.get_or_create(&policy).inc();
+            match result.outcome {
+                PolicyOutcome::Mutated { patched: true } => {
+                    self.patches.get_or_create(&policy).inc();
+                }
+                PolicyOutcome::Mutated { patched: false } | PolicyOutcome::Passed => {}
+                PolicyOutcome::Rejected => {
+                    self.rejections.get_or_create(&policy).inc();
+                }
+                PolicyOutcome::Failed { ignored } => {
+                    self.errors
+                        .get_or_create(&PolicyErrorLabels {
+                            policy: policy.policy,
+                            ignored: ignored.to_string(),
+                        })
+                        .inc();
+                }
+            }
+        }
+    }
+
+    /// Sets `kanon_policies`: how many policies are in force.
+    pub fn policies_loaded(&self, count: usize) {
+        self.policies.set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Sets `kanon_ready`.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+
+    /// Counts a policy set from `source` (`directory`, `cluster`) that could not be loaded.
+    pub fn reload_failed(&self, source: &str) {
+        self.reload_failures
+            .get_or_create(&SourceLabels {
+                source: source.to_string(),
+            })
+            .inc();
+    }
+
+    /// Every metric as OpenMetrics text ([`CONTENT_TYPE`]), ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail; a metric that fails to encode is left out rather
+        // than failing the scrape.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+fn webhook_label(webhook: Webhook) -> &'static str {
+    match webhook {
+        Webhook::Mutate => "mutate",
+        Webhook::Validate => "validate",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::BadReview;
+    use kanon_engine::{Decision, PolicyResult};
+    use serde_json::json;
+
+    fn decided(allowed: bool, patch: bool, results: Vec<PolicyResult>) -> Reply {
+        let patch: json_patch::Patch = if patch {
+            serde_json::from_value(json!([{"op": "add", "path": "/a", "value": 1}])).unwrap()
+        } else {
+            json_patch::Patch(Vec::new())
+        };
+        let decision = Decision {
+            allowed,
+            messages: if allowed {
+                vec![]
+            } else {
+                vec!["no".to_string()]
+            },
+            warnings: vec![],
+            audit_annotations: Default::default(),
+            applied_policies: results.iter().map(|r| r.policy.clone()).collect(),
+            patch,
+            patched: None,
+            policy_results: results,
+        };
+        Reply {
+            status: 200,
+            body: Vec::new(),
+            uid: Some("u".into()),
+            outcome: Outcome::Decided(Box::new(decision)),
+        }
+    }
+
+    fn result(policy: &str, outcome: PolicyOutcome) -> PolicyResult {
+        PolicyResult {
+            policy: policy.to_string(),
+            outcome,
+        }
+    }
+
+    /// The value of the sample line `name{labels}` (labels as encoded, in order).
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().unwrap())
+        })
+    }
+
+    #[test]
+    fn counts_reviews_by_result() {
+        let metrics = Metrics::new();
+        let ops = Some("CREATE");
+        let pod = Some("Pod");
+        metrics.observe_review(
+            Webhook::Mutate,
+            &decided(true, true, vec![]),
+            ops,
+            pod,
+            0.001,
+        );
+        metrics.observe_review(
+            Webhook::Mutate,
+            &decided(true, true, vec![]),
+            ops,
+            pod,
+            0.002,
+        );
+        metrics.observe_review(
+            Webhook::Mutate,
+            &decided(true, false, vec![]),
+            ops,
+            pod,
+            0.0001,
+        );
+        // The validating webhook never patches.
+        metrics.observe_review(
+            Webhook::Validate,
+            &decided(true, true, vec![]),
+            ops,
+            pod,
+            0.1,
+        );
+        metrics.observe_review(
+            Webhook::Validate,
+            &decided(false, false, vec![]),
+            Some("UPDATE"),
+            Some("Deployment"),
+            0.2,
+        );
+        metrics.observe_review(
+            Webhook::Validate,
+            &Reply::invalid(None, BadReview::Empty),
+            None,
+            None,
+            0.0,
+        );
+        metrics.observe_review(Webhook::Mutate, &Reply::too_large(10), None, None, 0.0);
+
+        let text = metrics.encode();
+        let requests = |labels: &str| {
+            sample(
+                &text,
+                &format!("kanon_admission_requests_total{{{labels}}}"),
+            )
+        };
+        assert_eq!(
+            requests(r#"webhook="mutate",operation="CREATE",kind="Pod",result="patched""#),
+            Some(2.0)
+        );
+        assert_eq!(
+            requests(r#"webhook="mutate",operation="CREATE",kind="Pod",result="allowed""#),
+            Some(1.0)
+        );
+        assert_eq!(
+            requests(r#"webhook="validate",operation="CREATE",kind="Pod",result="allowed""#),
+            Some(1.0)
+        );
+        assert_eq!(
+            requests(r#"webhook="validate",operation="UPDATE",kind="Deployment",result="denied""#),
+            Some(1.0)
+        );
+        assert_eq!(
+            requests(r#"webhook="validate",operation="",kind="",result="invalid""#),
+            Some(1.0)
+        );
+        assert_eq!(
+            requests(r#"webhook="mutate",operation="",kind="",result="too_large""#),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"kanon_admission_duration_seconds_count{webhook="mutate"}"#
+            ),
+            Some(4.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"kanon_admission_duration_seconds_bucket{le="0.0001",webhook="mutate"}"#
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"kanon_admission_duration_seconds_count{webhook="validate"}"#
+            ),
+            Some(3.0)
+        );
+    }
+
+    #[test]
+    fn counts_what_each_policy_did() {
+        let metrics = Metrics::new();
+        let results = vec![
+            result(
+                "ClusterOverridePolicy/a",
+                PolicyOutcome::Mutated { patched: true },
+            ),
+            result(
+                "OverridePolicy/ns/b",
+                PolicyOutcome::Mutated { patched: false },
+            ),
+            result("ClusterValidatePolicy/c", PolicyOutcome::Rejected),
+            result("ValidatePolicy/ns/d", PolicyOutcome::Passed),
+            result(
+                "ClusterValidatePolicy/e",
+                PolicyOutcome::Failed { ignored: true },
+            ),
+            result(
+                "ClusterValidatePolicy/e",
+                PolicyOutcome::Failed { ignored: false },
+            ),
+        ];
+        metrics.observe_review(
+            Webhook::Mutate,
+            &decided(false, false, results),
+            Some("CREATE"),
+            Some("Pod"),
+            0.01,
+        );
+        let text = metrics.encode();
+        let value = |series: &str| sample(&text, series);
+        assert_eq!(
+            value(r#"kanon_policy_evaluations_total{policy="ClusterOverridePolicy/a"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(r#"kanon_policy_evaluations_total{policy="ValidatePolicy/ns/d"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(r#"kanon_policy_evaluations_total{policy="ClusterValidatePolicy/e"}"#),
+            Some(2.0)
+        );
+        assert_eq!(
+            value(r#"kanon_policy_patches_total{policy="ClusterOverridePolicy/a"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(r#"kanon_policy_patches_total{policy="OverridePolicy/ns/b"}"#),
+            None
+        );
+        assert_eq!(
+            value(r#"kanon_policy_rejections_total{policy="ClusterValidatePolicy/c"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(r#"kanon_policy_errors_total{policy="ClusterValidatePolicy/e",ignored="true"}"#),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(r#"kanon_policy_errors_total{policy="ClusterValidatePolicy/e",ignored="false"}"#),
+            Some(1.0)
+        );
+        // An invalid review names no policy.
+        metrics.observe_review(
+            Webhook::Mutate,
+            &Reply::invalid(None, BadReview::Empty),
+            None,
+            None,
+            0.0,
+        );
+        assert_eq!(
+            sample(
+                &metrics.encode(),
+                r#"kanon_policy_evaluations_total{policy="ClusterOverridePolicy/a"}"#
+            ),
+            Some(1.0)
+        );
+    }
+
+    #[test]
+    fn gauges_and_reload_failures() {
+        let metrics = Metrics::new();
+        let text = metrics.encode();
+        assert_eq!(sample(&text, "kanon_ready"), Some(0.0));
+        assert_eq!(sample(&text, "kanon_policies"), Some(0.0));
+        metrics.policies_loaded(7);
+        metrics.set_ready(true);
+        metrics.reload_failed("directory");
+        metrics.reload_failed("directory");
+        metrics.reload_failed("cluster");
+        let text = metrics.encode();
+        assert_eq!(sample(&text, "kanon_ready"), Some(1.0));
+        assert_eq!(sample(&text, "kanon_policies"), Some(7.0));
+        assert_eq!(
+            sample(
+                &text,
+                r#"kanon_policy_reload_failures_total{source="directory"}"#
+            ),
+            Some(2.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"kanon_policy_reload_failures_total{source="cluster"}"#
+            ),
+            Some(1.0)
+        );
+        metrics.set_ready(false);
+        assert_eq!(sample(&metrics.encode(), "kanon_ready"), Some(0.0));
+    }
+
+    #[test]
+    fn encoding_is_line_by_line_openmetrics() {
+        let metrics = Metrics::new();
+        metrics.observe_review(
+            Webhook::Validate,
+            &decided(
+                false,
+                false,
+                vec![
+                    result("ClusterValidatePolicy/c", PolicyOutcome::Rejected),
+                    result(
+                        "ClusterOverridePolicy/a",
+                        PolicyOutcome::Mutated { patched: true },
+                    ),
+                    result(
+                        "ClusterValidatePolicy/e",
+                        PolicyOutcome::Failed { ignored: false },
+                    ),
+                ],
+            ),
+            Some("CREATE"),
+            Some("Pod"),
+            0.003,
+        );
+        metrics.policies_loaded(1);
+        metrics.set_ready(true);
+        metrics.reload_failed("directory");
+        let text = metrics.encode();
+        // Families without a sample are left out; every family has one here.
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.last(), Some(&"# EOF"), "{text}");
+        let mut types = std::collections::BTreeMap::new();
+        for line in &lines[..lines.len() - 1] {
+            if let Some(rest) = line.strip_prefix("# ") {
+                let mut words = rest.splitn(3, ' ');
+                let keyword = words.next().unwrap();
+                let name = words.next().unwrap();
+                assert!(
+                    matches!(keyword, "HELP" | "TYPE" | "UNIT"),
+                    "bad comment line {line:?}"
+                );
+                if keyword == "TYPE" {
+                    types.insert(name.to_string(), words.next().unwrap().to_string());
+                }
+                continue;
+            }
+            // `name{labels} value` or `name value`.
+            let (series, value) = line.rsplit_once(' ').expect(line);
+            value
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("bad value in {line:?}"));
+            let name = series.split('{').next().unwrap();
+            assert!(
+                name.starts_with("kanon_")
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "bad name in {line:?}"
+            );
+            let labels = &series[name.len()..];
+            if !labels.is_empty() {
+                let inner = labels
+                    .strip_prefix('{')
+                    .and_then(|l| l.strip_suffix('}'))
+                    .unwrap_or_else(|| panic!("bad labels in {line:?}"));
+                for pair in inner.split(',') {
+                    let (key, value) = pair.split_once('=').expect(line);
+                    assert!(key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+                    assert!(value.starts_with('"') && value.ends_with('"'), "{line:?}");
+                }
+            }
+            assert!(
+                types.keys().any(|family| name.starts_with(family.as_str())),
+                "sample {line:?} before its TYPE"
+            );
+        }
+        for (family, kind) in [
+            ("kanon_admission_requests", "counter"),
+            ("kanon_admission_duration_seconds", "histogram"),
+            ("kanon_policy_evaluations", "counter"),
+            ("kanon_policy_patches", "counter"),
+            ("kanon_policy_rejections", "counter"),
+            ("kanon_policy_errors", "counter"),
+            ("kanon_policies", "gauge"),
+            ("kanon_ready", "gauge"),
+            ("kanon_policy_reload_failures", "counter"),
+        ] {
+            assert_eq!(
+                types.get(family).map(String::as_str),
+                Some(kind),
+                "{family}"
+            );
+        }
+    }
+}

@@ -1,1 +1,365 @@
-//! Placeholder: filled in by the source work of issue 4.
+//! Policies from files: the documents `kanon apply`, `kanon test` and `kanon render` read, and
+//! the policy directory `kanon serve --policies DIR` watches.
+//!
+//! Paths are files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name order) or
+//! `-` for standard input. [`load_policies`] compiles every policy document found and reports
+//! every problem; [`watch_directory`] keeps a [`PolicyState`] in step with a directory.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use kanon_engine::{PolicySet, compile_document, policy_kind_of};
+use serde_json::Value;
+
+use crate::metrics::Metrics;
+use crate::state::PolicyState;
+
+/// A document and where it came from.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The file (or `-`) it was read from.
+    pub source: String,
+    /// 1-based position in that file.
+    pub index: usize,
+    /// The document.
+    pub value: Value,
+}
+
+impl Document {
+    /// `file`, or `file (document N)` past the first document of a file.
+    pub fn origin(&self) -> String {
+        if self.index > 1 {
+            format!("{} (document {})", self.source, self.index)
+        } else {
+            self.source.clone()
+        }
+    }
+}
+
+/// A path that could not be read or parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The file or directory could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The text is not valid YAML/JSON.
+    #[error(transparent)]
+    Parse(#[from] kanon_engine::DocumentError),
+    /// A directory held no YAML or JSON file.
+    #[error("{0}: no .yaml, .yml or .json file found")]
+    Empty(String),
+}
+
+fn is_document_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+/// The document files under `dir`, recursively, in name order. With `skip_hidden`, entries
+/// whose name starts with `.` are left out (a mounted ConfigMap holds every file twice more,
+/// under `..data/` and `..<timestamp>/`).
+fn collect_files(dir: &Path, skip_hidden: bool, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
+    let read_err = |source| InputError::Read {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(read_err)?;
+    entries.sort();
+    for path in entries {
+        if skip_hidden && is_hidden(&path) {
+            continue;
+        }
+        if path.is_dir() {
+            collect_files(&path, skip_hidden, out)?;
+        } else if is_document_file(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, InputError> {
+    Ok(kanon_engine::parse_documents(text, source, json)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| Document {
+            source: source.to_string(),
+            index: i + 1,
+            value,
+        })
+        .collect())
+}
+
+fn read_file(file: &Path) -> Result<Vec<Document>, InputError> {
+    let name = file.display().to_string();
+    let text = std::fs::read_to_string(file).map_err(|source| InputError::Read {
+        path: name.clone(),
+        source,
+    })?;
+    let json = file.extension().and_then(|e| e.to_str()) == Some("json");
+    parse(&text, &name, json)
+}
+
+/// Reads every document under `paths`, in the order given (directories in name order; `-`
+/// is standard input). Stops at the first path that cannot be read or parsed; a directory
+/// without any document file is an error.
+pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
+    let mut docs = Vec::new();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|source| InputError::Read {
+                    path: "-".into(),
+                    source,
+                })?;
+            let json = text.trim_start().starts_with(['{', '[']);
+            docs.extend(parse(&text, "-", json)?);
+            continue;
+        }
+        let files = if path.is_dir() {
+            let mut files = Vec::new();
+            collect_files(path, false, &mut files)?;
+            if files.is_empty() {
+                return Err(InputError::Empty(path.display().to_string()));
+            }
+            files
+        } else {
+            vec![path.clone()]
+        };
+        for file in files {
+            docs.extend(read_file(&file)?);
+        }
+    }
+    Ok(docs)
+}
+
+/// Compiles every document as a kanon policy. On failure: every problem, each naming the
+/// document's origin (and, for a policy that does not compile, every error by field path).
+pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut compiled = Vec::new();
+    for doc in docs {
+        if policy_kind_of(&doc.value).is_none() {
+            let text = |key| {
+                doc.value
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            problems.push(format!(
+                "{}: {} {} is not a kanon policy kind (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy)",
+                doc.origin(),
+                text("apiVersion"),
+                text("kind"),
+                kanon_api::API_VERSION
+            ));
+            continue;
+        }
+        match compile_document(&doc.value) {
+            Ok(policy) => compiled.push(policy),
+            Err(invalid) => problems.push(format!("{}: {invalid}", doc.origin())),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    PolicySet::build(compiled).map_err(|e| vec![e.to_string()])
+}
+
+/// Reads and compiles the policies under `paths` ([`read_documents`], then
+/// [`compile_documents`]): what `kanon apply`, `kanon test` and `kanon render` evaluate.
+pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, Vec<String>> {
+    let docs = read_documents(paths).map_err(|e| vec![e.to_string()])?;
+    compile_documents(&docs)
+}
+
+/// Reads and compiles every policy file under `dir` (recursively, `*.yaml`, `*.yml`,
+/// `*.json` in name order, leaving out names that start with `.`). Unlike [`load_policies`]
+/// it reads every file whatever is wrong with the others, to report every problem at once,
+/// and an empty directory is a valid, empty set.
+pub fn load_directory(dir: &Path) -> Result<PolicySet, Vec<String>> {
+    let mut files = Vec::new();
+    collect_files(dir, true, &mut files).map_err(|e| vec![e.to_string()])?;
+    let mut problems = Vec::new();
+    let mut docs = Vec::new();
+    for file in files {
+        match read_file(&file) {
+            Ok(found) => docs.extend(found),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    match compile_documents(&docs) {
+        Ok(set) if problems.is_empty() => Ok(set),
+        Ok(_) => Err(problems),
+        Err(more) => {
+            problems.extend(more);
+            Err(problems)
+        }
+    }
+}
+
+/// What a directory's policy files look like from outside: each file's path, size,
+/// modification time (and, on Unix, inode), or why the directory could not be listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fingerprint {
+    Files(Vec<FileStamp>),
+    Unreadable(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    path: PathBuf,
+    /// `None` when the file vanished between listing and looking.
+    meta: Option<(u64, Option<SystemTime>, u64)>,
+}
+
+fn fingerprint(dir: &Path) -> Fingerprint {
+    let mut files = Vec::new();
+    if let Err(e) = collect_files(dir, true, &mut files) {
+        return Fingerprint::Unreadable(e.to_string());
+    }
+    Fingerprint::Files(
+        files
+            .into_iter()
+            .map(|path| {
+                // Follows symlinks: a ConfigMap's files are links into a directory that is
+                // swapped whole.
+                let meta = std::fs::metadata(&path)
+                    .ok()
+                    .map(|m| (m.len(), m.modified().ok(), inode(&m)));
+                FileStamp { path, meta }
+            })
+            .collect(),
+    )
+}
+
+#[cfg(unix)]
+fn inode(meta: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(meta)
+}
+
+#[cfg(not(unix))]
+fn inode(_: &std::fs::Metadata) -> u64 {
+    0
+}
+
+/// Fingerprints `dir`, then loads it, off the async threads. A panic while loading is a
+/// failure like any other.
+async fn fingerprint_and_load(dir: &Path) -> (Fingerprint, Result<PolicySet, Vec<String>>) {
+    let dir = dir.to_path_buf();
+    let shown = dir.display().to_string();
+    tokio::task::spawn_blocking(move || {
+        let print = fingerprint(&dir);
+        (print, load_directory(&dir))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        (
+            Fingerprint::Unreadable(format!("load failed: {e}")),
+            Err(vec![format!("{shown}: loading the policies failed: {e}")]),
+        )
+    })
+}
+
+async fn fingerprint_only(dir: &Path) -> Fingerprint {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || fingerprint(&dir))
+        .await
+        .unwrap_or_else(|e| Fingerprint::Unreadable(format!("fingerprint failed: {e}")))
+}
+
+/// Puts a loaded set in force, or reports why it could not be loaded.
+fn apply(
+    dir: &Path,
+    loaded: Result<PolicySet, Vec<String>>,
+    state: &PolicyState,
+    metrics: &Metrics,
+) {
+    match loaded {
+        Ok(set) => {
+            let count = set.len();
+            state.replace(set);
+            metrics.policies_loaded(count);
+            metrics.set_ready(true);
+            tracing::info!(
+                dir = %dir.display(),
+                policies = count,
+                generation = state.generation(),
+                "loaded {count} policies from {}",
+                dir.display()
+            );
+        }
+        Err(problems) => {
+            metrics.reload_failed("directory");
+            metrics.set_ready(state.is_ready());
+            let keeping = if state.is_ready() {
+                "the last good set keeps serving"
+            } else {
+                "no policy set is in force: not ready"
+            };
+            tracing::error!(
+                dir = %dir.display(),
+                problems = problems.len(),
+                "policies in {} not loaded ({keeping}):\n{}",
+                dir.display(),
+                problems.join("\n")
+            );
+        }
+    }
+}
+
+/// Serves the policies in `dir` through `state`: loads them once, then every `interval`
+/// looks at the policy files (paths, sizes, modification times) and, when anything changed
+/// and has stayed unchanged for one more interval (so that a file caught half-written is not
+/// loaded), loads them again. A good set is put in force; a bad one is logged with every
+/// problem and counted (`kanon_policy_reload_failures_total{source="directory"}`), and the
+/// last good set (or none: not ready) stays. Runs until the task is dropped.
+pub async fn watch_directory(
+    dir: PathBuf,
+    state: Arc<PolicyState>,
+    metrics: Arc<Metrics>,
+    interval: Duration,
+) {
+    let (mut loaded_print, loaded) = fingerprint_and_load(&dir).await;
+    apply(&dir, loaded, &state, &metrics);
+    let mut last_print = loaded_print.clone();
+    let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(1)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await; // the first tick is immediate
+    loop {
+        ticks.tick().await;
+        let print = fingerprint_only(&dir).await;
+        let settled = print == last_print;
+        last_print = print;
+        if !settled || last_print == loaded_print {
+            continue;
+        }
+        tracing::debug!(dir = %dir.display(), "policy files changed; loading them");
+        let (print, loaded) = fingerprint_and_load(&dir).await;
+        loaded_print = print;
+        last_print = loaded_print.clone();
+        apply(&dir, loaded, &state, &metrics);
+    }
+}

@@ -5,9 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use kanon_api::Operation;
-use kanon_engine::{
-    ObjectStore, PolicySet, Request, compile_document, parse_operation, policy_kind_of,
-};
+use kanon_engine::{ObjectStore, PolicySet, Request, parse_operation};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -114,37 +112,9 @@ pub fn run(args: &ApplyArgs) -> ExitCode {
     }
 }
 
+/// The policies under `paths`, compiled; every problem found is bad input.
 pub(crate) fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
-    let docs = read_documents(paths).map_err(|e| e.to_string())?;
-    let mut problems = Vec::new();
-    let mut compiled = Vec::new();
-    for doc in &docs {
-        if policy_kind_of(&doc.value).is_none() {
-            let text = |key| {
-                doc.value
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string()
-            };
-            problems.push(format!(
-                "{}: {} {} is not a kanon policy kind (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy)",
-                doc.origin(),
-                text("apiVersion"),
-                text("kind"),
-                kanon_api::API_VERSION
-            ));
-            continue;
-        }
-        match compile_document(&doc.value) {
-            Ok(policy) => compiled.push(policy),
-            Err(invalid) => problems.push(format!("{}: {invalid}", doc.origin())),
-        }
-    }
-    if !problems.is_empty() {
-        return Err(BadInput(problems));
-    }
-    PolicySet::build(compiled).map_err(|e| BadInput(vec![e.to_string()]))
+    kanon_webhook::source::load_policies(paths).map_err(BadInput)
 }
 
 pub(crate) fn load_context(paths: &[PathBuf]) -> Result<ObjectStore, BadInput> {

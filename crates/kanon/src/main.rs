@@ -3,6 +3,7 @@
 mod apply;
 mod inputs;
 mod render;
+mod serve;
 mod suite;
 
 use std::process::ExitCode;
@@ -23,6 +24,8 @@ enum Command {
     ///
     /// Exit status: 0 when every resource is allowed, 1 when any is denied, 2 on bad input.
     Apply(apply::ApplyArgs),
+    /// Serve the admission webhooks over HTTPS (standalone: `--policies DIR`).
+    Serve(serve::ServeArgs),
     /// Run policy test suites (`kanon-test.yaml` files) and report each case.
     ///
     /// Exit status: 0 when every case passes, 1 when any fails, 2 on bad input.
@@ -37,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Apply(args) => apply::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Test(args) => suite::run(&args),
         Command::Render(args) => render::run(&args),
         Command::Crds => match print_crds() {

@@ -1,0 +1,142 @@
+//! `kanon serve`: the admission webhook. Standalone mode (`--policies DIR`) serves policies
+//! from files, reloaded on change, with no cluster; cluster mode comes with the controller.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use kanon_engine::{Lookup, NoObjects};
+use kanon_webhook::PolicyState;
+use kanon_webhook::metrics::Metrics;
+use kanon_webhook::server::{self, ServerConfig};
+
+/// Log formats.
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+pub enum LogFormat {
+    /// Readable lines, for a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line, for a cluster's log collector.
+    Json,
+}
+
+/// Arguments of `kanon serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Standalone mode: serve the policies in this directory (YAML or JSON files, read
+    /// recursively), reloaded when they change. Without it kanon would read them from the
+    /// cluster, which this version does not do yet.
+    #[arg(long, value_name = "DIR")]
+    policies: Option<PathBuf>,
+    /// Where the serving certificate is: `tls.crt` and `tls.key` are used (and reloaded when
+    /// they change); when absent, a CA (`ca.crt`) and a certificate for localhost and
+    /// 127.0.0.1 are created there.
+    #[arg(long, value_name = "DIR", default_value_os_t = std::env::temp_dir().join("kanon-certs"))]
+    cert_dir: PathBuf,
+    /// HTTPS address of the webhooks (`/mutate`, `/validate`, `/healthz`, `/readyz`).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// Plain-HTTP address of `/metrics`.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    metrics_listen: SocketAddr,
+    /// How often the policy directory is checked for changes, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    reload_interval_ms: u64,
+    /// Log format; the level comes from `RUST_LOG` (default `info`).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutting down: draining in-flight reviews");
+}
+
+/// Runs `kanon serve` until SIGTERM; exit status 2 on bad arguments or a server that cannot
+/// start.
+pub fn run(args: &ServeArgs) -> ExitCode {
+    let Some(dir) = args.policies.clone() else {
+        eprintln!(
+            "error: cluster mode (`kanon serve` without --policies) is not available in this version; \
+             run `kanon serve --policies DIR` to serve policies from files"
+        );
+        return ExitCode::from(2);
+    };
+    if !dir.is_dir() {
+        eprintln!("error: --policies {}: not a directory", dir.display());
+        return ExitCode::from(2);
+    }
+    // One crypto provider for the whole process, chosen before any TLS configuration exists.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    init_logging(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = ServerConfig {
+        listen: args.listen,
+        metrics_listen: args.metrics_listen,
+        cert_dir: args.cert_dir.clone(),
+        ..ServerConfig::default()
+    };
+    let interval = Duration::from_millis(args.reload_interval_ms.max(50));
+    let result = runtime.block_on(async move {
+        let state = PolicyState::new();
+        let metrics = Metrics::new();
+        tokio::spawn(kanon_webhook::source::watch_directory(
+            dir,
+            state.clone(),
+            metrics.clone(),
+            interval,
+        ));
+        let lookup: Arc<dyn Lookup> = Arc::new(NoObjects);
+        server::serve(config, state, lookup, metrics, shutdown_signal()).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
