@@ -121,6 +121,8 @@ pub enum Outcome {
     Decided(Box<Decision>),
     /// The body was not a review kanon can answer.
     Invalid(BadReview),
+    /// Allowed without evaluation ([`allow_all`], the benchmark ceiling).
+    Unevaluated,
 }
 
 /// The HTTP answer to one review.
@@ -135,6 +137,8 @@ pub struct Reply {
     pub uid: Option<String>,
     /// What became of the review.
     pub outcome: Outcome,
+    /// The request's operation and kind, when the review could be read (for metrics labels).
+    pub request: Option<(Operation, String)>,
 }
 
 impl Reply {
@@ -165,6 +169,7 @@ impl Reply {
             body,
             uid,
             outcome: Outcome::Invalid(error),
+            request: None,
         }
     }
 
@@ -203,7 +208,34 @@ impl Reply {
             body,
             uid: Some(request.uid.clone()),
             outcome: Outcome::Decided(Box::new(decision)),
+            request: Some((request.operation, request.kind.clone())),
         }
+    }
+}
+
+/// The benchmark ceiling: answers any review that carries a uid with `allowed: true`, without
+/// evaluating anything. Only `kanon serve --allow-all` uses it, to measure the server itself.
+pub fn allow_all(body: &[u8]) -> Reply {
+    let uid = serde_json::from_slice::<Value>(body).ok().and_then(|d| {
+        d.pointer("/request/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    let Some(uid) = uid else {
+        return Reply::invalid(None, BadReview::NotJson("no request.uid".into()));
+    };
+    let body = serde_json::to_vec(&serde_json::json!({
+        "apiVersion": REVIEW_API_VERSION,
+        "kind": REVIEW_KIND,
+        "response": {"uid": uid, "allowed": true},
+    }))
+    .unwrap_or_default();
+    Reply {
+        status: 200,
+        body,
+        uid: Some(uid),
+        outcome: Outcome::Unevaluated,
+        request: None,
     }
 }
 

@@ -180,7 +180,7 @@ impl Metrics {
             {
                 "patched"
             }
-            Outcome::Decided(_) => "allowed",
+            Outcome::Decided(_) | Outcome::Unevaluated => "allowed",
         };
         self.requests
             .get_or_create(&RequestLabels {
@@ -293,6 +293,7 @@ mod tests {
             body: Vec::new(),
             uid: Some("u".into()),
             outcome: Outcome::Decided(Box::new(decision)),
+            request: None,
         }
     }
 

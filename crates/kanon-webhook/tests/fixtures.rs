@@ -236,6 +236,7 @@ fn accept(request: &Value, webhook: Webhook, reply: &Reply) -> Accepted {
     match &reply.outcome {
         Outcome::Decided(decision) => assert_eq!(decision.allowed, allowed),
         Outcome::Invalid(e) => panic!("an accepted answer to an invalid review: {e}"),
+        Outcome::Unevaluated => panic!("a review answered without evaluation"),
     }
     Accepted {
         allowed,
@@ -1038,4 +1039,19 @@ fn webhook_paths() {
         assert_eq!(Webhook::from_path(webhook.path()), Some(webhook));
     }
     assert_eq!(Webhook::from_path("/healthz"), None);
+}
+
+#[test]
+fn allow_all_answers_without_evaluating() {
+    let body = serde_json::to_vec(&fixture("pod-create-privileged.json")).unwrap();
+    let reply = kanon_webhook::admission::allow_all(&body);
+    assert_eq!(reply.status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(
+        answer["response"]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    assert_eq!(kanon_webhook::admission::allow_all(b"{}").status, 400);
 }

@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// How often the policy directory is checked for changes, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     reload_interval_ms: u64,
+    /// Benchmark ceiling: answer every review `allowed` without evaluating anything (same
+    /// server, no engine). Never for real use.
+    #[arg(long, hide = true)]
+    allow_all: bool,
     /// Log format; the level comes from `RUST_LOG` (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -117,6 +121,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
         cert_dir: args.cert_dir.clone(),
+        allow_all: args.allow_all,
         ..ServerConfig::default()
     };
     let interval = Duration::from_millis(args.reload_interval_ms.max(50));
