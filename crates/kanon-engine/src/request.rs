@@ -163,6 +163,23 @@ impl Request {
     /// from the object, else from `request.kind`; its namespace from the object, else from
     /// `request.namespace`.
     pub fn from_admission_review(review: &Value) -> Result<Self, RequestError> {
+        let take = |key: &str| review.pointer(key).cloned();
+        Self::from_review_parts(review, take("/request/object"), take("/request/oldObject"))
+    }
+
+    /// As [`Request::from_admission_review`], moving the object and the old object out of
+    /// `review` instead of copying them (what a server does with a body it has just parsed).
+    pub fn from_admission_review_owned(mut review: Value) -> Result<Self, RequestError> {
+        let mut take = |key: &str| review.pointer_mut(key).map(Value::take);
+        let (object, old_object) = (take("/request/object"), take("/request/oldObject"));
+        Self::from_review_parts(&review, object, old_object)
+    }
+
+    fn from_review_parts(
+        review: &Value,
+        object: Option<Value>,
+        old_object: Option<Value>,
+    ) -> Result<Self, RequestError> {
         let bad = |m: &str| RequestError::Review(m.to_string());
         let Some(map) = review.as_object() else {
             return Err(bad("the body is not a JSON object"));
@@ -191,9 +208,8 @@ impl Request {
             text_at(request, "/operation").ok_or_else(|| bad("`request.operation` is missing"))?,
         )
         .map_err(|e| RequestError::Review(format!("request.operation: {e}")))?;
-        let non_null = |key: &str| request.get(key).filter(|v| !v.is_null()).cloned();
-        let object = non_null("object");
-        let old_object = non_null("oldObject");
+        let object = object.filter(|v| !v.is_null());
+        let old_object = old_object.filter(|v| !v.is_null());
         let subject = match operation {
             Operation::Delete => old_object.as_ref(),
             _ => object.as_ref(),

@@ -263,20 +263,18 @@ pub fn review(
         Ok(document) => document,
         Err(e) => return Reply::invalid(None, BadReview::NotJson(e.to_string())),
     };
-    match Request::from_admission_review(&document) {
+    // Echo the uid whenever it is there, however wrong the rest is.
+    let uid = document
+        .pointer("/request/uid")
+        .and_then(Value::as_str)
+        .filter(|uid| !uid.is_empty())
+        .map(str::to_string);
+    match Request::from_admission_review_owned(document) {
         Ok(request) => {
             let decision = decide(&request, webhook, policies, lookup);
             Reply::decided(&request, webhook, decision)
         }
-        Err(e) => {
-            // Echo the uid whenever it is there, however wrong the rest is.
-            let uid = document
-                .pointer("/request/uid")
-                .and_then(Value::as_str)
-                .filter(|uid| !uid.is_empty())
-                .map(str::to_string);
-            Reply::invalid(uid, e.into())
-        }
+        Err(e) => Reply::invalid(uid, e.into()),
     }
 }
 
