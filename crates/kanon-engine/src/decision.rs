@@ -14,7 +14,7 @@ use crate::plaintext;
 use crate::policy::{CompiledPolicy, PolicyRules, RuleProgram};
 use crate::program::{json_value, patch_from_output, verdict_from_output};
 use crate::refs::RefScope;
-use crate::request::Request;
+use crate::request::{Deadline, Request};
 use crate::selector::{ObjectView, labels_of};
 
 /// The outcome of a request.
@@ -372,6 +372,16 @@ impl PolicySet {
             request.namespace.as_deref(),
         );
         for policy in candidates {
+            if request.deadline.as_ref().is_some_and(Deadline::passed) {
+                // Only policies that meet the request fail; the others would not have run.
+                if applies(policy, &view, request.operation, &mut namespaces).unwrap_or(true) {
+                    decision.policy_error(
+                        policy,
+                        "the review's deadline passed before this policy ran",
+                    );
+                }
+                continue;
+            }
             match applies(policy, &view, request.operation, &mut namespaces) {
                 Ok(false) => continue,
                 Ok(true) => {}
@@ -446,6 +456,16 @@ impl PolicySet {
             request.namespace.as_deref(),
         );
         for policy in candidates {
+            if request.deadline.as_ref().is_some_and(Deadline::passed) {
+                // Only policies that meet the request fail; the others would not have run.
+                if applies(policy, &view, request.operation, &mut namespaces).unwrap_or(true) {
+                    decision.policy_error(
+                        policy,
+                        "the review's deadline passed before this policy ran",
+                    );
+                }
+                continue;
+            }
             match applies(policy, &view, request.operation, &mut namespaces) {
                 Ok(false) => continue,
                 Ok(true) => {}

@@ -29,7 +29,7 @@ pub use error::{FieldError, InvalidPolicy};
 pub use index::{DuplicatePolicy, PolicySet};
 pub use lookup::{Lookup, LookupError, NoObjects, ObjectStore};
 pub use policy::{CompiledPolicy, PolicyId, PolicyObject, compile, policy_kind_of};
-pub use request::{Request, RequestError, parse_operation};
+pub use request::{Deadline, Request, RequestError, parse_operation};
 
 /// Decodes and compiles one policy document; the error lists every problem by field path.
 pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, InvalidPolicy> {

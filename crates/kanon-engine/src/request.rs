@@ -52,6 +52,38 @@ pub struct Request {
     /// What programs see as `request`: uid, kind, resource, subResource, name, namespace,
     /// operation, userInfo, dryRun (from the AdmissionReview, or made up offline).
     pub info: Value,
+    /// When the caller stops waiting (kube-apiserver's `?timeout=`); policies not yet run by
+    /// then fail under their own failure policy. `None`: no deadline.
+    pub deadline: Option<Deadline>,
+}
+
+/// A deadline the caller keeps: the engine asks whether it has passed, and never reads a clock
+/// itself.
+#[derive(Clone)]
+pub struct Deadline(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Deadline {
+    /// A deadline that has passed when `passed` says so.
+    pub fn new(passed: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Deadline(std::sync::Arc::new(passed))
+    }
+
+    /// Whether the deadline has passed.
+    pub fn passed(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Deadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deadline")
+    }
+}
+
+impl PartialEq for Deadline {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Parses an operation name (`CREATE`, `UPDATE`, `DELETE`, `CONNECT`; any case).
@@ -156,6 +188,7 @@ impl Request {
             old_object,
             dry_run: false,
             info,
+            deadline: None,
         })
     }
 
@@ -298,6 +331,7 @@ impl Request {
             old_object,
             dry_run,
             info,
+            deadline: None,
         })
     }
 

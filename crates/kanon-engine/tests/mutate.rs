@@ -825,3 +825,51 @@ fn each_policy_reports_what_it_did() {
         ]
     );
 }
+
+#[test]
+fn policies_not_run_by_the_deadline_fail_under_their_own_failure_policy() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let set = set_of(&[
+        cop(
+            "a-first",
+            json!({"overrideRules": [plaintext_rule(json!([{"op": "add", "path": "/metadata/labels/a", "value": "1"}]))]}),
+        ),
+        cop(
+            "b-fail",
+            json!({"overrideRules": [plaintext_rule(json!([{"op": "add", "path": "/metadata/labels/b", "value": "1"}]))]}),
+        ),
+        cop(
+            "c-ignore",
+            json!({"failurePolicy": "Ignore", "overrideRules": [plaintext_rule(json!([{"op": "add", "path": "/metadata/labels/c", "value": "1"}]))]}),
+        ),
+        cop(
+            "d-other-kind",
+            json!({"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}], "overrideRules": [plaintext_rule(json!([{"op": "add", "path": "/x", "value": 1}]))]}),
+        ),
+    ]);
+    let object = pod("default", "p", json!({"app": "web"}));
+    // The deadline passes once the first policy has run: it is asked once per candidate.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let mut request = create(&object);
+    request.deadline = Some(kanon_engine::Deadline::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst) >= 1
+    }));
+    let d = set.mutate(&request, &kanon_engine::NoObjects);
+    assert!(!d.allowed);
+    assert_eq!(d.applied_policies, ["ClusterOverridePolicy/a-first"]);
+    assert_eq!(
+        d.messages,
+        ["ClusterOverridePolicy/b-fail: the review's deadline passed before this policy ran"]
+    );
+    assert_eq!(
+        d.warnings,
+        [
+            "ClusterOverridePolicy/c-ignore: skipped (failurePolicy Ignore): the review's deadline passed before this policy ran"
+        ]
+    );
+    // Without a deadline everything applies.
+    let d = set.mutate(&create(&object), &kanon_engine::NoObjects);
+    assert!(d.allowed && d.applied_policies.len() == 3, "{d:?}");
+}

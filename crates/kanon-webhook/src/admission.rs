@@ -22,7 +22,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use kanon_api::{API_VERSION, Operation, PolicyKind};
 use kanon_engine::{
-    Decision, Lookup, PolicySet, Request, RequestError, compile_document, policy_kind_of,
+    Deadline, Decision, Lookup, PolicySet, Request, RequestError, compile_document, policy_kind_of,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -249,6 +249,19 @@ pub fn review(
     lookup: &dyn Lookup,
     max_body_bytes: usize,
 ) -> Reply {
+    review_until(body, webhook, policies, lookup, max_body_bytes, None)
+}
+
+/// [`review`] bounded by `deadline` (the request's `?timeout=`): policies that have not run
+/// when it passes fail under their own failure policy.
+pub fn review_until(
+    body: &[u8],
+    webhook: Webhook,
+    policies: &PolicySet,
+    lookup: &dyn Lookup,
+    max_body_bytes: usize,
+    deadline: Option<Deadline>,
+) -> Reply {
     if body.len() > max_body_bytes {
         let error = BadReview::TooLarge {
             size: Some(body.len()),
@@ -270,7 +283,8 @@ pub fn review(
         .filter(|uid| !uid.is_empty())
         .map(str::to_string);
     match Request::from_admission_review_owned(document) {
-        Ok(request) => {
+        Ok(mut request) => {
+            request.deadline = deadline;
             let decision = decide(&request, webhook, policies, lookup);
             Reply::decided(&request, webhook, decision)
         }

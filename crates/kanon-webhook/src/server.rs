@@ -684,6 +684,11 @@ async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, BodyError>
     Ok(buffer.freeze())
 }
 
+/// How long past the review's deadline an evaluation may take to return its verdict (the
+/// policies it had not run by then fail under their failure policy) before the server answers
+/// 500 itself.
+const EVALUATION_GRACE: Duration = Duration::from_millis(250);
+
 /// One review: the body (bounded), a permit, the evaluation on the blocking pool, all within
 /// the request's timeout.
 async fn review(
@@ -761,17 +766,25 @@ async fn review(
             if shared.allow_all {
                 admission::allow_all(&body)
             } else {
-                admission::review(
+                // The engine stops running policies at the deadline; those left fail under
+                // their own failure policy, and the answer is still a verdict.
+                let until = deadline.into_std();
+                admission::review_until(
                     &body,
                     webhook,
                     &policies,
                     shared.lookup.as_ref(),
                     shared.max_body_bytes,
+                    Some(kanon_engine::Deadline::new(move || {
+                        std::time::Instant::now() >= until
+                    })),
                 )
             }
         })
     };
-    match tokio::time::timeout_at(deadline, evaluation).await {
+    // A policy already running when the deadline passes ends within its fuel; the hard stop
+    // below is for a lookup that does not return.
+    match tokio::time::timeout_at(deadline + EVALUATION_GRACE, evaluation).await {
         Ok(Ok(reply)) => {
             let (operation, kind) = match &reply.request {
                 Some((operation, kind)) => (Some(operation.as_str()), Some(kind.as_str())),
