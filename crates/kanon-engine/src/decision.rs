@@ -104,6 +104,35 @@ impl Decision {
         }
     }
 
+    /// Whether `policy` is to run on the request. A policy that applies but cannot (the
+    /// deadline passed, its namespace could not be read) fails under its failure policy here.
+    fn runs(
+        &mut self,
+        policy: &CompiledPolicy,
+        view: &ObjectView<'_>,
+        request: &Request,
+        namespaces: &mut NamespaceLabels<'_>,
+    ) -> bool {
+        let applies = applies(policy, view, request.operation, namespaces);
+        if request.deadline.as_ref().is_some_and(Deadline::passed) {
+            // Only policies that meet the request fail; the others would not have run.
+            if applies.unwrap_or(true) {
+                self.policy_error(
+                    policy,
+                    "the review's deadline passed before this policy ran",
+                );
+            }
+            return false;
+        }
+        match applies {
+            Ok(applies) => applies,
+            Err(e) => {
+                self.policy_error(policy, &e);
+                false
+            }
+        }
+    }
+
     fn record(&mut self, policy: &CompiledPolicy, outcome: PolicyOutcome) {
         self.policy_results.push(PolicyResult {
             policy: policy.id.to_string(),
@@ -372,23 +401,8 @@ impl PolicySet {
             request.namespace.as_deref(),
         );
         for policy in candidates {
-            if request.deadline.as_ref().is_some_and(Deadline::passed) {
-                // Only policies that meet the request fail; the others would not have run.
-                if applies(policy, &view, request.operation, &mut namespaces).unwrap_or(true) {
-                    decision.policy_error(
-                        policy,
-                        "the review's deadline passed before this policy ran",
-                    );
-                }
+            if !decision.runs(policy, &view, request, &mut namespaces) {
                 continue;
-            }
-            match applies(policy, &view, request.operation, &mut namespaces) {
-                Ok(false) => continue,
-                Ok(true) => {}
-                Err(e) => {
-                    decision.policy_error(policy, &e);
-                    continue;
-                }
             }
             // Each step is atomic, so a policy of one step needs no copy to roll back.
             let working = working.get_or_insert_with(|| original.clone());
@@ -456,23 +470,8 @@ impl PolicySet {
             request.namespace.as_deref(),
         );
         for policy in candidates {
-            if request.deadline.as_ref().is_some_and(Deadline::passed) {
-                // Only policies that meet the request fail; the others would not have run.
-                if applies(policy, &view, request.operation, &mut namespaces).unwrap_or(true) {
-                    decision.policy_error(
-                        policy,
-                        "the review's deadline passed before this policy ran",
-                    );
-                }
+            if !decision.runs(policy, &view, request, &mut namespaces) {
                 continue;
-            }
-            match applies(policy, &view, request.operation, &mut namespaces) {
-                Ok(false) => continue,
-                Ok(true) => {}
-                Err(e) => {
-                    decision.policy_error(policy, &e);
-                    continue;
-                }
             }
             let mut scope = Scope {
                 request,
