@@ -12,42 +12,21 @@ use kanon_webhook::admission::{CONTENT_TYPE, REVIEW_API_VERSION, REVIEW_KIND};
 use kanon_webhook::{DEFAULT_MAX_BODY_BYTES, Outcome, Reply, Webhook, review};
 use serde_json::{Value, json};
 
+mod common;
+use common::{LABEL, label_policy, no_privileged_policy};
+
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../../shared/fixtures/admission-reviews"
 );
-
-/// The label the test override policy puts on every object.
-const LABEL: &str = "example.com/reviewed";
 
 /// A small policy set: a label on everything, no privileged Pod containers, a warning and an
 /// audit annotation for every PVC that names a storage class, and no kanon override policy
 /// named `forbidden-*`.
 fn policies() -> PolicySet {
     let documents = [
-        json!({
-            "apiVersion": "policy.kanon.dev/v1alpha1",
-            "kind": "ClusterOverridePolicy",
-            "metadata": {"name": "reviewed-label"},
-            "spec": {"overrideRules": [{"overriders": {"template": {
-                "type": "labels", "operation": "add", "path": LABEL, "value": {"string": "true"},
-            }}}]},
-        }),
-        json!({
-            "apiVersion": "policy.kanon.dev/v1alpha1",
-            "kind": "ClusterValidatePolicy",
-            "metadata": {"name": "no-privileged"},
-            "spec": {
-                "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
-                "validateRules": [{"targetOperations": ["CREATE", "UPDATE"], "program": concat!(
-                    "{%- for c in object.spec.containers if c.securityContext and c.securityContext.privileged -%}\n",
-                    "{%- if loop.first -%}\n",
-                    "{\"valid\": false, \"reason\": {{ (\"container \" ~ c.name ~ \" is privileged\") | tojson }}}\n",
-                    "{%- endif -%}\n",
-                    "{%- endfor -%}\n",
-                )}],
-            },
-        }),
+        label_policy(),
+        no_privileged_policy(),
         json!({
             "apiVersion": "policy.kanon.dev/v1alpha1",
             "kind": "ClusterValidatePolicy",

@@ -65,33 +65,43 @@ impl Lookup for SlowLookup {
     }
 }
 
+/// The override policy both test files use: `LABEL: "true"` on every object.
+pub fn label_policy() -> Value {
+    json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1",
+        "kind": "ClusterOverridePolicy",
+        "metadata": {"name": "reviewed-label"},
+        "spec": {"overrideRules": [{"overriders": {"template": {
+            "type": "labels", "operation": "add", "path": LABEL, "value": {"string": "true"},
+        }}}]},
+    })
+}
+
+/// The validate policy both test files use: no privileged container in a Pod.
+pub fn no_privileged_policy() -> Value {
+    json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1",
+        "kind": "ClusterValidatePolicy",
+        "metadata": {"name": "no-privileged"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "validateRules": [{"targetOperations": ["CREATE", "UPDATE"], "program": concat!(
+                "{%- for c in object.spec.containers if c.securityContext and c.securityContext.privileged -%}\n",
+                "{%- if loop.first -%}\n",
+                "{\"valid\": false, \"reason\": {{ (\"container \" ~ c.name ~ \" is privileged\") | tojson }}}\n",
+                "{%- endif -%}\n",
+                "{%- endfor -%}\n",
+            )}],
+        },
+    })
+}
+
 /// A label on everything; no privileged Pod containers; ConfigMaps (no fixture is one) look up
 /// a slow object ([`slow_review`]).
 pub fn policies() -> PolicySet {
     let documents = [
-        json!({
-            "apiVersion": "policy.kanon.dev/v1alpha1",
-            "kind": "ClusterOverridePolicy",
-            "metadata": {"name": "reviewed-label"},
-            "spec": {"overrideRules": [{"overriders": {"template": {
-                "type": "labels", "operation": "add", "path": LABEL, "value": {"string": "true"},
-            }}}]},
-        }),
-        json!({
-            "apiVersion": "policy.kanon.dev/v1alpha1",
-            "kind": "ClusterValidatePolicy",
-            "metadata": {"name": "no-privileged"},
-            "spec": {
-                "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
-                "validateRules": [{"targetOperations": ["CREATE", "UPDATE"], "program": concat!(
-                    "{%- for c in object.spec.containers if c.securityContext and c.securityContext.privileged -%}\n",
-                    "{%- if loop.first -%}\n",
-                    "{\"valid\": false, \"reason\": {{ (\"container \" ~ c.name ~ \" is privileged\") | tojson }}}\n",
-                    "{%- endif -%}\n",
-                    "{%- endfor -%}\n",
-                )}],
-            },
-        }),
+        label_policy(),
+        no_privileged_policy(),
         json!({
             "apiVersion": "policy.kanon.dev/v1alpha1",
             "kind": "ClusterValidatePolicy",
