@@ -35,7 +35,7 @@ pub struct Decision {
     /// changed, on DELETE, and when denied.
     pub patch: json_patch::Patch,
     /// The final object (the object received when nothing changed or the request is denied);
-    /// the old object on DELETE.
+    /// the old object on DELETE. `None` from [`PolicySet::validate`], which changes nothing.
     pub patched: Option<Value>,
     /// What each policy that met the request did, in order (for metrics and logs).
     #[serde(skip)]
@@ -450,7 +450,8 @@ impl PolicySet {
 
     /// Runs the validate policies on the request (on `object` in place of the request's own
     /// object when given, e.g. the result of [`PolicySet::mutate`]). All applicable policies
-    /// are evaluated, in order, and every rejection is reported.
+    /// are evaluated, in order, and every rejection is reported. The decision carries no
+    /// `patched` object: validation changes nothing, and copying it would cost every request.
     pub fn validate(
         &self,
         request: &Request,
@@ -458,7 +459,7 @@ impl PolicySet {
         lookup: &dyn Lookup,
     ) -> Decision {
         let subject = object.or(request.subject());
-        let mut decision = Decision::allow(subject.cloned());
+        let mut decision = Decision::allow(None);
         let Some(subject) = subject else {
             return decision;
         };
