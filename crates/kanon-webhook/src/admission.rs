@@ -224,12 +224,14 @@ pub fn allow_all(body: &[u8]) -> Reply {
     let Some(uid) = uid else {
         return Reply::invalid(None, BadReview::NotJson("no request.uid".into()));
     };
-    let body = serde_json::to_vec(&serde_json::json!({
-        "apiVersion": REVIEW_API_VERSION,
-        "kind": REVIEW_KIND,
-        "response": {"uid": uid, "allowed": true},
-    }))
-    .unwrap_or_default();
+    let body = encode_review(&ResponseOut {
+        uid: &uid,
+        allowed: true,
+        status: None,
+        patch: None,
+        audit_annotations: None,
+        warnings: &[],
+    });
     Reply {
         status: 200,
         body,

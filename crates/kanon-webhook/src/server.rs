@@ -710,11 +710,7 @@ async fn review(
             .metrics
             .observe_review(webhook, &reply, None, None, started.elapsed().as_secs_f64());
         // Close rather than read the rest of a body that is not wanted.
-        let mut response = reply_response(reply.status, reply.body);
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        (response, None)
+        (closing(reply_response(reply.status, reply.body)), None)
     };
     let declared = request
         .headers()
@@ -731,14 +727,11 @@ async fn review(
         Ok(Err(BodyError::TooLarge)) => return too_large(),
         Ok(Err(BodyError::Read(error))) => {
             tracing::warn!(webhook = webhook.path(), %error, "reading the review body failed");
-            let mut response = text(
+            let response = text(
                 StatusCode::BAD_REQUEST,
                 &format!("cannot read the body: {error}"),
             );
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return (response, None);
+            return (closing(response), None);
         }
         Err(_) => return timed_out(webhook, timeout, "reading the body"),
     };
@@ -890,6 +883,14 @@ fn reply_response(status: u16, body: Vec<u8>) -> Response<Body> {
         header::CONTENT_TYPE,
         HeaderValue::from_static(admission::CONTENT_TYPE),
     );
+    response
+}
+
+/// `response`, telling the client this connection closes (the rest of its body is not read).
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
