@@ -117,6 +117,14 @@ pub enum ServerError {
         /// Why.
         source: io::Error,
     },
+    /// Loading the certificates from `dir` stopped abnormally (the task panicked).
+    #[error("loading the certificates in {dir} failed: {message}")]
+    CertificateTask {
+        /// The certificate directory.
+        dir: PathBuf,
+        /// What the task reported.
+        message: String,
+    },
 }
 
 /// A bound server, not yet serving: [`Server::local_addr`] and [`Server::metrics_addr`] tell
@@ -192,7 +200,10 @@ impl Server {
             Ok::<_, TlsError>((paths, resolver))
         })
         .await
-        .expect("loading the certificates does not panic")?;
+        .map_err(|e| ServerError::CertificateTask {
+            dir: config.cert_dir.clone(),
+            message: e.to_string(),
+        })??;
         let acceptor = TlsAcceptor::from(tls::server_config(resolver.clone())?);
         let bind = |what, addr| async move {
             let listener = TcpListener::bind(addr)
