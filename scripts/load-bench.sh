@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 command -v oha >/dev/null || { echo "error: oha is not installed (cargo install oha --locked)" >&2; exit 2; }
-fixture=../shared/fixtures/admission-reviews/pod-create.json
-[ -f "$fixture" ] || { echo "error: $fixture not found (shared/ must sit beside the repository)" >&2; exit 2; }
+fixture=fixtures/admission-reviews/pod-create.json
+[ -f "$fixture" ] || { echo "error: $fixture not found (run from a checkout of the repository)" >&2; exit 2; }
 
 cargo build --release -q -p kanon
 kanon=target/release/kanon

@@ -19,7 +19,7 @@ use kanon_api::Operation;
 use kanon_engine::{CompiledPolicy, NoObjects, PolicySet, Request, compile_document};
 use serde_json::{Value, json};
 
-/// The Pod under test: `request.object` of `shared/fixtures/admission-reviews/pod-create.json`
+/// The Pod under test: `request.object` of `fixtures/admission-reviews/pod-create.json`
 /// (kubewarden/policy-server `tests/data/pod_without_privileged_containers.json`, Apache-2.0),
 /// embedded unchanged so that the benchmark does not depend on a path outside the workspace.
 /// It has `metadata.labels.env: test` and an existing `metadata.annotations` map.

@@ -1,4 +1,4 @@
-//! Requests: every AdmissionReview fixture in `shared/fixtures/admission-reviews`, malformed
+//! Requests: every AdmissionReview fixture in `fixtures/admission-reviews`, malformed
 //! reviews, and requests built from objects.
 
 mod common;
@@ -13,14 +13,14 @@ use serde_json::{Value, json};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/admission-reviews"
+    "/../../fixtures/admission-reviews"
 );
 
 fn fixture_dir() -> PathBuf {
     let dir = Path::new(FIXTURES);
     assert!(
         dir.is_dir(),
-        "fixtures not found at {} (shared/ must sit beside the repository)",
+        "fixtures not found at {} (the repository's fixtures/ folder)",
         dir.display()
     );
     dir.to_path_buf()

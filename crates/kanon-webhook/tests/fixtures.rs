@@ -1,4 +1,4 @@
-//! Every shared AdmissionReview fixture through both webhooks, each answer checked the way
+//! Every AdmissionReview fixture of `fixtures/admission-reviews` through both webhooks, each answer checked the way
 //! kube-apiserver checks a webhook's answer; every kind of bad body; the check of kanon's own
 //! policy objects on /validate.
 
@@ -17,7 +17,7 @@ use common::{LABEL, label_policy, no_privileged_policy};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/admission-reviews"
+    "/../../fixtures/admission-reviews"
 );
 
 /// A small policy set: a label on everything, no privileged Pod containers, a warning and an

@@ -11,7 +11,7 @@ fn repo() -> PathBuf {
 
 fn fixture(name: &str) -> PathBuf {
     repo()
-        .join("../shared/fixtures/admission-reviews")
+        .join("fixtures/admission-reviews")
         .join(name)
 }
 

@@ -121,7 +121,7 @@ impl Server {
 
 fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/fixtures/admission-reviews")
+        .join("../../fixtures/admission-reviews")
         .join(name)
 }
 

@@ -25,7 +25,7 @@ use tokio_rustls::client::TlsStream;
 
 pub const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/fixtures/admission-reviews"
+    "/../../fixtures/admission-reviews"
 );
 
 /// The label the test override policy puts on every object.
