@@ -319,7 +319,7 @@ fn check(set: &PolicySet, request: &Request, total: usize) {
         candidates, MATCHING,
         "the index should hand the Pod only the policies for v1/Pod"
     );
-    let decision = set.mutate(request, &NoObjects);
+    let decision = kanon_engine::block_on(set.mutate(request, &NoObjects));
     assert!(decision.allowed, "{decision:?}");
     assert!(
         decision.messages.is_empty() && decision.warnings.is_empty(),
@@ -361,7 +361,7 @@ fn bench_mutate(c: &mut Criterion) {
         let set = policy_set(total);
         check(&set, &request, total);
         group.bench_with_input(BenchmarkId::from_parameter(total), &set, |b, set| {
-            b.iter(|| set.mutate(black_box(&request), &NoObjects));
+            b.iter(|| kanon_engine::block_on(set.mutate(black_box(&request), &NoObjects)));
         });
     }
     group.finish();

@@ -81,7 +81,7 @@ fn bench(c: &mut Criterion) {
     let request = Request::from_objects(Operation::Create, Some(pod()), None).expect("request");
 
     let template = set_of(annotations_template());
-    let d = template.mutate(&request, &NoObjects);
+    let d = kanon_engine::block_on(template.mutate(&request, &NoObjects));
     assert_eq!(
         d.patch.len(),
         1,
@@ -89,13 +89,13 @@ fn bench(c: &mut Criterion) {
         d
     );
     let condition = set_of(condition());
-    let d = condition.validate(&request, None, &NoObjects);
+    let d = kanon_engine::block_on(condition.validate(&request, None, &NoObjects));
     assert!(d.allowed && d.applied_policies.len() == 1, "{d:?}");
     let hand_written = set_of(program());
-    let d = hand_written.validate(&request, None, &NoObjects);
+    let d = kanon_engine::block_on(hand_written.validate(&request, None, &NoObjects));
     assert!(d.allowed && d.applied_policies.len() == 1, "{d:?}");
     let looping = set_of(runaway());
-    let d = looping.validate(&request, None, &NoObjects);
+    let d = kanon_engine::block_on(looping.validate(&request, None, &NoObjects));
     assert!(
         d.allowed && d.warnings[0].contains("ran out of fuel"),
         "{d:?}"
@@ -103,13 +103,13 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("program");
     group.bench_function("annotations template (mutate)", |b| {
-        b.iter(|| template.mutate(&request, &NoObjects))
+        b.iter(|| kanon_engine::block_on(template.mutate(&request, &NoObjects)))
     });
     group.bench_function("condition template (validate)", |b| {
-        b.iter(|| condition.validate(&request, None, &NoObjects))
+        b.iter(|| kanon_engine::block_on(condition.validate(&request, None, &NoObjects)))
     });
     group.bench_function("hand-written program (validate)", |b| {
-        b.iter(|| hand_written.validate(&request, None, &NoObjects))
+        b.iter(|| kanon_engine::block_on(hand_written.validate(&request, None, &NoObjects)))
     });
     // What a per-request render would add: rendering the template to a program and compiling
     // it (kanon does both once per policy generation).
@@ -129,7 +129,7 @@ fn bench(c: &mut Criterion) {
     });
     group.sample_size(20);
     group.bench_function("runaway loop until fuel runs out", |b| {
-        b.iter(|| looping.validate(&request, None, &NoObjects))
+        b.iter(|| kanon_engine::block_on(looping.validate(&request, None, &NoObjects)))
     });
     group.finish();
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::index::PolicySet;
-use crate::lookup::Lookup;
+use crate::lookup::{Lookup, ObjectQuery};
 use crate::plaintext;
 use crate::policy::{CompiledPolicy, PolicyRules, RuleProgram};
 use crate::program::{json_value, patch_from_output, verdict_from_output};
@@ -106,14 +106,14 @@ impl Decision {
 
     /// Whether `policy` is to run on the request. A policy that applies but cannot (the
     /// deadline passed, its namespace could not be read) fails under its failure policy here.
-    fn runs(
+    async fn runs(
         &mut self,
         policy: &CompiledPolicy,
         view: &ObjectView<'_>,
         request: &Request,
         namespaces: &mut NamespaceLabels<'_>,
     ) -> bool {
-        let applies = applies(policy, view, request.operation, namespaces);
+        let applies = applies(policy, view, request.operation, namespaces).await;
         if request.deadline.as_ref().is_some_and(Deadline::passed) {
             // Only policies that meet the request fail; the others would not have run.
             if applies.unwrap_or(true) {
@@ -167,32 +167,47 @@ impl<'a> NamespaceLabels<'a> {
         }
     }
 
-    fn get(&mut self) -> Result<Option<&Map<String, Value>>, String> {
-        let namespace = self.namespace;
-        let lookup = self.lookup;
-        let cached = self.cached.get_or_insert_with(|| {
-            let Some(ns) = namespace else { return Ok(None) };
-            match lookup.get("v1", "Namespace", None, ns) {
-                Ok(Some(object)) => Ok(Some(object)),
-                Ok(None) => Err(format!(
-                    "namespaceSelector: namespace `{ns}` was not found, so its labels are unknown"
-                )),
-                Err(e) => Err(format!("namespaceSelector: {e}")),
-            }
-        });
-        match cached {
+    /// Reads the namespace, once.
+    async fn load(&mut self) -> &Result<Option<Arc<Value>>, String> {
+        if self.cached.is_none() {
+            let loaded = match self.namespace {
+                None => Ok(None),
+                Some(ns) => {
+                    let query = ObjectQuery {
+                        api_version: "v1",
+                        kind: "Namespace",
+                        namespace: None,
+                        policy: "",
+                        confined_to: None,
+                    };
+                    match self.lookup.get(query, ns).await {
+                        Ok(Some(object)) => Ok(Some(object)),
+                        Ok(None) => Err(format!(
+                            "namespaceSelector: namespace `{ns}` was not found, so its labels are unknown"
+                        )),
+                        Err(e) => Err(format!("namespaceSelector: {e}")),
+                    }
+                }
+            };
+            self.cached = Some(loaded);
+        }
+        match &self.cached {
+            Some(loaded) => loaded,
+            None => unreachable!("set above"),
+        }
+    }
+
+    /// The labels of the namespace.
+    async fn labels(&mut self) -> Result<Option<&Map<String, Value>>, String> {
+        match self.load().await {
             Ok(object) => Ok(object.as_deref().and_then(labels_of)),
             Err(e) => Err(e.clone()),
         }
     }
 
     /// The namespace object, for programs' `namespaceObject`; `None` when unknown.
-    fn object(&mut self) -> Option<Arc<Value>> {
-        let _ = self.get();
-        self.cached
-            .as_ref()
-            .and_then(|c| c.as_ref().ok())
-            .and_then(Clone::clone)
+    async fn object(&mut self) -> Option<Arc<Value>> {
+        self.load().await.as_ref().ok().and_then(Clone::clone)
     }
 }
 
@@ -202,13 +217,15 @@ struct Scope<'a, 'n> {
     request: &'a Request,
     lookup: &'a dyn Lookup,
     namespaces: &'n mut NamespaceLabels<'a>,
+    /// The policy being run.
+    policy: &'a CompiledPolicy,
 }
 
 impl Scope<'_, '_> {
     /// The variables a program sees.
-    fn context(&mut self, object: &Value, refs: Map<String, Value>) -> minijinja::Value {
+    async fn context(&mut self, object: &Value, refs: Map<String, Value>) -> minijinja::Value {
         use minijinja::value::Serde;
-        let namespace_object = self.namespaces.object();
+        let namespace_object = self.namespaces.object().await;
         let old = self.request.old_object.as_ref();
         // Documents are wrapped, not converted: programs read only the parts they touch.
         minijinja::context! {
@@ -225,29 +242,31 @@ impl Scope<'_, '_> {
     }
 
     /// Resolves the program's references against `object` and runs it.
-    fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<Option<Value>, String> {
+    async fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<Option<Value>, String> {
         let mut refs = Map::new();
         if !rule.refs.is_empty() {
             // Placeholders in references see the same variables as the program, bar `refs`.
-            let base = rule
-                .refs
-                .iter()
-                .any(|(_, r)| r.needs_context())
-                .then(|| self.context(object, Map::new()));
+            let base = if rule.refs.iter().any(|(_, r)| r.needs_context()) {
+                Some(self.context(object, Map::new()).await)
+            } else {
+                None
+            };
+            let policy = self.policy.id.to_string();
             let scope = RefScope {
                 object,
                 old_object: self.request.old_object.as_ref(),
                 namespace: self.request.namespace.as_deref(),
                 lookup: self.lookup,
+                policy: &policy,
                 context: base.as_ref(),
             };
             for (name, reference) in &rule.refs {
-                if let Some(value) = reference.resolve(&scope)? {
+                if let Some(value) = reference.resolve(&scope).await? {
                     refs.insert((*name).to_string(), value);
                 }
             }
         }
-        let context = self.context(object, refs);
+        let context = self.context(object, refs).await;
         rule.program
             .run(&context)
             .map_err(|e| format!("{}: {}", rule.field, e.message))
@@ -256,7 +275,7 @@ impl Scope<'_, '_> {
 
 /// Whether `policy` applies to the request: selectors, namespace selector and at least one
 /// rule for the operation. A namespace that cannot be read is an evaluation error.
-fn applies(
+async fn applies(
     policy: &CompiledPolicy,
     view: &ObjectView<'_>,
     operation: Operation,
@@ -283,7 +302,11 @@ fn applies(
     if !has_rule && !meets_every_operation {
         return Ok(false);
     }
-    policy.selects_namespace(view, || namespaces.get())
+    if !policy.reads_namespace_labels(view) {
+        return policy.selects_namespace(view, || Ok(None));
+    }
+    let labels = namespaces.labels().await?;
+    policy.selects_namespace(view, || Ok(labels))
 }
 
 fn defect_message(policy: &CompiledPolicy) -> Option<String> {
@@ -295,7 +318,7 @@ fn defect_message(policy: &CompiledPolicy) -> Option<String> {
 
 /// Runs one override policy's rules for `operation` on `working`. On error `working` may be
 /// partly changed; the caller restores it.
-fn run_override(
+async fn run_override(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     working: &mut Value,
@@ -310,7 +333,7 @@ fn run_override(
     let operation = scope.request.operation;
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
         for program in [&rule.template, &rule.program].into_iter().flatten() {
-            let output = scope.run(program, working)?;
+            let output = scope.run(program, working).await?;
             let patch = patch_from_output(output)
                 .map_err(|e| format!("{}: {}", program.field, e.message))?;
             plaintext::apply_all(working, &patch)
@@ -325,7 +348,7 @@ fn run_override(
 }
 
 /// The verdicts of one validate policy's rules: reasons of failed checks and warnings.
-fn run_validate(
+async fn run_validate(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     object: &Value,
@@ -344,7 +367,7 @@ fn run_validate(
         .filter(|(_, r)| r.operations.contains(operation))
     {
         for program in [&rule.template, &rule.program].into_iter().flatten() {
-            let output = scope.run(program, object)?;
+            let output = scope.run(program, object).await?;
             let verdict = verdict_from_output(output)
                 .map_err(|e| format!("{}: {}", program.field, e.message))?;
             warnings.extend(verdict.warnings);
@@ -382,7 +405,7 @@ impl PolicySet {
     /// seeing the result of the previous one. A failing policy's changes are discarded; under
     /// `Fail` the request is denied, under `Ignore` a warning is added. DELETE is never
     /// patched.
-    pub fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
+    pub async fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
         let Some(original) = request
             .object
             .as_ref()
@@ -401,7 +424,7 @@ impl PolicySet {
             request.namespace.as_deref(),
         );
         for policy in candidates {
-            if !decision.runs(policy, &view, request, &mut namespaces) {
+            if !decision.runs(policy, &view, request, &mut namespaces).await {
                 continue;
             }
             // Each step is atomic, so a policy of one step needs no copy to roll back.
@@ -419,8 +442,9 @@ impl PolicySet {
                 request,
                 lookup,
                 namespaces: &mut namespaces,
+                policy,
             };
-            match run_override(policy, &mut scope, working) {
+            match run_override(policy, &mut scope, working).await {
                 Ok(applied) => {
                     decision.applied_policies.push(policy.id.to_string());
                     decision.record(
@@ -452,7 +476,7 @@ impl PolicySet {
     /// object when given, e.g. the result of [`PolicySet::mutate`]). All applicable policies
     /// are evaluated, in order, and every rejection is reported. The decision carries no
     /// `patched` object: validation changes nothing, and copying it would cost every request.
-    pub fn validate(
+    pub async fn validate(
         &self,
         request: &Request,
         object: Option<&Value>,
@@ -471,15 +495,16 @@ impl PolicySet {
             request.namespace.as_deref(),
         );
         for policy in candidates {
-            if !decision.runs(policy, &view, request, &mut namespaces) {
+            if !decision.runs(policy, &view, request, &mut namespaces).await {
                 continue;
             }
             let mut scope = Scope {
                 request,
                 lookup,
                 namespaces: &mut namespaces,
+                policy,
             };
-            let (reasons, warnings) = match run_validate(policy, &mut scope, subject) {
+            let (reasons, warnings) = match run_validate(policy, &mut scope, subject).await {
                 Ok(found) => found,
                 Err(message) => {
                     decision.policy_error(policy, &message);
@@ -528,14 +553,17 @@ impl PolicySet {
 
     /// What kube-apiserver would make of the request with kanon installed: the override
     /// policies mutate the object, then the validate policies judge the result.
-    pub fn review(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        let mut decision = self.mutate(request, lookup);
+    pub async fn review(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
+        let mut decision = self.mutate(request, lookup).await;
         if !decision.allowed {
             return decision;
         }
         let judged = match request.operation {
-            Operation::Delete => self.validate(request, None, lookup),
-            _ => self.validate(request, decision.patched.as_ref(), lookup),
+            Operation::Delete => self.validate(request, None, lookup).await,
+            _ => {
+                self.validate(request, decision.patched.as_ref(), lookup)
+                    .await
+            }
         };
         decision.merge(judged);
         if !decision.allowed {

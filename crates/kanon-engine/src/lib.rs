@@ -27,7 +27,10 @@ pub use decision::{Decision, PolicyOutcome, PolicyResult};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use index::{DuplicatePolicy, PolicySet};
-pub use lookup::{Lookup, LookupError, NoObjects, ObjectStore};
+pub use lookup::{
+    HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery,
+    ObjectStore, block_on,
+};
 pub use policy::{CompiledPolicy, PolicyId, PolicyObject, compile, policy_kind_of};
 pub use request::{Deadline, Request, RequestError, parse_operation};
 

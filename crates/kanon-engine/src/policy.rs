@@ -684,10 +684,21 @@ impl CompiledPolicy {
         self.selectors.is_empty() || self.selectors.iter().any(|s| s.matches(object))
     }
 
+    /// Whether judging the object needs the labels of its namespace: the policy has a
+    /// non-empty namespace selector and the object is namespaced. As in Kubernetes' own
+    /// webhook matching, a Namespace is judged by its own labels and other cluster-scoped
+    /// objects always pass.
+    pub fn reads_namespace_labels(&self, object: &ObjectView<'_>) -> bool {
+        self.namespace_selector
+            .as_ref()
+            .is_some_and(|s| !s.is_empty())
+            && !(object.kind == "Namespace" && object.api_version == "v1")
+            && object.namespace.is_some()
+    }
+
     /// Whether the namespace selector (if any) selects the object. `namespace_labels` gives the
     /// labels of the object's namespace (`Ok(None)`: it has none; `Err`: it could not be
-    /// found) and is called only when needed. As in Kubernetes' own webhook matching, a
-    /// Namespace is judged by its own labels and other cluster-scoped objects always pass; an
+    /// found) and is called only when needed ([`CompiledPolicy::reads_namespace_labels`]); an
     /// empty selector selects every namespace without reading it.
     pub fn selects_namespace<'n>(
         &self,

@@ -9,7 +9,7 @@ use kanon_api::{ObjectRefer, RefSource, ResourceRefer};
 use serde_json::Value;
 
 use crate::error::FieldError;
-use crate::lookup::Lookup;
+use crate::lookup::{HttpCall, HttpToken, Lookup, ObjectQuery};
 use crate::program::{Program, ProgramKind, ProgramLimits};
 use crate::selector::{LabelMatcher, labels_of};
 
@@ -85,12 +85,39 @@ struct ObjectTarget {
     selector: Option<SelectorTarget>,
 }
 
+/// A JSON body of an `http` reference: a constant, or a string with placeholders whose
+/// rendering is parsed as JSON (`"{{ object | tojson }}"`).
+#[derive(Clone, Debug)]
+enum HttpBody {
+    Json(Value),
+    Template(Text),
+}
+
+/// A compiled `http` reference target.
+#[derive(Clone, Debug)]
+struct HttpTarget {
+    method: kanon_api::HttpMethod,
+    url: Text,
+    params: Vec<(String, Text)>,
+    headers: Vec<(String, Text)>,
+    body: Option<HttpBody>,
+    token: Option<HttpToken>,
+    timeout: Option<std::time::Duration>,
+}
+
+/// What a `k8s` or `http` reference reads.
+#[derive(Clone, Debug)]
+enum Target {
+    Object(ObjectTarget),
+    Http(HttpTarget),
+}
+
 /// A compiled reference.
 #[derive(Clone, Debug)]
 pub struct CompiledRef {
     source: RefSource,
     path: RefPath,
-    target: Option<ObjectTarget>,
+    target: Option<Target>,
     field: String,
     /// The namespace of a namespaced policy, whose `k8s` references may read objects only in
     /// that namespace (and cluster-scoped ones).
@@ -105,8 +132,10 @@ pub struct RefScope<'a> {
     pub old_object: Option<&'a Value>,
     /// The object's namespace.
     pub namespace: Option<&'a str>,
-    /// Cluster objects.
+    /// Cluster objects and HTTP services.
     pub lookup: &'a dyn Lookup,
+    /// The policy the reference belongs to (`Kind/name`), on whose behalf lookups are made.
+    pub policy: &'a str,
     /// The program context, for `{{ }}` placeholders; needed only when some reference
     /// [`CompiledRef::needs_context`].
     pub context: Option<&'a minijinja::Value>,
@@ -165,12 +194,12 @@ impl CompiledRef {
         match r.from {
             RefSource::K8s => match &r.k8s {
                 Some(k) => {
-                    target = Some(compile_target(
+                    target = Some(Target::Object(compile_target(
                         k,
                         &format!("{field}.k8s"),
                         own_namespace,
                         errors,
-                    ))
+                    )))
                 }
                 None => errors.push(FieldError::new(
                     format!("{field}.k8s"),
@@ -182,7 +211,14 @@ impl CompiledRef {
                     format!("{field}.http.url"),
                     "must not be empty",
                 )),
-                Some(_) => {}
+                Some(h) => {
+                    target = Some(Target::Http(compile_http(
+                        h,
+                        &format!("{field}.http"),
+                        own_namespace,
+                        errors,
+                    )))
+                }
                 None => errors.push(FieldError::new(
                     format!("{field}.http"),
                     "is required for from: http",
@@ -213,13 +249,13 @@ impl CompiledRef {
 
     /// Whether resolving needs the program context (for `{{ }}` placeholders).
     pub fn needs_context(&self) -> bool {
-        self.source == RefSource::K8s
+        matches!(self.source, RefSource::K8s | RefSource::Http)
     }
 
     /// Resolves the value: `Ok(None)` when the source or the path holds nothing (a missing
     /// owner reference, an absent field, a label selector or a JSONPath that selects nothing);
     /// an error when a lookup fails or an object named by a reference does not exist.
-    pub fn resolve(&self, scope: &RefScope<'_>) -> Result<Option<Value>, String> {
+    pub async fn resolve(&self, scope: &RefScope<'_>) -> Result<Option<Value>, String> {
         let at = &self.field;
         // The object and its old version are read in place; looked-up objects are shared.
         let looked_up: Arc<Value>;
@@ -229,11 +265,11 @@ impl CompiledRef {
                 Some(o) => o,
                 None => return Ok(None),
             },
-            RefSource::Owner | RefSource::K8s => {
-                let found = if self.source == RefSource::Owner {
-                    self.owner(scope)?
-                } else {
-                    self.k8s(scope)?
+            RefSource::Owner | RefSource::K8s | RefSource::Http => {
+                let found = match self.source {
+                    RefSource::Owner => self.owner(scope).await?,
+                    RefSource::K8s => self.k8s(scope).await?,
+                    _ => Some(self.http(scope).await?),
                 };
                 match found {
                     Some(o) => {
@@ -242,11 +278,6 @@ impl CompiledRef {
                     }
                     None => return Ok(None),
                 }
-            }
-            RefSource::Http => {
-                return Err(format!(
-                    "{at}: HTTP references are not available here (offline evaluation has no network; they are resolved by `kanon serve` in a cluster)"
-                ));
             }
         };
         Ok(match &self.path {
@@ -274,7 +305,24 @@ impl CompiledRef {
         })
     }
 
-    fn owner(&self, scope: &RefScope<'_>) -> Result<Option<Arc<Value>>, String> {
+    /// The query for objects of a type, on behalf of the policy in `scope`.
+    fn query<'q>(
+        &'q self,
+        scope: &RefScope<'q>,
+        api_version: &'q str,
+        kind: &'q str,
+        namespace: Option<&'q str>,
+    ) -> ObjectQuery<'q> {
+        ObjectQuery {
+            api_version,
+            kind,
+            namespace,
+            policy: scope.policy,
+            confined_to: self.own_namespace.as_deref(),
+        }
+    }
+
+    async fn owner(&self, scope: &RefScope<'_>) -> Result<Option<Arc<Value>>, String> {
         let refs = scope
             .object
             .pointer("/metadata/ownerReferences")
@@ -290,15 +338,18 @@ impl CompiledRef {
         let (api_version, kind, name) = (text("apiVersion"), text("kind"), text("name"));
         let found = scope
             .lookup
-            .get(api_version, kind, scope.namespace, name)
+            .get(self.query(scope, api_version, kind, scope.namespace), name)
+            .await
             .map_err(|e| format!("{}: {e}", self.field))?;
         // Owners of namespaced objects may be cluster-scoped (e.g. a Node).
         let found = match found {
             Some(o) => Some(o),
-            None => scope
+            None if scope.namespace.is_some() => scope
                 .lookup
-                .get(api_version, kind, None, name)
+                .get(self.query(scope, api_version, kind, None), name)
+                .await
                 .map_err(|e| format!("{}: {e}", self.field))?,
+            None => None,
         };
         match found {
             Some(o) => Ok(Some(o)),
@@ -312,9 +363,9 @@ impl CompiledRef {
 
     /// The referenced object (by name), or the list of objects its label selector matches
     /// (`None` when none does: nothing is there to test).
-    fn k8s(&self, scope: &RefScope<'_>) -> Result<Option<Arc<Value>>, String> {
+    async fn k8s(&self, scope: &RefScope<'_>) -> Result<Option<Arc<Value>>, String> {
         let at = format!("{}.k8s", self.field);
-        let Some(t) = &self.target else {
+        let Some(Target::Object(t)) = &self.target else {
             return Err(format!("{at}: missing"));
         };
         let empty = minijinja::Value::UNDEFINED;
@@ -340,7 +391,11 @@ impl CompiledRef {
             let name = render(name, "name")?;
             let found = scope
                 .lookup
-                .get(&api_version, &kind, namespace.as_deref(), &name)
+                .get(
+                    self.query(scope, &api_version, &kind, namespace.as_deref()),
+                    &name,
+                )
+                .await
                 .map_err(|e| format!("{at}: {e}"))?;
             return match found {
                 Some(object) => Ok(Some(object)),
@@ -391,7 +446,8 @@ impl CompiledRef {
         };
         let listed = scope
             .lookup
-            .list(&api_version, &kind, namespace.as_deref())
+            .list(self.query(scope, &api_version, &kind, namespace.as_deref()))
+            .await
             .map_err(|e| format!("{at}: {e}"))?;
         let items: Vec<Value> = listed
             .into_iter()
@@ -408,6 +464,190 @@ impl CompiledRef {
             .map(|o| (*o).clone())
             .collect();
         Ok((!items.is_empty()).then(|| Arc::new(Value::Array(items))))
+    }
+
+    /// The answer of the HTTP service as `{status, header, body}`; a status outside 2xx, or
+    /// a body that is not JSON, is an error.
+    async fn http(&self, scope: &RefScope<'_>) -> Result<Arc<Value>, String> {
+        let at = format!("{}.http", self.field);
+        let Some(Target::Http(t)) = &self.target else {
+            return Err(format!("{at}: missing"));
+        };
+        let empty = minijinja::Value::UNDEFINED;
+        let context = scope.context.unwrap_or(&empty);
+        let render = |text: &Text, what: &str| {
+            text.render(context)
+                .map_err(|e| format!("{at}.{what}: {e}"))
+        };
+        let url = render(&t.url, "url")?;
+        let mut params = std::collections::BTreeMap::new();
+        for (key, value) in &t.params {
+            params.insert(key.clone(), render(value, &format!("params.{key}"))?);
+        }
+        let mut headers = std::collections::BTreeMap::new();
+        for (key, value) in &t.headers {
+            headers.insert(key.clone(), render(value, &format!("header.{key}"))?);
+        }
+        let body = match &t.body {
+            None => None,
+            Some(HttpBody::Json(v)) => Some(v.clone()),
+            Some(HttpBody::Template(text)) => {
+                let rendered = render(text, "body")?;
+                Some(serde_json::from_str(&rendered).map_err(|e| {
+                    format!("{at}.body: the rendered body is not JSON ({e}): {rendered}")
+                })?)
+            }
+        };
+        let call = HttpCall {
+            method: t.method,
+            url,
+            params,
+            headers,
+            body,
+            token: t.token.clone(),
+            timeout: t.timeout,
+            policy: scope.policy.to_string(),
+        };
+        let answer = scope
+            .lookup
+            .http(&call)
+            .await
+            .map_err(|e| format!("{at}: {e}"))?;
+        if !(200..300).contains(&answer.status) {
+            let text = String::from_utf8_lossy(&answer.body);
+            let shown: String = text.chars().take(200).collect();
+            return Err(format!(
+                "{at}: {} answered HTTP {}: {shown}",
+                call.url, answer.status
+            ));
+        }
+        let body: Value = if answer.body.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else {
+            serde_json::from_slice(&answer.body).map_err(|e| {
+                format!(
+                    "{at}: {} answered with a body that is not JSON: {e}",
+                    call.url
+                )
+            })?
+        };
+        let header: serde_json::Map<String, Value> = answer
+            .headers
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        Ok(Arc::new(serde_json::json!({
+            "status": answer.status,
+            "header": header,
+            "body": body,
+        })))
+    }
+}
+
+fn compile_http(
+    h: &kanon_api::HttpRefer,
+    field: &str,
+    own_namespace: Option<&str>,
+    errors: &mut Vec<FieldError>,
+) -> HttpTarget {
+    let url = Text::compile(&h.url, format!("{field}.url"), errors);
+    if let Text::Plain(url) = &url {
+        // A URL with placeholders is checked when it is rendered, per request.
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            errors.push(FieldError::new(
+                format!("{field}.url"),
+                format!("`{url}` is not an http:// or https:// URL"),
+            ));
+        }
+    }
+    let texts = |map: &std::collections::BTreeMap<String, String>,
+                 what: &str,
+                 errors: &mut Vec<FieldError>| {
+        map.iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    Text::compile(v, format!("{field}.{what}.{k}"), errors),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let params = texts(&h.params, "params", errors);
+    let headers = texts(&h.header, "header", errors);
+    if h.body.is_some() && h.method != kanon_api::HttpMethod::Post {
+        errors.push(FieldError::new(
+            format!("{field}.body"),
+            "is sent only with method: POST",
+        ));
+    }
+    let body = h.body.as_ref().map(|b| match b {
+        Value::String(text) if text.contains("{{") || text.contains("{%") => {
+            HttpBody::Template(Text::compile(text, format!("{field}.body"), errors))
+        }
+        other => HttpBody::Json(other.clone()),
+    });
+    let token = h.auth.as_ref().and_then(|auth| {
+        match (&auth.static_token, &auth.secret_ref) {
+            (Some(_), Some(_)) => {
+                errors.push(FieldError::new(
+                    format!("{field}.auth"),
+                    "set staticToken or secretRef, not both",
+                ));
+                None
+            }
+            (None, None) => {
+                errors.push(FieldError::new(
+                    format!("{field}.auth"),
+                    "set staticToken or secretRef",
+                ));
+                None
+            }
+            (Some(token), None) => Some(HttpToken::Static(token.clone())),
+            (None, Some(secret)) => {
+                if secret.namespace.is_empty() || secret.name.is_empty() {
+                    errors.push(FieldError::new(
+                        format!("{field}.auth.secretRef"),
+                        "needs a namespace and a name",
+                    ));
+                }
+                if let Some(own) = own_namespace
+                    && secret.namespace != own
+                {
+                    errors.push(FieldError::new(
+                        format!("{field}.auth.secretRef.namespace"),
+                        format!(
+                            "a namespaced policy reads Secrets only in its own namespace `{own}`, not `{}`",
+                            secret.namespace
+                        ),
+                    ));
+                }
+                Some(HttpToken::Secret {
+                    namespace: secret.namespace.clone(),
+                    name: secret.name.clone(),
+                    key: secret.key.clone().unwrap_or_else(|| "token".to_string()),
+                })
+            }
+        }
+    });
+    let timeout = match h.timeout_seconds {
+        None => None,
+        Some(s @ 1..=30) => Some(std::time::Duration::from_secs(s as u64)),
+        Some(s) => {
+            errors.push(FieldError::new(
+                format!("{field}.timeoutSeconds"),
+                format!("{s} is outside 1..=30"),
+            ));
+            None
+        }
+    };
+    HttpTarget {
+        method: h.method,
+        url,
+        params,
+        headers,
+        body,
+        token,
+        timeout,
     }
 }
 

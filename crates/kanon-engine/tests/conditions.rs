@@ -60,7 +60,7 @@ fn condition_policy(name: &str, condition: Value) -> Value {
 /// Validates a CREATE of `object` against one condition with a lookup.
 fn judge_with(condition: Value, object: &Value, lookup: &dyn kanon_engine::Lookup) -> Decision {
     let set = set_of(&[condition_policy("check", condition)]);
-    set.validate(&create(object), None, lookup)
+    kanon_engine::block_on(set.validate(&create(object), None, lookup))
 }
 
 fn judge(condition: Value, object: &Value) -> Decision {
@@ -949,7 +949,7 @@ fn rejecting(doc: fn(&str, Value) -> Value, name: &str, actions: Value, reason: 
 }
 
 fn validate_create(set: &PolicySet, object: &Value) -> Decision {
-    set.validate(&create(object), None, &NoObjects)
+    kanon_engine::block_on(set.validate(&create(object), None, &NoObjects))
 }
 
 #[test]
@@ -1155,7 +1155,7 @@ fn conditions_judge_the_mutated_object_and_the_old_one_on_delete() {
     ]);
     let object = deployment();
     // review(): the override runs first, so the condition holds.
-    let d = set.review(&create(&object), &NoObjects);
+    let d = kanon_engine::block_on(set.review(&create(&object), &NoObjects));
     assert!(d.allowed, "{d:?}");
     assert_eq!(
         d.patched.as_ref().unwrap()["metadata"]["labels"]["team"],
@@ -1171,9 +1171,9 @@ fn conditions_judge_the_mutated_object_and_the_old_one_on_delete() {
     let mut old = object.clone();
     old["metadata"]["labels"]["team"] = json!("core");
     let req = Request::from_objects(Operation::Delete, None, Some(old)).unwrap();
-    assert!(set.review(&req, &NoObjects).allowed);
+    assert!(kanon_engine::block_on(set.review(&req, &NoObjects)).allowed);
     let req = Request::from_objects(Operation::Delete, None, Some(object)).unwrap();
-    assert!(!set.review(&req, &NoObjects).allowed);
+    assert!(!kanon_engine::block_on(set.review(&req, &NoObjects)).allowed);
 }
 
 #[test]
@@ -1207,8 +1207,8 @@ fn create_has_no_old_object_even_when_one_is_given() {
     let request =
         Request::from_objects(Operation::Create, Some(deployment()), Some(deployment())).unwrap();
     assert_eq!(request.old_object, None);
-    assert!(set.validate(&request, None, &NoObjects).allowed);
+    assert!(kanon_engine::block_on(set.validate(&request, None, &NoObjects)).allowed);
     let update =
         Request::from_objects(Operation::Update, Some(deployment()), Some(deployment())).unwrap();
-    assert!(!set.validate(&update, None, &NoObjects).allowed);
+    assert!(!kanon_engine::block_on(set.validate(&update, None, &NoObjects)).allowed);
 }

@@ -25,7 +25,7 @@ fn mutates_on(targets: Option<Value>, operation: Operation) -> bool {
     }
     let set = set_of(&[cop("ops", json!({"overrideRules": [rule]}))]);
     let object = web_pod();
-    let d = set.mutate(&request(operation, &object), &NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&request(operation, &object), &NoObjects));
     assert!(d.allowed, "{d:?}");
     let applied = d.applied_policies == ["ClusterOverridePolicy/ops"];
     assert!(applied || d.applied_policies.is_empty(), "{d:?}");
@@ -78,7 +78,7 @@ fn delete_gets_no_patch_even_from_delete_rules() {
         let set = set_of(&[cop("on-delete", json!({"overrideRules": [rule]}))]);
         let old = web_pod();
         let req = Request::from_objects(Operation::Delete, None, Some(old.clone())).unwrap();
-        let d = set.mutate(&req, &NoObjects);
+        let d = kanon_engine::block_on(set.mutate(&req, &NoObjects));
         assert!(d.allowed);
         assert!(d.patch.0.is_empty(), "{d:?}");
         assert!(d.applied_policies.is_empty(), "{d:?}");
@@ -88,7 +88,7 @@ fn delete_gets_no_patch_even_from_delete_rules() {
             "on DELETE the object under test is the old object"
         );
         // review() does not patch either.
-        let r = set.review(&req, &NoObjects);
+        let r = kanon_engine::block_on(set.review(&req, &NoObjects));
         assert!(r.allowed && r.patch.0.is_empty(), "{r:?}");
     }
 }
@@ -111,7 +111,7 @@ fn rules_apply_only_for_their_operations_within_one_policy() {
         (Operation::Connect, json!(["always"])),
     ];
     for (op, trace) in cases {
-        let d = set.mutate(&request(op, &object), &NoObjects);
+        let d = kanon_engine::block_on(set.mutate(&request(op, &object), &NoObjects));
         assert_eq!(d.patched.as_ref().unwrap()["trace"], trace, "{op}");
         assert_eq!(d.applied_policies, ["ClusterOverridePolicy/p"], "{op}");
     }
@@ -128,7 +128,7 @@ fn update_mutates_the_new_object_and_diffs_against_it() {
     let old = pod("default", "web", json!({"app": "old"}));
     let new = pod("default", "web", json!({"app": "new"}));
     let req = Request::from_objects(Operation::Update, Some(new.clone()), Some(old)).unwrap();
-    let d = set.mutate(&req, &NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&req, &NoObjects));
     assert_eq!(
         d.patched.as_ref().unwrap()["metadata"]["labels"]["app"],
         "patched"
@@ -659,7 +659,7 @@ fn invalid_validate_policy_meets_its_failure_policy_in_validate_and_review() {
     let req = create(&object);
 
     let set = set_of_any(&[mutator.clone(), vpol("Fail")]);
-    let v = set.validate(&req, None, &NoObjects);
+    let v = kanon_engine::block_on(set.validate(&req, None, &NoObjects));
     assert!(!v.allowed);
     assert_eq!(v.messages.len(), 1);
     assert!(
@@ -671,7 +671,7 @@ fn invalid_validate_policy_meets_its_failure_policy_in_validate_and_review() {
         "{v:?}"
     );
     assert!(v.patch.0.is_empty(), "validation never patches");
-    let r = set.review(&req, &NoObjects);
+    let r = kanon_engine::block_on(set.review(&req, &NoObjects));
     assert!(!r.allowed);
     assert!(
         r.patch.0.is_empty(),
@@ -681,7 +681,7 @@ fn invalid_validate_policy_meets_its_failure_policy_in_validate_and_review() {
     assert_eq!(r.messages, v.messages);
 
     let set = set_of_any(&[mutator, vpol("Ignore")]);
-    let r = set.review(&req, &NoObjects);
+    let r = kanon_engine::block_on(set.review(&req, &NoObjects));
     assert!(r.allowed, "{r:?}");
     assert_eq!(r.warnings.len(), 1);
     assert!(
@@ -702,14 +702,14 @@ fn an_invalid_policy_meets_only_the_operations_its_rules_target() {
     rule["targetOperations"] = json!(["CREATE"]);
     let set = set_of_any(&[cop("create-only", json!({"overrideRules": [rule]}))]);
     let object = web_pod();
-    let d = set.mutate(&request(Operation::Create, &object), &NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&request(Operation::Create, &object), &NoObjects));
     assert!(!d.allowed, "CREATE meets the invalid policy: {d:?}");
     assert!(
         d.messages[0].contains("spec.overrideRules[0].overriders.plaintext[0].path"),
         "{d:?}"
     );
     for op in [Operation::Update, Operation::Connect] {
-        let d = set.mutate(&request(op, &object), &NoObjects);
+        let d = kanon_engine::block_on(set.mutate(&request(op, &object), &NoObjects));
         assert!(
             d.allowed && d.messages.is_empty() && d.warnings.is_empty(),
             "{op}: {d:?}"
@@ -720,10 +720,14 @@ fn an_invalid_policy_meets_only_the_operations_its_rules_target() {
         "create-only",
         json!({"validateRules": [{"targetOperations": ["CREATE"]}]}),
     )]);
-    let d = set.validate(&request(Operation::Create, &object), None, &NoObjects);
+    let d = kanon_engine::block_on(set.validate(
+        &request(Operation::Create, &object),
+        None,
+        &NoObjects,
+    ));
     assert!(!d.allowed, "{d:?}");
     for op in [Operation::Update, Operation::Delete, Operation::Connect] {
-        let d = set.validate(&request(op, &object), None, &NoObjects);
+        let d = kanon_engine::block_on(set.validate(&request(op, &object), None, &NoObjects));
         assert!(d.allowed && d.messages.is_empty(), "{op}: {d:?}");
     }
 
@@ -733,7 +737,7 @@ fn an_invalid_policy_meets_only_the_operations_its_rules_target() {
         json!({"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod", "fieldSelector": {"matchFields": {"x": "y"}}}],
                "overrideRules": []}),
     )]);
-    let d = set.mutate(&request(Operation::Update, &object), &NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&request(Operation::Update, &object), &NoObjects));
     assert!(!d.allowed, "{d:?}");
 }
 
@@ -800,7 +804,7 @@ fn each_policy_reports_what_it_did() {
         ),
     ]);
     let object = pod("default", "p", json!({"app": "web"}));
-    let d = set.review(&create(&object), &kanon_engine::NoObjects);
+    let d = kanon_engine::block_on(set.review(&create(&object), &kanon_engine::NoObjects));
     let result = |policy: &str, outcome| PolicyResult {
         policy: policy.to_string(),
         outcome,
@@ -856,7 +860,7 @@ fn policies_not_run_by_the_deadline_fail_under_their_own_failure_policy() {
     request.deadline = Some(kanon_engine::Deadline::new(move || {
         counter.fetch_add(1, Ordering::SeqCst) >= 1
     }));
-    let d = set.mutate(&request, &kanon_engine::NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&request, &kanon_engine::NoObjects));
     assert!(!d.allowed);
     assert_eq!(d.applied_policies, ["ClusterOverridePolicy/a-first"]);
     assert_eq!(
@@ -870,6 +874,6 @@ fn policies_not_run_by_the_deadline_fail_under_their_own_failure_policy() {
         ]
     );
     // Without a deadline everything applies.
-    let d = set.mutate(&create(&object), &kanon_engine::NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&create(&object), &kanon_engine::NoObjects));
     assert!(d.allowed && d.applied_policies.len() == 3, "{d:?}");
 }

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use common::*;
 use kanon_api::Operation;
-use kanon_engine::{Lookup, LookupError, NoObjects, ObjectStore, Request};
+use kanon_engine::{
+    Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery, ObjectStore, Request,
+};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -308,7 +310,7 @@ fn a_namespace_is_judged_by_its_own_labels() {
         json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}, "validateRules": [{}]}),
     );
     let vset = set_of_any(&[cv]);
-    let d = vset.validate(&req, None, &NoObjects);
+    let d = kanon_engine::block_on(vset.validate(&req, None, &NoObjects));
     assert!(
         !d.allowed,
         "the (invalid) policy selects the deleted prod Namespace: {d:?}"
@@ -317,7 +319,7 @@ fn a_namespace_is_judged_by_its_own_labels() {
     // make that an error.
     let old = namespace("flip", json!({"env": "dev"}));
     let req = Request::from_objects(Operation::Delete, None, Some(old)).unwrap();
-    let d = vset.validate(&req, None, &NoObjects);
+    let d = kanon_engine::block_on(vset.validate(&req, None, &NoObjects));
     assert!(
         d.allowed && d.messages.is_empty() && d.warnings.is_empty(),
         "{d:?}"
@@ -421,30 +423,22 @@ struct CountingLookup {
 }
 
 impl Lookup for CountingLookup {
-    fn get(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Option<Arc<Value>>, LookupError> {
+    fn get<'a>(
+        &'a self,
+        query: ObjectQuery<'a>,
+        name: &'a str,
+    ) -> LookupFuture<'a, Option<Arc<Value>>> {
         self.calls.fetch_add(1, AtomicOrdering::SeqCst);
         if self.fail {
-            return Err(LookupError {
-                what: format!("{api_version}/{kind} {name}"),
-                message: "cache not synced".into(),
-            });
+            return Box::pin(std::future::ready(Err(LookupError::NotSynced {
+                what: query.describe(Some(name)),
+            })));
         }
-        self.inner.get(api_version, kind, namespace, name)
+        self.inner.get(query, name)
     }
 
-    fn list(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-    ) -> Result<Vec<Arc<Value>>, LookupError> {
-        self.inner.list(api_version, kind, namespace)
+    fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+        self.inner.list(query)
     }
 }
 
@@ -491,13 +485,13 @@ fn a_failing_lookup_is_an_evaluation_error_naming_the_cause() {
         d.messages[0].starts_with("ClusterOverridePolicy/a: namespaceSelector: "),
         "{d:?}"
     );
-    assert!(d.messages[0].contains("cache not synced"), "{d:?}");
+    assert!(d.messages[0].contains("not synced yet"), "{d:?}");
     assert_eq!(d.warnings.len(), 1, "{d:?}");
     assert!(
         d.warnings[0].starts_with("ClusterOverridePolicy/b: "),
         "{d:?}"
     );
-    assert!(d.warnings[0].contains("cache not synced"), "{d:?}");
+    assert!(d.warnings[0].contains("not synced yet"), "{d:?}");
     assert_eq!(
         lookup.calls.load(AtomicOrdering::SeqCst),
         1,
@@ -521,12 +515,12 @@ fn object_store_keys_objects_by_identity() {
         3,
         "replacing keeps one entry; an empty namespace is cluster-scoped"
     );
-    let ns = s.get("v1", "Namespace", None, "a").unwrap().unwrap();
+    let ns = s.object("v1", "Namespace", None, "a").unwrap();
     assert_eq!(ns["metadata"]["labels"]["v"], "2");
-    assert!(s.get("v1", "Namespace", Some("a"), "a").unwrap().is_none());
-    assert!(s.get("v1", "Pod", Some("a"), "p").unwrap().is_some());
-    assert!(s.get("v1", "Pod", None, "p").unwrap().is_some());
-    assert!(s.get("v1", "Pod", Some("b"), "p").unwrap().is_none());
+    assert!(s.object("v1", "Namespace", Some("a"), "a").is_none());
+    assert!(s.object("v1", "Pod", Some("a"), "p").is_some());
+    assert!(s.object("v1", "Pod", None, "p").is_some());
+    assert!(s.object("v1", "Pod", Some("b"), "p").is_none());
     for (object, missing) in [
         (
             json!({"kind": "Pod", "metadata": {"name": "p"}}),

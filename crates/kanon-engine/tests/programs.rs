@@ -46,7 +46,9 @@ fn mutate_by(program: &str, object: &Value) -> Decision {
 
 /// Runs a validate program on `request`.
 fn validate_by(program: &str, request: &Request, lookup: &dyn Lookup) -> Decision {
-    set_of(&[validate_program("prog", program)]).validate(request, None, lookup)
+    kanon_engine::block_on(
+        set_of(&[validate_program("prog", program)]).validate(request, None, lookup),
+    )
 }
 
 /// The reason a validate program gives when it renders `{valid: false, reason: <expr | tojson>}`
@@ -625,14 +627,14 @@ fn override_programs_see_the_same_context() {
     user: {{ request.userInfo.username | default("offline") | tojson }}
     old: {{ (oldObject.metadata.labels.app if oldObject else "none") | tojson }}"#,
     )]);
-    let d = set.mutate(&create(&object), &store);
+    let d = kanon_engine::block_on(set.mutate(&create(&object), &store));
     assert_eq!(
         d.patched.as_ref().unwrap()["metadata"]["annotations"],
         json!({"team": "core", "operation": "CREATE", "user": "offline", "old": "none"})
     );
     let update =
         Request::from_objects(Operation::Update, Some(object.clone()), Some(object)).unwrap();
-    let d = set.mutate(&update, &store);
+    let d = kanon_engine::block_on(set.mutate(&update, &store));
     assert_eq!(
         d.patched.as_ref().unwrap()["metadata"]["annotations"]["old"],
         "web"
@@ -769,7 +771,7 @@ fn a_runaway_loop_runs_out_of_fuel_quickly() {
     ] {
         let set = set_of(&[doc]);
         let started = Instant::now();
-        let d = set.review(&req, &NoObjects);
+        let d = kanon_engine::block_on(set.review(&req, &NoObjects));
         let took = started.elapsed();
         assert!(took < bound, "the runaway loop took {took:?}");
         assert!(!d.allowed);
@@ -812,7 +814,9 @@ fn limits_are_evaluation_errors_under_the_failure_policy() {
                 doc
             };
             // Fail: denied, naming the policy and the limit.
-            let d = set_of(&[doc("limited", "Fail")]).review(&create(&object), &NoObjects);
+            let d = kanon_engine::block_on(
+                set_of(&[doc("limited", "Fail")]).review(&create(&object), &NoObjects),
+            );
             assert!(!d.allowed, "{kind} {needle}");
             assert!(
                 d.messages.len() == 1
@@ -830,7 +834,7 @@ fn limits_are_evaluation_errors_under_the_failure_policy() {
                     "- {op: add, path: /metadata/labels/other, value: 'yes'}",
                 ),
             ]);
-            let d = set.review(&create(&object), &NoObjects);
+            let d = kanon_engine::block_on(set.review(&create(&object), &NoObjects));
             assert!(d.allowed, "{kind} {needle}: {d:?}");
             assert!(d.messages.is_empty());
             assert_eq!(d.warnings.len(), 1, "{d:?}");
@@ -863,7 +867,7 @@ fn one_policys_program_error_never_changes_another_policys_result() {
         validate_program("b-rejects", "{\"valid\": false, \"reason\": \"b\"}"),
         validate_program("c-passes", "{\"valid\": true, \"warnings\": [\"c\"]}"),
     ]);
-    let d = set.validate(&create(&web_pod()), None, &NoObjects);
+    let d = kanon_engine::block_on(set.validate(&create(&web_pod()), None, &NoObjects));
     assert_eq!(d.messages.len(), 2, "{d:?}");
     assert!(d.messages[0].starts_with(
         "ClusterValidatePolicy/a-broken: spec.validateRules[0].program: line 1: undefined value"

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use common::*;
 use kanon_api::Operation;
-use kanon_engine::{Lookup, LookupError, NoObjects, ObjectStore, Request};
+use kanon_engine::{
+    Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery, ObjectStore, Request,
+};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -102,7 +104,7 @@ fn resolve_with(
     lookup: &dyn Lookup,
 ) -> Result<Option<Value>, String> {
     let set = set_of(&[doc]);
-    let d = set.validate(request, None, lookup);
+    let d = kanon_engine::block_on(set.validate(request, None, lookup));
     if d.allowed {
         assert!(d.messages.is_empty() && d.warnings.is_empty(), "{d:?}");
         return Ok(None);
@@ -240,12 +242,12 @@ fn old_object_by_json_pointer_and_jsonpath() {
         }}}]}),
     );
     let set = set_of(&[shrink]);
-    assert!(set.validate(&update, None, &NoObjects).allowed);
+    assert!(kanon_engine::block_on(set.validate(&update, None, &NoObjects)).allowed);
     let mut smaller = new.clone();
     smaller["spec"]["replicas"] = json!(1);
     let req = Request::from_objects(Operation::Update, Some(smaller), Some(new)).unwrap();
     assert_eq!(
-        set.validate(&req, None, &NoObjects).messages,
+        kanon_engine::block_on(set.validate(&req, None, &NoObjects)).messages,
         ["ClusterValidatePolicy/no-shrink: replicas may not shrink from 5 to 1"]
     );
 }
@@ -357,7 +359,7 @@ fn a_missing_owner_is_an_evaluation_error() {
     // Under Ignore: admitted with a warning.
     let mut doc = show(json!({"from": "owner", "path": "/spec/replicas"}));
     doc["spec"]["failurePolicy"] = json!("Ignore");
-    let d = set_of(&[doc]).validate(&req, None, &store);
+    let d = kanon_engine::block_on(set_of(&[doc]).validate(&req, None, &store));
     assert!(d.allowed);
     assert_eq!(
         d.warnings,
@@ -381,7 +383,7 @@ fn owner_values_feed_conditions_and_templates() {
         }}}]}),
     )]);
     assert_eq!(
-        set.validate(&create(&object), None, &store).messages,
+        kanon_engine::block_on(set.validate(&create(&object), None, &store)).messages,
         ["ClusterValidatePolicy/match-owner: 2 replicas, the owner has 3"]
     );
     // A label copied from the owner.
@@ -392,7 +394,7 @@ fn owner_values_feed_conditions_and_templates() {
             "valueRef": {"from": "owner", "path": "$.spec.replicas"},
         }}}]}),
     )]);
-    let d = set.mutate(&create(&object), &store);
+    let d = kanon_engine::block_on(set.mutate(&create(&object), &store));
     assert_eq!(
         d.patched.as_ref().unwrap()["metadata"]["labels"]["owner-replicas"],
         "3"
@@ -490,28 +492,19 @@ fn k8s_objects_that_do_not_exist_and_placeholders_that_fail_are_evaluation_error
     // A lookup that fails (as opposed to an object that is absent).
     struct Broken;
     impl Lookup for Broken {
-        fn get(
-            &self,
-            api_version: &str,
-            kind: &str,
-            _: Option<&str>,
-            name: &str,
-        ) -> Result<Option<Arc<Value>>, LookupError> {
-            Err(LookupError {
-                what: format!("{api_version}/{kind} {name}"),
-                message: "watch cache not synced".into(),
-            })
+        fn get<'a>(
+            &'a self,
+            query: ObjectQuery<'a>,
+            name: &'a str,
+        ) -> LookupFuture<'a, Option<Arc<Value>>> {
+            Box::pin(std::future::ready(Err(LookupError::NotSynced {
+                what: query.describe(Some(name)),
+            })))
         }
-        fn list(
-            &self,
-            api_version: &str,
-            kind: &str,
-            _: Option<&str>,
-        ) -> Result<Vec<Arc<Value>>, LookupError> {
-            Err(LookupError {
-                what: format!("{api_version}/{kind}"),
-                message: "watch cache not synced".into(),
-            })
+        fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+            Box::pin(std::future::ready(Err(LookupError::NotSynced {
+                what: query.describe(None),
+            })))
         }
     }
     assert_eq!(
@@ -524,7 +517,7 @@ fn k8s_objects_that_do_not_exist_and_placeholders_that_fail_are_evaluation_error
             &Broken
         ),
         Err(format!(
-            "{at}: looking up v1/ConfigMap web-config: watch cache not synced"
+            "{at}: looking up v1/ConfigMap default/web-config: not synced yet (the cache is still loading)"
         ))
     );
     assert_eq!(
@@ -537,7 +530,7 @@ fn k8s_objects_that_do_not_exist_and_placeholders_that_fail_are_evaluation_error
             &Broken
         ),
         Err(format!(
-            "{at}: looking up v1/ConfigMap: watch cache not synced"
+            "{at}: looking up v1/ConfigMap in namespace default: not synced yet (the cache is still loading)"
         ))
     );
 }
@@ -771,7 +764,7 @@ fn http_references_are_a_clear_error_offline() {
     assert_eq!(
         resolve(http.clone(), &req, &NoObjects),
         Err(format!(
-            "spec.validateRules[0].template.condition.dataRef: {offline}"
+            "spec.validateRules[0].template.condition.dataRef.http: looking up GET https://policy.example/check: {offline}"
         ))
     );
     // In a valueRef of a condition and of an override template, under each failure policy.
@@ -783,30 +776,30 @@ fn http_references_are_a_clear_error_offline() {
             }}}]}),
         )
     };
-    let d = set_of(&[condition("Fail")]).validate(&req, None, &NoObjects);
+    let d = kanon_engine::block_on(set_of(&[condition("Fail")]).validate(&req, None, &NoObjects));
     assert_eq!(
         d.messages,
         [format!(
-            "ClusterValidatePolicy/remote: spec.validateRules[0].template.condition.valueRef: {offline}"
+            "ClusterValidatePolicy/remote: spec.validateRules[0].template.condition.valueRef.http: looking up GET https://policy.example/check: {offline}"
         )]
     );
-    let d = set_of(&[condition("Ignore")]).validate(&req, None, &NoObjects);
+    let d = kanon_engine::block_on(set_of(&[condition("Ignore")]).validate(&req, None, &NoObjects));
     assert!(d.allowed);
     assert_eq!(
         d.warnings,
         [format!(
-            "ClusterValidatePolicy/remote: skipped (failurePolicy Ignore): spec.validateRules[0].template.condition.valueRef: {offline}"
+            "ClusterValidatePolicy/remote: skipped (failurePolicy Ignore): spec.validateRules[0].template.condition.valueRef.http: looking up GET https://policy.example/check: {offline}"
         )]
     );
     let set = set_of(&[cop(
         "remote-label",
         json!({"overrideRules": [{"overriders": {"template": {"type": "labels", "operation": "add", "path": "x", "valueRef": http}}}]}),
     )]);
-    let d = set.mutate(&req, &NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&req, &NoObjects));
     assert_eq!(
         d.messages,
         [format!(
-            "ClusterOverridePolicy/remote-label: spec.overrideRules[0].overriders.template.valueRef: {offline}"
+            "ClusterOverridePolicy/remote-label: spec.overrideRules[0].overriders.template.valueRef.http: looking up GET https://policy.example/check: {offline}"
         )]
     );
     // The request description is checked when the policy is written.
@@ -823,5 +816,291 @@ fn http_references_are_a_clear_error_offline() {
         &errors,
         "spec.validateRules[0].template.condition.dataRef.http",
         "is required for from: http",
+    );
+}
+
+/// A lookup whose HTTP service answers every call with `answer`, recording the calls.
+struct FakeService {
+    answer: kanon_engine::HttpAnswer,
+    calls: std::sync::Mutex<Vec<kanon_engine::HttpCall>>,
+}
+
+impl FakeService {
+    fn answering(status: u16, body: &str) -> Self {
+        FakeService {
+            answer: kanon_engine::HttpAnswer {
+                status,
+                headers: [("content-type".to_string(), "application/json".to_string())].into(),
+                body: body.as_bytes().to_vec(),
+            },
+            calls: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn calls(&self) -> Vec<kanon_engine::HttpCall> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Lookup for FakeService {
+    fn get<'a>(&'a self, _: ObjectQuery<'a>, _: &'a str) -> LookupFuture<'a, Option<Arc<Value>>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+    fn list<'a>(&'a self, _: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+    fn http<'a>(
+        &'a self,
+        call: &'a kanon_engine::HttpCall,
+    ) -> LookupFuture<'a, kanon_engine::HttpAnswer> {
+        self.calls.lock().unwrap().push(call.clone());
+        Box::pin(std::future::ready(Ok(self.answer.clone())))
+    }
+}
+
+#[test]
+fn http_answers_are_status_header_and_body_with_placeholders_rendered() {
+    let req = create(&web_pod());
+    let service = FakeService::answering(200, r#"{"allowed": true, "quota": 3}"#);
+    let http = json!({"from": "http", "http": {
+        "url": "https://policy.example/{{ object.metadata.namespace }}/check",
+        "params": {"name": "{{ object.metadata.name }}", "fixed": "1"},
+        "header": {"X-Team": "{{ object.metadata.labels.app }}"},
+        "timeoutSeconds": 2,
+    }});
+    assert_eq!(
+        resolve(http, &req, &service),
+        Ok(Some(json!({
+            "status": 200,
+            "header": {"content-type": "application/json"},
+            "body": {"allowed": true, "quota": 3},
+        })))
+    );
+    let calls = service.calls();
+    assert_eq!(calls.len(), 1);
+    let call = &calls[0];
+    assert_eq!(call.describe(), "GET https://policy.example/default/check");
+    assert_eq!(
+        call.params,
+        [
+            ("fixed".to_string(), "1".to_string()),
+            ("name".to_string(), "web-abc-1".to_string())
+        ]
+        .into()
+    );
+    assert_eq!(
+        call.headers,
+        [("X-Team".to_string(), "web".to_string())].into()
+    );
+    assert_eq!(call.timeout, Some(std::time::Duration::from_secs(2)));
+    assert_eq!(call.policy, "ClusterValidatePolicy/show");
+    assert_eq!(call.token, None);
+    assert_eq!(call.body, None);
+
+    // A path into the answer; a POST body rendered from the object; a token from a Secret.
+    let service = FakeService::answering(200, r#"{"allowed": false}"#);
+    let http = json!({"from": "http", "path": "/body/allowed", "http": {
+        "url": "http://checker.policy.svc/review", "method": "POST",
+        "body": "{\"image\": {{ object.spec.containers[0].image | tojson }}}",
+        "auth": {"secretRef": {"namespace": "kanon", "name": "checker"}},
+    }});
+    assert_eq!(resolve(http, &req, &service), Ok(Some(json!(false))));
+    let call = &service.calls()[0];
+    assert_eq!(call.describe(), "POST http://checker.policy.svc/review");
+    assert_eq!(call.body, Some(json!({"image": "nginx"})));
+    assert_eq!(
+        call.token,
+        Some(kanon_engine::HttpToken::Secret {
+            namespace: "kanon".into(),
+            name: "checker".into(),
+            key: "token".into(),
+        })
+    );
+    // Tokens never show in debug output (logs).
+    let static_token = kanon_engine::HttpToken::Static("s3cr3t".into());
+    assert!(!format!("{static_token:?}").contains("s3cr3t"));
+}
+
+#[test]
+fn http_errors_name_the_service_and_what_it_answered() {
+    let req = create(&web_pod());
+    let at = "spec.validateRules[0].template.condition.dataRef.http";
+    let http = json!({"from": "http", "http": {"url": "https://policy.example/check"}});
+    let rows = [
+        (
+            FakeService::answering(503, "overloaded, try later"),
+            format!("{at}: https://policy.example/check answered HTTP 503: overloaded, try later"),
+        ),
+        (
+            FakeService::answering(200, "<html>ok</html>"),
+            format!(
+                "{at}: https://policy.example/check answered with a body that is not JSON: expected value at line 1 column 1"
+            ),
+        ),
+    ];
+    for (service, expected) in rows {
+        assert_eq!(resolve(http.clone(), &req, &service), Err(expected));
+    }
+    // An empty body is null, not an error.
+    let service = FakeService::answering(204, "");
+    assert_eq!(
+        resolve(http.clone(), &req, &service),
+        Ok(Some(
+            json!({"status": 204, "header": {"content-type": "application/json"}, "body": null})
+        ))
+    );
+    // A body template that does not render JSON.
+    let bad_body = json!({"from": "http", "http": {"url": "https://policy.example/check", "method": "POST", "body": "{{ object.metadata.name }}"}});
+    let got = resolve(bad_body, &req, &FakeService::answering(200, "{}")).unwrap_err();
+    assert!(
+        got.starts_with(&format!("{at}.body: the rendered body is not JSON")),
+        "{got}"
+    );
+}
+
+#[test]
+fn http_references_are_checked_when_the_policy_is_written() {
+    let rows = [
+        (
+            json!({"url": "ftp://x/y"}),
+            "url",
+            "`ftp://x/y` is not an http:// or https:// URL",
+        ),
+        (
+            json!({"url": "https://x", "body": {"a": 1}}),
+            "body",
+            "is sent only with method: POST",
+        ),
+        (
+            json!({"url": "https://x", "auth": {}}),
+            "auth",
+            "set staticToken or secretRef",
+        ),
+        (
+            json!({"url": "https://x", "auth": {"staticToken": "t", "secretRef": {"namespace": "a", "name": "b"}}}),
+            "auth",
+            "set staticToken or secretRef, not both",
+        ),
+        (
+            json!({"url": "https://x", "timeoutSeconds": 60}),
+            "timeoutSeconds",
+            "60 is outside 1..=30",
+        ),
+    ];
+    for (http, field, message) in rows {
+        let errors = compile_errors(&show(json!({"from": "http", "http": http})));
+        assert_error(
+            &errors,
+            &format!("spec.validateRules[0].template.condition.dataRef.http.{field}"),
+            message,
+        );
+    }
+    // A namespaced policy's token comes from its own namespace only.
+    let policy = vp(
+        "shop",
+        "remote",
+        json!({"validateRules": [{"template": {"type": "condition", "condition": {
+            "cond": "Exist",
+            "dataRef": {"from": "http", "http": {"url": "https://x", "auth": {"secretRef": {"namespace": "kanon", "name": "t"}}}},
+        }}}]}),
+    );
+    assert_error(
+        &compile_errors(&policy),
+        "spec.validateRules[0].template.condition.dataRef.http.auth.secretRef.namespace",
+        "a namespaced policy reads Secrets only in its own namespace `shop`, not `kanon`",
+    );
+}
+
+/// One recorded query: type, namespace, policy, confinement.
+type Query = (String, Option<String>, String, Option<String>);
+
+/// An [`ObjectStore`] that records who asked for what.
+struct Recording {
+    store: ObjectStore,
+    queries: std::sync::Mutex<Vec<Query>>,
+}
+
+impl Recording {
+    fn record(&self, query: &ObjectQuery<'_>) {
+        self.queries.lock().unwrap().push((
+            format!("{}/{}", query.api_version, query.kind),
+            query.namespace.map(str::to_string),
+            query.policy.to_string(),
+            query.confined_to.map(str::to_string),
+        ));
+    }
+}
+
+impl Lookup for Recording {
+    fn get<'a>(
+        &'a self,
+        query: ObjectQuery<'a>,
+        name: &'a str,
+    ) -> LookupFuture<'a, Option<Arc<Value>>> {
+        self.record(&query);
+        self.store.get(query, name)
+    }
+    fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+        self.record(&query);
+        self.store.list(query)
+    }
+}
+
+#[test]
+fn lookups_say_which_policy_asks_and_where_a_namespaced_one_is_confined() {
+    let lookup = Recording {
+        store: cluster(),
+        queries: std::sync::Mutex::new(Vec::new()),
+    };
+    let req = create(&web_pod());
+    let listing = json!({"from": "k8s", "path": "$[*].metadata.name", "k8s": {
+        "apiVersion": "v1", "kind": "ConfigMap", "labelSelector": {"matchLabels": {"team": "core"}},
+    }});
+    let namespaced = vp(
+        "default",
+        "show",
+        json!({"validateRules": [{"template": {"type": "condition", "condition": {
+            "cond": "Exist", "dataRef": listing.clone(), "message": "{{ data | tojson }}",
+        }}}]}),
+    );
+    // Listed without a namespace, a namespaced policy still sees only its own namespace
+    // (and the store is told so); kube-system's ConfigMap stays out.
+    assert_eq!(
+        resolve_with(namespaced, &req, &lookup),
+        Ok(Some(json!(["api-config", "web-config"])))
+    );
+    assert_eq!(
+        resolve(listing, &req, &lookup)
+            .unwrap()
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let queries: Vec<_> = lookup
+        .queries
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|q| q.0 != "v1/Namespace") // the request's namespace, for `namespaceObject`
+        .cloned()
+        .collect();
+    assert_eq!(
+        queries,
+        [
+            (
+                "v1/ConfigMap".to_string(),
+                None,
+                "ValidatePolicy/default/show".to_string(),
+                Some("default".to_string())
+            ),
+            (
+                "v1/ConfigMap".to_string(),
+                None,
+                "ClusterValidatePolicy/show".to_string(),
+                None
+            ),
+        ]
     );
 }

@@ -307,7 +307,7 @@ fn fixtures_through_the_engine() {
     for x in expectations() {
         let review = read_fixture(x.file);
         let req = Request::from_admission_review(&review).unwrap();
-        let d = set.review(&req, &NoObjects);
+        let d = kanon_engine::block_on(set.review(&req, &NoObjects));
         assert!(d.allowed, "{}: {d:?}", x.file);
         if x.operation == Operation::Delete {
             assert!(d.patch.0.is_empty(), "{}: DELETE gets no patch", x.file);
@@ -351,7 +351,7 @@ fn namespace_fixture_is_judged_by_its_own_labels() {
         )
     };
     let set = set_of(&[selector("baseline"), selector("restricted")]);
-    let d = set.mutate(&req, &NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&req, &NoObjects));
     assert!(d.allowed, "{d:?}");
     assert_eq!(d.applied_policies, ["ClusterOverridePolicy/baseline"]);
 }
@@ -532,7 +532,7 @@ fn review_identity_falls_back_to_the_request() {
     assert!(req.subject().is_none());
     // The engine has nothing to judge and admits it.
     let set = set_of(&[cop("mark", json!({"overrideRules": [hit_rule("mark")]}))]);
-    let d = set.review(&req, &NoObjects);
+    let d = kanon_engine::block_on(set.review(&req, &NoObjects));
     assert!(
         d.allowed && d.patch.0.is_empty() && d.patched.is_none(),
         "{d:?}"
@@ -762,7 +762,7 @@ fn a_namespace_is_cluster_scoped_even_when_the_review_names_its_namespace() {
             ),
             cop("any", json!({"overrideRules": [hit_rule("any")]})),
         ]);
-        let d = set.mutate(&req, &NoObjects);
+        let d = kanon_engine::block_on(set.mutate(&req, &NoObjects));
         assert!(d.allowed, "{d:?}");
         let expected: &[&str] = if operation == "DELETE" {
             &[]

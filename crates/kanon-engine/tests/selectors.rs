@@ -19,7 +19,7 @@ fn selects(selectors: Value, object: &Value) -> bool {
     let req = create(object);
     let direct = policy.selects_resource(&req.view(object));
     let set = kanon_engine::PolicySet::build(vec![policy]).unwrap();
-    let decision = set.mutate(&req, &kanon_engine::NoObjects);
+    let decision = kanon_engine::block_on(set.mutate(&req, &kanon_engine::NoObjects));
     assert!(decision.allowed, "{decision:?}");
     let applied = match decision.applied_policies.as_slice() {
         [] => false,

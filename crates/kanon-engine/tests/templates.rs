@@ -408,7 +408,7 @@ fn value_ref_present_missing_and_structured() {
         json!({"type": "annotations", "operation": "add", "path": "previous-version", "valueRef": {"from": "old", "path": "/metadata/labels/version"}}),
     )]);
     let req = Request::from_objects(Operation::Update, Some(new.clone()), Some(old)).unwrap();
-    let d = set.mutate(&req, &NoObjects);
+    let d = kanon_engine::block_on(set.mutate(&req, &NoObjects));
     assert_eq!(
         patch_of(&d),
         json!([{"op": "add", "path": "/metadata/annotations", "value": {"previous-version": "v1"}}])

@@ -244,19 +244,19 @@ pub fn allow_all(body: &[u8]) -> Reply {
 /// Answers one AdmissionReview body sent to `webhook`: parses it, evaluates the request
 /// against `policies` ([`decide`]) and encodes the response. Never fails: a bad body gets a
 /// 400 (413 over `max_body_bytes`) reply saying what is wrong.
-pub fn review(
+pub async fn review(
     body: &[u8],
     webhook: Webhook,
     policies: &PolicySet,
     lookup: &dyn Lookup,
     max_body_bytes: usize,
 ) -> Reply {
-    review_until(body, webhook, policies, lookup, max_body_bytes, None)
+    review_until(body, webhook, policies, lookup, max_body_bytes, None).await
 }
 
 /// [`review`] bounded by `deadline` (the request's `?timeout=`): policies that have not run
 /// when it passes fail under their own failure policy.
-pub fn review_until(
+pub async fn review_until(
     body: &[u8],
     webhook: Webhook,
     policies: &PolicySet,
@@ -287,7 +287,7 @@ pub fn review_until(
     match Request::from_admission_review_owned(document) {
         Ok(mut request) => {
             request.deadline = deadline;
-            let decision = decide(&request, webhook, policies, lookup);
+            let decision = decide(&request, webhook, policies, lookup).await;
             Reply::decided(&request, webhook, decision)
         }
         Err(e) => Reply::invalid(uid, e.into()),
@@ -299,16 +299,16 @@ pub fn review_until(
 /// kanon's own policy objects, checks that it compiles: a bad policy is denied with every
 /// error by field path (before the validate policies' own reasons, if any). Writes to a
 /// policy's `status` and updates of a policy being deleted are not checked.
-pub fn decide(
+pub async fn decide(
     request: &Request,
     webhook: Webhook,
     policies: &PolicySet,
     lookup: &dyn Lookup,
 ) -> Decision {
     match webhook {
-        Webhook::Mutate => policies.mutate(request, lookup),
+        Webhook::Mutate => policies.mutate(request, lookup).await,
         Webhook::Validate => {
-            let mut decision = policies.validate(request, None, lookup);
+            let mut decision = policies.validate(request, None, lookup).await;
             if let Some(message) = check_policy_object(request) {
                 decision.allowed = false;
                 decision.messages.insert(0, message);

@@ -3,6 +3,7 @@
 //! accepts. The HTTPS server that wraps it comes later; it only moves bytes.
 
 pub mod admission;
+pub mod lookup;
 pub mod metrics;
 pub mod server;
 pub mod source;

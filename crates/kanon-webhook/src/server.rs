@@ -6,7 +6,7 @@
 //! - Plain HTTP on its own port: `GET /metrics` (OpenMetrics text).
 //!
 //! A review's body is read up to `max_body_bytes` (past it: 413, without reading on); then it
-//! waits for one of `max_concurrent_reviews` permits and is evaluated on the blocking pool.
+//! waits for one of `max_concurrent_reviews` permits and is evaluated on the connection's own task.
 //! The request's `?timeout=` (kube-apiserver sends it; else `default_review_timeout`) bounds
 //! the whole: past it the answer is a 500 saying the review timed out.
 //!
@@ -48,6 +48,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::admission::{self, Reply, Webhook};
+use crate::lookup::BoundedLookup;
 use crate::metrics::{self, Metrics};
 use crate::state::PolicyState;
 use crate::tls::{self, CertPaths, CertResolver, TlsError};
@@ -700,7 +701,14 @@ async fn read_body(mut body: Incoming, limit: usize) -> Result<Bytes, BodyError>
 /// 500 itself.
 const EVALUATION_GRACE: Duration = Duration::from_millis(250);
 
-/// One review: the body (bounded), a permit, the evaluation on the blocking pool, all within
+/// How long before the review's deadline its lookups are cut short, so that the verdict (the
+/// policy failing under its own failure policy) reaches kube-apiserver before it stops
+/// waiting: a tenth of the timeout, at most 100 ms.
+fn answer_margin(timeout: Duration) -> Duration {
+    (timeout / 10).min(Duration::from_millis(100))
+}
+
+/// One review: the body (bounded), a permit, the evaluation on this task, all within
 /// the request's timeout.
 async fn review(
     shared: &Arc<Shared>,
@@ -761,35 +769,35 @@ async fn review(
             }
             Err(_) => return timed_out(webhook, timeout, "waiting for an evaluation slot"),
         };
-    let evaluation = {
-        let shared = shared.clone();
-        tokio::task::spawn_blocking(move || {
-            // Held until the evaluation ends, even when its answer is no longer awaited.
-            let _permit = permit;
-            let policies = shared.state.current();
-            if shared.allow_all {
-                admission::allow_all(&body)
-            } else {
-                // The engine stops running policies at the deadline; those left fail under
-                // their own failure policy, and the answer is still a verdict.
-                let until = deadline.into_std();
-                admission::review_until(
-                    &body,
-                    webhook,
-                    &policies,
-                    shared.lookup.as_ref(),
-                    shared.max_body_bytes,
-                    Some(kanon_engine::Deadline::new(move || {
-                        std::time::Instant::now() >= until
-                    })),
-                )
-            }
-        })
+    // Evaluated on this task: no hand-off to another thread. A program is bounded by its fuel
+    // and a lookup by the deadline, so neither holds a worker past them.
+    let evaluation = async {
+        // Held until the evaluation ends.
+        let _permit = permit;
+        let policies = shared.state.current();
+        if shared.allow_all {
+            return admission::allow_all(&body);
+        }
+        // The engine stops running policies at the deadline; those left fail under their own
+        // failure policy, and the answer is still a verdict.
+        let until = deadline.into_std();
+        let lookup = BoundedLookup::new(shared.lookup.as_ref(), deadline - answer_margin(timeout));
+        admission::review_until(
+            &body,
+            webhook,
+            &policies,
+            &lookup,
+            shared.max_body_bytes,
+            Some(kanon_engine::Deadline::new(move || {
+                std::time::Instant::now() >= until
+            })),
+        )
+        .await
     };
-    // A policy already running when the deadline passes ends within its fuel; the hard stop
-    // below is for a lookup that does not return.
+    // The hard stop is for an evaluation that does not return: past the deadline its lookups
+    // fail, so this fires only if something ignores them.
     match tokio::time::timeout_at(deadline + EVALUATION_GRACE, evaluation).await {
-        Ok(Ok(reply)) => {
+        Ok(reply) => {
             let (operation, kind) = match &reply.request {
                 Some((operation, kind)) => (Some(operation.as_str()), Some(kind.as_str())),
                 None => (None, None),
@@ -810,16 +818,6 @@ async fn review(
                 );
             }
             (reply_response(reply.status, reply.body), reply.uid)
-        }
-        Ok(Err(error)) => {
-            tracing::warn!(webhook = webhook.path(), %error, "the evaluation failed");
-            (
-                text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the review failed: internal error",
-                ),
-                None,
-            )
         }
         Err(_) => timed_out(webhook, timeout, "evaluating"),
     }

@@ -65,13 +65,13 @@ fn policies() -> PolicySet {
 }
 
 fn send(body: &[u8], webhook: Webhook) -> Reply {
-    review(
+    kanon_engine::block_on(review(
         body,
         webhook,
         &policies(),
         &NoObjects,
         DEFAULT_MAX_BODY_BYTES,
-    )
+    ))
 }
 
 fn send_json(review: &Value, webhook: Webhook) -> Reply {
@@ -484,13 +484,13 @@ fn a_denial_joins_every_reason() {
     let set = PolicySet::build(all).unwrap();
     let request = fixture("pod-create-privileged.json");
     let body = serde_json::to_vec(&request).unwrap();
-    let reply = review(
+    let reply = kanon_engine::block_on(review(
         &body,
         Webhook::Validate,
         &set,
         &NoObjects,
         DEFAULT_MAX_BODY_BYTES,
-    );
+    ));
     let v = accept(&request, Webhook::Validate, &reply);
     let message = v.message.unwrap();
     let parts: Vec<&str> = message.split("; ").collect();
@@ -523,13 +523,13 @@ fn a_failing_override_denies_without_a_patch() {
     let set = PolicySet::build(all).unwrap();
     let request = fixture("pod-create.json");
     let body = serde_json::to_vec(&request).unwrap();
-    let reply = review(
+    let reply = kanon_engine::block_on(review(
         &body,
         Webhook::Mutate,
         &set,
         &NoObjects,
         DEFAULT_MAX_BODY_BYTES,
-    );
+    ));
     let m = accept(&request, Webhook::Mutate, &reply);
     assert!(!m.allowed);
     assert!(m.patch.is_none(), "{:?}", m.patch);
@@ -671,7 +671,7 @@ fn missing_or_unknown_operation() {
 fn oversize_body() {
     let body = std::fs::read(format!("{FIXTURES}/pod-create.json")).unwrap();
     for webhook in [Webhook::Mutate, Webhook::Validate] {
-        let reply = review(&body, webhook, &policies(), &NoObjects, 1024);
+        let reply = kanon_engine::block_on(review(&body, webhook, &policies(), &NoObjects, 1024));
         let message = rejected(&reply, 413, "");
         assert_eq!(
             message,
@@ -681,7 +681,8 @@ fn oversize_body() {
             )
         );
         // At the limit exactly, the body is read.
-        let reply = review(&body, webhook, &policies(), &NoObjects, body.len());
+        let reply =
+            kanon_engine::block_on(review(&body, webhook, &policies(), &NoObjects, body.len()));
         assert_eq!(reply.status, 200);
     }
     let message = rejected(&Reply::too_large(1024), 413, "");

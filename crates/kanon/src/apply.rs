@@ -200,7 +200,7 @@ pub(crate) fn evaluate_documents(
                 continue;
             }
         };
-        let decision = policies.review(&request, context);
+        let decision = kanon_engine::block_on(policies.review(&request, context));
         verdicts.push(Verdict {
             resource: ResourceId {
                 api_version: request.api_version.clone(),

@@ -10,9 +10,7 @@ fn repo() -> PathBuf {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    repo()
-        .join("fixtures/admission-reviews")
-        .join(name)
+    repo().join("fixtures/admission-reviews").join(name)
 }
 
 fn kanon(args: &[&str]) -> Output {

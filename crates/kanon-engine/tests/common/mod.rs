@@ -151,12 +151,12 @@ pub fn request(operation: Operation, object: &Value) -> Request {
 
 /// Runs the override policies on a CREATE of `object` with no cluster objects.
 pub fn mutate_create(set: &PolicySet, object: &Value) -> Decision {
-    set.mutate(&create(object), &NoObjects)
+    kanon_engine::block_on(set.mutate(&create(object), &NoObjects))
 }
 
 /// Runs the override policies with a lookup.
 pub fn mutate_with(set: &PolicySet, object: &Value, lookup: &dyn Lookup) -> Decision {
-    set.mutate(&create(object), lookup)
+    kanon_engine::block_on(set.mutate(&create(object), lookup))
 }
 
 /// Applies `decision.patch` to `original` and checks it gives `decision.patched`: the patch

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kanon_engine::{Lookup, LookupError, PolicySet, compile_document};
+use kanon_engine::{Lookup, LookupFuture, ObjectQuery, PolicySet, compile_document};
 use kanon_webhook::PolicyState;
 use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{Server, ServerConfig, ServerError};
@@ -42,26 +42,21 @@ pub const SLOW_LOOKUP: Duration = Duration::from_millis(1500);
 pub struct SlowLookup;
 
 impl Lookup for SlowLookup {
-    fn get(
-        &self,
-        _api_version: &str,
-        kind: &str,
-        _namespace: Option<&str>,
-        _name: &str,
-    ) -> Result<Option<Arc<Value>>, LookupError> {
-        if kind == SLOW_KIND {
-            std::thread::sleep(SLOW_LOOKUP);
-        }
-        Ok(None)
+    fn get<'a>(
+        &'a self,
+        query: ObjectQuery<'a>,
+        _name: &'a str,
+    ) -> LookupFuture<'a, Option<Arc<Value>>> {
+        Box::pin(async move {
+            if query.kind == SLOW_KIND {
+                tokio::time::sleep(SLOW_LOOKUP).await;
+            }
+            Ok(None)
+        })
     }
 
-    fn list(
-        &self,
-        _api_version: &str,
-        _kind: &str,
-        _namespace: Option<&str>,
-    ) -> Result<Vec<Arc<Value>>, LookupError> {
-        Ok(Vec::new())
+    fn list<'a>(&'a self, _query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
     }
 }
 

@@ -1,0 +1,69 @@
+//! Lookups bounded by the review's deadline: whatever implements [`Lookup`] (watch caches, the
+//! apiserver, an HTTP client), a lookup made for a review ends when the review's time is up,
+//! with [`LookupError::TimedOut`], so that the policy fails under its own failure policy
+//! instead of the whole review timing out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kanon_engine::lookup::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
+use kanon_engine::{Lookup, LookupError};
+use serde_json::Value;
+use tokio::time::Instant;
+
+/// A [`Lookup`] whose every call ends by `deadline`.
+pub struct BoundedLookup<'l> {
+    inner: &'l dyn Lookup,
+    deadline: Instant,
+}
+
+impl<'l> BoundedLookup<'l> {
+    /// Bounds `inner` by `deadline`.
+    pub fn new(inner: &'l dyn Lookup, deadline: Instant) -> Self {
+        BoundedLookup { inner, deadline }
+    }
+
+    fn bound<'a, T: Send + 'a>(
+        &'a self,
+        what: impl FnOnce() -> String + Send + 'a,
+        future: LookupFuture<'a, T>,
+    ) -> LookupFuture<'a, T> {
+        let deadline = self.deadline;
+        Box::pin(async move {
+            let given = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout_at(deadline, future).await {
+                Ok(result) => result,
+                Err(_) => Err(LookupError::TimedOut {
+                    what: what(),
+                    after: round_ms(given),
+                }),
+            }
+        })
+    }
+}
+
+/// Durations in messages to the millisecond: enough for a person, stable for a test.
+fn round_ms(duration: Duration) -> Duration {
+    Duration::from_millis(duration.as_millis().min(u64::MAX as u128) as u64)
+}
+
+impl Lookup for BoundedLookup<'_> {
+    fn get<'a>(
+        &'a self,
+        query: ObjectQuery<'a>,
+        name: &'a str,
+    ) -> LookupFuture<'a, Option<Arc<Value>>> {
+        self.bound(
+            move || query.describe(Some(name)),
+            self.inner.get(query, name),
+        )
+    }
+
+    fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+        self.bound(move || query.describe(None), self.inner.list(query))
+    }
+
+    fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
+        self.bound(move || call.describe(), self.inner.http(call))
+    }
+}
