@@ -1,18 +1,61 @@
-//! Repository tasks: `cargo xtask crds` regenerates the committed CRD manifests.
+//! Repository tasks: `cargo xtask crds` regenerates the committed CRD manifests;
+//! `cargo xtask cluster ...` builds and runs the local Kubernetes control plane that kanon's
+//! end-to-end tests use (see the `kanon-control-plane` crate).
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use kanon_control_plane::{ControlPlane, Options, Toolchain};
 
 /// Folders that hold a copy of every CRD, relative to the repository root.
 const CRD_DIRS: [&str; 2] = ["crds", "charts/kanon/crds"];
 
-fn main() -> Result<()> {
-    let task = std::env::args().nth(1);
-    match task.as_deref() {
-        Some("crds") => write_crds(),
-        Some(other) => bail!("unknown task `{other}`; tasks: crds"),
-        None => bail!("usage: cargo xtask <task>; tasks: crds"),
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  crds                        regenerate the CRD manifests in crds/ and charts/kanon/crds/
+  cluster build               build (first time: 5-15 min) or find the control-plane binaries
+  cluster up [--dir DIR] [--no-controller-manager]
+                              start etcd, kube-apiserver and kube-controller-manager on
+                              127.0.0.1 in the background; prints `export KUBECONFIG=...`
+  cluster down [--dir DIR]    stop the control plane that `cluster up` started in DIR
+  cluster env [--dir DIR]     print shell exports of the tool paths (KANON_KUBECTL, ...,
+                              PATH) and, if one runs in DIR, KUBECONFIG:
+                              eval \"$(cargo xtask cluster env)\"
+
+DIR defaults to target/kanon-cluster in the repository.";
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` prints the whole chain of causes on one line, without a backtrace.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["crds"] => write_crds(),
+        ["cluster", "build"] => cluster_build(),
+        ["cluster", "up", rest @ ..] => {
+            let (dir, controller_manager) = cluster_options(rest, true)?;
+            cluster_up(dir, controller_manager)
+        }
+        ["cluster", "down", rest @ ..] => cluster_down(&cluster_options(rest, false)?.0),
+        ["cluster", "env", rest @ ..] => cluster_env(&cluster_options(rest, false)?.0),
+        ["help" | "--help" | "-h"] => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        [] => bail!("no task given\n\n{USAGE}"),
+        _ => bail!("unknown task or arguments `{}`\n\n{USAGE}", args.join(" ")),
     }
 }
 
@@ -51,6 +94,138 @@ fn write_crds() -> Result<()> {
                 println!("removed stale {}", path.display());
             }
         }
+    }
+    Ok(())
+}
+
+/// Parses `[--dir DIR]` (and, for `up`, `[--no-controller-manager]`).
+fn cluster_options(args: &[&str], up: bool) -> Result<(PathBuf, bool)> {
+    let mut dir = None;
+    let mut controller_manager = true;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match *arg {
+            "--dir" => match args.next() {
+                Some(value) => dir = Some(PathBuf::from(value)),
+                None => bail!("--dir needs a directory\n\n{USAGE}"),
+            },
+            value if value.starts_with("--dir=") => {
+                dir = Some(PathBuf::from(&value["--dir=".len()..]));
+            }
+            "--no-controller-manager" if up => controller_manager = false,
+            other => bail!("unknown argument `{other}`\n\n{USAGE}"),
+        }
+    }
+    let dir = dir.unwrap_or_else(|| repo_root().join("target").join("kanon-cluster"));
+    Ok((dir, controller_manager))
+}
+
+/// Single-quotes `text` for a POSIX shell.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+fn cluster_build() -> Result<()> {
+    let started = Instant::now();
+    let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
+    println!(
+        "kube-apiserver          {}",
+        toolchain.kube_apiserver.display()
+    );
+    println!(
+        "kube-controller-manager {}",
+        toolchain.kube_controller_manager.display()
+    );
+    println!("etcd                    {}", toolchain.etcd.display());
+    println!("kubectl                 {}", toolchain.kubectl.display());
+    println!("helm                    {}", toolchain.helm.display());
+    println!("ready in {:.1?}", started.elapsed());
+    Ok(())
+}
+
+/// Starts a detached control plane and exits, leaving it running.
+fn cluster_up(dir: PathBuf, controller_manager: bool) -> Result<()> {
+    let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
+    let started = Instant::now();
+    let control_plane = ControlPlane::start(
+        &toolchain,
+        Options {
+            state_dir: Some(dir),
+            controller_manager,
+            detached: true,
+        },
+    )?;
+    let server = control_plane.server();
+    let kubeconfig = control_plane.kubeconfig();
+    let pids = control_plane.pids();
+    let dir = control_plane.detach();
+    // Status on standard error, the export on standard output: `eval "$(cargo xtask cluster
+    // up)"` sets KUBECONFIG.
+    eprintln!(
+        "control plane up in {:.1?}: {server} (state and logs in {})",
+        started.elapsed(),
+        dir.display()
+    );
+    for (name, pid) in pids {
+        eprintln!("  {name} pid {pid}");
+    }
+    eprintln!(
+        "kubectl: {} (the one on PATH may be another program; see `cargo xtask cluster env`)",
+        toolchain.kubectl.display()
+    );
+    eprintln!(
+        "stop it with: cargo xtask cluster down --dir {}",
+        shell_quote(&dir.display().to_string())
+    );
+    println!(
+        "export KUBECONFIG={}",
+        shell_quote(&kubeconfig.display().to_string())
+    );
+    Ok(())
+}
+
+fn cluster_down(dir: &Path) -> Result<()> {
+    let started = Instant::now();
+    let stopped = ControlPlane::stop_in(dir)?;
+    if stopped.is_empty() {
+        println!("no control plane was running in {}", dir.display());
+    } else {
+        println!(
+            "stopped {} in {:.1?}",
+            stopped.join(", "),
+            started.elapsed()
+        );
+    }
+    Ok(())
+}
+
+fn cluster_env(dir: &Path) -> Result<()> {
+    let toolchain = Toolchain::find()?;
+    for (name, path) in [
+        ("KANON_KUBE_APISERVER", &toolchain.kube_apiserver),
+        (
+            "KANON_KUBE_CONTROLLER_MANAGER",
+            &toolchain.kube_controller_manager,
+        ),
+        ("KANON_ETCD", &toolchain.etcd),
+        ("KANON_KUBECTL", &toolchain.kubectl),
+        ("KANON_HELM", &toolchain.helm),
+    ] {
+        println!("export {name}={}", shell_quote(&path.display().to_string()));
+    }
+    let dirs: Vec<String> = toolchain
+        .bin_dirs()
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    // First on PATH, so `kubectl` is this one and not another on the machine.
+    println!("export PATH={}:\"$PATH\"", shell_quote(&dirs.join(":")));
+    if !ControlPlane::running_in(dir)?.is_empty() {
+        let kubeconfig = dir.join("kubeconfig");
+        println!(
+            "export KUBECONFIG={}",
+            shell_quote(&kubeconfig.display().to_string())
+        );
     }
     Ok(())
 }

@@ -58,6 +58,17 @@ impl PolicyKind {
         }
     }
 
+    /// The resource name (plural) the apiserver serves the kind under, e.g.
+    /// `clusteroverridepolicies`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            PolicyKind::ClusterOverridePolicy => "clusteroverridepolicies",
+            PolicyKind::OverridePolicy => "overridepolicies",
+            PolicyKind::ClusterValidatePolicy => "clustervalidatepolicies",
+            PolicyKind::ValidatePolicy => "validatepolicies",
+        }
+    }
+
     /// Parses a `kind` string; `None` for anything that is not a kanon policy kind.
     pub fn from_kind(kind: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == kind)

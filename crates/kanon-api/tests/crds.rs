@@ -474,6 +474,11 @@ fn four_kinds_with_scopes_names_and_versions() {
         );
         assert_eq!(names.plural, plural, "{kind}: plural");
         assert_eq!(
+            kanon_api::PolicyKind::from_kind(kind).map(|k| k.plural()),
+            Some(plural),
+            "{kind}: PolicyKind::plural"
+        );
+        assert_eq!(
             names.singular.as_deref(),
             Some(kind.to_lowercase().as_str()),
             "{kind}: singular"

@@ -3,6 +3,7 @@
 //! depends on the policies for its kind and namespace, not on all policies.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kanon_api::PolicyKind;
 
@@ -74,11 +75,16 @@ struct WebhookIndex {
 
 impl WebhookIndex {
     fn build(
-        policies: &[CompiledPolicy],
+        policies: &[Arc<CompiledPolicy>],
         cluster_kind: PolicyKind,
         namespaced_kind: PolicyKind,
     ) -> Self {
-        let positioned = || policies.iter().enumerate().map(|(i, p)| (i as u32, p));
+        let positioned = || {
+            policies
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (i as u32, p.as_ref()))
+        };
         let cluster = TypeIndex::build(positioned().filter(|(_, p)| p.id.kind == cluster_kind));
         let mut by_namespace: HashMap<&str, Vec<(u32, &CompiledPolicy)>> = HashMap::new();
         for (pos, p) in positioned().filter(|(_, p)| p.id.kind == namespaced_kind) {
@@ -112,9 +118,11 @@ impl WebhookIndex {
 }
 
 /// An immutable, compiled set of policies with its index. Swap it whole when policies change.
+/// Policies are shared (`Arc`), so a new set after one change reuses every unchanged
+/// policy's compiled form.
 #[derive(Debug, Default)]
 pub struct PolicySet {
-    policies: Vec<CompiledPolicy>,
+    policies: Vec<Arc<CompiledPolicy>>,
     overrides: WebhookIndex,
     validates: WebhookIndex,
 }
@@ -123,7 +131,13 @@ impl PolicySet {
     /// Builds the set. Policies are ordered by kind (ClusterOverridePolicy, OverridePolicy,
     /// ClusterValidatePolicy, ValidatePolicy), then namespace, then name; that order is the
     /// evaluation order.
-    pub fn build(mut policies: Vec<CompiledPolicy>) -> Result<Self, DuplicatePolicy> {
+    pub fn build(policies: Vec<CompiledPolicy>) -> Result<Self, DuplicatePolicy> {
+        Self::build_shared(policies.into_iter().map(Arc::new).collect())
+    }
+
+    /// [`PolicySet::build`] from shared policies: what a source that keeps its compiled
+    /// policies between sets (the cluster's reflectors) builds each new set from.
+    pub fn build_shared(mut policies: Vec<Arc<CompiledPolicy>>) -> Result<Self, DuplicatePolicy> {
         policies.sort_by(|a, b| a.id.cmp(&b.id));
         if let Some(pair) = policies.windows(2).find(|w| w[0].id == w[1].id) {
             return Err(DuplicatePolicy(pair[0].id.to_string()));
@@ -146,7 +160,7 @@ impl PolicySet {
     }
 
     /// Every policy, in evaluation order.
-    pub fn policies(&self) -> &[CompiledPolicy] {
+    pub fn policies(&self) -> &[Arc<CompiledPolicy>] {
         &self.policies
     }
 
@@ -165,7 +179,7 @@ impl PolicySet {
         self.policies
             .binary_search_by(|p| p.id.cmp(id))
             .ok()
-            .map(|i| &self.policies[i])
+            .map(|i| self.policies[i].as_ref())
     }
 
     /// Override policies that may select an object of this type in this namespace, in
@@ -178,7 +192,7 @@ impl PolicySet {
     ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
         self.overrides
             .candidates(api_version, kind, namespace)
-            .map(|i| &self.policies[i as usize])
+            .map(|i| self.policies[i as usize].as_ref())
     }
 
     /// Validate policies that may select an object of this type in this namespace, in
@@ -191,6 +205,6 @@ impl PolicySet {
     ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
         self.validates
             .candidates(api_version, kind, namespace)
-            .map(|i| &self.policies[i as usize])
+            .map(|i| self.policies[i as usize].as_ref())
     }
 }

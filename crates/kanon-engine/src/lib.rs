@@ -17,6 +17,7 @@ pub mod podspec;
 pub mod pointer;
 pub mod policy;
 pub mod program;
+pub mod publish;
 pub mod quantity;
 pub mod refs;
 pub mod request;
@@ -32,6 +33,7 @@ pub use lookup::{
     ObjectStore, block_on,
 };
 pub use policy::{CompiledPolicy, PolicyId, PolicyObject, compile, policy_kind_of};
+pub use publish::PolicyPublisher;
 pub use request::{Deadline, Request, RequestError, parse_operation};
 
 /// Decodes and compiles one policy document; the error lists every problem by field path.

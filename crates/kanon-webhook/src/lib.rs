@@ -15,4 +15,4 @@ pub use metrics::Metrics;
 pub use source::{
     Document, InputError, load_directory, load_policies, read_documents, watch_directory,
 };
-pub use state::PolicyState;
+pub use state::{PolicyState, Publisher};

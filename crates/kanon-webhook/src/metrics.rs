@@ -88,6 +88,12 @@ pub struct Metrics {
 impl Metrics {
     /// A fresh registry with every family registered (and no sample yet).
     pub fn new() -> Arc<Self> {
+        Self::with(|_| {})
+    }
+
+    /// [`Metrics::new`], with more families registered by `more` (e.g. the cluster runtime's),
+    /// served on the same `/metrics`.
+    pub fn with(more: impl FnOnce(&mut Registry)) -> Arc<Self> {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let duration = Family::<WebhookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
@@ -143,6 +149,7 @@ impl Metrics {
             "Policy sets that could not be loaded, by source",
             reload_failures.clone(),
         );
+        more(&mut registry);
 
         Arc::new(Metrics {
             registry,

@@ -3,18 +3,15 @@
 //!
 //! Paths are files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name order) or
 //! `-` for standard input. [`load_policies`] compiles every policy document found and reports
-//! every problem; [`watch_directory`] keeps a [`PolicyState`] in step with a directory.
+//! every problem; [`watch_directory`] keeps the published set in step with a directory.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kanon_engine::{PolicySet, compile_document, policy_kind_of};
+use kanon_engine::{PolicyPublisher, PolicySet, compile_document, policy_kind_of};
 use serde_json::Value;
-
-use crate::metrics::Metrics;
-use crate::state::PolicyState;
 
 /// A document and where it came from.
 #[derive(Debug, Clone)]
@@ -291,59 +288,25 @@ async fn fingerprint_only(dir: &Path) -> Fingerprint {
 }
 
 /// Puts a loaded set in force, or reports why it could not be loaded.
-fn apply(
-    dir: &Path,
-    loaded: Result<PolicySet, Vec<String>>,
-    state: &PolicyState,
-    metrics: &Metrics,
-) {
+fn apply(dir: &Path, loaded: Result<PolicySet, Vec<String>>, publisher: &dyn PolicyPublisher) {
     match loaded {
-        Ok(set) => {
-            let count = set.len();
-            state.replace(set);
-            metrics.policies_loaded(count);
-            metrics.set_ready(true);
-            tracing::info!(
-                dir = %dir.display(),
-                policies = count,
-                generation = state.generation(),
-                "loaded {count} policies from {}",
-                dir.display()
-            );
-        }
-        Err(problems) => {
-            metrics.reload_failed("directory");
-            metrics.set_ready(state.is_ready());
-            let keeping = if state.is_ready() {
-                "the last good set keeps serving"
-            } else {
-                "no policy set is in force: not ready"
-            };
-            tracing::error!(
-                dir = %dir.display(),
-                problems = problems.len(),
-                "policies in {} not loaded ({keeping}):\n{}",
-                dir.display(),
-                problems.join("\n")
-            );
-        }
+        Ok(set) => publisher.publish(set, &format!("loaded from {}", dir.display())),
+        Err(problems) => publisher.reject(&problems),
     }
 }
 
-/// Serves the policies in `dir` through `state`: loads them once, then every `interval`
+/// Serves the policies in `dir` through `publisher`: loads them once, then every `interval`
 /// looks at the policy files (paths, sizes, modification times) and, when anything changed
 /// and has stayed unchanged for one more interval (so that a file caught half-written is not
-/// loaded), loads them again. A good set is put in force; a bad one is logged with every
-/// problem and counted (`kanon_policy_reload_failures_total{source="directory"}`), and the
-/// last good set (or none: not ready) stays. Runs until the task is dropped.
+/// loaded), loads them again. A good set is published; a bad one is rejected with every
+/// problem, and the last good set (or none: not ready) stays. Runs until the task is dropped.
 pub async fn watch_directory(
     dir: PathBuf,
-    state: Arc<PolicyState>,
-    metrics: Arc<Metrics>,
+    publisher: Arc<dyn PolicyPublisher>,
     interval: Duration,
 ) {
     let (mut loaded_print, loaded) = fingerprint_and_load(&dir).await;
-    apply(&dir, loaded, &state, &metrics);
+    apply(&dir, loaded, publisher.as_ref());
     let mut last_print = loaded_print.clone();
     let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(1)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -360,6 +323,6 @@ pub async fn watch_directory(
         let (print, loaded) = fingerprint_and_load(&dir).await;
         loaded_print = print;
         last_print = loaded_print.clone();
-        apply(&dir, loaded, &state, &metrics);
+        apply(&dir, loaded, publisher.as_ref());
     }
 }

@@ -1,10 +1,12 @@
 //! The policy set the server answers with, swapped whole when a source (a policy directory, or
-//! the cluster's reflectors) produces a new one.
+//! the cluster's reflectors) publishes a new one through the [`Publisher`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use kanon_engine::PolicySet;
+use kanon_engine::{PolicyPublisher, PolicySet};
+
+use crate::metrics::Metrics;
 
 /// The current policy set and whether it may be served (`/readyz`).
 #[derive(Debug, Default)]
@@ -48,5 +50,66 @@ impl PolicyState {
     /// How many times a set has been put in force.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
+    }
+}
+
+/// The one way a source puts policies in force: swaps the set, marks the server ready, updates
+/// `kanon_policies`, `kanon_ready` and `kanon_policy_reload_failures_total{source}`, and logs
+/// each set (and each set that could not be built) the same way whatever the source.
+#[derive(Debug, Clone)]
+pub struct Publisher {
+    state: Arc<PolicyState>,
+    metrics: Arc<Metrics>,
+    source: String,
+}
+
+impl Publisher {
+    /// A publisher into `state` for the source named `source` (`directory`, `cluster`): the
+    /// name labels its metrics and logs.
+    pub fn new(state: Arc<PolicyState>, metrics: Arc<Metrics>, source: impl Into<String>) -> Self {
+        Publisher {
+            state,
+            metrics,
+            source: source.into(),
+        }
+    }
+
+    /// The state it publishes into.
+    pub fn state(&self) -> &Arc<PolicyState> {
+        &self.state
+    }
+}
+
+impl PolicyPublisher for Publisher {
+    fn publish(&self, set: PolicySet, change: &str) {
+        let count = set.len();
+        let invalid = set.policies().iter().filter(|p| p.defect.is_some()).count();
+        self.state.replace(set);
+        self.metrics.policies_loaded(count);
+        self.metrics.set_ready(true);
+        tracing::info!(
+            source = %self.source,
+            policies = count,
+            invalid,
+            generation = self.state.generation(),
+            change,
+            "{count} policies in force ({change})"
+        );
+    }
+
+    fn reject(&self, problems: &[String]) {
+        self.metrics.reload_failed(&self.source);
+        self.metrics.set_ready(self.state.is_ready());
+        let keeping = if self.state.is_ready() {
+            "the last good set keeps serving"
+        } else {
+            "no policy set is in force: not ready"
+        };
+        tracing::error!(
+            source = %self.source,
+            problems = problems.len(),
+            "policies not loaded ({keeping}):\n{}",
+            problems.join("\n")
+        );
     }
 }

@@ -480,8 +480,8 @@ fn a_denial_joins_every_reason() {
     }))
     .unwrap();
     let mut all: Vec<_> = policies().policies().to_vec();
-    all.push(extra);
-    let set = PolicySet::build(all).unwrap();
+    all.push(extra.into());
+    let set = PolicySet::build_shared(all).unwrap();
     let request = fixture("pod-create-privileged.json");
     let body = serde_json::to_vec(&request).unwrap();
     let reply = kanon_engine::block_on(review(
@@ -519,8 +519,8 @@ fn a_failing_override_denies_without_a_patch() {
     }))
     .unwrap();
     let mut all: Vec<_> = policies().policies().to_vec();
-    all.push(failing);
-    let set = PolicySet::build(all).unwrap();
+    all.push(failing.into());
+    let set = PolicySet::build_shared(all).unwrap();
     let request = fixture("pod-create.json");
     let body = serde_json::to_vec(&request).unwrap();
     let reply = kanon_engine::block_on(review(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kanon_engine::PolicySet;
-use kanon_webhook::{Metrics, PolicyState, load_directory, watch_directory};
+use kanon_webhook::{Metrics, PolicyState, Publisher, load_directory, watch_directory};
 
 const INTERVAL: Duration = Duration::from_millis(20);
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -109,10 +109,10 @@ impl Drop for Watch {
 fn watch(dir: &Path) -> Watch {
     let state = PolicyState::new();
     let metrics = Metrics::new();
+    let publisher = Publisher::new(state.clone(), metrics.clone(), "directory");
     let task = tokio::spawn(watch_directory(
         dir.to_path_buf(),
-        state.clone(),
-        metrics.clone(),
+        Arc::new(publisher),
         INTERVAL,
     ));
     Watch {

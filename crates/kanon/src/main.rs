@@ -1,6 +1,7 @@
 //! The `kanon` command line.
 
 mod apply;
+mod cluster;
 mod inputs;
 mod render;
 mod serve;
@@ -24,7 +25,8 @@ enum Command {
     ///
     /// Exit status: 0 when every resource is allowed, 1 when any is denied, 2 on bad input.
     Apply(apply::ApplyArgs),
-    /// Serve the admission webhooks over HTTPS (standalone: `--policies DIR`).
+    /// Serve the admission webhooks over HTTPS: policies from the cluster, or from files
+    /// (`--policies DIR`).
     Serve(serve::ServeArgs),
     /// Run policy test suites (`kanon-test.yaml` files) and report each case.
     ///

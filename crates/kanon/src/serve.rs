@@ -1,5 +1,6 @@
-//! `kanon serve`: the admission webhook. Standalone mode (`--policies DIR`) serves policies
-//! from files, reloaded on change, with no cluster; cluster mode comes with the controller.
+//! `kanon serve`: the admission webhook. In a cluster (the default) its policies come from the
+//! policy custom resources ([`crate::cluster`]); standalone (`--policies DIR`) they come from
+//! files, reloaded on change, with no cluster.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,10 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use kanon_cluster::ClusterMetrics;
 use kanon_engine::{Lookup, NoObjects};
-use kanon_webhook::PolicyState;
 use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{self, ServerConfig};
+use kanon_webhook::{PolicyState, Publisher};
 
 /// Log formats.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
@@ -27,10 +29,12 @@ pub enum LogFormat {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Standalone mode: serve the policies in this directory (YAML or JSON files, read
-    /// recursively), reloaded when they change. Without it kanon would read them from the
-    /// cluster, which this version does not do yet.
+    /// recursively), reloaded when they change, with no cluster. Without it the policies come
+    /// from the cluster.
     #[arg(long, value_name = "DIR")]
     policies: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: crate::cluster::ClusterArgs,
     /// Where the serving certificate is: `tls.crt` and `tls.key` are used (and reloaded when
     /// they change); when absent, a CA (`ca.crt`) and a certificate for localhost and
     /// 127.0.0.1 are created there.
@@ -96,14 +100,9 @@ async fn shutdown_signal() {
 /// Runs `kanon serve` until SIGTERM; exit status 2 on bad arguments or a server that cannot
 /// start.
 pub fn run(args: &ServeArgs) -> ExitCode {
-    let Some(dir) = args.policies.clone() else {
-        eprintln!(
-            "error: cluster mode (`kanon serve` without --policies) is not available in this version; \
-             run `kanon serve --policies DIR` to serve policies from files"
-        );
-        return ExitCode::from(2);
-    };
-    if !dir.is_dir() {
+    if let Some(dir) = &args.policies
+        && !dir.is_dir()
+    {
         eprintln!("error: --policies {}: not a directory", dir.display());
         return ExitCode::from(2);
     }
@@ -130,15 +129,31 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     let interval = Duration::from_millis(args.reload_interval_ms.max(50));
     let result = runtime.block_on(async move {
         let state = PolicyState::new();
-        let metrics = Metrics::new();
-        tokio::spawn(kanon_webhook::source::watch_directory(
-            dir,
-            state.clone(),
-            metrics.clone(),
-            interval,
-        ));
-        let lookup: Arc<dyn Lookup> = Arc::new(NoObjects);
-        server::serve(config, state, lookup, metrics, shutdown_signal()).await
+        let lookup: Arc<dyn Lookup>;
+        let metrics;
+        match &args.policies {
+            Some(dir) => {
+                metrics = Metrics::new();
+                let publisher = Publisher::new(state.clone(), metrics.clone(), "directory");
+                tokio::spawn(kanon_webhook::source::watch_directory(
+                    dir.clone(),
+                    Arc::new(publisher),
+                    interval,
+                ));
+                lookup = Arc::new(NoObjects);
+            }
+            None => {
+                let cluster_metrics = ClusterMetrics::new();
+                metrics = Metrics::with(|registry| cluster_metrics.register(registry));
+                let publisher = Arc::new(Publisher::new(state.clone(), metrics.clone(), "cluster"));
+                lookup = crate::cluster::start(&args.cluster, publisher, cluster_metrics)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        server::serve(config, state, lookup, metrics, shutdown_signal())
+            .await
+            .map_err(|e| e.to_string())
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

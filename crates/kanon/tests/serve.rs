@@ -184,15 +184,35 @@ fn serves_reviews_reloads_policies_and_stops_on_sigterm() {
 }
 
 #[test]
-fn serve_without_policies_explains_cluster_mode_is_not_here_yet() {
+fn cluster_mode_without_a_cluster_says_what_is_missing() {
+    let home = tempfile::tempdir().unwrap();
+    // No kubeconfig anywhere and not in a Pod: nothing to connect to.
     let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
         .arg("serve")
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env("HOME", home.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cluster mode"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("error: cannot reach the apiserver"),
+        "{stderr}"
+    );
+    // A kubeconfig that is not there.
+    let missing = home.path().join("absent.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .arg("serve")
+        .arg("--kubeconfig")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("error: the kubeconfig {}", missing.display())),
+        "{stderr}"
     );
 }

@@ -1,0 +1,25 @@
+//! kanon in a cluster: what `kanon serve` does when its policies come from the apiserver.
+//!
+//! - [`reflector`]: watches of the four policy kinds and of Namespace metadata; each changed
+//!   policy is compiled (only the changed ones) and the new set is handed to a
+//!   [`kanon_engine::PolicyPublisher`], once every watch has listed once.
+//! - [`status`]: each policy's `status` (`observedGeneration`, `Ready`, rendered programs),
+//!   written by server-side apply only when it changes.
+//! - [`objects`], [`http`] and [`lookup`]: the engine's [`kanon_engine::Lookup`] over the
+//!   apiserver (short-lived caches), the Namespace cache and HTTP services, with the
+//!   operator's limits (Secrets, private addresses).
+//! - [`metrics`]: lookups, compilations, watches and status writes.
+//!
+//! Nothing here serves HTTP: the webhook meets this crate only through the publisher and the
+//! lookup.
+
+pub mod http;
+pub mod lookup;
+pub mod metrics;
+pub mod namespaces;
+pub mod objects;
+pub mod policies;
+pub mod reflector;
+pub mod status;
+
+pub use metrics::{ClusterMetrics, LookupSource};

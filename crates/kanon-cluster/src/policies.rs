@@ -1,0 +1,236 @@
+//! The cluster's policies, compiled: what the reflector keeps between watch events. Each event
+//! recompiles only the policy it carries, and only when its `metadata.generation` (or uid)
+//! changed; a new [`PolicySet`] is then built from the shared compiled policies, so one change
+//! costs one compilation and an index build, not a recompilation of every policy.
+//!
+//! Pure bookkeeping, no I/O: the reflector feeds it watch events and publishes what it builds,
+//! which is what makes it testable without an apiserver.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kanon_api::PolicyKind;
+use kanon_engine::{CompiledPolicy, FieldError, PolicyId, PolicySet, compile_document_reporting};
+use serde_json::Value;
+
+/// A policy object as the cluster holds it, compiled.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The object's uid (a policy deleted and created again under the same name is new).
+    pub uid: String,
+    /// `metadata.generation` of the compiled spec.
+    pub generation: Option<i64>,
+    /// The compiled policy; `None` when the object could not be read at all (it then takes
+    /// no part in admission and only reports its errors).
+    pub compiled: Option<Arc<CompiledPolicy>>,
+    /// Every problem found, by field path; empty when the policy is ready.
+    pub errors: Vec<FieldError>,
+    /// The object's `status` as last seen in a watch event.
+    pub observed_status: Option<Value>,
+}
+
+/// What one watch event did to the policies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The policy is new, or its spec changed: it was compiled.
+    Compiled(PolicyId),
+    /// Only its metadata or status changed: nothing to compile, the set is unchanged.
+    Unchanged(PolicyId),
+    /// The object has no name or kind and was left out.
+    Unreadable(String),
+}
+
+/// The compiled policies of the cluster, by identity.
+#[derive(Debug, Default)]
+pub struct ClusterPolicies {
+    entries: BTreeMap<PolicyId, Entry>,
+    /// Kinds that have been listed completely at least once.
+    synced: BTreeSet<PolicyKind>,
+    /// During a relist of a kind: the policies of that kind it has delivered so far.
+    relisting: BTreeMap<PolicyKind, BTreeSet<PolicyId>>,
+    /// What changed since the last [`ClusterPolicies::take_changes`].
+    changes: Vec<String>,
+}
+
+/// The identity of a policy object of `kind`.
+fn identity(kind: PolicyKind, object: &Value) -> Result<PolicyId, String> {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let name = text("/metadata/name").ok_or_else(|| format!("a {kind} without a name"))?;
+    let namespace = text("/metadata/namespace").map(str::to_string);
+    if kind.is_namespaced() != namespace.is_some() {
+        return Err(format!(
+            "{kind} {name}: {} namespace",
+            if kind.is_namespaced() {
+                "has no"
+            } else {
+                "unexpectedly has a"
+            }
+        ));
+    }
+    Ok(PolicyId {
+        kind,
+        namespace,
+        name: name.to_string(),
+    })
+}
+
+impl ClusterPolicies {
+    /// No policies, no kind synced.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A policy object of `kind` was created or updated (or delivered by a listing).
+    pub fn apply(&mut self, kind: PolicyKind, mut object: Value) -> Applied {
+        let id = match identity(kind, &object) {
+            Ok(id) => id,
+            Err(message) => return Applied::Unreadable(message),
+        };
+        if let Some(seen) = self.relisting.get_mut(&kind) {
+            seen.insert(id.clone());
+        }
+        let uid = object
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let generation = object
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64);
+        let observed_status = object
+            .as_object_mut()
+            .and_then(|o| o.remove("status"))
+            .filter(|s| !s.is_null());
+        if let Some(entry) = self.entries.get_mut(&id)
+            && entry.uid == uid
+            && generation.is_some()
+            && entry.generation == generation
+        {
+            entry.observed_status = observed_status;
+            return Applied::Unchanged(id);
+        }
+        // Listings may leave out the type of their items; the engine needs it.
+        if let Some(map) = object.as_object_mut() {
+            map.insert("apiVersion".into(), Value::from(kanon_api::API_VERSION));
+            map.insert("kind".into(), Value::from(kind.as_str()));
+        }
+        let (compiled, errors) = match compile_document_reporting(&object) {
+            Ok(c) => (Some(Arc::new(c.policy)), c.errors),
+            Err(invalid) => (None, invalid.errors),
+        };
+        let verb = if self.entries.contains_key(&id) {
+            "updated"
+        } else {
+            "added"
+        };
+        self.changes.push(format!("{id} {verb}"));
+        self.entries.insert(
+            id.clone(),
+            Entry {
+                uid,
+                generation,
+                compiled,
+                errors,
+                observed_status,
+            },
+        );
+        Applied::Compiled(id)
+    }
+
+    /// A policy object of `kind` was deleted; whether it was known.
+    pub fn delete(&mut self, kind: PolicyKind, object: &Value) -> bool {
+        let Ok(id) = identity(kind, object) else {
+            return false;
+        };
+        let known = self.entries.remove(&id).is_some();
+        if known {
+            self.changes.push(format!("{id} deleted"));
+        }
+        known
+    }
+
+    /// A (re)listing of `kind` starts: the objects it delivers replace those of that kind.
+    pub fn relist_started(&mut self, kind: PolicyKind) {
+        self.relisting.insert(kind, BTreeSet::new());
+    }
+
+    /// The listing of `kind` is complete: policies of that kind it did not deliver were
+    /// deleted meanwhile (e.g. while the apiserver was away) and are dropped.
+    pub fn relist_done(&mut self, kind: PolicyKind) {
+        let seen = self.relisting.remove(&kind).unwrap_or_default();
+        let gone: Vec<PolicyId> = self
+            .entries
+            .keys()
+            .filter(|id| id.kind == kind && !seen.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.entries.remove(&id);
+            self.changes.push(format!("{id} deleted"));
+        }
+        self.synced.insert(kind);
+    }
+
+    /// Whether every policy kind has been listed once: only then is a set complete enough to
+    /// serve.
+    pub fn synced(&self) -> bool {
+        PolicyKind::ALL.iter().all(|k| self.synced.contains(k))
+    }
+
+    /// What changed since the last call, for the log (`None` when nothing did).
+    pub fn take_changes(&mut self) -> Option<String> {
+        if self.changes.is_empty() {
+            return None;
+        }
+        let changes = std::mem::take(&mut self.changes);
+        Some(match changes.len() {
+            1..=3 => changes.join(", "),
+            n => format!("{n} policy changes"),
+        })
+    }
+
+    /// The policy set of every policy that could be read (invalid ones included: their
+    /// failure policy decides what matching requests get).
+    pub fn set(&self) -> PolicySet {
+        let policies: Vec<Arc<CompiledPolicy>> = self
+            .entries
+            .values()
+            .filter_map(|e| e.compiled.clone())
+            .collect();
+        // Identities are the map's keys, so they cannot repeat.
+        PolicySet::build_shared(policies).unwrap_or_default()
+    }
+
+    /// Every policy, by identity.
+    pub fn entries(&self) -> impl Iterator<Item = (&PolicyId, &Entry)> {
+        self.entries.iter()
+    }
+
+    /// One policy.
+    pub fn get(&self, id: &PolicyId) -> Option<&Entry> {
+        self.entries.get(id)
+    }
+
+    /// Number of policies (readable or not).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is no policy.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Number of policies with errors.
+    pub fn invalid(&self) -> usize {
+        self.entries
+            .values()
+            .filter(|e| !e.errors.is_empty())
+            .count()
+    }
+}

@@ -1,0 +1,235 @@
+//! The policy reflector: watches of the four policy kinds feeding [`ClusterPolicies`], a new
+//! policy set published after each batch of changes, and each policy's status brought up to
+//! date.
+//!
+//! - Objects are watched untyped (`DynamicObject`): any object the apiserver stores is read,
+//!   and a policy the engine cannot make sense of is reported (`Ready=False`, a log line, a
+//!   metric) instead of breaking the watch for the others.
+//! - Nothing is published until every kind has been listed once and the Namespace cache has
+//!   synced: `/readyz` stays false until then.
+//! - Events that arrive together are handled together and published once.
+//! - When the apiserver goes away, the watches retry with backoff and the last set keeps
+//!   serving; when they come back they relist, and policies deleted meanwhile are dropped.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kanon_api::PolicyKind;
+use kanon_engine::{PolicyId, PolicyPublisher};
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::utils::Backoff;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+
+use crate::metrics::ClusterMetrics;
+use crate::namespaces::NamespaceCache;
+use crate::policies::{Applied, ClusterPolicies};
+use crate::status::{self, StatusUpdate, StatusWriter};
+
+/// How long a failed watch waits before it retries: 250 ms, doubling up to 4 s, back to the
+/// start once a watch works again. kube-runtime's default goes up to 30 s, which after an
+/// apiserver restart would leave policy changes unseen for that long.
+#[derive(Debug, Clone)]
+pub(crate) struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    const FIRST: Duration = Duration::from_millis(250);
+    const MAX: Duration = Duration::from_secs(4);
+
+    pub(crate) fn new() -> Self {
+        WatchBackoff { next: Self::FIRST }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(delay)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+/// The API resource of a policy kind.
+pub fn policy_resource(kind: PolicyKind) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind.as_str());
+    ApiResource::from_gvk_with_plural(&gvk, kind.plural())
+}
+
+/// What the reflector needs.
+pub struct Reflector {
+    /// The apiserver.
+    pub client: Client,
+    /// Where each new set goes.
+    pub publisher: Arc<dyn PolicyPublisher>,
+    /// The Namespace cache the first set waits for.
+    pub namespaces: NamespaceCache,
+    /// Where status updates go; `None`: statuses are not written (read-only replicas, tests).
+    pub status: Option<StatusWriter>,
+    /// Metrics.
+    pub metrics: ClusterMetrics,
+}
+
+/// The reflector's state between events.
+struct Loop {
+    policies: ClusterPolicies,
+    /// Policies whose status may need a write (touched by an event since the last check).
+    touched: BTreeSet<PolicyId>,
+    /// The status last sent per policy, until its object shows it (so a write in flight is
+    /// not sent again).
+    sent: HashMap<PolicyId, Value>,
+    published: bool,
+}
+
+impl Reflector {
+    /// Runs until the runtime stops.
+    pub async fn run(self) {
+        let streams = PolicyKind::ALL.map(|kind| {
+            let api: Api<DynamicObject> =
+                Api::all_with(self.client.clone(), &policy_resource(kind));
+            watcher(api, watcher::Config::default())
+                .backoff(WatchBackoff::new())
+                .map(move |event| (kind, event))
+                .boxed()
+        });
+        let mut events = futures::stream::select_all(streams);
+        let mut state = Loop {
+            policies: ClusterPolicies::new(),
+            touched: BTreeSet::new(),
+            sent: HashMap::new(),
+            published: false,
+        };
+        let mut namespaces_synced = self.namespaces.is_synced();
+        loop {
+            tokio::select! {
+                next = events.next() => {
+                    let Some((kind, event)) = next else { return };
+                    self.handle(&mut state, kind, event);
+                    // Everything already waiting joins this batch.
+                    while let Some(Some((kind, event))) = events.next().now_or_never() {
+                        self.handle(&mut state, kind, event);
+                    }
+                }
+                _ = self.namespaces.wait_synced(), if !namespaces_synced => {
+                    namespaces_synced = true;
+                }
+            }
+            if !(namespaces_synced && state.policies.synced()) {
+                continue;
+            }
+            let change = state.policies.take_changes();
+            if change.is_some() || !state.published {
+                let change = change.unwrap_or_else(|| "no policies".to_string());
+                self.publisher.publish(state.policies.set(), &change);
+                self.metrics.set_invalid(state.policies.invalid());
+                state.published = true;
+            }
+            self.update_statuses(&mut state);
+        }
+    }
+
+    fn handle(
+        &self,
+        state: &mut Loop,
+        kind: PolicyKind,
+        event: Result<watcher::Event<DynamicObject>, watcher::Error>,
+    ) {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                self.metrics.watch_error(kind.as_str());
+                tracing::warn!(%kind, %error, "the policy watch failed; retrying (the last policies keep serving)");
+                return;
+            }
+        };
+        match event {
+            watcher::Event::Init => state.policies.relist_started(kind),
+            watcher::Event::InitDone => state.policies.relist_done(kind),
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                let value = match serde_json::to_value(&object) {
+                    Ok(v) => v,
+                    Err(error) => {
+                        tracing::warn!(%kind, %error, "a policy object could not be read");
+                        return;
+                    }
+                };
+                match state.policies.apply(kind, value) {
+                    Applied::Compiled(id) => {
+                        if let Some(entry) = state.policies.get(&id) {
+                            self.metrics.compiled(!entry.errors.is_empty());
+                            if !entry.errors.is_empty() {
+                                let errors: Vec<String> =
+                                    entry.errors.iter().map(ToString::to_string).collect();
+                                tracing::warn!(policy = %id, "the policy is invalid (Ready=False): {}", errors.join("; "));
+                            }
+                        }
+                        state.sent.remove(&id);
+                        state.touched.insert(id);
+                    }
+                    Applied::Unchanged(id) => {
+                        state.touched.insert(id);
+                    }
+                    Applied::Unreadable(message) => {
+                        tracing::warn!(%kind, "a policy object left out: {message}");
+                    }
+                }
+            }
+            watcher::Event::Delete(object) => {
+                if let Ok(value) = serde_json::to_value(&object) {
+                    state.policies.delete(kind, &value);
+                }
+            }
+        }
+    }
+
+    /// Sends the statuses that differ from what their objects show (and are not already on
+    /// their way).
+    fn update_statuses(&self, state: &mut Loop) {
+        let touched = std::mem::take(&mut state.touched);
+        let Some(writer) = &self.status else {
+            return;
+        };
+        let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now()))
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        for id in touched {
+            let Some(entry) = state.policies.get(&id) else {
+                state.sent.remove(&id);
+                continue;
+            };
+            let observed = entry.observed_status.as_ref();
+            let desired = status::desired_status(entry, observed, &now);
+            if status::matches(observed, &desired) {
+                state.sent.remove(&id);
+                continue;
+            }
+            if state
+                .sent
+                .get(&id)
+                .is_some_and(|sent| status::matches(Some(sent), &desired))
+            {
+                continue;
+            }
+            state.sent.insert(id.clone(), desired.clone());
+            writer.send(StatusUpdate {
+                id,
+                status: desired,
+            });
+        }
+    }
+}

@@ -1,0 +1,651 @@
+//! The suite's world: a real control plane (etcd, kube-apiserver, kube-controller-manager on
+//! 127.0.0.1), kanon's CRDs as generated, `kanon serve` as a process with the control plane's
+//! kubeconfig, kanon's webhooks registered by URL with kanon's CA, a kube client and kubectl,
+//! and a small HTTP service for `http` references.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// Where the repository is.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Label on the namespaces whose requests go to the webhooks with `failurePolicy: Ignore`
+/// (all other test namespaces go to the ones with `Fail`).
+pub const IGNORE_LABEL: &str = "e2e.kanon.dev/failure-policy";
+
+/// `kanon serve` as a child process.
+pub struct Kanon {
+    child: Option<Child>,
+    pub port: u16,
+    pub metrics_port: u16,
+    pub cert_dir: PathBuf,
+    pub log: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kanon {
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("kanon's log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_kanon"))
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cert-dir")
+            .arg(&self.cert_dir)
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args([
+                "--metrics-listen",
+                &format!("127.0.0.1:{}", self.metrics_port),
+            ])
+            // The suite's HTTP service listens on loopback: allowed explicitly.
+            .args(["--http-allow-cidr", "127.0.0.1/32"])
+            // Lookups re-read quickly, so a test that changes a referenced object sees it.
+            .args(["--object-cache-ttl-ms", "200", "--http-cache-ttl-ms", "200"])
+            .env("RUST_LOG", "info,kanon_cluster=debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("kanon serve starts");
+        self.child = Some(child);
+    }
+
+    /// Starts kanon again (after [`Kanon::stop`]) and waits until it is ready.
+    pub fn start(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+        self.wait_ready();
+    }
+
+    /// SIGTERM, then wait for the exit.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// HTTP status of `GET path` over HTTPS, `000` when nothing answers.
+    pub fn get(&self, path: &str) -> String {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "5",
+            ])
+            .arg("--cacert")
+            .arg(self.cert_dir.join("ca.crt"))
+            .arg(format!("https://127.0.0.1:{}{path}", self.port))
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The metrics text.
+    pub fn metrics(&self) -> String {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5"])
+            .arg(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits for `/readyz`.
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.get("/readyz") == "200" {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "kanon did not become ready; its log:\n{}",
+            tail(&self.log, 60)
+        );
+    }
+
+    /// The end of kanon's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.log, lines)
+    }
+}
+
+impl Drop for Kanon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The last `lines` lines of a file.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A tiny HTTP/1.1 service on 127.0.0.1 for `http` references: `GET /allowed/<name>` answers
+/// `{"allowed": <bool>}` from a table the test sets; every request is recorded.
+pub struct Service {
+    pub port: u16,
+    pub allowed: Arc<Mutex<BTreeMap<String, bool>>>,
+    pub requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Service {
+    fn start() -> Service {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the HTTP service");
+        let port = listener.local_addr().expect("its port").port();
+        let allowed = Arc::new(Mutex::new(BTreeMap::new()));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (table, log) = (allowed.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (table, log) = (table.clone(), log.clone());
+                std::thread::spawn(move || serve_one(stream, &table, &log));
+            }
+        });
+        Service {
+            port,
+            allowed,
+            requests,
+        }
+    }
+}
+
+fn serve_one(stream: TcpStream, table: &Mutex<BTreeMap<String, bool>>, log: &Mutex<Vec<String>>) {
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut stream = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let target = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+        let mut length = 0usize;
+        let mut auth = String::new();
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                match name.to_ascii_lowercase().as_str() {
+                    "content-length" => length = value.trim().parse().unwrap_or(0),
+                    "authorization" => auth = value.trim().to_string(),
+                    _ => {}
+                }
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        log.lock().unwrap().push(format!("{target} {auth}"));
+        let name = target
+            .strip_prefix("/allowed/")
+            .unwrap_or_default()
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let answer = match table.lock().unwrap().get(&name) {
+            Some(allowed) => json!({"allowed": allowed}).to_string(),
+            None => json!({"allowed": false, "reason": "unknown"}).to_string(),
+        };
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        if stream.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Everything the scenarios use.
+pub struct Env {
+    pub control_plane: ControlPlane,
+    pub kanon: Kanon,
+    pub service: Service,
+    pub runtime: tokio::runtime::Runtime,
+    pub client: kube::Client,
+    /// Kanon's certificates and log; deleted with the environment.
+    _dir: tempfile::TempDir,
+}
+
+/// The API resource of a kanon policy kind.
+pub fn policy_resource(kind: &str) -> ApiResource {
+    let plural = kanon_api::PolicyKind::from_kind(kind)
+        .expect("a policy kind")
+        .plural();
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind),
+        plural,
+    )
+}
+
+impl Env {
+    /// Builds or reuses the control plane's binaries, starts it, installs the CRDs, starts
+    /// kanon and registers its webhooks.
+    pub fn start() -> Env {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let toolchain =
+            Toolchain::ensure(&mut std::io::stderr()).expect("the control plane's binaries");
+        let started = Instant::now();
+        let control_plane =
+            ControlPlane::start(&toolchain, Options::default()).expect("the control plane starts");
+        eprintln!(
+            "e2e: control plane up in {:.1}s at {}",
+            started.elapsed().as_secs_f64(),
+            control_plane.server()
+        );
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let client = runtime.block_on(async {
+            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())
+                .expect("the kubeconfig");
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .expect("a client config");
+            kube::Client::try_from(config).expect("a client")
+        });
+        let env_kanon = Kanon {
+            child: None,
+            port: free_port(),
+            metrics_port: free_port(),
+            cert_dir: dir.path().join("certs"),
+            log: dir.path().join("kanon.log"),
+            kubeconfig: control_plane.kubeconfig(),
+        };
+        let mut env = Env {
+            control_plane,
+            kanon: env_kanon,
+            service: Service::start(),
+            runtime,
+            client,
+            _dir: dir,
+        };
+        let out = env.kubectl(&["apply", "-f", &repo().join("crds").display().to_string()]);
+        assert!(out.status.success(), "CRDs: {}", text(&out));
+        let out = env.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd",
+            "--all",
+        ]);
+        assert!(out.status.success(), "CRDs established: {}", text(&out));
+        env.kanon.start();
+        env.register_webhooks();
+        env
+    }
+
+    /// kubectl against the control plane.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.control_plane
+            .kubectl()
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// kubectl with `input` on its standard input.
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self
+            .control_plane
+            .kubectl()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write to kubectl");
+        child.wait_with_output().expect("kubectl ends")
+    }
+
+    /// `kubectl apply -f -` of a JSON or YAML document; panics on failure.
+    pub fn apply(&self, document: &Value) {
+        let out = self.kubectl_stdin(&["apply", "-f", "-"], &document.to_string());
+        assert!(out.status.success(), "apply {document}: {}", text(&out));
+    }
+
+    /// The webhook configurations: mutate and validate for the kinds the suite uses, in every
+    /// namespace but the system ones, `Fail` unless the namespace carries [`IGNORE_LABEL`];
+    /// kanon's own policy kinds checked with `Ignore`, so a stopped kanon never keeps anyone
+    /// from fixing a policy.
+    pub fn webhook_configurations(&self) -> (Value, Value) {
+        let ca = std::fs::read(self.kanon.cert_dir.join("ca.crt")).expect("kanon's CA");
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+        let url = |path: &str| format!("https://127.0.0.1:{}{path}", self.kanon.port);
+        let rules = |operations: &[&str]| {
+            json!([
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations,
+                 "resources": ["pods", "namespaces", "configmaps"]},
+                {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": operations,
+                 "resources": ["deployments"]},
+            ])
+        };
+        let system = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                            "values": ["kube-system", "kube-public", "kube-node-lease"]});
+        let webhook = |name: &str, path: &str, operations: &[&str], failure: &str| {
+            let label = if failure == "Ignore" { "In" } else { "NotIn" };
+            json!({
+                "name": name,
+                "clientConfig": {"url": url(path), "caBundle": ca},
+                "rules": rules(operations),
+                "namespaceSelector": {"matchExpressions": [
+                    system,
+                    {"key": IGNORE_LABEL, "operator": if label == "In" { "In" } else { "NotIn" }, "values": ["ignore"]},
+                ]},
+                "failurePolicy": failure,
+                "matchPolicy": "Equivalent",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            })
+        };
+        let mutating = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "kanon-e2e"},
+            "webhooks": [
+                webhook("mutate.kanon.dev", "/mutate", &["CREATE", "UPDATE"], "Fail"),
+                webhook("mutate-ignore.kanon.dev", "/mutate", &["CREATE", "UPDATE"], "Ignore"),
+            ],
+        });
+        let mut policies = webhook(
+            "policies.kanon.dev",
+            "/validate",
+            &["CREATE", "UPDATE"],
+            "Ignore",
+        );
+        policies["rules"] = json!([{"apiGroups": [kanon_api::GROUP], "apiVersions": [kanon_api::VERSION],
+            "operations": ["CREATE", "UPDATE"], "resources": ["*"], "scope": "*"}]);
+        policies["namespaceSelector"] = json!({});
+        let validating = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "kanon-e2e"},
+            "webhooks": [
+                webhook("validate.kanon.dev", "/validate", &["CREATE", "UPDATE", "DELETE"], "Fail"),
+                webhook("validate-ignore.kanon.dev", "/validate", &["CREATE", "UPDATE", "DELETE"], "Ignore"),
+                policies,
+            ],
+        });
+        (mutating, validating)
+    }
+
+    /// Registers kanon's webhooks and waits until the apiserver calls them.
+    pub fn register_webhooks(&self) {
+        let (mutating, validating) = self.webhook_configurations();
+        self.apply(&mutating);
+        self.apply(&validating);
+    }
+
+    /// Removes kanon's webhooks (before the suite stops kanon for good).
+    pub fn unregister_webhooks(&self) {
+        let _ = self.kubectl(&[
+            "delete",
+            "--ignore-not-found",
+            "mutatingwebhookconfiguration/kanon-e2e",
+            "validatingwebhookconfiguration/kanon-e2e",
+        ]);
+    }
+
+    /// Creates a namespace (with `labels`) for a scenario, deleting any earlier one.
+    pub fn namespace(&self, name: &str, labels: Value) {
+        let _ = self.kubectl(&[
+            "delete",
+            "namespace",
+            name,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=60s",
+        ]);
+        self.apply(&json!({"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": name, "labels": labels}}));
+    }
+
+    /// An API for objects of `api_version`/`kind` (plural given) in `namespace`.
+    pub fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        plural: &str,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        }
+    }
+
+    /// Creates `object`; the apiserver's answer (with kanon's changes), or its refusal.
+    pub fn create(&self, object: &Value) -> Result<Value, String> {
+        self.create_with(object, &PostParams::default())
+    }
+
+    /// [`Env::create`] with `params` (dry run).
+    pub fn create_with(&self, object: &Value, params: &PostParams) -> Result<Value, String> {
+        let api = self.api_for(object);
+        let object: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
+        self.runtime
+            .block_on(api.create(params, &object))
+            .map(|o| serde_json::to_value(o).expect("JSON"))
+            .map_err(|e| match e {
+                kube::Error::Api(status) => status.message.clone(),
+                other => other.to_string(),
+            })
+    }
+
+    fn api_for(&self, object: &Value) -> Api<DynamicObject> {
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let kind = text("/kind");
+        let plural = match kind {
+            "Pod" => "pods",
+            "Deployment" => "deployments",
+            "Namespace" => "namespaces",
+            "ConfigMap" => "configmaps",
+            "ReplicaSet" => "replicasets",
+            other => panic!("the suite has no plural for {other}"),
+        };
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        self.api(text("/apiVersion"), kind, plural, namespace)
+    }
+
+    /// Reads an object; `None` when it does not exist.
+    pub fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let api = self.api(api_version, kind, plural, namespace);
+        self.runtime
+            .block_on(api.get_opt(name))
+            .expect("reading an object")
+            .map(|o| serde_json::to_value(o).expect("JSON"))
+    }
+
+    /// Reads a policy.
+    pub fn policy(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let resource = policy_resource(kind);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        self.runtime
+            .block_on(api.get_opt(name))
+            .expect("reading a policy")
+            .map(|o| serde_json::to_value(o).expect("JSON"))
+    }
+
+    /// Deletes a policy, if it exists.
+    pub fn delete_policy(&self, kind: &str, namespace: Option<&str>, name: &str) {
+        let resource = policy_resource(kind);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let _ = self
+            .runtime
+            .block_on(api.delete(name, &DeleteParams::default()));
+    }
+
+    /// Server-side applies a policy document (as a policy author's `kubectl apply
+    /// --server-side` would).
+    pub fn apply_policy(&self, document: &Value) -> Result<(), String> {
+        let text = |p: &str| {
+            document
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let resource = policy_resource(&text("/kind"));
+        let namespace = text("/metadata/namespace");
+        let api: Api<DynamicObject> = if namespace.is_empty() {
+            Api::all_with(self.client.clone(), &resource)
+        } else {
+            Api::namespaced_with(self.client.clone(), &namespace, &resource)
+        };
+        let params = PatchParams::apply("e2e-author").force();
+        self.runtime
+            .block_on(api.patch(&text("/metadata/name"), &params, &Patch::Apply(document)))
+            .map(|_| ())
+            .map_err(|e| match e {
+                kube::Error::Api(status) => status.message.clone(),
+                other => other.to_string(),
+            })
+    }
+
+    /// Waits until `check` holds (polling every 50 ms), up to `limit`; how long it took.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut check: impl FnMut() -> bool,
+    ) -> Duration {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if check() {
+                return started.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "{what}: not within {limit:?}; kanon's log:\n{}",
+            self.kanon.log_tail(40)
+        );
+    }
+
+    /// Waits until kanon serves a set in which `policy` (`Kind/name`) is in force: its status
+    /// says Ready (True or False) for its current generation.
+    pub fn wait_policy_status(&self, kind: &str, namespace: Option<&str>, name: &str) -> Value {
+        let mut last = Value::Null;
+        self.wait_for(
+            &format!("status of {kind} {name}"),
+            Duration::from_secs(20),
+            || {
+                let Some(policy) = self.policy(kind, namespace, name) else {
+                    return false;
+                };
+                let generation = policy.pointer("/metadata/generation").cloned();
+                let observed = policy.pointer("/status/observedGeneration").cloned();
+                last = policy;
+                generation.is_some() && generation == observed
+            },
+        );
+        last
+    }
+}
+
+/// stdout and stderr of a command, for messages.
+pub fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Webhooks first: a stopped kanon behind a `Fail` webhook would block the
+        // controllers' writes while everything stops.
+        self.unregister_webhooks();
+        self.kanon.stop();
+    }
+}
