@@ -126,6 +126,35 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
+/// Where a query may read: the namespace to use (`None`: cluster-wide), after the operator's
+/// and the confinement's rules: Secrets only when allowed; a namespaced policy reads namespaced
+/// types only in its own namespace, and its listing without a namespace reads that one.
+fn read_scope(
+    query: &ObjectQuery<'_>,
+    namespaced: bool,
+    allow_secrets: bool,
+    what: &str,
+) -> Result<Option<String>, LookupError> {
+    if query.api_version == "v1" && query.kind == "Secret" && !allow_secrets {
+        return Err(LookupError::Forbidden {
+            what: what.to_string(),
+            reason: "Secrets are not readable through references unless the operator allows it (kanon serve --allow-secret-lookups)".into(),
+        });
+    }
+    if !namespaced {
+        return Ok(None);
+    }
+    match (query.namespace, query.confined_to) {
+        (Some(ns), Some(own)) if ns != own => Err(LookupError::Forbidden {
+            what: what.to_string(),
+            reason: format!("a namespaced policy reads objects only in its own namespace `{own}`"),
+        }),
+        (Some(ns), _) => Ok(Some(ns.to_string())),
+        (None, Some(own)) => Ok(Some(own.to_string())),
+        (None, None) => Ok(None),
+    }
+}
+
 impl ObjectReader {
     /// A reader over `client`.
     pub fn new(client: Client, config: ObjectConfig, metrics: ClusterMetrics) -> Self {
@@ -167,36 +196,6 @@ impl ObjectReader {
         found
     }
 
-    /// Where the query may read: the namespace to use (`None`: cluster-wide), after the
-    /// operator's and the confinement's rules.
-    fn scope(
-        &self,
-        query: &ObjectQuery<'_>,
-        served: &ServedType,
-        what: &str,
-    ) -> Result<Option<String>, LookupError> {
-        if query.api_version == "v1" && query.kind == "Secret" && !self.config.allow_secrets {
-            return Err(LookupError::Forbidden {
-                what: what.to_string(),
-                reason: "Secrets are not readable through references unless the operator allows it (kanon serve --allow-secret-lookups)".into(),
-            });
-        }
-        if !served.namespaced {
-            return Ok(None);
-        }
-        match (query.namespace, query.confined_to) {
-            (Some(ns), Some(own)) if ns != own => Err(LookupError::Forbidden {
-                what: what.to_string(),
-                reason: format!(
-                    "a namespaced policy reads objects only in its own namespace `{own}`"
-                ),
-            }),
-            (Some(ns), _) => Ok(Some(ns.to_string())),
-            (None, Some(own)) => Ok(Some(own.to_string())),
-            (None, None) => Ok(None),
-        }
-    }
-
     fn cached(&self, key: &ReadKey) -> Option<Read> {
         let reads = lock(&self.reads);
         let (at, read) = reads.get(key)?;
@@ -227,10 +226,12 @@ impl ObjectReader {
         let what = query.describe(name);
         let result = async {
             let served = self.served_type(query.api_version, query.kind).await?;
-            let namespace = self.scope(&query, &served, &what)?;
-            if served.namespaced && namespace.is_none() && name.is_some() {
-                // A cluster-scoped object of a namespaced type does not exist (the engine asks
-                // this of an owner it did not find in the object's namespace).
+            let namespace =
+                read_scope(&query, served.namespaced, self.config.allow_secrets, &what)?;
+            if served.namespaced && query.namespace.is_none() && name.is_some() {
+                // A name without a namespace means a cluster-scoped object, and there is no
+                // such object of a namespaced type (the engine asks this of an owner it did not
+                // find in the object's namespace), as offline.
                 return Ok(Read::One(None));
             }
             let key: ReadKey = (
@@ -370,5 +371,68 @@ impl ObjectReader {
                 what,
                 message: format!("the Secret's key `{key}` is not text"),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kanon_engine::LookupError;
+    use kanon_engine::lookup::ObjectQuery;
+
+    use super::read_scope;
+
+    fn query<'a>(
+        kind: &'a str,
+        namespace: Option<&'a str>,
+        confined_to: Option<&'a str>,
+    ) -> ObjectQuery<'a> {
+        ObjectQuery {
+            api_version: "v1",
+            kind,
+            namespace,
+            policy: "p",
+            confined_to,
+        }
+    }
+
+    #[test]
+    fn reads_stay_where_the_policy_may_read() {
+        let scope = |q: ObjectQuery<'_>, namespaced, allow| read_scope(&q, namespaced, allow, "x");
+        // Cluster policies read where they ask; cluster-scoped types are readable by all.
+        assert_eq!(
+            scope(query("ConfigMap", Some("a"), None), true, false),
+            Ok(Some("a".into()))
+        );
+        assert_eq!(scope(query("ConfigMap", None, None), true, false), Ok(None));
+        assert_eq!(
+            scope(query("Node", None, Some("a")), false, false),
+            Ok(None)
+        );
+        // A namespaced policy: its own namespace only, also when listing without one.
+        assert_eq!(
+            scope(query("ConfigMap", Some("a"), Some("a")), true, false),
+            Ok(Some("a".into()))
+        );
+        assert_eq!(
+            scope(query("ConfigMap", None, Some("a")), true, false),
+            Ok(Some("a".into()))
+        );
+        assert!(matches!(
+            scope(query("ConfigMap", Some("b"), Some("a")), true, false),
+            Err(LookupError::Forbidden { reason, .. }) if reason.contains("own namespace `a`")
+        ));
+        // Secrets: refused unless allowed, whoever asks.
+        assert!(matches!(
+            scope(query("Secret", Some("a"), None), true, false),
+            Err(LookupError::Forbidden { reason, .. }) if reason.contains("--allow-secret-lookups")
+        ));
+        assert_eq!(
+            scope(query("Secret", Some("a"), None), true, true),
+            Ok(Some("a".into()))
+        );
+        assert!(matches!(
+            scope(query("Secret", Some("b"), Some("a")), true, true),
+            Err(LookupError::Forbidden { .. })
+        ));
     }
 }

@@ -141,6 +141,16 @@ pub struct RefScope<'a> {
     pub context: Option<&'a minijinja::Value>,
 }
 
+impl RefScope<'_> {
+    /// `text` with its placeholders rendered against the program context; an error names the
+    /// field `at.what`.
+    fn render(&self, text: &Text, at: &str, what: &str) -> Result<String, String> {
+        let empty = minijinja::Value::UNDEFINED;
+        text.render(self.context.unwrap_or(&empty))
+            .map_err(|e| format!("{at}.{what}: {e}"))
+    }
+}
+
 /// Whether a reference `path` is a JSONPath that may select several nodes (a wildcard,
 /// filter, slice, union or descent): its value is then the list of the nodes it selects.
 pub fn selects_many(path: Option<&str>) -> bool {
@@ -368,12 +378,7 @@ impl CompiledRef {
         let Some(Target::Object(t)) = &self.target else {
             return Err(format!("{at}: missing"));
         };
-        let empty = minijinja::Value::UNDEFINED;
-        let context = scope.context.unwrap_or(&empty);
-        let render = |text: &Text, what: &str| {
-            text.render(context)
-                .map_err(|e| format!("{at}.{what}: {e}"))
-        };
+        let render = |text: &Text, what: &str| scope.render(text, &at, what);
         let api_version = render(&t.api_version, "apiVersion")?;
         let kind = render(&t.kind, "kind")?;
         let namespace = match &t.namespace {
@@ -473,12 +478,7 @@ impl CompiledRef {
         let Some(Target::Http(t)) = &self.target else {
             return Err(format!("{at}: missing"));
         };
-        let empty = minijinja::Value::UNDEFINED;
-        let context = scope.context.unwrap_or(&empty);
-        let render = |text: &Text, what: &str| {
-            text.render(context)
-                .map_err(|e| format!("{at}.{what}: {e}"))
-        };
+        let render = |text: &Text, what: &str| scope.render(text, &at, what);
         let url = render(&t.url, "url")?;
         let mut params = std::collections::BTreeMap::new();
         for (key, value) in &t.params {

@@ -43,7 +43,21 @@ pub struct Kanon {
 }
 
 impl Kanon {
-    fn spawn(&mut self) {
+    /// A kanon (not started) with its certificates and log under `dir`, on free ports.
+    pub fn new(kubeconfig: PathBuf, dir: &Path) -> Kanon {
+        std::fs::create_dir_all(dir).expect("kanon's directory");
+        Kanon {
+            child: None,
+            port: free_port(),
+            metrics_port: free_port(),
+            cert_dir: dir.join("certs"),
+            log: dir.join("kanon.log"),
+            kubeconfig,
+        }
+    }
+
+    /// Starts the process without waiting for it to be ready.
+    pub fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -258,7 +272,7 @@ pub struct Env {
     pub service: Service,
     pub runtime: tokio::runtime::Runtime,
     pub client: kube::Client,
-    /// Kanon's certificates and log; deleted with the environment.
+    /// Kanon's certificates and logs; deleted with the environment.
     _dir: tempfile::TempDir,
 }
 
@@ -302,14 +316,7 @@ impl Env {
                 .expect("a client config");
             kube::Client::try_from(config).expect("a client")
         });
-        let env_kanon = Kanon {
-            child: None,
-            port: free_port(),
-            metrics_port: free_port(),
-            cert_dir: dir.path().join("certs"),
-            log: dir.path().join("kanon.log"),
-            kubeconfig: control_plane.kubeconfig(),
-        };
+        let env_kanon = Kanon::new(control_plane.kubeconfig(), &dir.path().join("kanon"));
         let mut env = Env {
             control_plane,
             kanon: env_kanon,
@@ -331,6 +338,15 @@ impl Env {
         env.kanon.start();
         env.register_webhooks();
         env
+    }
+
+    /// Another kanon process (a second replica) against the same control plane, not started;
+    /// its files under `name` in the suite's directory.
+    pub fn replica(&self, name: &str) -> Kanon {
+        Kanon::new(
+            self.control_plane.kubeconfig(),
+            &self._dir.path().join(name),
+        )
     }
 
     /// kubectl against the control plane.

@@ -131,12 +131,27 @@ fn apiserver_restarted_kanon_serves_and_recovers(env: &mut Env) {
     assert_eq!(answer["response"]["uid"], "during-the-outage", "{answer}");
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     assert_eq!(answer["response"]["patchType"], "JSONPatch", "{answer}");
-    std::thread::sleep(Duration::from_secs(2));
+    // A replica that starts now cannot list anything: alive, but not ready.
+    let mut late = env.replica("late-replica");
+    late.spawn();
+    env.wait_for(
+        "the late replica's /healthz",
+        Duration::from_secs(20),
+        || late.get("/healthz") == "200",
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        late.get("/readyz"),
+        "503",
+        "ready without having listed anything"
+    );
 
     let restarted = Instant::now();
     env.control_plane
         .start_apiserver()
         .expect("the apiserver starts again");
+    late.wait_ready();
+    late.stop();
     // A policy written after the restart takes effect without restarting kanon: its watches
     // came back by themselves.
     install(

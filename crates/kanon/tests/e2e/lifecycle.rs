@@ -20,6 +20,10 @@ pub const SCENARIOS: &[Scenario] = &[
         kubectl_get_shows_ready_for_all_four_kinds,
     ),
     (
+        "lifecycle::two_replicas_write_the_same_status_once",
+        two_replicas_write_the_same_status_once,
+    ),
+    (
         "lifecycle::a_bad_policy_is_refused_at_kubectl_apply",
         a_bad_policy_is_refused_at_kubectl_apply,
     ),
@@ -304,4 +308,56 @@ fn a_policy_change_takes_effect_within_a_second(env: &mut Env) {
         "a change took {max:?}: {samples:?}"
     );
     env.delete_policy("ClusterOverridePolicy", None, "lc-latency");
+}
+
+fn two_replicas_write_the_same_status_once(env: &mut Env) {
+    let mut second = env.replica("second-replica");
+    second.start();
+    let document = |value: &str| {
+        policy(
+            "ClusterOverridePolicy",
+            None,
+            "lc-replicas",
+            json!({"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod", "namespace": "lc-nowhere"}],
+                   "overrideRules": [add_label("replicas", value)]}),
+        )
+    };
+    install(env, &document("a"));
+    for (generation, value) in [(2, "b"), (3, "c")] {
+        env.apply_policy(&document(value)).expect("updated");
+        env.wait_for("both replicas' status", Duration::from_secs(10), || {
+            env.policy("ClusterOverridePolicy", None, "lc-replicas")
+                .is_some_and(|p| p["status"]["observedGeneration"] == generation)
+        });
+    }
+    // Settled: one field manager for status, and no write after the last change.
+    std::thread::sleep(Duration::from_millis(500));
+    let settled = env
+        .policy("ClusterOverridePolicy", None, "lc-replicas")
+        .unwrap_or_default();
+    std::thread::sleep(Duration::from_secs(2));
+    let later = env
+        .policy("ClusterOverridePolicy", None, "lc-replicas")
+        .unwrap_or_default();
+    assert_eq!(
+        settled["metadata"]["resourceVersion"], later["metadata"]["resourceVersion"],
+        "the replicas keep rewriting the status: {later}"
+    );
+    let managers: Vec<&str> = later["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["subresource"] == "status")
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["kanon"], "{later}");
+    // Both replicas wrote (or found written) the status, and both serve.
+    for (replica, metrics) in [("first", env.kanon.metrics()), ("second", second.metrics())] {
+        assert!(
+            metrics.contains("kanon_ready 1"),
+            "{replica} not ready:\n{metrics}"
+        );
+    }
+    second.stop();
+    env.delete_policy("ClusterOverridePolicy", None, "lc-replicas");
 }
