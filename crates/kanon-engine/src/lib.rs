@@ -22,6 +22,7 @@ pub mod quantity;
 pub mod refs;
 pub mod request;
 pub mod selector;
+pub mod targets;
 pub mod template;
 
 pub use decision::{Decision, PolicyOutcome, PolicyResult};
@@ -35,6 +36,7 @@ pub use lookup::{
 pub use policy::{CompiledPolicy, PolicyId, PolicyObject, compile, policy_kind_of};
 pub use publish::PolicyPublisher;
 pub use request::{Deadline, Request, RequestError, parse_operation};
+pub use targets::{Targets, WebhookKind};
 
 /// Decodes and compiles one policy document; the error lists every problem by field path.
 pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, InvalidPolicy> {

@@ -240,6 +240,13 @@ pub struct OperationSet(u8);
 impl OperationSet {
     /// Every operation.
     pub const ALL: OperationSet = OperationSet(0b1111);
+    /// No operation.
+    pub const NONE: OperationSet = OperationSet(0);
+
+    /// The operations in either set.
+    pub fn union(self, other: OperationSet) -> OperationSet {
+        OperationSet(self.0 | other.0)
+    }
 
     fn bit(op: Operation) -> u8 {
         match op {

@@ -318,3 +318,67 @@ fn policies_are_held_in_evaluation_order_and_found_by_id() {
     assert!(PolicySet::default().is_empty());
     assert!(PolicySet::build(Vec::new()).unwrap().is_empty());
 }
+
+#[test]
+fn webhook_targets_are_the_types_and_operations_policies_select() {
+    use kanon_api::Operation::{Connect, Create, Delete, Update};
+    use kanon_engine::{Targets, WebhookKind};
+    let pods = json!([{"apiVersion": "v1", "kind": "Pod"}]);
+    let deployments = json!([{"apiVersion": "apps/v1", "kind": "Deployment"},
+                             {"apiVersion": "v1", "kind": "Pod", "name": "x"}]);
+    let label = json!({"overriders": {"plaintext": [{"op": "add", "path": "/metadata/labels/a", "value": "b"}]}});
+    let check = json!({"program": "{}"});
+    let set = set_of(&[
+        cop(
+            "pods-on-create",
+            json!({"resourceSelectors": pods,
+            "overrideRules": [{"targetOperations": ["CREATE"], "overriders": label["overriders"]}]}),
+        ),
+        cop(
+            "deployments",
+            json!({"resourceSelectors": deployments,
+            "overrideRules": [{"targetOperations": ["UPDATE"], "overriders": label["overriders"]}]}),
+        ),
+        op(
+            "shop",
+            "pods-all",
+            json!({"resourceSelectors": pods, "overrideRules": [label]}),
+        ),
+        cvp(
+            "everything-on-delete",
+            json!({"validateRules": [{"targetOperations": ["DELETE"], "program": check["program"]}]}),
+        ),
+        vp(
+            "shop",
+            "connect",
+            json!({"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "validateRules": [{"targetOperations": ["CONNECT", "CREATE"], "program": check["program"]}]}),
+        ),
+    ]);
+    let key = |a: &str, k: &str| (a.to_string(), k.to_string());
+    assert_eq!(
+        set.targets(WebhookKind::Mutating),
+        Targets {
+            types: [
+                (key("apps/v1", "Deployment"), vec![Update]),
+                // CREATE from one policy, every operation from the namespaced one.
+                (key("v1", "Pod"), vec![Create, Update, Delete, Connect]),
+            ]
+            .into(),
+            every_type: vec![],
+        }
+    );
+    assert_eq!(
+        set.targets(WebhookKind::Validating),
+        Targets {
+            types: [(key("v1", "Pod"), vec![Create, Connect])].into(),
+            every_type: vec![Delete],
+        }
+    );
+    assert!(
+        PolicySet::build(Vec::new())
+            .unwrap()
+            .targets(WebhookKind::Mutating)
+            .is_empty()
+    );
+}
