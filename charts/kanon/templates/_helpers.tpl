@@ -65,3 +65,56 @@ The webhook image reference; the tag defaults to the chart's appVersion.
 {{- define "kanon.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+
+{{/*
+The name of kanon's webhook configurations (one Mutating, one Validating).
+*/}}
+{{- define "kanon.webhookConfigurationName" -}}
+{{- include "kanon.fullname" . }}
+{{- end }}
+
+{{/*
+The Secret holding the webhook's certificate (and, in kanon mode, its CA).
+*/}}
+{{- define "kanon.certSecretName" -}}
+{{- printf "%s-tls" (include "kanon.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Namespaces whose objects never reach kanon: the configured ones and kanon's own.
+*/}}
+{{- define "kanon.excludedNamespaces" -}}
+{{- $namespaces := .Values.webhook.excludedNamespaces | default list }}
+{{- if not (has .Release.Namespace $namespaces) }}
+{{- $namespaces = append $namespaces .Release.Namespace }}
+{{- end }}
+{{- toJson $namespaces }}
+{{- end }}
+
+{{/*
+The namespaceSelector of the workload webhooks: excluded namespaces and the opt-out label.
+*/}}
+{{- define "kanon.namespaceSelector" -}}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ include "kanon.excludedNamespaces" . }}
+  - key: {{ .Values.webhook.optOutLabel | quote }}
+    operator: NotIn
+    values: ["true"]
+{{- end }}
+
+{{/*
+How kube-apiserver reaches kanon.
+*/}}
+{{- define "kanon.clientConfig" -}}
+{{- if .root.Values.webhook.url }}
+url: {{ printf "%s%s" (trimSuffix "/" .root.Values.webhook.url) .path | quote }}
+{{- else }}
+service:
+  name: {{ include "kanon.fullname" .root }}
+  namespace: {{ .root.Release.Namespace }}
+  path: {{ .path }}
+  port: {{ .root.Values.service.port }}
+{{- end }}
+{{- end }}

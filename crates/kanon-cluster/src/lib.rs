@@ -8,18 +8,24 @@
 //! - [`objects`], [`http`] and [`lookup`]: the engine's [`kanon_engine::Lookup`] over the
 //!   apiserver (short-lived caches), the Namespace cache and HTTP services, with the
 //!   operator's limits (Secrets, private addresses).
+//! - [`certificates`]: the webhook's CA and serving certificate, kept in a Secret, renewed
+//!   before they expire.
+//! - [`webhooks`]: the `caBundle` and generated `rules` of kanon's webhook configurations.
 //! - [`metrics`]: lookups, compilations, watches and status writes.
 //!
 //! Nothing here serves HTTP: the webhook meets this crate only through the publisher and the
 //! lookup.
 
+pub mod certificates;
 pub mod http;
 pub mod lookup;
 pub mod metrics;
 pub mod namespaces;
 pub mod objects;
+pub mod permissions;
 pub mod policies;
 pub mod reflector;
 pub mod status;
+pub mod webhooks;
 
 pub use metrics::{ClusterMetrics, LookupSource};

@@ -18,13 +18,14 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kanon_api::PolicyKind;
-use kanon_engine::{PolicyId, PolicyPublisher};
+use kanon_engine::{PolicyId, PolicyPublisher, Targets, WebhookKind};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::metrics::ClusterMetrics;
 use crate::namespaces::NamespaceCache;
@@ -80,6 +81,9 @@ pub struct Reflector {
     pub namespaces: NamespaceCache,
     /// Where status updates go; `None`: statuses are not written (read-only replicas, tests).
     pub status: Option<StatusWriter>,
+    /// Where what each webhook must see goes after each new set (mutating, validating), for
+    /// the webhook configurations' rules; `None`: not needed.
+    pub targets: Option<watch::Sender<(Targets, Targets)>>,
     /// Metrics.
     pub metrics: ClusterMetrics,
 }
@@ -134,7 +138,25 @@ impl Reflector {
             let change = state.policies.take_changes();
             if change.is_some() || !state.published {
                 let change = change.unwrap_or_else(|| "no policies".to_string());
-                self.publisher.publish(state.policies.set(), &change);
+                let set = state.policies.set();
+                if let Some(targets) = &self.targets {
+                    let now = (
+                        set.targets(WebhookKind::Mutating),
+                        set.targets(WebhookKind::Validating),
+                    );
+                    if state.published {
+                        targets.send_if_modified(|current| {
+                            let changed = *current != now;
+                            *current = now;
+                            changed
+                        });
+                    } else {
+                        // The first set always notifies: rules must not be written from the
+                        // channel's initial (empty) value before any set exists.
+                        targets.send_replace(now);
+                    }
+                }
+                self.publisher.publish(set, &change);
                 self.metrics.set_invalid(state.policies.invalid());
                 state.published = true;
             }

@@ -2,19 +2,23 @@
 //! status writes and the lookups policies make, wired to the webhook through its publisher and
 //! a [`Lookup`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use kanon_cluster::ClusterMetrics;
+use kanon_cluster::certificates::{CertificateConfig, CertificateMetrics, Certificates};
 use kanon_cluster::http::{HttpConfig, HttpLookups};
 use kanon_cluster::lookup::ClusterLookup;
 use kanon_cluster::namespaces::NamespaceCache;
 use kanon_cluster::objects::{ObjectConfig, ObjectReader};
+use kanon_cluster::permissions::{self, Needs};
 use kanon_cluster::reflector::Reflector;
 use kanon_cluster::status::StatusWriter;
-use kanon_engine::{Lookup, PolicyPublisher};
+use kanon_cluster::webhooks::{RuleMode, WebhookConfig, WebhookConfigurations};
+use kanon_engine::{Lookup, PolicyPublisher, Targets};
+use tokio::sync::watch;
 
 /// Arguments of cluster mode.
 #[derive(Debug, Args)]
@@ -50,6 +54,55 @@ pub struct ClusterArgs {
     /// The largest HTTP answer read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     http_max_body_bytes: usize,
+    /// kanon's own namespace (where its certificate Secret lives).
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        value_name = "NAME",
+        default_value = "kanon-system"
+    )]
+    namespace: String,
+    /// Keep the webhook's CA and serving certificate in this Secret (in `--namespace`):
+    /// created by the first replica, renewed before expiry, written to `--cert-dir` for the
+    /// server. Without it the certificate files in `--cert-dir` are used as they are (e.g. from
+    /// cert-manager).
+    #[arg(long, value_name = "NAME")]
+    cert_secret: Option<String>,
+    /// A DNS name of the serving certificate kept in `--cert-secret`; repeat for several.
+    #[arg(long = "cert-dns-name", value_name = "NAME")]
+    cert_dns_names: Vec<String>,
+    /// An IP address of the serving certificate kept in `--cert-secret` (for a kanon called by
+    /// address, outside the cluster); repeat for several.
+    #[arg(long = "cert-ip", value_name = "IP")]
+    cert_ips: Vec<std::net::IpAddr>,
+    /// Lifetime of the CA kept in `--cert-secret`, in hours.
+    #[arg(long, value_name = "HOURS", default_value_t = 87_600)]
+    ca_validity_hours: u64,
+    /// Lifetime of the serving certificate kept in `--cert-secret`, in hours.
+    #[arg(long, value_name = "HOURS", default_value_t = 8_760)]
+    cert_validity_hours: u64,
+    /// How often the certificate Secret is checked (renewal, other replicas' changes), in
+    /// seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    cert_check_interval_seconds: u64,
+    /// Keep the Mutating- and ValidatingWebhookConfiguration of this name (as the chart
+    /// installs them): kanon writes their `caBundle` and the `rules` of `mutate.kanon.dev` and
+    /// `validate.kanon.dev`.
+    #[arg(long, value_name = "NAME")]
+    webhook_configuration: Option<String>,
+    /// Rules of kanon's webhooks: `generated` (only the types and operations the installed
+    /// policies select) or `all` (every type and operation).
+    #[arg(long, value_enum, default_value_t = WebhookRules::Generated)]
+    webhook_rules: WebhookRules,
+}
+
+/// How the webhook rules are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebhookRules {
+    /// Only what the installed policies select.
+    Generated,
+    /// Every type and operation.
+    All,
 }
 
 /// Why cluster mode could not start.
@@ -77,6 +130,9 @@ pub enum ClusterError {
     /// The HTTP client could not be built.
     #[error("HTTP references: {0}")]
     Http(String),
+    /// The certificate options do not fit together.
+    #[error("certificates: {0}")]
+    Certificates(String),
 }
 
 async fn client(args: &ClusterArgs) -> Result<kube::Client, ClusterError> {
@@ -104,14 +160,135 @@ async fn client(args: &ClusterArgs) -> Result<kube::Client, ClusterError> {
     kube::Client::try_from(config).map_err(|e| ClusterError::Client(e.to_string()))
 }
 
+/// Logs every permission kanon's identity lacks for what it was asked to do.
+async fn check_permissions(client: &kube::Client, args: &ClusterArgs) {
+    let needs = Needs {
+        status: !args.no_status,
+        certificate_secret: args
+            .cert_secret
+            .clone()
+            .map(|name| (args.namespace.clone(), name)),
+        webhook_configuration: args.webhook_configuration.clone(),
+    };
+    match permissions::missing(client, &needs.permissions()).await {
+        Ok(missing) if missing.is_empty() => {
+            tracing::info!("kanon has every permission it needs")
+        }
+        Ok(missing) => {
+            for permission in &missing {
+                tracing::error!(%permission, "missing permission: {permission}");
+            }
+        }
+        Err(error) => tracing::warn!(%error, "could not check kanon's permissions"),
+    }
+}
+
+/// The certificate Secret's contents, kept: created or loaded (retrying until the apiserver
+/// answers), written to `cert_dir`, renewed in the background. Its CA bundle.
+async fn keep_certificates(
+    client: &kube::Client,
+    args: &ClusterArgs,
+    secret: &str,
+    cert_dir: &Path,
+    metrics: CertificateMetrics,
+) -> Result<watch::Receiver<Vec<u8>>, ClusterError> {
+    let mut dns_names = args.cert_dns_names.clone();
+    if dns_names.is_empty() && args.cert_ips.is_empty() {
+        dns_names.push("localhost".to_string());
+    }
+    let config = CertificateConfig {
+        namespace: args.namespace.clone(),
+        secret_name: secret.to_string(),
+        dns_names,
+        ip_addresses: args.cert_ips.clone(),
+        ca_validity: Duration::from_secs(args.ca_validity_hours.saturating_mul(3600)),
+        cert_validity: Duration::from_secs(args.cert_validity_hours.saturating_mul(3600)),
+        check_interval: Duration::from_secs(args.cert_check_interval_seconds.max(1)),
+        cert_dir: cert_dir.to_path_buf(),
+        ..CertificateConfig::default()
+    };
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match Certificates::ensure(client.clone(), config.clone(), metrics.clone()).await {
+            Ok(certificates) => {
+                let bundle = certificates.ca_bundle();
+                tokio::spawn(certificates.run());
+                return Ok(bundle);
+            }
+            Err(e @ kanon_cluster::certificates::CertificateError::Config(_)) => {
+                return Err(ClusterError::Certificates(e.to_string()));
+            }
+            Err(error) => {
+                tracing::warn!(%error, retry_in = ?delay, "the certificate Secret is not ready yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+}
+
+/// The CA bundle of certificates kanon does not keep itself: `ca.crt` in `cert_dir`, re-read
+/// when it changes (cert-manager renews it in place).
+fn follow_ca_file(cert_dir: &Path) -> watch::Receiver<Vec<u8>> {
+    let path = cert_dir.join("ca.crt");
+    let (sender, receiver) = watch::channel(std::fs::read(&path).unwrap_or_default());
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(Duration::from_secs(10));
+        loop {
+            ticks.tick().await;
+            if let Ok(bundle) = tokio::fs::read(&path).await {
+                sender.send_if_modified(|current| {
+                    let changed = *current != bundle;
+                    *current = bundle;
+                    changed
+                });
+            }
+        }
+    });
+    receiver
+}
+
+/// What cluster mode gives the server.
+pub struct Started {
+    /// The lookups policies make.
+    pub lookup: Arc<dyn Lookup>,
+}
+
+/// Prepares the certificates before the server starts: with `--cert-secret`, the Secret's
+/// certificate is written into `cert_dir` (so the server serves it from the first request).
+/// Returns the CA bundle to inject into the webhook configurations.
+pub async fn prepare_certificates(
+    args: &ClusterArgs,
+    cert_dir: &Path,
+    metrics: CertificateMetrics,
+) -> Result<watch::Receiver<Vec<u8>>, ClusterError> {
+    match &args.cert_secret {
+        Some(secret) => {
+            let client = client(args).await?;
+            keep_certificates(&client, args, secret, cert_dir, metrics).await
+        }
+        None => {
+            // The server would create them when it binds; the bundle is needed before.
+            kanon_webhook::tls::ensure_certificates(cert_dir)
+                .map_err(|e| ClusterError::Certificates(e.to_string()))?;
+            Ok(follow_ca_file(cert_dir))
+        }
+    }
+}
+
 /// Starts the cluster sources on the current runtime: the reflector publishes into
-/// `publisher` once every watch has synced; the returned lookup serves the policies' reads.
+/// `publisher` once every watch has synced; the webhook configurations (with
+/// `--webhook-configuration`) follow the policies and `ca_bundle`; the returned lookup serves
+/// the policies' reads.
 pub async fn start(
     args: &ClusterArgs,
     publisher: Arc<dyn PolicyPublisher>,
+    ca_bundle: watch::Receiver<Vec<u8>>,
     metrics: ClusterMetrics,
-) -> Result<Arc<dyn Lookup>, ClusterError> {
+) -> Result<Started, ClusterError> {
     let client = client(args).await?;
+    check_permissions(&client, args).await;
+
     let extra_roots_pem = match &args.http_ca_file {
         Some(path) => std::fs::read(path).map_err(|source| ClusterError::CaFile {
             path: path.display().to_string(),
@@ -142,17 +319,43 @@ pub async fn start(
     )
     .map_err(|e| ClusterError::Http(e.to_string()))?;
     let status = (!args.no_status).then(|| StatusWriter::start(client.clone(), metrics.clone()));
+    let targets = match &args.webhook_configuration {
+        Some(name) => {
+            let (sender, mut receiver) = watch::channel((Targets::default(), Targets::default()));
+            let webhooks = WebhookConfigurations::new(
+                client.clone(),
+                WebhookConfig {
+                    name: name.clone(),
+                    mode: match args.webhook_rules {
+                        WebhookRules::Generated => RuleMode::Generated,
+                        WebhookRules::All => RuleMode::CatchAll,
+                    },
+                    ..WebhookConfig::default()
+                },
+            );
+            tokio::spawn(async move {
+                // Rules come from a complete policy set only, never from the channel's initial
+                // value: wait for the first set.
+                if receiver.changed().await.is_ok() {
+                    webhooks.run(receiver, ca_bundle).await;
+                }
+            });
+            Some(sender)
+        }
+        None => None,
+    };
     tokio::spawn(
         Reflector {
             client,
             publisher,
             namespaces: namespaces.clone(),
             status,
+            targets,
             metrics: metrics.clone(),
         }
         .run(),
     );
-    Ok(Arc::new(ClusterLookup::new(
-        namespaces, objects, http, metrics,
-    )))
+    Ok(Started {
+        lookup: Arc::new(ClusterLookup::new(namespaces, objects, http, metrics)),
+    })
 }

@@ -27,7 +27,7 @@ enum Command {
     Apply(apply::ApplyArgs),
     /// Serve the admission webhooks over HTTPS: policies from the cluster, or from files
     /// (`--policies DIR`).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run policy test suites (`kanon-test.yaml` files) and report each case.
     ///
     /// Exit status: 0 when every case passes, 1 when any fails, 2 on bad input.

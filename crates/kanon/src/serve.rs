@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use kanon_cluster::ClusterMetrics;
+use kanon_cluster::certificates::CertificateMetrics;
 use kanon_engine::{Lookup, NoObjects};
 use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{self, ServerConfig};
@@ -144,11 +145,25 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             }
             None => {
                 let cluster_metrics = ClusterMetrics::new();
-                metrics = Metrics::with(|registry| cluster_metrics.register(registry));
+                let certificate_metrics = CertificateMetrics::new();
+                metrics = Metrics::with(|registry| {
+                    cluster_metrics.register(registry);
+                    certificate_metrics.register(registry);
+                });
+                // The certificate the server starts with: kept in the Secret, or the files.
+                let ca_bundle = crate::cluster::prepare_certificates(
+                    &args.cluster,
+                    &args.cert_dir,
+                    certificate_metrics,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 let publisher = Arc::new(Publisher::new(state.clone(), metrics.clone(), "cluster"));
-                lookup = crate::cluster::start(&args.cluster, publisher, cluster_metrics)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                lookup =
+                    crate::cluster::start(&args.cluster, publisher, ca_bundle, cluster_metrics)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .lookup;
             }
         }
         server::serve(config, state, lookup, metrics, shutdown_signal())

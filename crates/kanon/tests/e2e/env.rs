@@ -39,7 +39,10 @@ pub struct Kanon {
     pub metrics_port: u16,
     pub cert_dir: PathBuf,
     pub log: PathBuf,
-    kubeconfig: PathBuf,
+    /// The kubeconfig it runs with.
+    pub kubeconfig: PathBuf,
+    /// Arguments added to the suite's own.
+    pub args: Vec<String>,
 }
 
 impl Kanon {
@@ -53,6 +56,7 @@ impl Kanon {
             cert_dir: dir.join("certs"),
             log: dir.join("kanon.log"),
             kubeconfig,
+            args: Vec::new(),
         }
     }
 
@@ -78,6 +82,7 @@ impl Kanon {
             .args(["--http-allow-cidr", "127.0.0.1/32"])
             // Lookups re-read quickly, so a test that changes a referenced object sees it.
             .args(["--object-cache-ttl-ms", "200", "--http-cache-ttl-ms", "200"])
+            .args(&self.args)
             .env("RUST_LOG", "info,kanon_cluster=debug")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))

@@ -9,6 +9,7 @@
 //! `cargo test -p kanon --test e2e -- NAME` runs the scenarios whose name contains NAME.
 
 mod admission;
+mod chart;
 mod env;
 mod faults;
 mod lifecycle;
@@ -70,6 +71,7 @@ fn main() {
         admission::SCENARIOS,
         lifecycle::SCENARIOS,
         references::SCENARIOS,
+        chart::SCENARIOS,
         faults::SCENARIOS,
     ]
     .concat();

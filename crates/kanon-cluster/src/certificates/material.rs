@@ -1,0 +1,871 @@
+//! The certificates themselves, without the apiserver: what a Secret holds ([`Stored::read`]),
+//! what it should hold at a given moment ([`plan`]), and the Secret's data for it
+//! ([`Material::data`]). Everything here is a function of its inputs and the clock value it is
+//! given, except key generation.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::ByteString;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
+    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _, SanType,
+};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier as _;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+use super::der::{self, CertInfo};
+use super::{CA_CERT_KEY, CA_KEY_KEY, CA_SIGNING_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
+
+/// How far back `notBefore` is set, so that a clock a little behind ours (the apiserver's, another
+/// replica's) already accepts a new certificate. Clocks must agree within this much.
+pub const BACKDATE_SECS: i64 = 300;
+
+/// The ring provider every verification uses (nothing relies on a process-wide default).
+fn provider() -> Arc<CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    PROVIDER
+        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .clone()
+}
+
+/// What is wrong with one key of the Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The Secret's data key (or annotation) at fault.
+    pub key: &'static str,
+    /// What is wrong, without any key material.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(key: &'static str, message: impl Into<String>) -> Self {
+        Problem {
+            key,
+            message: message.into(),
+        }
+    }
+}
+
+/// A certificate, with the fields kanon reads from it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Cert {
+    pub der: Vec<u8>,
+    pub info: CertInfo,
+}
+
+impl std::fmt::Debug for Cert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cert")
+            .field("not_before", &rfc3339(self.info.not_before))
+            .field("not_after", &rfc3339(self.info.not_after))
+            .field("is_ca", &self.info.is_ca)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cert {
+    fn from_der(der: Vec<u8>) -> Result<Cert, der::DerError> {
+        let info = der::parse_certificate(&der)?;
+        Ok(Cert { der, info })
+    }
+
+    /// The certificate as one PEM block.
+    pub fn pem(&self) -> String {
+        pem_block("CERTIFICATE", &self.der)
+    }
+}
+
+/// The CA that signs serving certificates: its certificate, its key (PEM, PKCS#8) and the
+/// parameters that reproduce its subject for rcgen.
+#[derive(Clone)]
+pub struct Signing {
+    pub cert: Cert,
+    key_pem: String,
+    params: CertificateParams,
+}
+
+/// The serving certificate and its key (PEM, PKCS#8).
+#[derive(Clone)]
+pub struct Leaf {
+    pub cert: Cert,
+    key_pem: String,
+}
+
+impl Leaf {
+    /// The key, PEM.
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+}
+
+/// Everything the Secret holds, consistent.
+#[derive(Clone)]
+pub struct Material {
+    pub leaf: Leaf,
+    pub signing: Signing,
+    /// The trusted CAs, the signing one first, then older ones.
+    pub bundle: Vec<Cert>,
+    /// When the signing CA entered the bundle (seconds since the UNIX epoch).
+    pub rotated_at: i64,
+}
+
+impl Material {
+    /// The trusted bundle, PEM, newest first.
+    pub fn bundle_pem(&self) -> String {
+        self.bundle.iter().map(Cert::pem).collect()
+    }
+
+    /// The Secret's data keys kanon owns.
+    pub fn data(&self) -> BTreeMap<String, ByteString> {
+        let entry = |key: &str, value: String| (key.to_string(), ByteString(value.into_bytes()));
+        BTreeMap::from([
+            entry(TLS_CERT_KEY, self.leaf.cert.pem()),
+            entry(TLS_KEY_KEY, self.leaf.key_pem.clone()),
+            entry(CA_CERT_KEY, self.bundle_pem()),
+            entry(CA_KEY_KEY, self.signing.key_pem.clone()),
+            entry(CA_SIGNING_CERT_KEY, self.signing.cert.pem()),
+        ])
+    }
+}
+
+/// A Secret's content, each part read and checked on its own, so a bad part can be replaced
+/// while the good ones are kept.
+pub struct Stored {
+    pub leaf: Result<Leaf, Problem>,
+    pub signing: Result<Signing, Problem>,
+    pub bundle: Result<Vec<Cert>, Problem>,
+    pub rotated_at: Result<Option<i64>, Problem>,
+}
+
+impl Stored {
+    /// Reads a Secret's data and the rotation annotation's value.
+    pub fn read(data: &BTreeMap<String, ByteString>, rotated_at: Option<&str>) -> Stored {
+        let text = |key: &'static str| -> Result<&str, Problem> {
+            let bytes = data
+                .get(key)
+                .filter(|value| !value.0.is_empty())
+                .ok_or_else(|| Problem::new(key, "missing"))?;
+            std::str::from_utf8(&bytes.0).map_err(|_| Problem::new(key, "not PEM text"))
+        };
+        let leaf = (|| {
+            let cert = first_cert(TLS_CERT_KEY, text(TLS_CERT_KEY)?)?;
+            let key_pem = read_key(TLS_KEY_KEY, text(TLS_KEY_KEY)?, &cert, TLS_CERT_KEY)?;
+            Ok(Leaf { cert, key_pem })
+        })();
+        let signing = (|| {
+            let cert = first_cert(CA_SIGNING_CERT_KEY, text(CA_SIGNING_CERT_KEY)?)?;
+            if !cert.info.is_ca {
+                return Err(Problem::new(CA_SIGNING_CERT_KEY, "not a CA certificate"));
+            }
+            let key_pem = read_key(CA_KEY_KEY, text(CA_KEY_KEY)?, &cert, CA_SIGNING_CERT_KEY)?;
+            let params = reproduce_ca_params(&cert, &key_pem)?;
+            Ok(Signing {
+                cert,
+                key_pem,
+                params,
+            })
+        })();
+        let bundle = (|| {
+            let certs = all_certs(CA_CERT_KEY, text(CA_CERT_KEY)?)?;
+            if certs.iter().any(|cert| !cert.info.is_ca) {
+                return Err(Problem::new(
+                    CA_CERT_KEY,
+                    "holds a certificate that is not a CA",
+                ));
+            }
+            Ok(certs)
+        })();
+        let rotated_at = match rotated_at {
+            None => Ok(None),
+            Some(value) => parse_rfc3339(value).map(Some).ok_or_else(|| {
+                Problem::new(
+                    super::ROTATED_AT_ANNOTATION,
+                    format!("{value:?} is not an RFC 3339 time"),
+                )
+            }),
+        };
+        Stored {
+            leaf,
+            signing,
+            bundle,
+            rotated_at,
+        }
+    }
+
+    /// Every problem, in the Secret's key order.
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut problems: Vec<Problem> = [
+            self.leaf.as_ref().err(),
+            self.signing.as_ref().err(),
+            self.bundle.as_ref().err(),
+            self.rotated_at.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+        problems.sort_by_key(|problem| problem.key);
+        problems
+    }
+}
+
+fn all_certs(key: &'static str, pem: &str) -> Result<Vec<Cert>, Problem> {
+    let ders = CertificateDer::pem_slice_iter(pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Problem::new(key, format!("not PEM certificates: {e}")))?;
+    if ders.is_empty() {
+        return Err(Problem::new(key, "holds no PEM certificate"));
+    }
+    ders.into_iter()
+        .map(|der| {
+            Cert::from_der(der.to_vec())
+                .map_err(|e| Problem::new(key, format!("not an X.509 certificate: {e}")))
+        })
+        .collect()
+}
+
+fn first_cert(key: &'static str, pem: &str) -> Result<Cert, Problem> {
+    Ok(all_certs(key, pem)?.swap_remove(0))
+}
+
+/// Reads a PKCS#8 key and checks it is `cert`'s; returns it re-encoded as kanon writes it.
+fn read_key(
+    key: &'static str,
+    pem: &str,
+    cert: &Cert,
+    cert_key: &'static str,
+) -> Result<String, Problem> {
+    // rcgen's errors name what failed, never the key's bytes.
+    let pair = KeyPair::from_pem(pem)
+        .map_err(|e| Problem::new(key, format!("not a PEM private key kanon can use: {e}")))?;
+    if pair.subject_public_key_info() != cert.info.spki {
+        return Err(Problem::new(key, format!("is not the key of {cert_key}")));
+    }
+    Ok(pair.serialize_pem())
+}
+
+/// The rcgen parameters of a CA certificate kanon signs with: its subject, attribute by
+/// attribute, checked by signing a throwaway certificate with them and comparing the names
+/// byte for byte (an issuer name that differs from the CA's subject breaks every chain).
+fn reproduce_ca_params(cert: &Cert, key_pem: &str) -> Result<CertificateParams, Problem> {
+    let unusable = |why: String| {
+        Problem::new(
+            CA_SIGNING_CERT_KEY,
+            format!("kanon cannot sign as this CA: {why}"),
+        )
+    };
+    let attributes =
+        der::name_attributes(&cert.info.subject).map_err(|e| unusable(e.to_string()))?;
+    let mut name = DistinguishedName::new();
+    for attribute in attributes {
+        let text = String::from_utf8(attribute.value)
+            .map_err(|_| unusable("a subject attribute is not text".to_string()))?;
+        let value = match attribute.tag {
+            der::UTF8_STRING => DnValue::Utf8String(text),
+            der::PRINTABLE_STRING => DnValue::PrintableString(
+                text.try_into()
+                    .map_err(|e| unusable(format!("subject: {e}")))?,
+            ),
+            der::IA5_STRING => DnValue::Ia5String(
+                text.try_into()
+                    .map_err(|e| unusable(format!("subject: {e}")))?,
+            ),
+            _ => {
+                return Err(unusable(
+                    "a subject attribute of an unsupported string type".into(),
+                ));
+            }
+        };
+        name.push(DnType::from_oid(&attribute.oid), value);
+    }
+    let mut params = ca_params();
+    params.distinguished_name = name;
+    let key = KeyPair::from_pem(key_pem).map_err(|e| unusable(e.to_string()))?;
+    let trial = params
+        .self_signed(&key)
+        .map_err(|e| unusable(e.to_string()))?;
+    let reproduced = der::parse_certificate(trial.der()).map_err(|e| unusable(e.to_string()))?;
+    if reproduced.subject != cert.info.subject {
+        return Err(unusable(
+            "its subject name cannot be reproduced".to_string(),
+        ));
+    }
+    Ok(params)
+}
+
+/// The parameters every kanon CA has, but its name and validity.
+fn ca_params() -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+    ];
+    params
+}
+
+/// Sets `notBefore` and `notAfter` (seconds since the UNIX epoch).
+fn set_validity(params: &mut CertificateParams, not_before: i64, not_after: i64) {
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    let secs = |t: i64| Duration::from_secs(u64::try_from(t).unwrap_or(0));
+    params.not_before = epoch + secs(not_before);
+    params.not_after = epoch + secs(not_after);
+}
+
+/// The configuration, in the units the decisions use.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub dns_names: Vec<String>,
+    pub ip_addresses: Vec<IpAddr>,
+    pub ca_validity: i64,
+    pub cert_validity: i64,
+    pub renew_fraction: f64,
+    pub overlap: i64,
+    /// How close to its end a certificate waiting for the overlap is re-issued at once (it
+    /// would expire before the check after the overlap).
+    pub margin: i64,
+}
+
+impl Settings {
+    /// Every name the serving certificate must be valid for.
+    fn server_names(&self) -> Vec<ServerName<'static>> {
+        self.dns_names
+            .iter()
+            .filter_map(|name| ServerName::try_from(name.clone()).ok())
+            .chain(self.ip_addresses.iter().map(|ip| ServerName::from(*ip)))
+            .collect()
+    }
+}
+
+/// Generates a new CA valid from `now` for `ca_validity`.
+pub fn new_ca(settings: &Settings, now: i64) -> Result<Signing, rcgen::Error> {
+    let key = KeyPair::generate()?;
+    let mut params = ca_params();
+    // A name of its own for every CA, so that two CAs in one bundle never share a subject.
+    let id: String = params
+        .key_identifier(&key)
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("kanon webhook CA {id}"));
+    set_validity(&mut params, now - BACKDATE_SECS, now + settings.ca_validity);
+    let cert = params.self_signed(&key)?;
+    let cert =
+        Cert::from_der(cert.der().to_vec()).map_err(|_| rcgen::Error::CouldNotParseCertificate)?;
+    Ok(Signing {
+        cert,
+        key_pem: key.serialize_pem(),
+        params,
+    })
+}
+
+/// Why a serving certificate could not be issued.
+#[derive(Debug)]
+pub enum IssueError {
+    /// rcgen failed.
+    Generate(&'static str, rcgen::Error),
+    /// The new certificate does not verify against its CA.
+    Unverifiable(String),
+}
+
+/// Issues a serving certificate signed by `signing`, valid from `now` for `cert_validity` but
+/// never past the CA's end, and checks it verifies for every name.
+pub fn issue_leaf(signing: &Signing, settings: &Settings, now: i64) -> Result<Leaf, IssueError> {
+    let generate = |what| move |e| IssueError::Generate(what, e);
+    let ca_key = KeyPair::from_pem(&signing.key_pem).map_err(generate("CA key"))?;
+    let issuer = Issuer::from_params(&signing.params, ca_key);
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    let common_name = settings
+        .dns_names
+        .first()
+        .filter(|name| name.len() <= 64)
+        .cloned()
+        .unwrap_or_else(|| "kanon webhook".to_string());
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    for name in &settings.dns_names {
+        let name = name
+            .clone()
+            .try_into()
+            .map_err(generate("serving certificate's DNS name"))?;
+        params.subject_alt_names.push(SanType::DnsName(name));
+    }
+    for ip in &settings.ip_addresses {
+        params.subject_alt_names.push(SanType::IpAddress(*ip));
+    }
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    let not_after = (now + settings.cert_validity).min(signing.cert.info.not_after);
+    set_validity(&mut params, now - BACKDATE_SECS, not_after);
+    let key = KeyPair::generate().map_err(generate("serving key"))?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(generate("serving certificate"))?;
+    let cert = Cert::from_der(cert.der().to_vec())
+        .map_err(|e| IssueError::Unverifiable(format!("kanon cannot read it back: {e}")))?;
+    match check_leaf(&cert, &signing.cert, &settings.server_names(), now) {
+        LeafCheck::Valid => Ok(Leaf {
+            cert,
+            key_pem: key.serialize_pem(),
+        }),
+        LeafCheck::MissingName(name) => Err(IssueError::Unverifiable(format!(
+            "it is not valid for {name}"
+        ))),
+        LeafCheck::Invalid(why) => Err(IssueError::Unverifiable(why)),
+    }
+}
+
+/// How a serving certificate relates to one CA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeafCheck {
+    /// It chains to the CA, is valid now, and for every name.
+    Valid,
+    /// It chains to the CA and is valid now, but not for this name.
+    MissingName(String),
+    /// It does not chain to the CA, or is not valid now (rustls' reason).
+    Invalid(String),
+}
+
+/// Verifies `leaf` as a client trusting only `ca` would, at `now`, for every name.
+pub fn check_leaf(leaf: &Cert, ca: &Cert, names: &[ServerName<'static>], now: i64) -> LeafCheck {
+    let mut roots = rustls::RootCertStore::empty();
+    if let Err(e) = roots.add(CertificateDer::from(ca.der.clone())) {
+        return LeafCheck::Invalid(format!("the CA is not a usable trust anchor: {e}"));
+    }
+    let verifier =
+        match WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider()).build() {
+            Ok(verifier) => verifier,
+            Err(e) => return LeafCheck::Invalid(e.to_string()),
+        };
+    let end_entity = CertificateDer::from(leaf.der.as_slice());
+    let at = UnixTime::since_unix_epoch(Duration::from_secs(u64::try_from(now).unwrap_or(0)));
+    for name in names {
+        match verifier.verify_server_cert(&end_entity, &[], name, &[], at) {
+            Ok(_) => {}
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => return LeafCheck::MissingName(server_name_text(name)),
+            Err(e) => return LeafCheck::Invalid(e.to_string()),
+        }
+    }
+    LeafCheck::Valid
+}
+
+fn server_name_text(name: &ServerName<'_>) -> String {
+    match name {
+        ServerName::DnsName(dns) => dns.as_ref().to_string(),
+        ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+        _ => format!("{name:?}"),
+    }
+}
+
+/// What [`plan`] decided.
+pub struct Plan {
+    pub material: Material,
+    /// A new CA was made (a rotation or a repair; not the first creation).
+    pub renewed_ca: bool,
+    /// A new serving certificate was issued (a renewal or a repair; not the first creation).
+    pub renewed_leaf: bool,
+    /// Why, one line each, for the log.
+    pub reasons: Vec<String>,
+}
+
+/// The content the Secret should have at `now`, from what it has (`None`: there is no
+/// Secret): the CA is rotated when less than `renew_fraction` of `ca_validity` remains (the
+/// new CA signs from then on and joins the bundle at once), the serving certificate is
+/// renewed when less than `renew_fraction` of `cert_validity` remains, and a serving
+/// certificate of the previous CA is replaced `overlap` after the rotation. Unusable parts
+/// are replaced: a bad CA by a new one (a rotation: the old trusted CAs stay in the bundle,
+/// a good serving certificate keeps serving through the overlap), a bad serving certificate
+/// at once.
+pub fn plan(stored: Option<&Stored>, settings: &Settings, now: i64) -> Result<Plan, IssueError> {
+    let names = settings.server_names();
+    let mut reasons = Vec::new();
+    let mut renewed_ca = false;
+    let old_bundle: Vec<Cert> = stored
+        .and_then(|stored| stored.bundle.as_ref().ok())
+        .cloned()
+        .unwrap_or_default();
+    let old_leaf = stored.and_then(|stored| stored.leaf.as_ref().ok());
+    let unexpired = |cert: &&Cert| cert.info.not_after > now;
+    let new_ca = || new_ca(settings, now).map_err(|e| IssueError::Generate("CA", e));
+
+    let (signing, bundle, rotated_at) = match stored.map(|stored| &stored.signing) {
+        None => {
+            reasons.push("no Secret yet: created a CA".to_string());
+            let signing = new_ca()?;
+            let bundle = vec![signing.cert.clone()];
+            (signing, bundle, now)
+        }
+        Some(Err(problem)) => {
+            renewed_ca = true;
+            let signing = new_ca()?;
+            reasons.push(format!(
+                "{}: {}: a new CA replaces it (the CAs trusted so far stay in the bundle)",
+                problem.key, problem.message
+            ));
+            let mut bundle = vec![signing.cert.clone()];
+            bundle.extend(old_bundle.iter().filter(unexpired).cloned());
+            (signing, bundle, now)
+        }
+        Some(Ok(current)) if ca_due(current, settings, now) => {
+            renewed_ca = true;
+            let signing = new_ca()?;
+            reasons.push(format!(
+                "the CA expires at {}: a new CA joins the bundle and signs from now on; the \
+                 serving certificate moves to it after the overlap",
+                rfc3339(current.cert.info.not_after)
+            ));
+            let mut bundle = vec![signing.cert.clone(), current.cert.clone()];
+            // The CA of the certificate being served, if another, stays trusted as long as it
+            // is valid.
+            if let Some(leaf) = old_leaf
+                && let Some(issuer) = old_bundle.iter().find(|ca| {
+                    !matches!(
+                        check_leaf(&leaf.cert, ca, &names, now),
+                        LeafCheck::Invalid(_)
+                    )
+                })
+                && !bundle.contains(issuer)
+            {
+                bundle.push(issuer.clone());
+            }
+            (signing, bundle, now)
+        }
+        Some(Ok(current)) => {
+            let rotated_at = stored
+                .and_then(|stored| stored.rotated_at.clone().ok().flatten())
+                .unwrap_or(current.cert.info.not_before + BACKDATE_SECS);
+            let mut bundle = vec![current.cert.clone()];
+            for ca in old_bundle.iter().filter(unexpired) {
+                if !bundle.contains(ca) {
+                    bundle.push(ca.clone());
+                }
+            }
+            (current.clone(), bundle, rotated_at)
+        }
+    };
+
+    // `Some(reason)`: a new serving certificate (an empty reason: the first one).
+    let reissue = match stored.map(|stored| &stored.leaf) {
+        None => Some(String::new()),
+        Some(Err(problem)) => Some(format!("{}: {}", problem.key, problem.message)),
+        Some(Ok(leaf)) => leaf_due(leaf, &signing, &bundle, rotated_at, &names, settings, now),
+    };
+    let (leaf, renewed_leaf) = match (reissue, old_leaf) {
+        (None, Some(leaf)) => (leaf.clone(), false),
+        (reason, _) => {
+            if let Some(reason) = reason.filter(|reason| !reason.is_empty()) {
+                reasons.push(format!("{reason}: issued a new serving certificate"));
+            }
+            (issue_leaf(&signing, settings, now)?, stored.is_some())
+        }
+    };
+    Ok(Plan {
+        material: Material {
+            leaf,
+            signing,
+            bundle,
+            rotated_at,
+        },
+        renewed_ca,
+        renewed_leaf,
+        reasons,
+    })
+}
+
+/// Whether less than `renew_fraction` of the CA's validity remains.
+fn ca_due(current: &Signing, settings: &Settings, now: i64) -> bool {
+    let remaining = (current.cert.info.not_after - now) as f64;
+    remaining < settings.renew_fraction * settings.ca_validity as f64
+}
+
+/// Why the serving certificate must be re-issued now, if it must.
+fn leaf_due(
+    leaf: &Leaf,
+    signing: &Signing,
+    bundle: &[Cert],
+    rotated_at: i64,
+    names: &[ServerName<'static>],
+    settings: &Settings,
+    now: i64,
+) -> Option<String> {
+    let mut missing = None;
+    let mut issuer = None;
+    for ca in bundle {
+        match check_leaf(&leaf.cert, ca, names, now) {
+            LeafCheck::Valid => {
+                issuer = Some(ca);
+                break;
+            }
+            LeafCheck::MissingName(name) => missing = Some(name),
+            LeafCheck::Invalid(_) => {}
+        }
+    }
+    let Some(issuer) = issuer else {
+        return Some(match missing {
+            Some(name) => format!("{TLS_CERT_KEY} is not valid for {name}"),
+            None => format!(
+                "{TLS_CERT_KEY} is not valid now under any CA of the bundle (expired at {}, \
+                 or signed by another CA)",
+                rfc3339(leaf.cert.info.not_after)
+            ),
+        });
+    };
+    let not_after = leaf.cert.info.not_after;
+    if *issuer == signing.cert {
+        let remaining = (not_after - now) as f64;
+        let renewed_end = (now + settings.cert_validity).min(signing.cert.info.not_after);
+        // A certificate cut short by its CA's end gains nothing from a renewal: the CA's
+        // rotation replaces it.
+        (remaining < settings.renew_fraction * settings.cert_validity as f64
+            && renewed_end > not_after)
+            .then(|| format!("{TLS_CERT_KEY} expires at {}", rfc3339(not_after)))
+    } else {
+        let switch_at = rotated_at + settings.overlap;
+        if now >= switch_at {
+            Some(format!(
+                "{TLS_CERT_KEY} is signed by the previous CA and the overlap since the CA's \
+                 rotation at {} has passed",
+                rfc3339(rotated_at)
+            ))
+        } else if not_after <= switch_at + settings.margin {
+            Some(format!(
+                "{TLS_CERT_KEY} (of the previous CA) expires at {}, before the overlap ends",
+                rfc3339(not_after)
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// One PEM block.
+fn pem_block(label: &str, der: &[u8]) -> String {
+    let encoded = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = format!("-----BEGIN {label}-----\n");
+    for line in encoded.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+        pem.push('\n');
+    }
+    pem.push_str(&format!("-----END {label}-----\n"));
+    pem
+}
+
+/// Seconds since the UNIX epoch as RFC 3339 (UTC, whole seconds).
+pub fn rfc3339(secs: i64) -> String {
+    match k8s_openapi::jiff::Timestamp::from_second(secs) {
+        Ok(t) => t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        Err(_) => secs.to_string(),
+    }
+}
+
+/// An RFC 3339 time as seconds since the UNIX epoch.
+pub fn parse_rfc3339(text: &str) -> Option<i64> {
+    text.parse::<k8s_openapi::jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_second())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_800_000_000;
+
+    fn settings() -> Settings {
+        Settings {
+            dns_names: vec!["kanon.kanon-system.svc".into()],
+            ip_addresses: vec!["127.0.0.1".parse().unwrap()],
+            ca_validity: 1_000,
+            cert_validity: 100,
+            renew_fraction: 0.3,
+            overlap: 20,
+            margin: 2,
+        }
+    }
+
+    /// The Secret's content after writing `material` and reading it back.
+    fn round_trip(material: &Material) -> Stored {
+        let stored = Stored::read(&material.data(), Some(&rfc3339(material.rotated_at)));
+        assert!(stored.problems().is_empty(), "{:?}", stored.problems());
+        stored
+    }
+
+    fn step(material: &Material, now: i64) -> Plan {
+        plan(Some(&round_trip(material)), &settings(), now).unwrap()
+    }
+
+    #[test]
+    fn creation_then_nothing_to_do() {
+        let created = plan(None, &settings(), T0).unwrap();
+        assert!(!created.renewed_ca && !created.renewed_leaf);
+        let material = created.material;
+        assert_eq!(material.bundle, vec![material.signing.cert.clone()]);
+        assert_eq!(material.leaf.cert.info.not_after, T0 + 100);
+        assert_eq!(material.signing.cert.info.not_after, T0 + 1_000);
+        let again = step(&material, T0 + 10);
+        assert!(again.reasons.is_empty(), "{:?}", again.reasons);
+        assert_eq!(again.material.data(), material.data());
+    }
+
+    #[test]
+    fn the_leaf_is_renewed_under_the_same_ca_when_due() {
+        let material = plan(None, &settings(), T0).unwrap().material;
+        // 71 s of 100 in: 29 remain, less than 30.
+        let renewed = step(&material, T0 + 71);
+        assert!(renewed.renewed_leaf && !renewed.renewed_ca);
+        assert_ne!(renewed.material.leaf.cert, material.leaf.cert);
+        assert_eq!(renewed.material.signing.cert, material.signing.cert);
+        assert_eq!(renewed.material.leaf.cert.info.not_after, T0 + 171);
+        assert!(!step(&material, T0 + 69).renewed_leaf);
+    }
+
+    #[test]
+    fn the_ca_rotates_with_an_overlap() {
+        let s = settings();
+        let mut material = plan(None, &s, T0).unwrap().material;
+        let first_ca = material.signing.cert.clone();
+        // Keep the leaf fresh until the CA is due (700 s in: 300 remain, not less).
+        let mut now = T0;
+        while now < T0 + 700 {
+            now += 10;
+            material = step(&material, now).material;
+        }
+        assert_eq!(material.signing.cert, first_ca);
+        let served = material.leaf.cert.clone();
+        let rotated = step(&material, T0 + 701);
+        assert!(rotated.renewed_ca && !rotated.renewed_leaf);
+        let material = rotated.material;
+        let second_ca = material.signing.cert.clone();
+        assert_ne!(second_ca, first_ca);
+        assert_eq!(material.bundle, vec![second_ca.clone(), first_ca.clone()]);
+        assert_eq!(material.leaf.cert, served, "the leaf waits for the overlap");
+        assert_eq!(material.rotated_at, T0 + 701);
+        // During the overlap: unchanged, even though the leaf is due by then.
+        let waiting = step(&material, T0 + 720);
+        assert!(!waiting.renewed_leaf && !waiting.renewed_ca);
+        assert_eq!(waiting.material.data(), material.data());
+        // After it: a leaf of the new CA; the old CA stays trusted.
+        let moved = step(&material, T0 + 721);
+        assert!(moved.renewed_leaf && !moved.renewed_ca);
+        let material = moved.material;
+        assert_eq!(
+            check_leaf(&material.leaf.cert, &second_ca, &s.server_names(), T0 + 721),
+            LeafCheck::Valid
+        );
+        assert_eq!(material.bundle, vec![second_ca.clone(), first_ca.clone()]);
+        // The old CA expires: it leaves the bundle.
+        let pruned = step(&material, T0 + 1_000);
+        assert_eq!(pruned.material.bundle, vec![second_ca]);
+    }
+
+    #[test]
+    fn a_leaf_expiring_during_the_overlap_is_reissued_at_once() {
+        let mut s = settings();
+        s.cert_validity = 2_000; // cut short at the CA's end
+        let material = plan(None, &s, T0).unwrap().material;
+        assert_eq!(material.leaf.cert.info.not_after, T0 + 1_000);
+        let rotated = plan(Some(&round_trip(&material)), &s, T0 + 701).unwrap();
+        assert!(rotated.renewed_ca && !rotated.renewed_leaf);
+        // The overlap ends at 721 (+ margin); the old leaf lasts until 1000: it waits.
+        assert!(
+            !plan(Some(&round_trip(&rotated.material)), &s, T0 + 720)
+                .unwrap()
+                .renewed_leaf
+        );
+        s.overlap = 400;
+        let urgent = plan(Some(&round_trip(&rotated.material)), &s, T0 + 720).unwrap();
+        assert!(urgent.renewed_leaf, "{:?}", urgent.reasons);
+    }
+
+    #[test]
+    fn bad_parts_are_named_and_replaced() {
+        let s = settings();
+        let material = plan(None, &s, T0).unwrap().material;
+        let mut data = material.data();
+        data.insert(TLS_KEY_KEY.into(), ByteString(b"garbage".to_vec()));
+        let stored = Stored::read(&data, None);
+        let problems = stored.problems();
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].key, TLS_KEY_KEY);
+        let repaired = plan(Some(&stored), &s, T0 + 1).unwrap();
+        assert!(repaired.renewed_leaf && !repaired.renewed_ca);
+        assert_eq!(repaired.material.signing.cert, material.signing.cert);
+
+        // Another pair's key.
+        let other = plan(None, &s, T0).unwrap().material;
+        data.insert(
+            TLS_KEY_KEY.into(),
+            ByteString(other.leaf.key_pem.clone().into_bytes()),
+        );
+        let problems = Stored::read(&data, None).problems();
+        assert_eq!(problems[0].key, TLS_KEY_KEY);
+        assert!(
+            problems[0].message.contains("not the key of tls.crt"),
+            "{problems:?}"
+        );
+
+        // No CA key: a new CA, the old one still trusted, the good leaf kept for the overlap.
+        let mut data = material.data();
+        data.remove(CA_KEY_KEY);
+        let stored = Stored::read(&data, None);
+        assert_eq!(stored.problems()[0].key, CA_KEY_KEY);
+        let repaired = plan(Some(&stored), &s, T0 + 1).unwrap();
+        assert!(repaired.renewed_ca && !repaired.renewed_leaf);
+        assert_eq!(repaired.material.bundle.len(), 2);
+        assert_eq!(repaired.material.bundle[1], material.signing.cert);
+        assert_eq!(repaired.material.leaf.cert, material.leaf.cert);
+
+        // A bundle of garbage: rebuilt from the signing CA.
+        let mut data = material.data();
+        data.insert(CA_CERT_KEY.into(), ByteString(b"not pem".to_vec()));
+        let stored = Stored::read(&data, None);
+        assert_eq!(stored.problems()[0].key, CA_CERT_KEY);
+        let repaired = plan(Some(&stored), &s, T0 + 1).unwrap();
+        assert!(!repaired.renewed_ca && !repaired.renewed_leaf);
+        assert_eq!(
+            repaired.material.bundle,
+            vec![material.signing.cert.clone()]
+        );
+    }
+
+    #[test]
+    fn a_new_name_gets_a_new_leaf() {
+        let mut s = settings();
+        let material = plan(None, &s, T0).unwrap().material;
+        s.dns_names
+            .push("kanon.kanon-system.svc.cluster.local".into());
+        let renewed = plan(Some(&round_trip(&material)), &s, T0 + 1).unwrap();
+        assert!(renewed.renewed_leaf);
+        assert!(
+            renewed.reasons[0].contains("cluster.local"),
+            "{:?}",
+            renewed.reasons
+        );
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(parse_rfc3339("1970-01-01T00:01:00Z"), Some(60));
+        assert_eq!(parse_rfc3339("1970-01-01T01:01:00+01:00"), Some(60));
+        assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+}

@@ -1,0 +1,1572 @@
+//! kanon in a real cluster: what it costs a Pod create, how fast a policy change takes effect,
+//! and what a lookup costs a review, cache hit and miss.
+//!
+//! Starts etcd, kube-apiserver and kube-controller-manager 1.35 on 127.0.0.1
+//! (`kanon-control-plane`), installs `crds/`, runs `kanon serve --kubeconfig ...` (this
+//! package's release binary) and then measures:
+//!
+//! 1. **Pod creates through the apiserver at a fixed rate**, with no webhook registered and with
+//!    kanon's mutating and validating webhooks registered (Pods only, in the bench namespace,
+//!    `failurePolicy: Fail`, `timeoutSeconds: 5`) while 100 ClusterOverridePolicies (10 of them
+//!    select the Pods, each adds a label with a `labels` template) and 2 ClusterValidatePolicies
+//!    (a `condition` each) are in force. Creates are started on a fixed schedule (they do not
+//!    wait for each other) and each latency is measured from its scheduled start; the two
+//!    configurations alternate (without, with, without, with, ...) so that noise hits both. Every
+//!    Pod created with kanon must come back with the 10 labels.
+//! 2. **Policy change → effect**: one of the 10 policies gets a new label value (server-side
+//!    apply), then server-side dry-run creates are repeated until a Pod comes back with it; and
+//!    the same again, polling kanon's `/mutate` directly every millisecond (finer resolution).
+//! 3. **Review latency with lookups**: AdmissionReviews POSTed straight to kanon's `/mutate`
+//!    over HTTPS (HTTP/1.1 keep-alive, one request at a time) for Pods whose policy takes a
+//!    label from a `k8s` reference (a ConfigMap by name), from an `http` reference (a small
+//!    HTTP service in this process), or from a constant (no lookup). Each is sent to a kanon
+//!    with the default caches (`--object-cache-ttl-ms 5000`, `--http-cache-ttl-ms 10000`: hits
+//!    after the first) and to a second kanon with both at 0 (every lookup a miss).
+//!
+//! Run: `cargo bench -p kanon --bench cluster` (about 3 minutes; results in BENCHMARKS.md), or
+//! `cargo bench -p kanon --bench cluster -- --quick` (or `KANON_BENCH_QUICK=1`) for a short run.
+//! `KANON_BENCH_DUMP=FILE` also writes every sample (milliseconds) to FILE as JSON.
+//! The first run of the control plane's toolchain builds it (see the README).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// The namespace of the Pods created through the apiserver.
+const PODS_NS: &str = "bench-pods";
+
+/// Policies that select the bench Pods (each adds one label), out of [`COPS`].
+const MATCHING: usize = 10;
+
+/// ClusterOverridePolicies installed.
+const COPS: usize = 100;
+
+/// How long and how hard each part runs.
+struct Settings {
+    /// Pod creates per second.
+    rate: u32,
+    /// Seconds of creates before each measured round (not counted).
+    warmup_secs: u32,
+    /// Seconds of measured creates per round.
+    round_secs: u32,
+    /// Pairs of rounds (without kanon, with kanon).
+    pairs: usize,
+    /// Policy changes measured.
+    change_samples: usize,
+    /// Rounds over the review cases, and reviews per case and round.
+    review_rounds: usize,
+    reviews_per_round: usize,
+}
+
+impl Settings {
+    fn from_args() -> Settings {
+        let quick = std::env::args().any(|a| a == "--quick")
+            || std::env::var("KANON_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        if quick {
+            Settings {
+                rate: 50,
+                warmup_secs: 1,
+                round_secs: 5,
+                pairs: 1,
+                change_samples: 5,
+                review_rounds: 2,
+                reviews_per_round: 100,
+            }
+        } else {
+            Settings {
+                rate: 50,
+                warmup_secs: 2,
+                round_secs: 20,
+                pairs: 2,
+                change_samples: 20,
+                review_rounds: 4,
+                reviews_per_round: 500,
+            }
+        }
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// stdout and stderr of a command.
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The last `lines` lines of a file.
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+// ---------------------------------------------------------------------------------------------
+// kanon as a child process
+
+/// `kanon serve` in cluster mode.
+struct Kanon {
+    name: &'static str,
+    child: Option<Child>,
+    port: u16,
+    metrics_port: u16,
+    cert_dir: PathBuf,
+    log: PathBuf,
+}
+
+impl Kanon {
+    /// Starts `kanon serve --kubeconfig ...` with `extra` arguments and waits for `/readyz`.
+    fn start(name: &'static str, kubeconfig: &Path, dir: &Path, extra: &[&str]) -> Result<Kanon> {
+        let port = free_port()?;
+        let metrics_port = free_port()?;
+        let cert_dir = dir.join(format!("{name}-certs"));
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log)?;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
+        command
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cert-dir")
+            .arg(&cert_dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--http-allow-cidr", "127.0.0.1/32"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        // SAFETY: prctl(2) is async-signal-safe; the child dies with this process.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command.spawn().context("kanon serve starts")?;
+        let kanon = Kanon {
+            name,
+            child: Some(child),
+            port,
+            metrics_port,
+            cert_dir,
+            log,
+        };
+        kanon.wait_ready()?;
+        Ok(kanon)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn ca_pem(&self) -> Result<Vec<u8>> {
+        std::fs::read(self.cert_dir.join("ca.crt")).context("kanon's CA")
+    }
+
+    fn wait_ready(&self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let out = Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+                .args(["--max-time", "5", "--cacert"])
+                .arg(self.cert_dir.join("ca.crt"))
+                .arg(self.url("/readyz"))
+                .output()
+                .context("curl runs")?;
+            if out.stdout == b"200" {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bail!(
+            "kanon ({}) did not become ready; its log:\n{}",
+            self.name,
+            tail(&self.log, 40)
+        )
+    }
+
+    fn metrics(&self) -> Result<String> {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5"])
+            .arg(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
+            .output()
+            .context("curl runs")?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Whether it is still running.
+    fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// SIGTERM, then wait (30 s at most, then SIGKILL).
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                if !status.success() {
+                    eprintln!("bench: kanon ({}) exited with {status}", self.name);
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "bench: kanon ({}) ignored SIGTERM for 30 s; killed",
+            self.name
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Kanon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// An HTTP service for `http` references
+
+/// A keep-alive HTTP/1.1 service on 127.0.0.1 that answers every request with
+/// `{"tier": "silver"}` and counts the requests.
+struct TierService {
+    port: u16,
+    requests: Arc<AtomicU64>,
+}
+
+impl TierService {
+    fn start() -> Result<TierService> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let requests = Arc::new(AtomicU64::new(0));
+        let counter = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let counter = counter.clone();
+                std::thread::spawn(move || answer_connection(stream, &counter));
+            }
+        });
+        Ok(TierService { port, requests })
+    }
+}
+
+fn answer_connection(stream: TcpStream, counter: &AtomicU64) {
+    let _ = stream.set_nodelay(true);
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    let mut stream = stream;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut length = 0usize;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        counter.fetch_add(1, Ordering::Relaxed);
+        let answer = r#"{"tier":"silver"}"#;
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
+            answer.len()
+        );
+        if stream.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    n: usize,
+    p50: Duration,
+    p90: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+/// Nearest-rank percentiles of `samples`.
+fn stats(samples: &[Duration]) -> Stats {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let n = sorted.len();
+    let at = |p: f64| {
+        if n == 0 {
+            return Duration::ZERO;
+        }
+        let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
+        sorted[rank - 1]
+    };
+    Stats {
+        n,
+        p50: at(0.50),
+        p90: at(0.90),
+        p99: at(0.99),
+        max: at(1.0),
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn signed_ms(a: Duration, b: Duration) -> String {
+    let diff = a.as_secs_f64() - b.as_secs_f64();
+    format!("{:+.2} ms", diff * 1e3)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cluster
+
+/// The API resource of a kanon policy kind.
+fn policy_resource(kind: &str) -> Result<ApiResource> {
+    let plural = kanon_api::PolicyKind::from_kind(kind)
+        .with_context(|| format!("{kind} is not a policy kind"))?
+        .plural();
+    Ok(ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind),
+        plural,
+    ))
+}
+
+/// A policy document.
+fn policy(kind: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": kanon_api::API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "labels": {"bench.kanon.dev/owned": "true"}},
+        "spec": spec,
+    })
+}
+
+/// The `i`-th ClusterOverridePolicy: the first [`MATCHING`] select the bench Pods and add
+/// label `bench-p<i>: <value>`; the others select other types.
+fn cop(i: usize, value: &str) -> Value {
+    const OTHER_TYPES: [(&str, &str); 12] = [
+        ("v1", "ConfigMap"),
+        ("v1", "Secret"),
+        ("v1", "Service"),
+        ("v1", "ServiceAccount"),
+        ("apps/v1", "Deployment"),
+        ("apps/v1", "StatefulSet"),
+        ("apps/v1", "DaemonSet"),
+        ("batch/v1", "Job"),
+        ("batch/v1", "CronJob"),
+        ("networking.k8s.io/v1", "Ingress"),
+        ("policy/v1", "PodDisruptionBudget"),
+        ("example.bench.kanon.dev/v1", "Widget"),
+    ];
+    let selector = if i < MATCHING {
+        json!({"apiVersion": "v1", "kind": "Pod", "namespace": PODS_NS})
+    } else {
+        let (api_version, kind) = OTHER_TYPES[i % OTHER_TYPES.len()];
+        json!({"apiVersion": api_version, "kind": kind,
+               "labelSelector": {"matchLabels": {"team": format!("t{}", i % 9)}}})
+    };
+    policy(
+        "ClusterOverridePolicy",
+        &format!("bench-cop-{i:03}"),
+        json!({
+            "resourceSelectors": [selector],
+            "overrideRules": [{
+                "targetOperations": ["CREATE", "UPDATE"],
+                "overriders": {"template": {"type": "labels", "operation": "add",
+                    "path": format!("bench-p{i}"), "value": {"string": value}}},
+            }],
+        }),
+    )
+}
+
+/// The label value policy `i` adds at first.
+fn first_value(i: usize) -> String {
+    format!("v{i}")
+}
+
+/// The two ClusterValidatePolicies on the bench Pods (neither condition holds for them).
+fn cvps() -> Vec<Value> {
+    let pods = json!([{"apiVersion": "v1", "kind": "Pod", "namespace": PODS_NS}]);
+    vec![
+        policy(
+            "ClusterValidatePolicy",
+            "bench-cvp-forbidden",
+            json!({"resourceSelectors": pods, "validateRules": [{"template": {"type": "condition",
+                "condition": {"cond": "Equal",
+                    "dataRef": {"from": "current", "path": "/metadata/labels/forbidden"},
+                    "value": {"string": "yes"},
+                    "message": "{{ object.metadata.name }} is marked forbidden"}}}]}),
+        ),
+        policy(
+            "ClusterValidatePolicy",
+            "bench-cvp-cpu",
+            json!({"resourceSelectors": pods, "validateRules": [{"template": {"type": "condition",
+                "condition": {"cond": "Gt",
+                    "dataRef": {"from": "current", "path": "/spec/containers/0/resources/limits/cpu"},
+                    "value": {"string": "2"},
+                    "message": "{{ object.metadata.name }} asks for more than 2 CPUs"}}}]}),
+        ),
+    ]
+}
+
+/// A bench Pod.
+fn bench_pod(namespace: &str, name: &str) -> Result<Pod> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0",
+                                 "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}}}]},
+    }))?)
+}
+
+/// Whether `labels` carry every label of the [`MATCHING`] policies, with `expected(i)` values.
+fn has_labels(labels: &BTreeMap<String, String>, expected: impl Fn(usize) -> String) -> bool {
+    (0..MATCHING).all(|i| labels.get(&format!("bench-p{i}")) == Some(&expected(i)))
+}
+
+/// Everything started, stopped in the right order when dropped: webhooks deleted, then kanon
+/// stopped (SIGTERM), then the control plane.
+struct World {
+    runtime: tokio::runtime::Runtime,
+    client: kube::Client,
+    kanon: Option<Kanon>,
+    kanon_miss: Option<Kanon>,
+    control_plane: Option<ControlPlane>,
+    webhooks: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    fn start() -> Result<World> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
+        let started = Instant::now();
+        let control_plane = ControlPlane::start(&toolchain, Options::default())?;
+        eprintln!(
+            "bench: control plane up in {:.1} s at {}",
+            started.elapsed().as_secs_f64(),
+            control_plane.server()
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let client = runtime.block_on(async {
+            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())?;
+            let config =
+                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+            anyhow::Ok(kube::Client::try_from(config)?)
+        })?;
+        let world = World {
+            runtime,
+            client,
+            kanon: None,
+            kanon_miss: None,
+            control_plane: Some(control_plane),
+            webhooks: false,
+            _dir: tempfile::tempdir()?,
+        };
+        let crds = repo().join("crds").display().to_string();
+        world.kubectl(&["apply", "--server-side", "-f", &crds])?;
+        world.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ])?;
+        Ok(world)
+    }
+
+    fn control_plane(&self) -> &ControlPlane {
+        self.control_plane.as_ref().expect("the control plane")
+    }
+
+    fn kanon(&self) -> &Kanon {
+        self.kanon.as_ref().expect("kanon runs")
+    }
+
+    fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    /// kubectl with `args`; an error when it fails.
+    fn kubectl(&self, args: &[&str]) -> Result<Output> {
+        let out = self.control_plane().kubectl().args(args).output()?;
+        ensure!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+        Ok(out)
+    }
+
+    /// `kubectl apply -f -` of `document`.
+    fn apply(&self, document: &Value) -> Result<()> {
+        let mut child = self
+            .control_plane()
+            .kubectl()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .context("kubectl's stdin")?
+            .write_all(document.to_string().as_bytes())?;
+        let out = child.wait_with_output()?;
+        ensure!(out.status.success(), "apply {document}: {}", text(&out));
+        Ok(())
+    }
+
+    /// Creates a namespace and waits for its `default` ServiceAccount (Pods need it).
+    fn namespace(&self, name: &str) -> Result<()> {
+        self.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), name);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self
+            .runtime
+            .block_on(accounts.get_opt("default"))?
+            .is_none()
+        {
+            ensure!(
+                Instant::now() < deadline,
+                "no default ServiceAccount in {name}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Server-side applies a policy document.
+    fn apply_policy(&self, document: &Value) -> Result<()> {
+        let kind = document["kind"].as_str().unwrap_or_default();
+        let name = document["metadata"]["name"].as_str().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &policy_resource(kind)?);
+        let params = PatchParams::apply("kanon-bench").force();
+        self.runtime
+            .block_on(api.patch(name, &params, &Patch::Apply(document)))
+            .with_context(|| format!("applying {kind} {name}"))?;
+        Ok(())
+    }
+
+    /// Waits until every policy of `kind` labelled as the bench's has its status for its
+    /// current generation with `Ready=True` (kanon writes status once the set is in force).
+    fn wait_policies_ready(&self, kind: &str, count: usize) -> Result<()> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &policy_resource(kind)?);
+        let params = ListParams::default().labels("bench.kanon.dev/owned=true");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let list = self.runtime.block_on(api.list(&params))?;
+            let mut ready = 0;
+            for item in &list.items {
+                let value = serde_json::to_value(item)?;
+                let generation = value.pointer("/metadata/generation");
+                let observed = value.pointer("/status/observedGeneration");
+                let condition = value.pointer("/status/conditions/0/status");
+                if generation.is_some() && generation == observed {
+                    ensure!(
+                        condition == Some(&json!("True")),
+                        "{kind} is not ready: {value}"
+                    );
+                    ready += 1;
+                }
+            }
+            if ready == count && list.items.len() == count {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{kind}: {ready} of {count} ready after 60 s; kanon's log:\n{}",
+                tail(&self.kanon().log, 30)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The labels a server-side dry-run create of a bench Pod comes back with.
+    fn dry_run_labels(&self) -> Result<BTreeMap<String, String>> {
+        let params = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let pod = bench_pod(PODS_NS, "probe")?;
+        let created = self
+            .runtime
+            .block_on(self.pods(PODS_NS).create(&params, &pod))?;
+        Ok(created.metadata.labels.unwrap_or_default())
+    }
+
+    /// The webhook configurations: Pods in the bench namespace only, `Fail`, 5 s.
+    fn webhook_configurations(&self) -> Result<(Value, Value)> {
+        let kanon = self.kanon();
+        let ca = base64::engine::general_purpose::STANDARD.encode(kanon.ca_pem()?);
+        let webhook = |name: &str, path: &str| {
+            json!({
+                "name": name,
+                "clientConfig": {"url": kanon.url(path), "caBundle": ca},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["pods"],
+                           "scope": "Namespaced"}],
+                "namespaceSelector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "In", "values": [PODS_NS]}]},
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            })
+        };
+        Ok((
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": "kanon-bench"},
+                "webhooks": [webhook("mutate.bench.kanon.dev", "/mutate")],
+            }),
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": "kanon-bench"},
+                "webhooks": [webhook("validate.bench.kanon.dev", "/validate")],
+            }),
+        ))
+    }
+
+    /// Registers kanon's webhooks and waits until the apiserver calls them.
+    fn register_webhooks(&mut self) -> Result<()> {
+        let (mutating, validating) = self.webhook_configurations()?;
+        self.webhooks = true;
+        self.apply(&mutating)?;
+        self.apply(&validating)?;
+        self.wait_dry_run("the webhooks in force", |labels| {
+            labels.contains_key("bench-p0")
+        })
+    }
+
+    /// Deletes kanon's webhooks and waits until the apiserver no longer calls them.
+    fn unregister_webhooks(&mut self) -> Result<()> {
+        self.delete_webhooks()?;
+        self.wait_dry_run("the webhooks gone", |labels| {
+            !labels.contains_key("bench-p0")
+        })
+    }
+
+    fn delete_webhooks(&mut self) -> Result<()> {
+        if self.webhooks {
+            self.kubectl(&[
+                "delete",
+                "--ignore-not-found",
+                "mutatingwebhookconfiguration/kanon-bench",
+                "validatingwebhookconfiguration/kanon-bench",
+            ])?;
+            self.webhooks = false;
+        }
+        Ok(())
+    }
+
+    fn wait_dry_run(
+        &self,
+        what: &str,
+        check: impl Fn(&BTreeMap<String, String>) -> bool,
+    ) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if check(&self.dry_run_labels()?) {
+                return Ok(());
+            }
+            ensure!(Instant::now() < deadline, "{what}: not within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Deletes every Pod of `namespace` and waits until none is left.
+    fn delete_pods(&self, namespace: &str) -> Result<()> {
+        let api = self.pods(namespace);
+        self.runtime
+            .block_on(api.delete_collection(&DeleteParams::default(), &ListParams::default()))?;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = self
+                .runtime
+                .block_on(api.list_metadata(&ListParams::default().limit(1)))?;
+            if left.items.is_empty() {
+                return Ok(());
+            }
+            ensure!(Instant::now() < deadline, "Pods of {namespace} not deleted");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Err(error) = self.delete_webhooks() {
+            eprintln!("bench: deleting the webhooks: {error:#}");
+        }
+        if let Some(mut kanon) = self.kanon_miss.take() {
+            kanon.stop();
+        }
+        if let Some(mut kanon) = self.kanon.take() {
+            kanon.stop();
+        }
+        if let Some(control_plane) = self.control_plane.take()
+            && let Err(error) = control_plane.stop()
+        {
+            eprintln!("bench: stopping the control plane: {error:#}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Pod creates at a fixed rate
+
+/// One create: its latency from its scheduled start, and the labels it came back with (or
+/// the apiserver's refusal).
+struct Create {
+    latency: Duration,
+    result: Result<BTreeMap<String, String>, String>,
+}
+
+/// Creates `count` Pods named `<prefix>-<i>` at `rate` per second, each started on schedule
+/// whether or not the ones before have finished.
+async fn creates_at_fixed_rate(
+    api: Api<Pod>,
+    prefix: &str,
+    rate: u32,
+    count: usize,
+) -> Vec<Create> {
+    let interval = Duration::from_secs(1) / rate;
+    let start = tokio::time::Instant::now() + Duration::from_millis(100);
+    let mut tasks = Vec::with_capacity(count);
+    for i in 0..count {
+        let scheduled = start + interval * i as u32;
+        tokio::time::sleep_until(scheduled).await;
+        let api = api.clone();
+        let pod = bench_pod(PODS_NS, &format!("{prefix}-{i:05}"));
+        tasks.push(tokio::spawn(async move {
+            let result = match pod {
+                Ok(pod) => api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .map(|p| p.metadata.labels.unwrap_or_default())
+                    .map_err(|e| match e {
+                        kube::Error::Api(status) => status.message.clone(),
+                        other => other.to_string(),
+                    }),
+                Err(e) => Err(e.to_string()),
+            };
+            Create {
+                latency: scheduled.elapsed(),
+                result,
+            }
+        }));
+    }
+    let mut creates = Vec::with_capacity(count);
+    for task in tasks {
+        creates.push(task.await.unwrap_or_else(|e| Create {
+            latency: Duration::MAX,
+            result: Err(format!("the task failed: {e}")),
+        }));
+    }
+    creates
+}
+
+struct Round {
+    with_kanon: bool,
+    stats: Stats,
+    latencies: Vec<Duration>,
+    errors: Vec<String>,
+    labelled: usize,
+    listed_labelled: usize,
+    created: usize,
+    load: String,
+}
+
+fn pod_round(world: &World, settings: &Settings, number: usize, with_kanon: bool) -> Result<Round> {
+    let rate = settings.rate;
+    let warmup = (rate * settings.warmup_secs) as usize;
+    let measured = (rate * settings.round_secs) as usize;
+    let prefix = format!("r{number}");
+    let creates = world.runtime.block_on(creates_at_fixed_rate(
+        world.pods(PODS_NS),
+        &prefix,
+        rate,
+        warmup + measured,
+    ));
+    let load = load_average();
+    let mut latencies = Vec::with_capacity(measured);
+    let mut errors = Vec::new();
+    let mut labelled = 0;
+    let mut created = 0;
+    for (i, create) in creates.iter().enumerate() {
+        match &create.result {
+            Ok(labels) => {
+                created += 1;
+                if has_labels(labels, first_value) {
+                    labelled += 1;
+                }
+            }
+            Err(message) => errors.push(message.clone()),
+        }
+        if i >= warmup {
+            latencies.push(create.latency);
+        }
+    }
+    // What is stored: listed back from the apiserver.
+    let listed = world.runtime.block_on(
+        world
+            .pods(PODS_NS)
+            .list(&ListParams::default().labels("app=bench")),
+    )?;
+    let listed_labelled = listed
+        .items
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .unwrap_or_default()
+                .starts_with(&prefix)
+                && has_labels(
+                    p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+                    first_value,
+                )
+        })
+        .count();
+    let stats = stats(&latencies);
+    eprintln!(
+        "bench: round {number} ({}): {} creates, {} errors, p50 {}, p99 {}, max {}; load {load}",
+        if with_kanon { "with kanon" } else { "without" },
+        creates.len(),
+        errors.len(),
+        ms(stats.p50),
+        ms(stats.p99),
+        ms(stats.max)
+    );
+    Ok(Round {
+        with_kanon,
+        stats,
+        latencies,
+        errors,
+        labelled,
+        listed_labelled,
+        created,
+        load,
+    })
+}
+
+fn pod_creates(world: &mut World, settings: &Settings) -> Result<Vec<Round>> {
+    let mut rounds = Vec::new();
+    let mut number = 0;
+    for _ in 0..settings.pairs {
+        for with_kanon in [false, true] {
+            number += 1;
+            if with_kanon {
+                world.register_webhooks()?;
+            } else if world.webhooks {
+                world.unregister_webhooks()?;
+            }
+            std::thread::sleep(Duration::from_secs(2));
+            rounds.push(pod_round(world, settings, number, with_kanon)?);
+            world.delete_pods(PODS_NS)?;
+        }
+    }
+    Ok(rounds)
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Policy change -> effect
+
+struct Changes {
+    /// Through the apiserver: from the start of the write to the first dry-run create that
+    /// shows the new value.
+    through_apiserver: Vec<Duration>,
+    /// The write (server-side apply) alone, in that series.
+    apply_calls: Vec<Duration>,
+    /// Dry-run creates per change (1: the first one after the write already showed it).
+    probes: Vec<usize>,
+    /// Straight to kanon: from the start of the write to the first `/mutate` answer with the
+    /// new value (polled every millisecond).
+    direct: Vec<Duration>,
+}
+
+fn policy_changes(world: &World, settings: &Settings) -> Result<Changes> {
+    let mut changes = Changes {
+        through_apiserver: Vec::new(),
+        apply_calls: Vec::new(),
+        probes: Vec::new(),
+        direct: Vec::new(),
+    };
+    for n in 1..=settings.change_samples {
+        let value = format!("change-{n}");
+        let written = Instant::now();
+        world.apply_policy(&cop(0, &value))?;
+        changes.apply_calls.push(written.elapsed());
+        let mut count = 0;
+        loop {
+            count += 1;
+            let labels = world.dry_run_labels()?;
+            if labels.get("bench-p0") == Some(&value) {
+                break;
+            }
+            ensure!(
+                written.elapsed() < Duration::from_secs(10),
+                "the change never took effect: {labels:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        changes.through_apiserver.push(written.elapsed());
+        changes.probes.push(count);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // The same, asking kanon directly: what kanon itself takes, at a finer resolution.
+    let kanon = world.kanon();
+    let client = review_client(kanon)?;
+    let url = kanon.url("/mutate?timeout=10s");
+    let body = review(PODS_NS)?;
+    world.runtime.block_on(async {
+        for n in 1..=settings.change_samples {
+            let value = format!("direct-{n}");
+            let written = Instant::now();
+            let api: Api<DynamicObject> = Api::all_with(
+                world.client.clone(),
+                &policy_resource("ClusterOverridePolicy")?,
+            );
+            let document = cop(0, &value);
+            api.patch(
+                "bench-cop-000",
+                &PatchParams::apply("kanon-bench").force(),
+                &Patch::Apply(&document),
+            )
+            .await?;
+            loop {
+                let answer = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .send()
+                    .await?
+                    .bytes()
+                    .await?;
+                if patched_label(&answer, "bench-p0")?.as_deref() == Some(value.as_str()) {
+                    break;
+                }
+                ensure!(
+                    written.elapsed() < Duration::from_secs(10),
+                    "the change never reached kanon"
+                );
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            changes.direct.push(written.elapsed());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        anyhow::Ok(())
+    })?;
+    // Back to the first value.
+    world.apply_policy(&cop(0, &first_value(0)))?;
+    Ok(changes)
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Review latency with lookups
+
+const LOOKUP_CASES: [(&str, &str); 3] = [
+    ("none", "bench-lookup-none"),
+    ("k8s", "bench-lookup-k8s"),
+    ("http", "bench-lookup-http"),
+];
+
+/// The policies of the lookup cases: each gives the Pods of its namespace a `tier` label.
+fn lookup_policies(service_port: u16) -> Vec<Value> {
+    let pods = |ns: &str| json!([{"apiVersion": "v1", "kind": "Pod", "namespace": ns}]);
+    // A `labels` template adding `tier`, with `value` or `valueRef` from `source`.
+    let label = |source: Value| {
+        let mut template = json!({"type": "labels", "operation": "add", "path": "tier"});
+        for (key, value) in source.as_object().into_iter().flatten() {
+            template[key] = value.clone();
+        }
+        json!([{"overriders": {"template": template}}])
+    };
+    vec![
+        policy(
+            "ClusterOverridePolicy",
+            "bench-lookup-none",
+            json!({"resourceSelectors": pods("bench-lookup-none"),
+                   "overrideRules": label(json!({"value": {"string": "bronze"}}))}),
+        ),
+        policy(
+            "ClusterOverridePolicy",
+            "bench-lookup-k8s",
+            json!({"resourceSelectors": pods("bench-lookup-k8s"),
+                   "overrideRules": label(json!({"valueRef": {"from": "k8s", "path": "/data/tier",
+                       "k8s": {"apiVersion": "v1", "kind": "ConfigMap",
+                               "namespace": "{{ object.metadata.namespace }}", "name": "bench-tier"}}}))}),
+        ),
+        policy(
+            "ClusterOverridePolicy",
+            "bench-lookup-http",
+            json!({"resourceSelectors": pods("bench-lookup-http"),
+                   "overrideRules": label(json!({"valueRef": {"from": "http", "path": "/body/tier",
+                       "http": {"url": format!("http://127.0.0.1:{service_port}/tier")}}}))}),
+        ),
+    ]
+}
+
+/// The tier each lookup case's Pods get.
+fn expected_tier(case: &str) -> &'static str {
+    match case {
+        "k8s" => "gold",
+        "http" => "silver",
+        _ => "bronze",
+    }
+}
+
+/// An AdmissionReview for a Pod CREATE in `namespace` (the fixture kube-apiserver sent).
+fn review(namespace: &str) -> Result<Vec<u8>> {
+    let path = repo().join("fixtures/admission-reviews/pod-create.json");
+    let mut review: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    review["request"]["namespace"] = json!(namespace);
+    review["request"]["object"]["metadata"]["namespace"] = json!(namespace);
+    Ok(serde_json::to_vec(&review)?)
+}
+
+/// The value a `/mutate` answer's patch gives label `key`, if any (an error when the review is
+/// not allowed).
+fn patched_label(body: &[u8], key: &str) -> Result<Option<String>> {
+    let answer: Value = serde_json::from_slice(body)?;
+    let response = &answer["response"];
+    ensure!(response["allowed"] == true, "not allowed: {answer}");
+    let Some(patch) = response["patch"].as_str() else {
+        return Ok(None);
+    };
+    let patch: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(patch)?)?;
+    let path = format!("/metadata/labels/{key}");
+    Ok(patch
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|op| {
+            if op["path"] == path.as_str() {
+                op["value"].as_str()
+            } else if op["path"] == "/metadata/labels" {
+                op["value"][key].as_str()
+            } else {
+                None
+            }
+        })
+        .map(str::to_string))
+}
+
+/// Whether a `/mutate` answer allows the Pod and patches the `tier` label to `tier`.
+fn check_answer(body: &[u8], tier: &str) -> Result<()> {
+    let labelled = patched_label(body, "tier")?;
+    ensure!(
+        labelled.as_deref() == Some(tier),
+        "tier={tier} expected in the patch, got {labelled:?}"
+    );
+    Ok(())
+}
+
+/// A client for `kanon`'s HTTPS port: its CA only, HTTP/1.1, keep-alive.
+fn review_client(kanon: &Kanon) -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&kanon.ca_pem()?)?])
+        .http1_only()
+        .no_proxy()
+        .build()?)
+}
+
+/// `count` reviews, one at a time; the latency of each (request sent → answer read).
+async fn reviews(
+    client: &reqwest::Client,
+    url: &str,
+    body: &[u8],
+    tier: &str,
+    count: usize,
+) -> Result<Vec<Duration>> {
+    let mut latencies = Vec::with_capacity(count);
+    for _ in 0..count {
+        let started = Instant::now();
+        let response = client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body.to_vec())
+            .send()
+            .await?;
+        let status = response.status();
+        let answer = response.bytes().await?;
+        latencies.push(started.elapsed());
+        ensure!(status.is_success(), "HTTP {status}: {answer:?}");
+        check_answer(&answer, tier)?;
+    }
+    Ok(latencies)
+}
+
+/// One value of a Prometheus text exposition: the line `name{...}` with every label of
+/// `labels`.
+fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+struct LookupResults {
+    /// (case, cache) → latencies.
+    latencies: BTreeMap<(String, &'static str), Vec<Duration>>,
+    /// Metrics of the kanon with caches, and of the one without.
+    metrics_hit: String,
+    metrics_miss: String,
+    service_requests: u64,
+}
+
+fn lookups(world: &mut World, settings: &Settings) -> Result<LookupResults> {
+    let service = TierService::start()?;
+    for (_, ns) in LOOKUP_CASES {
+        world.namespace(ns)?;
+    }
+    world.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "bench-tier", "namespace": "bench-lookup-k8s"},
+        "data": {"tier": "gold"}}))?;
+    for document in lookup_policies(service.port) {
+        world.apply_policy(&document)?;
+    }
+    world.wait_policies_ready("ClusterOverridePolicy", COPS + LOOKUP_CASES.len())?;
+    // The second kanon: no caches, no status writes (the first one writes them).
+    let kubeconfig = world.control_plane().kubeconfig();
+    let miss = Kanon::start(
+        "kanon-no-cache",
+        &kubeconfig,
+        world.dir(),
+        &[
+            "--object-cache-ttl-ms",
+            "0",
+            "--http-cache-ttl-ms",
+            "0",
+            "--no-status",
+        ],
+    )?;
+    world.kanon_miss = Some(miss);
+    let hit_kanon = world.kanon();
+    let miss_kanon = world.kanon_miss.as_ref().context("the second kanon")?;
+    let servers: [(&'static str, &Kanon, reqwest::Client); 2] = [
+        ("hit", hit_kanon, review_client(hit_kanon)?),
+        ("miss", miss_kanon, review_client(miss_kanon)?),
+    ];
+    let bodies: Vec<Vec<u8>> = LOOKUP_CASES
+        .iter()
+        .map(|(_, ns)| review(ns))
+        .collect::<Result<_>>()?;
+    let mut latencies: BTreeMap<(String, &'static str), Vec<Duration>> = BTreeMap::new();
+    world.runtime.block_on(async {
+        // Warm-up: connections, caches (for "hit"), the apiserver's and the service's side.
+        for ((case, _), body) in LOOKUP_CASES.iter().zip(&bodies) {
+            for (_, kanon, client) in &servers {
+                let url = kanon.url("/mutate?timeout=10s");
+                reviews(client, &url, body, expected_tier(case), 50).await?;
+            }
+        }
+        for round in 0..settings.review_rounds {
+            for ((case, _), body) in LOOKUP_CASES.iter().zip(&bodies) {
+                for (cache, kanon, client) in &servers {
+                    let url = kanon.url("/mutate?timeout=10s");
+                    let mut taken = reviews(
+                        client,
+                        &url,
+                        body,
+                        expected_tier(case),
+                        settings.reviews_per_round,
+                    )
+                    .await?;
+                    let s = stats(&taken);
+                    eprintln!(
+                        "bench: reviews round {}, lookup {case}, cache {cache}: p50 {}, p99 {}",
+                        round + 1,
+                        ms(s.p50),
+                        ms(s.p99)
+                    );
+                    latencies
+                        .entry((case.to_string(), cache))
+                        .or_default()
+                        .append(&mut taken);
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(LookupResults {
+        latencies,
+        metrics_hit: world.kanon().metrics()?,
+        metrics_miss: miss_kanon.metrics()?,
+        service_requests: service.requests.load(Ordering::Relaxed),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn main() -> Result<()> {
+    let settings = Settings::from_args();
+    let began = Instant::now();
+    let load_before = load_average();
+    let mut world = World::start()?;
+
+    world.namespace(PODS_NS)?;
+    let kubeconfig = world.control_plane().kubeconfig();
+    let kanon = Kanon::start("kanon", &kubeconfig, world.dir(), &[])?;
+    world.kanon = Some(kanon);
+    eprintln!("bench: kanon ready");
+    for i in 0..COPS {
+        world.apply_policy(&cop(i, &first_value(i)))?;
+    }
+    let cvps = cvps();
+    for document in &cvps {
+        world.apply_policy(document)?;
+    }
+    world.wait_policies_ready("ClusterOverridePolicy", COPS)?;
+    world.wait_policies_ready("ClusterValidatePolicy", cvps.len())?;
+    eprintln!(
+        "bench: {COPS} ClusterOverridePolicies and {} ClusterValidatePolicies ready",
+        cvps.len()
+    );
+
+    let rounds = pod_creates(&mut world, &settings)?;
+    world.register_webhooks()?;
+    let changes = policy_changes(&world, &settings)?;
+    let dry_run_latency = {
+        let mut taken = Vec::new();
+        for _ in 0..20 {
+            let started = Instant::now();
+            world.dry_run_labels()?;
+            taken.push(started.elapsed());
+        }
+        stats(&taken)
+    };
+    world.unregister_webhooks()?;
+    let lookup = lookups(&mut world, &settings)?;
+    let kanon_alive = world.kanon.as_mut().is_some_and(Kanon::running)
+        && world.kanon_miss.as_mut().is_some_and(Kanon::running);
+    let kanon_log = tail(&world.kanon().log, 2000);
+    let miss_log = world
+        .kanon_miss
+        .as_ref()
+        .map(|k| tail(&k.log, 2000))
+        .unwrap_or_default();
+    let load_after = load_average();
+    drop(world);
+
+    if let Some(path) = std::env::var_os("KANON_BENCH_DUMP") {
+        let millis = |samples: &[Duration]| -> Vec<f64> {
+            samples.iter().map(|d| d.as_secs_f64() * 1e3).collect()
+        };
+        let dump = json!({
+            "pod_rounds": rounds.iter().map(|r| json!({
+                "with_kanon": r.with_kanon, "latencies_ms": millis(&r.latencies)})).collect::<Vec<_>>(),
+            "changes_through_apiserver_ms": millis(&changes.through_apiserver),
+            "changes_direct_ms": millis(&changes.direct),
+            "reviews_ms": lookup.latencies.iter().map(|((case, cache), l)| json!({
+                "lookup": case, "cache": cache, "latencies_ms": millis(l)})).collect::<Vec<_>>(),
+        });
+        std::fs::write(&path, serde_json::to_vec(&dump)?)?;
+        eprintln!(
+            "bench: raw samples written to {}",
+            Path::new(&path).display()
+        );
+    }
+
+    // ---- Report ----
+    println!("# kanon in a cluster (crates/kanon/benches/cluster.rs)");
+    println!();
+    println!(
+        "load average before {load_before}, after {load_after}; {:.0} s in all{}",
+        began.elapsed().as_secs_f64(),
+        if settings.pairs == 1 {
+            " (--quick)"
+        } else {
+            ""
+        }
+    );
+    println!();
+    println!(
+        "## Pod creates through the apiserver: {}/s, {} s per round after {} s of warm-up",
+        settings.rate, settings.round_secs, settings.warmup_secs
+    );
+    println!();
+    println!("| round | kanon | measured | errors (all) | p50 | p90 | p99 | max | load after |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (i, r) in rounds.iter().enumerate() {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            i + 1,
+            if r.with_kanon { "with" } else { "without" },
+            r.stats.n,
+            r.errors.len(),
+            ms(r.stats.p50),
+            ms(r.stats.p90),
+            ms(r.stats.p99),
+            ms(r.stats.max),
+            r.load
+        );
+    }
+    let all = |with: bool| {
+        let latencies: Vec<Duration> = rounds
+            .iter()
+            .filter(|r| r.with_kanon == with)
+            .flat_map(|r| r.latencies.iter().copied())
+            .collect();
+        stats(&latencies)
+    };
+    let (without, with) = (all(false), all(true));
+    for (name, s) in [("without", without), ("with", with)] {
+        println!(
+            "| all | {name} | {} | | {} | {} | {} | {} | |",
+            s.n,
+            ms(s.p50),
+            ms(s.p90),
+            ms(s.p99),
+            ms(s.max)
+        );
+    }
+    println!();
+    println!(
+        "kanon adds {} at the median and {} at p99.",
+        signed_ms(with.p50, without.p50),
+        signed_ms(with.p99, without.p99)
+    );
+    let with_rounds: Vec<&Round> = rounds.iter().filter(|r| r.with_kanon).collect();
+    let created: usize = with_rounds.iter().map(|r| r.created).sum();
+    let labelled: usize = with_rounds.iter().map(|r| r.labelled).sum();
+    let listed: usize = with_rounds.iter().map(|r| r.listed_labelled).sum();
+    println!(
+        "Pods created with kanon: {created}; answered with the {MATCHING} labels: {labelled}; listed back with them: {listed}."
+    );
+    let unlabelled_without: usize = rounds
+        .iter()
+        .filter(|r| !r.with_kanon)
+        .map(|r| r.labelled)
+        .sum();
+    println!(
+        "Pods created without kanon that carry the labels (should be 0): {unlabelled_without}."
+    );
+    let errors: Vec<&String> = rounds.iter().flat_map(|r| r.errors.iter()).collect();
+    if !errors.is_empty() {
+        println!("ERRORS: {} creates failed; the first ones:", errors.len());
+        for e in errors.iter().take(5) {
+            println!("  - {e}");
+        }
+    }
+    println!();
+
+    let first_probe = changes.probes.iter().filter(|&&p| p == 1).count();
+    println!(
+        "## Policy change -> effect ({} changes of one label value each way)",
+        changes.through_apiserver.len()
+    );
+    println!();
+    println!("| measured | median | p90 | max |");
+    println!("|---|---|---|---|");
+    for (name, samples) in [
+        (
+            "write -> dry-run create through the apiserver shows it",
+            &changes.through_apiserver,
+        ),
+        (
+            "  of which the write (server-side apply)",
+            &changes.apply_calls,
+        ),
+        (
+            "write -> kanon's /mutate shows it (1 ms polls)",
+            &changes.direct,
+        ),
+    ] {
+        let s = stats(samples);
+        println!("| {name} | {} | {} | {} |", ms(s.p50), ms(s.p90), ms(s.max));
+    }
+    println!();
+    println!(
+        "One dry-run create through the apiserver and kanon (the resolution of the first row): median {}, p90 {}; the first dry run after the write already showed the change in {first_probe} of {} changes.",
+        ms(dry_run_latency.p50),
+        ms(dry_run_latency.p90),
+        changes.probes.len()
+    );
+    for (name, samples) in [
+        ("through the apiserver", &changes.through_apiserver),
+        ("straight to kanon", &changes.direct),
+    ] {
+        println!(
+            "All samples {name} (ms): {}",
+            samples
+                .iter()
+                .map(|d| format!("{:.1}", d.as_secs_f64() * 1e3))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    println!();
+
+    println!(
+        "## Review latency, POST /mutate straight to kanon ({} reviews per case in {} rounds, HTTPS, HTTP/1.1 keep-alive, one at a time)",
+        settings.review_rounds * settings.reviews_per_round,
+        settings.review_rounds
+    );
+    println!();
+    println!("| lookup | cache | p50 | p90 | p99 | max |");
+    println!("|---|---|---|---|---|---|");
+    for (case, _) in LOOKUP_CASES {
+        for cache in ["hit", "miss"] {
+            let s = stats(
+                lookup
+                    .latencies
+                    .get(&(case.to_string(), cache))
+                    .map(Vec::as_slice)
+                    .unwrap_or_default(),
+            );
+            let cache_shown = match (case, cache) {
+                ("none", "hit") => "(kanon with caches)",
+                ("none", _) => "(kanon without caches)",
+                (_, "hit") => "hit (default TTL)",
+                _ => "miss (TTL 0)",
+            };
+            println!(
+                "| {case} | {cache_shown} | {} | {} | {} | {} |",
+                ms(s.p50),
+                ms(s.p90),
+                ms(s.p99),
+                ms(s.max)
+            );
+        }
+    }
+    println!();
+    for (name, text) in [
+        ("with caches", &lookup.metrics_hit),
+        ("without caches", &lookup.metrics_miss),
+    ] {
+        for source in ["k8s", "http"] {
+            let hits = metric(
+                text,
+                "kanon_lookups_total",
+                &[("source", source), ("cache", "hit")],
+            )
+            .unwrap_or(0.0);
+            let misses = metric(
+                text,
+                "kanon_lookups_total",
+                &[("source", source), ("cache", "miss")],
+            )
+            .unwrap_or(0.0);
+            let sum = metric(
+                text,
+                "kanon_lookup_duration_seconds_sum",
+                &[("source", source)],
+            );
+            let count = metric(
+                text,
+                "kanon_lookup_duration_seconds_count",
+                &[("source", source)],
+            );
+            let mean = match (sum, count) {
+                (Some(s), Some(c)) if c > 0.0 => format!("{:.3} ms", s / c * 1e3),
+                _ => "-".into(),
+            };
+            let errors: u64 = text
+                .lines()
+                .filter(|l| {
+                    l.starts_with("kanon_lookup_errors_total{")
+                        && l.contains(&format!("source=\"{source}\""))
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .map(|v| v as u64)
+                .sum();
+            println!(
+                "kanon {name}, {source}: {hits:.0} hits, {misses:.0} misses, {errors} errors; kanon_lookup_duration_seconds mean over misses {mean}"
+            );
+        }
+    }
+    println!(
+        "The HTTP service answered {} requests.",
+        lookup.service_requests
+    );
+    println!();
+    let problems: Vec<&str> = kanon_log
+        .lines()
+        .chain(miss_log.lines())
+        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panicked"))
+        .collect();
+    println!(
+        "kanon processes alive until the end: {kanon_alive}; warnings or errors in their logs: {}",
+        problems.len()
+    );
+    for line in problems.iter().take(10) {
+        println!("  {line}");
+    }
+    Ok(())
+}
