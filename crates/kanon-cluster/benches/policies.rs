@@ -13,6 +13,8 @@
 //! - `one_change/<kind>`: one policy of that kind updated (a new generation): `apply` (decode +
 //!   compile + render its templates) + `take_changes` + `set()` (index the new set of 10,000),
 //!   which is what the reflector does for one watch event before it publishes;
+//! - `compile_only/<kind>`: the same `apply` + `take_changes` without the new set (the
+//!   compilation of the one policy);
 //! - `set_only`: `set()` alone (the index build);
 //! - `drop_set`: dropping a set of 10,000 (what replacing the previous set frees; not part of
 //!   the other cases, whose results are dropped outside the timed part);
@@ -269,6 +271,20 @@ fn bench_policies(c: &mut Criterion) {
                 BatchSize::PerIteration,
             );
         });
+        // The same change without the new set: what compiling the one policy costs.
+        group.bench_function(BenchmarkId::new("compile_only", kind.as_str()), |b| {
+            b.iter_batched(
+                || {
+                    generation += 1;
+                    policy(i, generation, generation as u64)
+                },
+                |document| {
+                    let applied = policies.apply(kind, document);
+                    (applied, policies.take_changes())
+                },
+                BatchSize::PerIteration,
+            );
+        });
         let entry = policies
             .entries()
             .find(|(id, _)| id.name == format!("bench-{i:05}"))
@@ -279,8 +295,8 @@ fn bench_policies(c: &mut Criterion) {
     }
     assert_eq!(policies.len(), TOTAL);
 
-    // The index build alone.
-    // The returned set is dropped outside the timed part, as in `one_change`.
+    // The index build alone; the returned set is dropped outside the timed part, as in
+    // `one_change`.
     group.bench_function("set_only", |b| {
         b.iter_batched(|| (), |()| policies.set(), BatchSize::PerIteration);
     });
