@@ -62,7 +62,6 @@
 //! one configuration: a replica re-issues a serving certificate that lacks one of its own
 //! names, so two replicas whose names are not one a subset of the other would keep re-issuing.
 
-mod der;
 mod material;
 
 use std::collections::BTreeMap;

@@ -43,23 +43,34 @@ impl TypeIndex {
         }
         for (pos, policy) in typed {
             for s in &policy.selectors {
-                let list = index
-                    .by_type
-                    .entry(s.api_version.clone())
-                    .or_default()
-                    .entry(s.kind.clone())
-                    .or_default();
+                // Keys are cloned once per type, not once per selector: with thousands of
+                // policies over a few hundred types, most selectors find their type there.
+                if !index.by_type.contains_key(s.api_version.as_str()) {
+                    index.by_type.insert(s.api_version.clone(), HashMap::new());
+                }
+                let Some(kinds) = index.by_type.get_mut(s.api_version.as_str()) else {
+                    continue;
+                };
+                if !kinds.contains_key(s.kind.as_str()) {
+                    kinds.insert(s.kind.clone(), Vec::new());
+                }
+                let Some(list) = kinds.get_mut(s.kind.as_str()) else {
+                    continue;
+                };
                 if list.last() != Some(&pos) {
                     list.push(pos);
                 }
             }
         }
-        // Merge the any-type policies into every typed list, keeping evaluation order.
-        for kinds in index.by_type.values_mut() {
-            for list in kinds.values_mut() {
-                list.extend_from_slice(&index.any);
-                list.sort_unstable();
-                list.dedup();
+        // Merge the any-type policies into every typed list, keeping evaluation order (the
+        // typed lists are already in order: positions only grow).
+        if !index.any.is_empty() {
+            for kinds in index.by_type.values_mut() {
+                for list in kinds.values_mut() {
+                    list.extend_from_slice(&index.any);
+                    list.sort_unstable();
+                    list.dedup();
+                }
             }
         }
         index

@@ -11,16 +11,18 @@ use std::time::Duration;
 use base64::Engine as _;
 use k8s_openapi::ByteString;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _, SanType,
 };
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier as _;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::ParsedExtension;
+use x509_parser::oid_registry::OID_X509_EXT_BASIC_CONSTRAINTS;
 
-use super::der::{self, CertInfo};
 use super::{CA_CERT_KEY, CA_KEY_KEY, CA_SIGNING_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 
 /// How far back `notBefore` is set, so that a clock a little behind ours (the apiserver's, another
@@ -53,6 +55,60 @@ impl Problem {
     }
 }
 
+/// What kanon reads from a certificate (with x509-parser; signatures and names are checked by
+/// rustls' verifier, not here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertInfo {
+    /// `notBefore`, in seconds since the UNIX epoch.
+    pub not_before: i64,
+    /// `notAfter`, in seconds since the UNIX epoch.
+    pub not_after: i64,
+    /// The subject `Name`, encoded (tag and length included).
+    pub subject: Vec<u8>,
+    /// The issuer `Name`, encoded.
+    pub issuer: Vec<u8>,
+    /// The `SubjectPublicKeyInfo`, encoded.
+    pub spki: Vec<u8>,
+    /// Whether basicConstraints says `cA`.
+    pub is_ca: bool,
+}
+
+/// Parses one DER certificate (nothing may follow it); the error says what is wrong.
+fn parse_x509(der: &[u8]) -> Result<X509Certificate<'_>, String> {
+    match x509_parser::parse_x509_certificate(der) {
+        Ok(([], x509)) => Ok(x509),
+        Ok(_) => Err("data after the certificate".to_string()),
+        Err(x509_parser::nom::Err::Error(e) | x509_parser::nom::Err::Failure(e)) => {
+            Err(e.to_string())
+        }
+        Err(x509_parser::nom::Err::Incomplete(_)) => Err("truncated".to_string()),
+    }
+}
+
+impl CertInfo {
+    /// Reads a certificate's fields.
+    fn parse(der: &[u8]) -> Result<CertInfo, String> {
+        let x509 = parse_x509(der)?;
+        let basic_constraints = x509
+            .get_extension_unique(&OID_X509_EXT_BASIC_CONSTRAINTS)
+            .map_err(|e| format!("basicConstraints: {e}"))?;
+        let is_ca = match basic_constraints.map(|extension| extension.parsed_extension()) {
+            None => false,
+            Some(ParsedExtension::BasicConstraints(constraints)) => constraints.ca,
+            Some(_) => return Err("bad basicConstraints".to_string()),
+        };
+        let validity = x509.validity();
+        Ok(CertInfo {
+            not_before: validity.not_before.timestamp(),
+            not_after: validity.not_after.timestamp(),
+            subject: x509.subject().as_raw().to_vec(),
+            issuer: x509.issuer().as_raw().to_vec(),
+            spki: x509.public_key().raw.to_vec(),
+            is_ca,
+        })
+    }
+}
+
 /// A certificate, with the fields kanon reads from it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Cert {
@@ -71,8 +127,8 @@ impl std::fmt::Debug for Cert {
 }
 
 impl Cert {
-    fn from_der(der: Vec<u8>) -> Result<Cert, der::DerError> {
-        let info = der::parse_certificate(&der)?;
+    fn from_der(der: Vec<u8>) -> Result<Cert, String> {
+        let info = CertInfo::parse(&der)?;
         Ok(Cert { der, info })
     }
 
@@ -82,13 +138,21 @@ impl Cert {
     }
 }
 
-/// The CA that signs serving certificates: its certificate, its key (PEM, PKCS#8) and the
-/// parameters that reproduce its subject for rcgen.
+/// The CA that signs serving certificates: its certificate and its key (PEM, PKCS#8).
 #[derive(Clone)]
 pub struct Signing {
     pub cert: Cert,
     key_pem: String,
-    params: CertificateParams,
+}
+
+impl Signing {
+    /// rcgen's issuer for this CA: its subject (attribute by attribute) and subject key
+    /// identifier as rcgen reads them with x509-parser, and its key. The subject must have passed
+    /// [`check_signing`] (which kanon's own CAs do).
+    fn issuer(&self) -> Result<Issuer<'static, KeyPair>, rcgen::Error> {
+        let key = KeyPair::from_pem(&self.key_pem)?;
+        Issuer::from_ca_cert_der(&CertificateDer::from(self.cert.der.as_slice()), key)
+    }
 }
 
 /// The serving certificate and its key (PEM, PKCS#8).
@@ -165,12 +229,9 @@ impl Stored {
                 return Err(Problem::new(CA_SIGNING_CERT_KEY, "not a CA certificate"));
             }
             let key_pem = read_key(CA_KEY_KEY, text(CA_KEY_KEY)?, &cert, CA_SIGNING_CERT_KEY)?;
-            let params = reproduce_ca_params(&cert, &key_pem)?;
-            Ok(Signing {
-                cert,
-                key_pem,
-                params,
-            })
+            let signing = Signing { cert, key_pem };
+            check_signing(&signing)?;
+            Ok(signing)
         })();
         let bundle = (|| {
             let certs = all_certs(CA_CERT_KEY, text(CA_CERT_KEY)?)?;
@@ -251,53 +312,54 @@ fn read_key(
     Ok(pair.serialize_pem())
 }
 
-/// The rcgen parameters of a CA certificate kanon signs with: its subject, attribute by
-/// attribute, checked by signing a throwaway certificate with them and comparing the names
-/// byte for byte (an issuer name that differs from the CA's subject breaks every chain).
-fn reproduce_ca_params(cert: &Cert, key_pem: &str) -> Result<CertificateParams, Problem> {
+/// Checks kanon can sign as this CA: rcgen reads its subject back, and a throwaway certificate
+/// signed with it names the CA's subject as its issuer byte for byte (an issuer name that
+/// differs from the CA's subject breaks every chain; rcgen keeps one attribute of each type,
+/// refuses multi-valued components and re-encodes the strings).
+fn check_signing(signing: &Signing) -> Result<(), Problem> {
     let unusable = |why: String| {
         Problem::new(
             CA_SIGNING_CERT_KEY,
             format!("kanon cannot sign as this CA: {why}"),
         )
     };
-    let attributes =
-        der::name_attributes(&cert.info.subject).map_err(|e| unusable(e.to_string()))?;
-    let mut name = DistinguishedName::new();
-    for attribute in attributes {
-        let text = String::from_utf8(attribute.value)
-            .map_err(|_| unusable("a subject attribute is not text".to_string()))?;
-        let value = match attribute.tag {
-            der::UTF8_STRING => DnValue::Utf8String(text),
-            der::PRINTABLE_STRING => DnValue::PrintableString(
-                text.try_into()
-                    .map_err(|e| unusable(format!("subject: {e}")))?,
-            ),
-            der::IA5_STRING => DnValue::Ia5String(
-                text.try_into()
-                    .map_err(|e| unusable(format!("subject: {e}")))?,
-            ),
-            _ => {
-                return Err(unusable(
-                    "a subject attribute of an unsupported string type".into(),
-                ));
-            }
-        };
-        name.push(DnType::from_oid(&attribute.oid), value);
-    }
-    let mut params = ca_params();
-    params.distinguished_name = name;
-    let key = KeyPair::from_pem(key_pem).map_err(|e| unusable(e.to_string()))?;
-    let trial = params
-        .self_signed(&key)
+    check_subject_writable(&signing.cert).map_err(|why| unusable(why.to_string()))?;
+    let issuer = signing.issuer().map_err(|e| unusable(e.to_string()))?;
+    let trial = CertificateParams::default()
+        .signed_by(issuer.key(), &issuer)
         .map_err(|e| unusable(e.to_string()))?;
-    let reproduced = der::parse_certificate(trial.der()).map_err(|e| unusable(e.to_string()))?;
-    if reproduced.subject != cert.info.subject {
+    let reproduced = CertInfo::parse(trial.der()).map_err(unusable)?;
+    if reproduced.issuer != signing.cert.info.subject {
         return Err(unusable(
             "its subject name cannot be reproduced".to_string(),
         ));
     }
-    Ok(params)
+    Ok(())
+}
+
+/// Checks that rcgen can write the CA's subject back without panicking, before it is given it.
+/// rcgen takes each attribute's type as the arcs x509-parser reads, which decode an OID's first
+/// byte on its own (`0xd5` as 5.13, and 2.999 wrongly), and its DER writer (yasna) panics on an
+/// OID it cannot encode: a first arc above 2, or a second arc of 40 or more under arc 0 or 1.
+/// rcgen also panics on an empty name component.
+fn check_subject_writable(cert: &Cert) -> Result<(), &'static str> {
+    let x509 = parse_x509(&cert.der).map_err(|_| "not an X.509 certificate")?;
+    for component in x509.subject().iter() {
+        let mut attributes = component.iter();
+        let (Some(attribute), None) = (attributes.next(), attributes.next()) else {
+            return Err("its subject has an empty or multi-valued name component");
+        };
+        let arcs: Option<Vec<u64>> = attribute.attr_type().iter().map(Iterator::collect);
+        let writable = matches!(
+            arcs.as_deref(),
+            Some(&[first, second, ..])
+                if (first < 2 && second < 40) || (first == 2 && second < u64::MAX - 80)
+        );
+        if !writable {
+            return Err("its subject has an attribute type kanon cannot write back");
+        }
+    }
+    Ok(())
 }
 
 /// The parameters every kanon CA has, but its name and validity.
@@ -367,7 +429,6 @@ pub fn new_ca(settings: &Settings, now: i64) -> Result<Signing, rcgen::Error> {
     Ok(Signing {
         cert,
         key_pem: key.serialize_pem(),
-        params,
     })
 }
 
@@ -384,8 +445,7 @@ pub enum IssueError {
 /// never past the CA's end, and checks it verifies for every name.
 pub fn issue_leaf(signing: &Signing, settings: &Settings, now: i64) -> Result<Leaf, IssueError> {
     let generate = |what| move |e| IssueError::Generate(what, e);
-    let ca_key = KeyPair::from_pem(&signing.key_pem).map_err(generate("CA key"))?;
-    let issuer = Issuer::from_params(&signing.params, ca_key);
+    let issuer = signing.issuer().map_err(generate("signing CA"))?;
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
     let common_name = settings
@@ -859,6 +919,207 @@ mod tests {
             "{:?}",
             renewed.reasons
         );
+    }
+
+    /// A certificate of `key` made with `params`, as kanon reads it.
+    fn read_back(params: &CertificateParams, key: &KeyPair) -> Cert {
+        Cert::from_der(params.self_signed(key).unwrap().der().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn dates() {
+        // rcgen writes UTCTime (two-digit years, 1950 to 2049) before 2050 and GeneralizedTime
+        // from 2050 on: both are read, to the second.
+        let key = KeyPair::generate().unwrap();
+        let at = |(year, month, day): (i32, u8, u8), secs: u64| {
+            let time = rcgen::date_time_ymd(year, month, day) + Duration::from_secs(secs);
+            let expected = parse_rfc3339(&format!("{year:04}-{month:02}-{day:02}T00:00:00Z"))
+                .unwrap()
+                + i64::try_from(secs).unwrap();
+            (time, expected)
+        };
+        for (not_before, not_after, generalized) in [
+            (at((1950, 1, 1), 0), at((2049, 12, 31), 86_399), false),
+            (at((2000, 2, 29), 45_296), at((2050, 1, 1), 0), true),
+            (at((2026, 1, 1), 1), at((9999, 12, 30), 3_600), true),
+        ] {
+            let mut params = CertificateParams::default();
+            params.not_before = not_before.0;
+            params.not_after = not_after.0;
+            let cert = read_back(&params, &key);
+            assert_eq!(cert.info.not_before, not_before.1);
+            assert_eq!(cert.info.not_after, not_after.1);
+            let x509 = parse_x509(&cert.der).unwrap();
+            assert!(x509.validity().not_before.is_utctime());
+            assert_eq!(x509.validity().not_after.is_generalizedtime(), generalized);
+        }
+    }
+
+    #[test]
+    fn reads_what_rcgen_writes() {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["a.example".to_string()]).unwrap();
+        params.distinguished_name = DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "kanon");
+        params.distinguished_name.push(DnType::CommonName, "a CA");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.not_before = rcgen::date_time_ymd(2026, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2060, 1, 1);
+        let ca = read_back(&params, &key);
+        assert_eq!(ca.info.not_before, 20_454 * 86_400);
+        assert_eq!(
+            ca.info.not_after,
+            parse_rfc3339("2060-01-01T00:00:00Z").unwrap()
+        );
+        assert!(ca.info.is_ca);
+        assert_eq!(ca.info.subject, ca.info.issuer);
+        assert_eq!(ca.info.spki, key.subject_public_key_info());
+        let x509 = parse_x509(&ca.der).unwrap();
+        assert_eq!(x509.subject().to_string(), "O=kanon, CN=a CA");
+
+        // kanon signs as this CA under its very name, and with its key identifier.
+        let signing = Signing {
+            cert: ca.clone(),
+            key_pem: key.serialize_pem(),
+        };
+        check_signing(&signing).unwrap();
+        let leaf = issue_leaf(&signing, &settings(), T0).unwrap();
+        assert_eq!(leaf.cert.info.issuer, ca.info.subject);
+        assert!(!leaf.cert.info.is_ca);
+        let authority_key_id = parse_x509(&leaf.cert.der)
+            .unwrap()
+            .iter_extensions()
+            .find_map(|extension| match extension.parsed_extension() {
+                ParsedExtension::AuthorityKeyIdentifier(aki) => aki.key_identifier.clone(),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(authority_key_id.0, params.key_identifier(&key));
+
+        params.is_ca = IsCa::NoCa;
+        let leaf = params.self_signed(&key).unwrap();
+        assert!(!read_back(&params, &key).info.is_ca);
+        assert!(Cert::from_der(leaf.der()[..40].to_vec()).is_err());
+        let mut trailing = leaf.der().to_vec();
+        trailing.push(0);
+        assert_eq!(
+            Cert::from_der(trailing).unwrap_err(),
+            "data after the certificate"
+        );
+        assert!(Cert::from_der(b"garbage".to_vec()).is_err());
+        assert!(Cert::from_der(Vec::new()).is_err());
+    }
+
+    #[test]
+    fn a_ca_whose_name_rcgen_cannot_reproduce_is_refused() {
+        // Two common names (the organisation's attribute type turned into commonName's): rcgen
+        // keeps one attribute of each type, so it would name another issuer.
+        let key = KeyPair::generate().unwrap();
+        let mut params = ca_params();
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, "kanon");
+        params.distinguished_name.push(DnType::CommonName, "a CA");
+        let mut der = params.self_signed(&key).unwrap().der().to_vec();
+        // In the issuer's name and the subject's.
+        let organization = [0x06, 0x03, 0x55, 0x04, 0x0a];
+        let mut patched = 0;
+        for at in 0..der.len() - organization.len() {
+            if der[at..].starts_with(&organization) {
+                der[at + 4] = 0x03;
+                patched += 1;
+            }
+        }
+        assert_eq!(patched, 2);
+        let ca = Cert::from_der(der).unwrap();
+        assert!(ca.info.is_ca);
+        let mut data = plan(None, &settings(), T0).unwrap().material.data();
+        data.insert(
+            CA_SIGNING_CERT_KEY.into(),
+            ByteString(ca.pem().into_bytes()),
+        );
+        data.insert(
+            CA_KEY_KEY.into(),
+            ByteString(key.serialize_pem().into_bytes()),
+        );
+        let problems = Stored::read(&data, None).problems();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].key, CA_SIGNING_CERT_KEY);
+        assert!(
+            problems[0]
+                .message
+                .contains("kanon cannot sign as this CA: its subject name cannot be reproduced"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn tampered_certificates_are_problems_never_panics() {
+        let material = plan(None, &settings(), T0).unwrap().material;
+        let der = material.signing.cert.der.clone();
+        let truncated = (0..der.len()).map(|length| der[..length].to_vec());
+        let flipped = (0..der.len()).flat_map(|at| {
+            let der = der.clone();
+            [0x01, 0x80, 0xff].map(move |mask| {
+                let mut flipped = der.clone();
+                flipped[at] ^= mask;
+                flipped
+            })
+        });
+        let mut refused = 0;
+        for variant in truncated.chain(flipped) {
+            let pem = ByteString(pem_block("CERTIFICATE", &variant).into_bytes());
+            let mut data = material.data();
+            for key in [TLS_CERT_KEY, CA_CERT_KEY, CA_SIGNING_CERT_KEY] {
+                data.insert(key.into(), pem.clone());
+            }
+            let problems = Stored::read(&data, None).problems();
+            if variant.len() < der.len() {
+                let keys: Vec<_> = problems.iter().map(|problem| problem.key).collect();
+                assert_eq!(keys, [CA_SIGNING_CERT_KEY, CA_CERT_KEY, TLS_CERT_KEY]);
+            }
+            refused += usize::from(!problems.is_empty());
+        }
+        // Most single-byte changes are caught (those in the signature are not: nothing here
+        // checks a CA's own signature).
+        assert!(refused > 2 * der.len(), "{refused} of {}", 4 * der.len());
+
+        // Every value of every byte of the CA's subject but its text (tags, lengths, attribute
+        // type), through rcgen's reading and writing of it.
+        let subject = &material.signing.cert.info.subject;
+        let text = parse_x509(&der)
+            .unwrap()
+            .subject()
+            .iter_common_name()
+            .next()
+            .unwrap()
+            .attr_value()
+            .data
+            .len();
+        // The last occurrence: the issuer's name, the same, comes first.
+        let start = der
+            .windows(subject.len())
+            .rposition(|window| window == subject.as_slice())
+            .unwrap();
+        let (mut usable, mut tried) = (0, 0);
+        for at in start..start + subject.len() - text {
+            for value in 0..=u8::MAX {
+                let mut tampered = der.clone();
+                tampered[at] = value;
+                let Ok(cert) = Cert::from_der(tampered) else {
+                    continue;
+                };
+                tried += 1;
+                let signing = Signing {
+                    cert,
+                    key_pem: material.signing.key_pem.clone(),
+                };
+                usable += usize::from(check_signing(&signing).is_ok());
+            }
+        }
+        assert!(usable > 0 && usable < tried, "{usable} of {tried}");
     }
 
     #[test]
