@@ -1,9 +1,14 @@
 //! Rule programs per evaluation: an annotations template on a Pod, a condition, a hand-written
 //! program; what rendering and compiling per request would cost instead (it is done once per
 //! policy generation); and how long a runaway loop runs before its fuel ends it.
+//!
+//! `template`: one matched structured template of each type, and one condition, each run
+//! natively (as compiled) and as its rendered program (the same policy with its native forms
+//! removed), with a plaintext `add` as the floor of a mutation.
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kanon_api::Operation;
+use kanon_engine::policy::{CompiledPolicy, PolicyRules};
 use kanon_engine::program::{Program, ProgramKind, ProgramLimits};
 use kanon_engine::{NoObjects, PolicySet, Request, compile_document};
 use serde_json::{Value, json};
@@ -77,6 +82,123 @@ fn runaway() -> Value {
     })
 }
 
+fn override_template(template: Value) -> Value {
+    json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterOverridePolicy",
+        "metadata": {"name": "tpl"},
+        "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                 "overrideRules": [{"overriders": {"template": template}}]}
+    })
+}
+
+/// One template of each type, each changing the Pod.
+fn templates() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "labels",
+            json!({"type": "labels", "operation": "add", "path": "team", "value": {"string": "shop"}}),
+        ),
+        (
+            "annotations",
+            json!({"type": "annotations", "operation": "add", "path": "kanon.dev/owner", "value": {"string": "platform"}}),
+        ),
+        (
+            "nodeSelector",
+            json!({"type": "nodeSelector", "operation": "add", "path": "disktype", "value": {"string": "ssd"}}),
+        ),
+        (
+            "resources",
+            json!({"type": "resources", "operation": "add", "containerNames": ["nginx"],
+                             "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}}}),
+        ),
+        (
+            "resourcesOversell",
+            json!({"type": "resourcesOversell", "operation": "add",
+                                     "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.5"}}),
+        ),
+        (
+            "tolerations",
+            json!({"type": "tolerations", "operation": "add",
+                               "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "shop", "effect": "NoSchedule"}]}),
+        ),
+        (
+            "affinity",
+            json!({"type": "affinity", "operation": "add", "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}}}}),
+        ),
+    ]
+}
+
+/// The policy with its templates' native forms removed: every template runs its program.
+fn programs_only(mut policy: CompiledPolicy) -> CompiledPolicy {
+    match &mut policy.rules {
+        PolicyRules::Override(rules) => {
+            for t in rules.iter_mut().filter_map(|r| r.template.as_mut()) {
+                t.native = None;
+            }
+        }
+        PolicyRules::Validate { rules, .. } => {
+            for t in rules.iter_mut().filter_map(|r| r.template.as_mut()) {
+                t.native = None;
+            }
+        }
+    }
+    policy
+}
+
+/// The policy as compiled, and as programs only.
+fn both(policy: Value) -> (PolicySet, PolicySet) {
+    let compiled = compile_document(&policy).unwrap_or_else(|e| panic!("{e}"));
+    let programs = programs_only(compiled.clone());
+    (
+        PolicySet::build(vec![compiled]).expect("one policy"),
+        PolicySet::build(vec![programs]).expect("one policy"),
+    )
+}
+
+fn bench_templates(c: &mut Criterion) {
+    let request = Request::from_objects(Operation::Create, Some(pod()), None).expect("request");
+    let mut group = c.benchmark_group("template");
+    let floor = set_of(json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterOverridePolicy",
+        "metadata": {"name": "plain"},
+        "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                 "overrideRules": [{"overriders": {"plaintext": [
+                     {"op": "add", "path": "/metadata/labels/team", "value": "shop"}]}}]}
+    }));
+    let d = kanon_engine::block_on(floor.mutate(&request, &NoObjects));
+    assert_eq!(d.patch.len(), 1, "{d:?}");
+    group.bench_function("plaintext add (floor of a mutation)", |b| {
+        b.iter(|| kanon_engine::block_on(floor.mutate(&request, &NoObjects)))
+    });
+    for (name, template) in templates() {
+        let (native, program) = both(override_template(template));
+        let a = kanon_engine::block_on(native.mutate(&request, &NoObjects));
+        let b = kanon_engine::block_on(program.mutate(&request, &NoObjects));
+        assert!(a.allowed && !a.patch.is_empty(), "{name}: {a:?}");
+        assert_eq!(a, b, "{name}: native and program agree");
+        group.bench_function(format!("{name}/native"), |b| {
+            b.iter(|| kanon_engine::block_on(native.mutate(&request, &NoObjects)))
+        });
+        group.bench_function(format!("{name}/program"), |b| {
+            b.iter(|| kanon_engine::block_on(program.mutate(&request, &NoObjects)))
+        });
+    }
+    let (native, program) = both(condition());
+    let a = kanon_engine::block_on(native.validate(&request, None, &NoObjects));
+    let b = kanon_engine::block_on(program.validate(&request, None, &NoObjects));
+    assert!(a.allowed && a.applied_policies.len() == 1, "{a:?}");
+    assert_eq!(a, b, "condition: native and program agree");
+    group.bench_function("condition/native", |b| {
+        b.iter(|| kanon_engine::block_on(native.validate(&request, None, &NoObjects)))
+    });
+    group.bench_function("condition/program", |b| {
+        b.iter(|| kanon_engine::block_on(program.validate(&request, None, &NoObjects)))
+    });
+    group.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let request = Request::from_objects(Operation::Create, Some(pod()), None).expect("request");
 
@@ -134,5 +256,5 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_templates);
 criterion_main!(benches);

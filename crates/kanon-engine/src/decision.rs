@@ -10,9 +10,10 @@ use serde_json::{Map, Value};
 
 use crate::index::PolicySet;
 use crate::lookup::{Lookup, ObjectQuery};
+use crate::native::NativeOutcome;
 use crate::plaintext;
 use crate::policy::{CompiledPolicy, PolicyRules, RuleProgram};
-use crate::program::{json_value, patch_from_output, verdict_from_output};
+use crate::program::{ProgramVerdict, json_value, patch_from_output, verdict_from_output};
 use crate::refs::RefScope;
 use crate::request::{Deadline, Request};
 use crate::selector::{ObjectView, labels_of};
@@ -241,8 +242,64 @@ impl Scope<'_, '_> {
         }
     }
 
-    /// Resolves the program's references against `object` and runs it.
-    async fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<Option<Value>, String> {
+    /// Resolves the rule's references against `object` and runs it: natively when its native
+    /// form can vouch for the result, else its program.
+    async fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<RuleOutput, String> {
+        let refs = self.resolve(rule, object).await?;
+        if let Some(native) = &rule.native
+            && let Some(outcome) = native.run(object, &refs, rule.program.limits())
+        {
+            return Ok(RuleOutput::Native(outcome));
+        }
+        let context = self.context(object, refs).await;
+        rule.program
+            .run(&context)
+            .map(RuleOutput::Program)
+            .map_err(|e| format!("{}: {}", rule.field, e.message))
+    }
+
+    /// Runs an override rule: its operations.
+    async fn patch(
+        &mut self,
+        rule: &RuleProgram,
+        object: &Value,
+    ) -> Result<json_patch::Patch, String> {
+        match self.run(rule, object).await? {
+            RuleOutput::Native(NativeOutcome::Patch(patch)) => Ok(patch),
+            RuleOutput::Native(NativeOutcome::Verdict(_)) => Err(format!(
+                "{}: a condition cannot run as an override",
+                rule.field
+            )),
+            RuleOutput::Program(output) => {
+                patch_from_output(output).map_err(|e| format!("{}: {}", rule.field, e.message))
+            }
+        }
+    }
+
+    /// Runs a validate rule: its verdict.
+    async fn verdict(
+        &mut self,
+        rule: &RuleProgram,
+        object: &Value,
+    ) -> Result<ProgramVerdict, String> {
+        match self.run(rule, object).await? {
+            RuleOutput::Native(NativeOutcome::Verdict(verdict)) => Ok(verdict),
+            RuleOutput::Native(NativeOutcome::Patch(_)) => Err(format!(
+                "{}: an override template cannot run as a validation",
+                rule.field
+            )),
+            RuleOutput::Program(output) => {
+                verdict_from_output(output).map_err(|e| format!("{}: {}", rule.field, e.message))
+            }
+        }
+    }
+
+    /// The rule's references resolved against `object`, by name.
+    async fn resolve(
+        &mut self,
+        rule: &RuleProgram,
+        object: &Value,
+    ) -> Result<Map<String, Value>, String> {
         let mut refs = Map::new();
         if !rule.refs.is_empty() {
             // Placeholders in references see the same variables as the program, bar `refs`.
@@ -266,11 +323,14 @@ impl Scope<'_, '_> {
                 }
             }
         }
-        let context = self.context(object, refs).await;
-        rule.program
-            .run(&context)
-            .map_err(|e| format!("{}: {}", rule.field, e.message))
+        Ok(refs)
     }
+}
+
+/// What running a rule gave: the native form's result, or the program's output.
+enum RuleOutput {
+    Native(NativeOutcome),
+    Program(Option<Value>),
 }
 
 /// Whether `policy` applies to the request: selectors, namespace selector and at least one
@@ -333,9 +393,7 @@ async fn run_override(
     let operation = scope.request.operation;
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
         for program in [&rule.template, &rule.program].into_iter().flatten() {
-            let output = scope.run(program, working).await?;
-            let patch = patch_from_output(output)
-                .map_err(|e| format!("{}: {}", program.field, e.message))?;
+            let patch = scope.patch(program, working).await?;
             plaintext::apply_all(working, &patch)
                 .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
             applied += patch.len();
@@ -367,9 +425,7 @@ async fn run_validate(
         .filter(|(_, r)| r.operations.contains(operation))
     {
         for program in [&rule.template, &rule.program].into_iter().flatten() {
-            let output = scope.run(program, object).await?;
-            let verdict = verdict_from_output(output)
-                .map_err(|e| format!("{}: {}", program.field, e.message))?;
+            let verdict = scope.verdict(program, object).await?;
             warnings.extend(verdict.warnings);
             if !verdict.valid {
                 reasons.push(if verdict.reason.is_empty() {

@@ -10,8 +10,10 @@
 pub mod decision;
 pub mod document;
 pub mod error;
+pub mod helpers;
 pub mod index;
 pub mod lookup;
+pub mod native;
 pub mod plaintext;
 pub mod podspec;
 pub mod pointer;

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::{FieldError, InvalidPolicy};
+use crate::native::NativeRule;
 use crate::plaintext::{self, PlaintextOp};
 use crate::program::{Program, ProgramKind, ProgramLimits};
 use crate::refs::CompiledRef;
@@ -316,6 +317,9 @@ pub struct RuleProgram {
     pub program: Program,
     /// References resolved before each run, by name.
     pub refs: Vec<(&'static str, CompiledRef)>,
+    /// A structured template's native form, which gives the program's result without running
+    /// it where it can vouch for it (see [`crate::native`]); `None` for hand-written programs.
+    pub native: Option<NativeRule>,
 }
 
 /// A template's rendered program, for `kanon render` and the policy status.
@@ -443,7 +447,7 @@ fn compile_override_rules(
         }
         let template = o.template.as_ref().and_then(|t| {
             let at = format!("{field}.template");
-            let source = crate::template::render_override(t, &at, errors)?;
+            let (source, native) = crate::template::compile_override(t, &at, errors)?;
             rendered.push(Rendered {
                 field: at.clone(),
                 source: source.clone(),
@@ -463,6 +467,7 @@ fn compile_override_rules(
                 field: at,
                 program,
                 refs,
+                native: Some(native),
             })
         });
         let program = o.program.as_ref().and_then(|source| {
@@ -472,6 +477,7 @@ fn compile_override_rules(
                 field: at,
                 program,
                 refs: Vec::new(),
+                native: None,
             })
         });
         let plaintext: Vec<PlaintextOp> = o
@@ -529,7 +535,7 @@ fn compile_validate_rules(
                     CompiledRef::compile(v, &format!("{cond_at}.valueRef"), own_namespace, errors),
                 ));
             }
-            let source = crate::template::render_condition(condition, &cond_at, errors)?;
+            let (source, native) = crate::template::compile_condition(condition, &cond_at, errors)?;
             rendered.push(Rendered {
                 field: at.clone(),
                 source: source.clone(),
@@ -539,6 +545,7 @@ fn compile_validate_rules(
                 field: at,
                 program,
                 refs,
+                native,
             })
         });
         let program = rule.program.as_ref().and_then(|source| {
@@ -548,6 +555,7 @@ fn compile_validate_rules(
                 field: at,
                 program,
                 refs: Vec::new(),
+                native: None,
             })
         });
         out.push(CompiledValidateRule {

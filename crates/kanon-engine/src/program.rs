@@ -201,96 +201,7 @@ fn parse_quantity(value: &Value) -> Result<Quantity, Error> {
     text.parse::<Quantity>().map_err(|e| invalid(e.to_string()))
 }
 
-/// Orders two values by number or quantity value: numbers and numeric strings as numbers,
-/// Kubernetes quantities (`500m`, `1Gi`) as quantities. `None` when either is neither.
-fn numeric_order(a: &serde_json::Value, b: &serde_json::Value) -> Option<std::cmp::Ordering> {
-    use serde_json::Value as J;
-    let number = |v: &J| match v {
-        J::Number(n) => n.as_f64(),
-        J::String(s) => s.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
-        _ => None,
-    };
-    if let (Some(x), Some(y)) = (number(a), number(b)) {
-        return x.partial_cmp(&y);
-    }
-    let quantity = |v: &J| match v {
-        J::String(s) => s.parse::<Quantity>().ok(),
-        J::Number(n) => n.to_string().parse::<Quantity>().ok(),
-        _ => None,
-    };
-    Some(quantity(a)?.cmp(&quantity(b)?))
-}
-
-/// Compares two values as a condition does: by number or quantity value when both are
-/// numeric, else strings (and booleans) by their natural order. `None` when they cannot be
-/// ordered.
-pub fn compare_values(a: &serde_json::Value, b: &serde_json::Value) -> Option<std::cmp::Ordering> {
-    use serde_json::Value as J;
-    numeric_order(a, b).or(match (a, b) {
-        (J::String(x), J::String(y)) => Some(x.cmp(y)),
-        (J::Bool(x), J::Bool(y)) => Some(x.cmp(y)),
-        _ => None,
-    })
-}
-
-/// Equality as a condition sees it: equal JSON, or equal numbers or quantities (`"1"` = `1`,
-/// `"1000m"` = `"1"`).
-pub fn values_equal(a: &serde_json::Value, b: &serde_json::Value) -> bool {
-    a == b || numeric_order(a, b) == Some(std::cmp::Ordering::Equal)
-}
-
-fn list_of(value: &serde_json::Value) -> Result<Vec<serde_json::Value>, Error> {
-    match value {
-        serde_json::Value::Array(items) => Ok(items.clone()),
-        other => Err(invalid(format!("expected a list to look in, got {other}"))),
-    }
-}
-
-/// `valueProcess` arithmetic: numbers (and numeric strings) as floats; a quantity multiplied
-/// or divided by a decimal stays an exact quantity.
-pub fn process_value(
-    value: &serde_json::Value,
-    op: &str,
-    operand: &str,
-) -> Result<serde_json::Value, String> {
-    let number = match value {
-        serde_json::Value::Number(n) => n.as_f64(),
-        serde_json::Value::String(s) => s.trim().parse::<f64>().ok(),
-        _ => None,
-    };
-    let with: f64 = operand
-        .parse()
-        .map_err(|_| format!("`{operand}` is not a number"))?;
-    if let Some(x) = number {
-        let result = match op {
-            "+" => x + with,
-            "-" => x - with,
-            "*" => x * with,
-            "/" if with == 0.0 => return Err("division by zero".into()),
-            "/" => x / with,
-            other => return Err(format!("unknown operation `{other}`")),
-        };
-        return serde_json::Number::from_f64(result)
-            .map(serde_json::Value::Number)
-            .ok_or_else(|| format!("{x} {op} {with} is not a finite number"));
-    }
-    let quantity = value
-        .as_str()
-        .and_then(|s| s.parse::<Quantity>().ok())
-        .ok_or_else(|| format!("valueProcess needs a number or a quantity, got {value}"))?;
-    let factor = match op {
-        "*" => Decimal::parse(operand),
-        "/" => Decimal::parse(&format!("{:.9}", 1.0 / with)).filter(|_| with != 0.0),
-        _ => None,
-    }
-    .ok_or_else(|| {
-        format!("a quantity can only be multiplied or divided by a number, not `{op} {operand}`")
-    })?;
-    quantity
-        .scaled(factor)
-        .map(|q| serde_json::Value::String(q.to_string()))
-        .ok_or_else(|| "quantity overflow".to_string())
-}
+pub use crate::helpers::{compare_values, process_value, values_equal};
 
 /// JSONPaths parsed by programs, cached per program environment.
 type JsonPathCache = Arc<Mutex<HashMap<String, Arc<jsonpath_rust::parser::model::JpQuery>>>>;
@@ -313,26 +224,6 @@ fn cached_jsonpath(
         map.insert(path.to_string(), query.clone());
     }
     Ok(query)
-}
-
-/// Regexes compiled by programs, cached per program environment.
-type RegexCache = Arc<Mutex<HashMap<String, Arc<regex::Regex>>>>;
-
-fn cached_regex(cache: &RegexCache, pattern: &str) -> Result<Arc<regex::Regex>, Error> {
-    let mut map = cache.lock().map_err(|_| invalid("regex cache poisoned"))?;
-    if let Some(re) = map.get(pattern) {
-        return Ok(re.clone());
-    }
-    let re = Arc::new(
-        regex::RegexBuilder::new(pattern)
-            .size_limit(1 << 20)
-            .build()
-            .map_err(|e| invalid(format!("invalid regular expression `{pattern}`: {e}")))?,
-    );
-    if map.len() < 256 {
-        map.insert(pattern.to_string(), re.clone());
-    }
-    Ok(re)
 }
 
 /// The helpers every program may call. Documented in the README's program reference.
@@ -395,56 +286,20 @@ fn add_helpers(env: &mut Environment<'static>) {
     env.add_function(
         "with_keys",
         |map: Value, keys: Value| -> Result<Value, Error> {
-            let mut base = match to_json(&map)? {
-                serde_json::Value::Object(m) => m,
-                serde_json::Value::Null => serde_json::Map::new(),
-                other => {
-                    return Err(invalid(format!(
-                        "with_keys: expected a map, got {}",
-                        crate::document::type_name(&other)
-                    )));
-                }
-            };
-            match to_json(&keys)? {
-                serde_json::Value::Object(add) => base.extend(add),
-                other => {
-                    return Err(invalid(format!(
-                        "with_keys: expected a map of keys, got {}",
-                        crate::document::type_name(&other)
-                    )));
-                }
-            }
-            Ok(Value::from(Serde(serde_json::Value::Object(base))))
+            crate::helpers::with_keys(to_json(&map)?, to_json(&keys)?)
+                .map(|v| Value::from(Serde(v)))
+                .map_err(invalid)
         },
     );
     // without_keys(map, ["k", ...]) → a copy of map without those keys.
     env.add_function(
         "without_keys",
         |map: Value, keys: Rest<Value>| -> Result<Value, Error> {
-            let mut base = match to_json(&map)? {
-                serde_json::Value::Object(m) => m,
-                serde_json::Value::Null => serde_json::Map::new(),
-                other => {
-                    return Err(invalid(format!(
-                        "without_keys: expected a map, got {}",
-                        crate::document::type_name(&other)
-                    )));
-                }
-            };
-            for key in keys.iter() {
-                match to_json(key)? {
-                    serde_json::Value::String(k) => {
-                        base.shift_remove(&k);
-                    }
-                    serde_json::Value::Array(list) => {
-                        for k in list.iter().filter_map(serde_json::Value::as_str) {
-                            base.shift_remove(k);
-                        }
-                    }
-                    _ => return Err(invalid("without_keys: keys must be strings")),
-                }
-            }
-            Ok(Value::from(Serde(serde_json::Value::Object(base))))
+            let map = to_json(&map)?;
+            let keys = keys.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+            crate::helpers::without_keys(map, &keys)
+                .map(|v| Value::from(Serde(v)))
+                .map_err(invalid)
         },
     );
     // pod_spec_pointer(object) → where the kind keeps its pod spec, or undefined.
@@ -504,28 +359,14 @@ fn add_helpers(env: &mut Environment<'static>) {
     env.add_function(
         "contains_all",
         |list: Value, x: Value| -> Result<bool, Error> {
-            let (list, x) = (list_of(&to_json(&list)?)?, to_json(&x)?);
-            let items = match &x {
-                serde_json::Value::Array(items) => items.clone(),
-                other => vec![other.clone()],
-            };
-            Ok(items
-                .iter()
-                .all(|i| list.iter().any(|l| values_equal(l, i))))
+            crate::helpers::contains_all(&to_json(&list)?, &to_json(&x)?).map_err(invalid)
         },
     );
     // contains_none(list, x): x (or no item of x, when x is a list) is in list.
     env.add_function(
         "contains_none",
         |list: Value, x: Value| -> Result<bool, Error> {
-            let (list, x) = (list_of(&to_json(&list)?)?, to_json(&x)?);
-            let items = match &x {
-                serde_json::Value::Array(items) => items.clone(),
-                other => vec![other.clone()],
-            };
-            Ok(!items
-                .iter()
-                .any(|i| list.iter().any(|l| values_equal(l, i))))
+            crate::helpers::contains_none(&to_json(&list)?, &to_json(&x)?).map_err(invalid)
         },
     );
     // process_value(value, "+", "0.5"): valueProcess arithmetic; quantities stay exact under
@@ -541,13 +382,7 @@ fn add_helpers(env: &mut Environment<'static>) {
     // compare(a, b) → -1, 0, 1 with condition semantics (numbers, quantities, text); fails
     // when the two cannot be ordered.
     env.add_function("compare", |a: Value, b: Value| -> Result<i32, Error> {
-        let (x, y) = (to_json(&a)?, to_json(&b)?);
-        match compare_values(&x, &y) {
-            Some(std::cmp::Ordering::Less) => Ok(-1),
-            Some(std::cmp::Ordering::Equal) => Ok(0),
-            Some(std::cmp::Ordering::Greater) => Ok(1),
-            None => Err(invalid(format!("cannot order {x} and {y}"))),
-        }
+        crate::helpers::compare(&to_json(&a)?, &to_json(&b)?).map_err(invalid)
     });
 }
 
@@ -616,20 +451,21 @@ impl Program {
                 )))
             },
         );
-        let cache: RegexCache = Arc::default();
+        let cache = crate::helpers::RegexCache::default();
         // regex_match(text, pattern): text as is; numbers and booleans as JSON writes them
         // (`3`, `1.5`, `false`), never minijinja's `False`.
         env.add_function(
             "regex_match",
             move |text: Value, pattern: String| -> Result<bool, Error> {
+                let converted;
                 let text = match text.as_str() {
-                    Some(s) => s.to_string(),
-                    None => match to_json(&text)? {
-                        serde_json::Value::String(s) => s,
-                        other => other.to_string(),
-                    },
+                    Some(s) => s,
+                    None => {
+                        converted = crate::helpers::regex_text(&to_json(&text)?).into_owned();
+                        converted.as_str()
+                    }
                 };
-                Ok(cached_regex(&cache, &pattern)?.is_match(&text))
+                Ok(cache.get(&pattern).map_err(invalid)?.is_match(text))
             },
         );
         env.add_template_owned(NAME, source.to_string())
@@ -650,6 +486,11 @@ impl Program {
     /// What the program produces.
     pub fn kind(&self) -> ProgramKind {
         self.kind
+    }
+
+    /// The bounds it runs within.
+    pub fn limits(&self) -> &ProgramLimits {
+        &self.limits
     }
 
     /// Renders the program with `context` and returns its output text.

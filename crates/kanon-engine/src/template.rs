@@ -16,6 +16,10 @@ use serde_json::Value;
 
 use crate::document::scalar_text;
 use crate::error::FieldError;
+use crate::native::{
+    Compared, ContainerEdit, MapAt, MapEdit, NativeCondition, NativeOverride, NativeRule, SpecField,
+};
+use crate::podspec::Edit;
 use crate::quantity::Decimal;
 
 /// A JSON value as a minijinja literal (JSON syntax, with `none` for `null`).
@@ -127,12 +131,22 @@ pub fn render_override(
     field: &str,
     errors: &mut Vec<FieldError>,
 ) -> Option<String> {
+    compile_override(t, field, errors).map(|(source, _)| source)
+}
+
+/// Renders an override template to a program and builds its native form from the same
+/// values (see [`crate::native`]). Problems go to `errors` under `field`.
+pub fn compile_override(
+    t: &OverrideTemplate,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<(String, NativeRule)> {
     let before = errors.len();
     let op = t.operation;
-    let op_name = match op {
-        TemplateOperation::Add => "add",
-        TemplateOperation::Replace => "replace",
-        TemplateOperation::Remove => "remove",
+    let (op_name, edit) = match op {
+        TemplateOperation::Add => ("add", Edit::Add),
+        TemplateOperation::Replace => ("replace", Edit::Replace),
+        TemplateOperation::Remove => ("remove", Edit::Remove),
     };
     let kind = match t.type_ {
         OverrideTemplateType::Annotations => "annotations",
@@ -215,11 +229,17 @@ pub fn render_override(
     let mut out = format!("{{#- {field}: {kind}, {op_name} -#}}\n");
     // Operations collect in `acc.ops` (a namespace, so loops can add to it) and print as JSON.
     out.push_str("{%- set acc = namespace(ops=[]) -%}\n");
-    match t.type_ {
+    let native = match t.type_ {
         OverrideTemplateType::Annotations
         | OverrideTemplateType::Labels
         | OverrideTemplateType::NodeSelector => {
+            let at = match t.type_ {
+                OverrideTemplateType::Labels => MapAt::Labels,
+                OverrideTemplateType::NodeSelector => MapAt::NodeSelector,
+                _ => MapAt::Annotations,
+            };
             string_map_program(t, kind, field, errors, &mut out)
+                .map(|map_edit| NativeOverride::map(at, map_edit))
         }
         OverrideTemplateType::Resources => {
             let Some(resources) = &t.resources else {
@@ -252,6 +272,11 @@ pub fn render_override(
                     literal(&Value::from(op_name))
                 ),
             );
+            Some(NativeOverride::containers(
+                t.container_names.clone(),
+                ContainerEdit::Resources(json),
+                edit,
+            ))
         }
         OverrideTemplateType::ResourcesOversell => {
             let Some(oversell) = &t.resources_oversell else {
@@ -286,15 +311,21 @@ pub fn render_override(
                     "set at least one of cpuFactor, memoryFactor, diskFactor",
                 ));
             }
+            let factors = Value::Object(factors);
             containers_program(
                 &mut out,
                 t,
                 &format!(
                     "oversold(c.resources | default({{}}), {}, {})",
-                    literal(&Value::Object(factors)),
+                    literal(&factors),
                     literal(&Value::from(op_name))
                 ),
             );
+            Some(NativeOverride::containers(
+                t.container_names.clone(),
+                ContainerEdit::Oversell(factors),
+                edit,
+            ))
         }
         OverrideTemplateType::Tolerations => {
             if t.tolerations.is_empty() {
@@ -313,6 +344,11 @@ pub fn render_override(
                 ),
                 "tolerations",
             );
+            Some(NativeOverride::spec_field(
+                SpecField::Tolerations,
+                list,
+                edit,
+            ))
         }
         OverrideTemplateType::Affinity => {
             let Some(affinity) = &t.affinity else {
@@ -332,21 +368,24 @@ pub fn render_override(
                 ),
                 "affinity",
             );
+            Some(NativeOverride::spec_field(SpecField::Affinity, json, edit))
         }
-    }
+    };
     out.push_str("{{ acc.ops | tojson }}\n");
-    (errors.len() == before).then_some(out)
+    let native = native.filter(|_| errors.len() == before)?;
+    Some((out, NativeRule::Override(native)))
 }
 
 /// Annotations, labels and nodeSelector: one `add` of the whole map, so missing parents are
-/// created, any key works, and removing an absent key changes nothing.
+/// created, any key works, and removing an absent key changes nothing. Returns the same edit
+/// for the native form.
 fn string_map_program(
     t: &OverrideTemplate,
     kind: &str,
     field: &str,
     errors: &mut Vec<FieldError>,
     out: &mut String,
-) {
+) -> Option<MapEdit> {
     // `map_path` is where the map lives; the guard skips kinds without a pod spec.
     let guard = match kind {
         "nodeSelector" => {
@@ -372,9 +411,10 @@ fn string_map_program(
                     format!("{field}.path"),
                     "names the key to remove (or give the keys as value.stringMap)",
                 ));
-                return;
+                return None;
             }
         };
+        let names = keys.clone();
         let keys = Value::from(keys);
         let _ = writeln!(out, "{{%- set keys = {} -%}}", literal(&keys));
         out.push_str("{%- if current | select(\"in\", keys) | list | length > 0 %}\n");
@@ -383,12 +423,12 @@ fn string_map_program(
             "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": without_keys(current, keys)}}] -%}}"
         );
         out.push_str("{%- endif %}\n{%- endif %}\n");
-        return;
+        return Some(MapEdit::Remove { names, keys });
     }
     let updates = match (&constant, &t.value_ref, &key) {
         (Some(_), Some(_), _) => {
             errors.push(FieldError::new(field, "set value or valueRef, not both"));
-            return;
+            return None;
         }
         (Some(Value::Object(map)), None, _) => Value::Object(map.clone()).to_string(),
         (Some(v), None, Some(k)) => match scalar_text(v) {
@@ -398,7 +438,7 @@ fn string_map_program(
                     format!("{field}.value"),
                     format!("{kind} take a string value (or several keys as stringMap)"),
                 ));
-                return;
+                return None;
             }
         },
         (None, Some(_), Some(k)) => {
@@ -418,18 +458,18 @@ fn string_map_program(
                 "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_keys(current, updates)}}] -%}}"
             );
             out.push_str("{%- endif %}\n{%- endif %}\n");
-            return;
+            return Some(MapEdit::SetFromRef(k.clone()));
         }
         (None, None, _) => {
             errors.push(FieldError::new(field, "set value or valueRef"));
-            return;
+            return None;
         }
         (_, _, None) => {
             errors.push(FieldError::new(
                 format!("{field}.path"),
                 format!("names the {kind} key to set (or give several keys as value.stringMap)"),
             ));
-            return;
+            return None;
         }
     };
     let updates: Value = serde_json::from_str(&updates).unwrap_or(Value::Null);
@@ -440,6 +480,7 @@ fn string_map_program(
         "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_keys(current, updates)}}] -%}}"
     );
     out.push_str("{%- endif %}\n{%- endif %}\n");
+    Some(MapEdit::Set(updates))
 }
 
 /// Loops over the pod spec's containers (narrowed by `containerNames`) and sets each one's
@@ -509,6 +550,17 @@ pub fn render_condition(
     field: &str,
     errors: &mut Vec<FieldError>,
 ) -> Option<String> {
+    compile_condition(c, field, errors).map(|(source, _)| source)
+}
+
+/// Renders a validate `condition` to a program and builds its native form from the same
+/// values (see [`crate::native`]); a condition whose constant `valueProcess` fails has none
+/// (its program fails on every run). Problems go to `errors` under `field`.
+pub fn compile_condition(
+    c: &ValidateCondition,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<(String, Option<NativeRule>)> {
     let before = errors.len();
     let needs_value = !matches!(c.cond, Cond::Exist | Cond::NotExist);
     let constant = c
@@ -587,11 +639,7 @@ pub fn render_condition(
                 "division by zero",
             ));
         }
-        Some(format!(
-            "process_value(value, {}, {})",
-            Value::from(op),
-            Value::from(with)
-        ))
+        Some((op, with))
     });
     if let Some(message) = &c.message
         && let Err(e) = crate::program::Program::compile(
@@ -617,10 +665,12 @@ pub fn render_condition(
         } else {
             let _ = writeln!(out, "{{%- set value = {v} -%}}");
         }
-        if let Some(p) = &process {
+        if let Some((op, with)) = &process {
             let _ = writeln!(
                 out,
-                "{{%- set value = {p} if value is not none else none -%}}"
+                "{{%- set value = process_value(value, {}, {}) if value is not none else none -%}}",
+                Value::from(*op),
+                Value::from(with.as_str())
             );
         }
     }
@@ -679,5 +729,22 @@ pub fn render_condition(
     out.push_str("{\"valid\": true}\n{%- else -%}\n");
     let _ = writeln!(out, "{{%- set reason -%}}{message}{{%- endset -%}}");
     out.push_str("{\"valid\": false, \"reason\": {{ reason | tojson }}}\n{%- endif %}\n");
-    Some(out)
+    // The native form compares the same values: the constant (with `valueProcess` applied
+    // once, here) or `refs.value`.
+    let compared = match (&value_expr, &constant, &process) {
+        (None, _, _) => Some(Compared::Nothing),
+        (Some(_), Some(v), None) => Some(Compared::Constant(v.clone())),
+        (Some(_), Some(v), Some((op, with))) => crate::helpers::process_value(v, op, with)
+            .ok()
+            .map(Compared::Constant),
+        (Some(_), None, process) => Some(Compared::Reference(
+            process
+                .as_ref()
+                .map(|(op, with)| (op.to_string(), with.clone())),
+        )),
+    };
+    let native = compared
+        .and_then(|compared| NativeCondition::new(c.cond, compared, allow, each, &message))
+        .map(NativeRule::Condition);
+    Some((out, native))
 }

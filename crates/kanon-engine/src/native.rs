@@ -1,0 +1,638 @@
+//! Structured templates executed natively.
+//!
+//! A structured template is rendered once per policy generation into a rule program, and that
+//! program is its documented semantics (`kanon render` and the policy status show it). Running
+//! the program on each request costs the program context, the interpreter and parsing its
+//! output. Beside the program, compiling a template builds its native form ([`NativeRule`]),
+//! which computes the same operations (or the same verdict) straight on the JSON object,
+//! calling the very helper functions the program calls (`helpers`, `podspec`).
+//!
+//! The native form is a shortcut, never a second semantics: whenever its result could differ
+//! from the program's it declines ([`NativeRule::run`] gives `None`) and the program runs. It
+//! declines on anything the program would report as an error (a helper's error, a value of an
+//! unexpected type, a structured `valueRef` for a label), on values only minijinja's number
+//! coercion can compare (an integer against a float), near the program's limits (output
+//! size, fuel, nesting of the output) and, for a condition that denies, when the message has
+//! placeholders (the program renders it). `tests/native.rs` runs both on generated inputs and
+//! requires the same operations, verdicts and errors.
+
+use std::sync::Arc;
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
+use kanon_api::Cond;
+use serde_json::{Map, Value};
+
+use crate::helpers;
+use crate::podspec::{self, Edit};
+use crate::program::{ProgramLimits, ProgramVerdict};
+
+/// Most entries of a label, annotation or node selector map handled natively (each costs the
+/// program fuel).
+const MAX_MAP_ENTRIES: usize = 10_000;
+/// Most containers handled natively (the program's loop costs fuel per container).
+const MAX_CONTAINERS: usize = 128;
+/// Most values a JSONPath `dataRef` may select for a native condition.
+const MAX_SELECTED: usize = 1_000;
+/// Deepest nesting of a value in an operation handled natively: the program's output is
+/// parsed back, and the parser refuses more than 128 levels.
+const MAX_DEPTH: usize = 100;
+/// Room for what the program writes besides the operations (whitespace, brackets).
+const OUTPUT_SLACK: usize = 1024;
+
+/// The native form of a structured template.
+#[derive(Clone, Debug)]
+pub enum NativeRule {
+    /// An override template.
+    Override(NativeOverride),
+    /// A validate condition.
+    Condition(NativeCondition),
+}
+
+/// What a native run produced: what the program's output reads as.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NativeOutcome {
+    /// The operations of an override template.
+    Patch(Patch),
+    /// The verdict of a condition.
+    Verdict(ProgramVerdict),
+}
+
+impl NativeRule {
+    /// Runs the template on `object` with the resolved references (`refs.value`,
+    /// `refs.data`), within the limits of its program. `None`: the native form cannot vouch
+    /// for the result here, run the program.
+    pub fn run(
+        &self,
+        object: &Value,
+        refs: &Map<String, Value>,
+        limits: &ProgramLimits,
+    ) -> Option<NativeOutcome> {
+        match self {
+            NativeRule::Override(o) => o.run(object, refs, limits).map(NativeOutcome::Patch),
+            NativeRule::Condition(c) => c.run(refs, limits).map(NativeOutcome::Verdict),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Override templates
+// ---------------------------------------------------------------------------------------------
+
+/// The native form of an override template.
+#[derive(Clone, Debug)]
+pub struct NativeOverride {
+    change: Change,
+}
+
+/// Which string map a template edits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MapAt {
+    /// `/metadata/annotations`.
+    Annotations,
+    /// `/metadata/labels`.
+    Labels,
+    /// The pod spec's `nodeSelector`.
+    NodeSelector,
+}
+
+/// How a template edits a string map.
+#[derive(Clone, Debug)]
+pub(crate) enum MapEdit {
+    /// Remove these keys (`keys`: the same keys as a JSON list, as the program passes them).
+    Remove { names: Vec<String>, keys: Value },
+    /// Set these entries (an object of strings).
+    Set(Value),
+    /// Set this key to the text of `refs.value`.
+    SetFromRef(String),
+}
+
+/// How a template edits each selected container's `resources`.
+#[derive(Clone, Debug)]
+pub(crate) enum ContainerEdit {
+    /// `resources_with(resources, template, edit)`.
+    Resources(Value),
+    /// `oversold(resources, factors, edit)`.
+    Oversell(Value),
+}
+
+/// A pod spec field edited as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpecField {
+    /// `tolerations_with(tolerations, template, edit)`.
+    Tolerations,
+    /// `affinity_with(affinity, template, edit)`.
+    Affinity,
+}
+
+#[derive(Clone, Debug)]
+enum Change {
+    Map {
+        at: MapAt,
+        edit: MapEdit,
+    },
+    Containers {
+        names: Vec<String>,
+        edit: ContainerEdit,
+        op: Edit,
+    },
+    SpecField {
+        field: SpecField,
+        template: Value,
+        op: Edit,
+    },
+}
+
+impl NativeOverride {
+    /// `annotations`, `labels`, `nodeSelector`.
+    pub(crate) fn map(at: MapAt, edit: MapEdit) -> Self {
+        NativeOverride {
+            change: Change::Map { at, edit },
+        }
+    }
+
+    /// `resources`, `resourcesOversell` on the containers named (all when empty).
+    pub(crate) fn containers(names: Vec<String>, edit: ContainerEdit, op: Edit) -> Self {
+        NativeOverride {
+            change: Change::Containers { names, edit, op },
+        }
+    }
+
+    /// `tolerations`, `affinity`.
+    pub(crate) fn spec_field(field: SpecField, template: Value, op: Edit) -> Self {
+        NativeOverride {
+            change: Change::SpecField {
+                field,
+                template,
+                op,
+            },
+        }
+    }
+
+    fn run(
+        &self,
+        object: &Value,
+        refs: &Map<String, Value>,
+        limits: &ProgramLimits,
+    ) -> Option<Patch> {
+        let mut ops = Ops::new(limits);
+        match &self.change {
+            Change::Map { at, edit } => map_change(*at, edit, object, refs, &mut ops)?,
+            Change::Containers { names, edit, op } => {
+                containers_change(names, edit, *op, object, &mut ops)?
+            }
+            Change::SpecField {
+                field,
+                template,
+                op,
+            } => spec_field_change(*field, template, *op, object, &mut ops)?,
+        }
+        Some(Patch(ops.list))
+    }
+}
+
+/// Operations under construction, with an upper bound of the program's output for them.
+struct Ops {
+    list: Vec<PatchOperation>,
+    bound: usize,
+    limit: usize,
+}
+
+impl Ops {
+    fn new(limits: &ProgramLimits) -> Self {
+        Ops {
+            list: Vec::new(),
+            bound: 2,
+            limit: limits.output_bytes.saturating_sub(OUTPUT_SLACK),
+        }
+    }
+
+    /// Adds `{"op": "add", "path": path, "value": value}`; `None` when the program's output
+    /// could exceed its limit or nest too deep for its parser.
+    fn add(&mut self, path: String, value: Value) -> Option<()> {
+        self.charge(&path, Some(&value))?;
+        let path = PointerBuf::parse(&path).ok()?;
+        self.list
+            .push(PatchOperation::Add(AddOperation { path, value }));
+        Some(())
+    }
+
+    /// Adds `{"op": "remove", "path": path}`.
+    fn remove(&mut self, path: String) -> Option<()> {
+        self.charge(&path, None)?;
+        let path = PointerBuf::parse(&path).ok()?;
+        self.list
+            .push(PatchOperation::Remove(RemoveOperation { path }));
+        Some(())
+    }
+
+    fn charge(&mut self, path: &str, value: Option<&Value>) -> Option<()> {
+        // `{"op": "remove", "path": ..., "value": ...}, ` and the path.
+        let mut bound = 48 + string_bound(path);
+        if let Some(value) = value {
+            bound += value_bound(value, MAX_DEPTH)?;
+        }
+        self.bound = self.bound.saturating_add(bound);
+        (self.bound <= self.limit).then_some(())
+    }
+}
+
+/// An upper bound of the bytes `tojson` writes for a string: every byte escaped
+/// (`\u00XX`) when that already fits the limit, else the exact escaped length.
+fn string_bound(text: &str) -> usize {
+    if text.len() <= 4096 {
+        return 6 * text.len() + 2;
+    }
+    let escaped: usize = text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\x08' | b'\x0c' | b'\n' | b'\r' | b'\t' => 2,
+            b'<' | b'>' | b'&' | b'\'' => 6,
+            b if b < 0x20 => 6,
+            _ => 1,
+        })
+        .sum();
+    escaped + 2
+}
+
+/// An upper bound of the bytes `tojson` writes for `value` (spaced style: `", "`, `": "`);
+/// `None` when it nests deeper than `levels`.
+fn value_bound(value: &Value, levels: usize) -> Option<usize> {
+    Some(match value {
+        Value::Null | Value::Bool(_) => 5,
+        // The longest integer has 20 characters, the longest float 24.
+        Value::Number(_) => 32,
+        Value::String(s) => string_bound(s),
+        Value::Array(items) => {
+            let levels = levels.checked_sub(1)?;
+            let mut sum = 2usize;
+            for item in items {
+                sum = sum.saturating_add(value_bound(item, levels)? + 2);
+            }
+            sum
+        }
+        Value::Object(map) => {
+            let levels = levels.checked_sub(1)?;
+            let mut sum = 2usize;
+            for (key, item) in map {
+                sum = sum.saturating_add(string_bound(key) + 4 + value_bound(item, levels)?);
+            }
+            sum
+        }
+    })
+}
+
+/// Whether two JSON values are equal as a program's `==` sees them: as JSON, except that
+/// minijinja compares an integer with a float by value (`300` equals `300.0`). `None` where
+/// only minijinja can tell (a boolean against a number, integers beyond 2^53 against
+/// floats). Objects compare without regard to the order of their keys, as in both.
+fn program_equal(a: &Value, b: &Value) -> Option<bool> {
+    match (a, b) {
+        (Value::Null, Value::Null) => Some(true),
+        (Value::Bool(x), Value::Bool(y)) => Some(x == y),
+        (Value::String(x), Value::String(y)) => Some(x == y),
+        (Value::Number(x), Value::Number(y)) => {
+            if x == y {
+                Some(true)
+            } else if x.is_f64() == y.is_f64() {
+                Some(false)
+            } else {
+                // An integer against a float: minijinja compares them as floats when the
+                // integer is exactly one. Up to 2^53 every integer is; beyond, the program.
+                let (float, int) = if x.is_f64() { (x, y) } else { (y, x) };
+                let int = int
+                    .as_i64()
+                    .map(|i| i as f64)
+                    .or(int.as_u64().map(|u| u as f64))?;
+                (int.abs() <= 9_007_199_254_740_992.0).then(|| float.as_f64() == Some(int))
+            }
+        }
+        (Value::Bool(_), Value::Number(_)) | (Value::Number(_), Value::Bool(_)) => None,
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            all_equal(x.iter().zip(y).map(|(a, b)| program_equal(a, b)))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            all_equal(x.iter().map(|(k, a)| match y.get(k) {
+                Some(b) => program_equal(a, b),
+                None => Some(false),
+            }))
+        }
+        _ => Some(false),
+    }
+}
+
+/// Folds item comparisons: unequal when one is surely unequal, equal when all surely are.
+fn all_equal(items: impl Iterator<Item = Option<bool>>) -> Option<bool> {
+    let mut sure = true;
+    for item in items {
+        match item {
+            Some(false) => return Some(false),
+            Some(true) => {}
+            None => sure = false,
+        }
+    }
+    sure.then_some(true)
+}
+
+/// Whether the program would add `updated` in place of `current`: `Some(true)` when they
+/// differ, `None` when that cannot be told without the program.
+fn changes(updated: &Value, current: &Value) -> Option<bool> {
+    program_equal(updated, current).map(|equal| !equal)
+}
+
+/// annotations, labels, nodeSelector: one `add` of the whole map.
+fn map_change(
+    at: MapAt,
+    edit: &MapEdit,
+    object: &Value,
+    refs: &Map<String, Value>,
+    ops: &mut Ops,
+) -> Option<()> {
+    let path = match at {
+        MapAt::Annotations => "/metadata/annotations".to_string(),
+        MapAt::Labels => "/metadata/labels".to_string(),
+        MapAt::NodeSelector => match podspec::pod_spec_pointer(object) {
+            Some(spec) => format!("{spec}/nodeSelector"),
+            None => return Some(()),
+        },
+    };
+    // `pointer(object, map_path) | default({})`: absent and null are an empty map.
+    let empty = Value::Object(Map::new());
+    let current = crate::pointer::get(object, &path).unwrap_or(&empty);
+    let Value::Object(entries) = current else {
+        // with_keys/without_keys fail on it, and `select` iterates it by its own rules.
+        return None;
+    };
+    if entries.len() > MAX_MAP_ENTRIES {
+        return None;
+    }
+    let updated = match edit {
+        MapEdit::Remove { names, keys } => {
+            if !entries.keys().any(|k| names.contains(k)) {
+                return Some(());
+            }
+            helpers::without_keys(current.clone(), std::slice::from_ref(keys)).ok()?
+        }
+        MapEdit::Set(updates) => {
+            let updated = helpers::with_keys(current.clone(), updates.clone()).ok()?;
+            if !changes(&updated, current)? {
+                return Some(());
+            }
+            updated
+        }
+        MapEdit::SetFromRef(key) => {
+            let text = match refs.get("value") {
+                None | Some(Value::Null) => return Some(()),
+                Some(Value::String(s)) => s.clone(),
+                // `refs.value | tojson`: integers and booleans read the same in JSON.
+                Some(v @ Value::Bool(_)) => v.to_string(),
+                Some(Value::Number(n)) if !n.is_f64() => n.to_string(),
+                // Floats (as minijinja writes them) and structures (an error): the program.
+                Some(_) => return None,
+            };
+            let mut updates = Map::new();
+            updates.insert(key.clone(), Value::String(text));
+            helpers::with_keys(current.clone(), Value::Object(updates)).ok()?
+        }
+    };
+    ops.add(path, updated)
+}
+
+/// resources, resourcesOversell: each selected container's `resources`, one `add` each.
+fn containers_change(
+    names: &[String],
+    edit: &ContainerEdit,
+    op: Edit,
+    object: &Value,
+    ops: &mut Ops,
+) -> Option<()> {
+    let Some(spec_path) = podspec::pod_spec_pointer(object) else {
+        return Some(());
+    };
+    let containers = match object.pointer(spec_path)?.get("containers") {
+        None => return Some(()),
+        Some(Value::Array(list)) if list.len() <= MAX_CONTAINERS => list,
+        // null, not a list, or a loop long enough to cost the program noticeable fuel.
+        Some(_) => return None,
+    };
+    let empty = Value::Object(Map::new());
+    for (i, container) in containers.iter().enumerate() {
+        let Value::Object(container) = container else {
+            return None;
+        };
+        if !names.is_empty() {
+            match container.get("name") {
+                Some(Value::String(name)) if names.contains(name) => {}
+                Some(Value::String(_)) => continue,
+                _ => return None,
+            }
+        }
+        // `c.resources | default({})`: absent is an empty map, null stays null.
+        let current = container.get("resources").unwrap_or(&empty);
+        let updated = match edit {
+            ContainerEdit::Resources(template) => podspec::resources_with(current, template, op),
+            ContainerEdit::Oversell(factors) => podspec::oversold(current, factors, op).ok()?,
+        };
+        if changes(&updated, current)? {
+            ops.add(format!("{spec_path}/containers/{i}/resources"), updated)?;
+        }
+    }
+    Some(())
+}
+
+/// tolerations, affinity: the pod spec field set (`add`) or removed when it ends up empty.
+fn spec_field_change(
+    field: SpecField,
+    template: &Value,
+    op: Edit,
+    object: &Value,
+    ops: &mut Ops,
+) -> Option<()> {
+    let Some(spec_path) = podspec::pod_spec_pointer(object) else {
+        return Some(());
+    };
+    let spec = object.pointer(spec_path)?;
+    let (name, absent) = match field {
+        SpecField::Tolerations => ("tolerations", Value::Array(Vec::new())),
+        SpecField::Affinity => ("affinity", Value::Object(Map::new())),
+    };
+    let present = spec.get(name);
+    // `spec.<field> | default([] or {})` as the helper's input; null stays null.
+    let current = present.unwrap_or(&absent);
+    let updated = match field {
+        SpecField::Tolerations => podspec::tolerations_with(current, template, op),
+        SpecField::Affinity => podspec::affinity_with(current, template, op),
+    };
+    // Compared with `spec.<field> | default(none)`.
+    if !changes(&updated, present.unwrap_or(&Value::Null))? {
+        return Some(());
+    }
+    let path = format!("{spec_path}/{name}");
+    if updated.is_null() {
+        ops.remove(path)
+    } else {
+        ops.add(path, updated)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conditions
+// ---------------------------------------------------------------------------------------------
+
+/// What a condition compares `dataRef`'s value with.
+#[derive(Clone, Debug)]
+pub(crate) enum Compared {
+    /// Nothing (`Exist`, `NotExist`).
+    Nothing,
+    /// A constant, `valueProcess` already applied.
+    Constant(Value),
+    /// `refs.value`, then `valueProcess` (operation and operand) if any.
+    Reference(Option<(String, String)>),
+}
+
+/// The native form of a validate `condition`.
+#[derive(Clone, Debug)]
+pub struct NativeCondition {
+    cond: Cond,
+    compared: Compared,
+    /// `affectMode: allow`: deny when the condition does not hold.
+    allow: bool,
+    /// `dataRef` selects several values, each tested on its own.
+    each: bool,
+    /// The pattern of a `Regex` condition against a constant.
+    pattern: Option<Arc<regex::Regex>>,
+    /// Patterns that come from `valueRef`.
+    patterns: helpers::RegexCache,
+    /// The reason of a denial when the message has no placeholders; `None`: a denial runs the
+    /// program, which renders the message.
+    reason: Option<String>,
+}
+
+impl NativeCondition {
+    /// A condition; `message` is the denial text as the program holds it.
+    pub(crate) fn new(
+        cond: Cond,
+        compared: Compared,
+        allow: bool,
+        each: bool,
+        message: &str,
+    ) -> Option<Self> {
+        let pattern = match (&compared, cond) {
+            (Compared::Constant(Value::String(p)), Cond::Regex) => {
+                Some(helpers::RegexCache::default().get(p).ok()?)
+            }
+            // A constant that is not a pattern fails the policy; nothing to run.
+            (Compared::Constant(_), Cond::Regex) => return None,
+            _ => None,
+        };
+        // `{%- set reason -%}message{%- endset -%}`: text without placeholders, trimmed as
+        // the `-` markers trim it, written by `tojson`.
+        let reason = (!message.contains('{')).then(|| message.trim().to_string());
+        Some(NativeCondition {
+            cond,
+            compared,
+            allow,
+            each,
+            pattern,
+            patterns: helpers::RegexCache::default(),
+            reason,
+        })
+    }
+
+    fn run(&self, refs: &Map<String, Value>, limits: &ProgramLimits) -> Option<ProgramVerdict> {
+        let present = |name: &str| refs.get(name).filter(|v| !v.is_null());
+        let processed;
+        let value = match &self.compared {
+            Compared::Nothing => None,
+            Compared::Constant(v) => Some(v),
+            Compared::Reference(process) => match (present("value"), process) {
+                (None, _) => None,
+                (Some(v), None) => Some(v),
+                (Some(v), Some((op, operand))) => {
+                    processed = helpers::process_value(v, op, operand).ok()?;
+                    Some(&processed)
+                }
+            },
+        };
+        let hit = if self.each {
+            let selected: &[Value] = match present("data") {
+                None => &[],
+                Some(Value::Array(items)) if items.len() <= MAX_SELECTED => items,
+                Some(_) => return None,
+            };
+            // Every value is tested (an error on any one fails the program).
+            let (mut any, mut all) = (false, true);
+            for data in selected {
+                if self.test(Some(data).filter(|d| !d.is_null()), value)? {
+                    any = true;
+                } else {
+                    all = false;
+                }
+            }
+            if self.allow {
+                all && !selected.is_empty()
+            } else {
+                any
+            }
+        } else {
+            self.test(present("data"), value)?
+        };
+        let valid = if self.allow { hit } else { !hit };
+        if valid {
+            return Some(ProgramVerdict {
+                valid: true,
+                reason: String::new(),
+                warnings: Vec::new(),
+            });
+        }
+        // The reason is written by `tojson`, within the program's output limit.
+        let reason = self
+            .reason
+            .as_ref()
+            .filter(|r| string_bound(r) + OUTPUT_SLACK <= limits.output_bytes)?;
+        Some(ProgramVerdict {
+            valid: false,
+            reason: reason.clone(),
+            warnings: Vec::new(),
+        })
+    }
+
+    /// Whether one value hits; `None` when the program's helper would fail.
+    fn test(&self, data: Option<&Value>, value: Option<&Value>) -> Option<bool> {
+        match self.cond {
+            Cond::Exist => return Some(data.is_some()),
+            Cond::NotExist => return Some(data.is_none()),
+            _ => {}
+        }
+        // A missing value on either side is never hit.
+        let (Some(data), Some(value)) = (data, value) else {
+            return Some(false);
+        };
+        Some(match self.cond {
+            Cond::Exist | Cond::NotExist => unreachable!("answered above"),
+            Cond::Equal => helpers::values_equal(data, value),
+            Cond::NotEqual => !helpers::values_equal(data, value),
+            Cond::In => helpers::contains_all(value, data).ok()?,
+            Cond::NotIn => helpers::contains_none(value, data).ok()?,
+            Cond::Gt => helpers::compare(data, value).ok()? > 0,
+            Cond::Gte => helpers::compare(data, value).ok()? >= 0,
+            Cond::Lt => helpers::compare(data, value).ok()? < 0,
+            Cond::Lte => helpers::compare(data, value).ok()? <= 0,
+            Cond::Regex => {
+                let regex = match (&self.pattern, value) {
+                    (Some(regex), _) => regex.clone(),
+                    (None, Value::String(pattern)) => self.patterns.get(pattern).ok()?,
+                    // minijinja would take the value's display text as the pattern.
+                    (None, _) => return None,
+                };
+                regex.is_match(&helpers::regex_text(data))
+            }
+        })
+    }
+}
