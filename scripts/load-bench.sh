@@ -72,15 +72,17 @@ os.makedirs(d, exist_ok=True)
 kinds = [("apps/v1", k) for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")] + \
         [("v1", k) for k in ("ConfigMap", "Service", "Secret", "ServiceAccount")] + \
         [(f"g{i}.example.com/v1", f"Thing{j}") for i in range(40) for j in range(4)]
-with open(os.path.join(d, "policies.yaml"), "w") as f:
-    for i in range(n):
-        api, kind = ("v1", "Pod") if i < 10 else kinds[i % len(kinds)]
-        if mode == "plaintext":
-            overriders = f"""plaintext:
+# 500 policies per file: one YAML file holds at most 10,000 documents.
+for i in range(n):
+    if i % 500 == 0:
+        f = open(os.path.join(d, f"policies-{i // 500:03}.yaml"), "w")
+    api, kind = ("v1", "Pod") if i < 10 else kinds[i % len(kinds)]
+    if mode == "plaintext":
+        overriders = f"""plaintext:
       - {{op: add, path: /metadata/labels/bench-p{i}, value: "v{i}"}}"""
-        else:
-            overriders = f"""template: {{type: labels, operation: add, path: bench-p{i}, value: {{string: "v{i}"}}}}"""
-        f.write(f"""---
+    else:
+        overriders = f"""template: {{type: labels, operation: add, path: bench-p{i}, value: {{string: "v{i}"}}}}"""
+    f.write(f"""---
 apiVersion: policy.kanon.dev/v1alpha1
 kind: ClusterOverridePolicy
 metadata: {{name: p{i:05d}}}
@@ -127,7 +129,7 @@ saturate() { # url out
 }
 fixed_rate() { # url out
   "$oha" --no-tui --insecure --http-version 1.1 -m POST -H 'Content-Type: application/json' \
-    -D "$fixture" --output-format json -c 32 -q 1000 --latency-correction -z "${seconds}s" "$1" >"$2"
+    -D "$fixture" --output-format json -c 32 -q 1000 --latency-correction --wait-ongoing-requests-after-deadline -z "${seconds}s" "$1" >"$2"
 }
 
 configs=(empty plain100 labels100 labels1000 labels10000)

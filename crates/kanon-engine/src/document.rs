@@ -62,6 +62,59 @@ pub fn scalar_text(value: &Value) -> Option<String> {
     }
 }
 
+/// Most documents in one YAML file or stream (a directory may hold many files).
+pub const MAX_YAML_DOCUMENTS: usize = 10_000;
+/// Most YAML nodes (maps, lists, scalars) in one file, aliases expanded: about 50,000 typical
+/// policies, and a bound on the memory and time a file can cost however its aliases are
+/// arranged.
+pub const MAX_YAML_NODES: usize = 1_000_000;
+/// Deepest nesting of YAML maps and lists (a policy needs a dozen levels).
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// The parser's bounds for policy YAML: the parser's defaults (which stop alias bombs, anchor
+/// storms and huge scalars) with room for large policy files.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_documents = MAX_YAML_DOCUMENTS;
+    budget.max_nodes = MAX_YAML_NODES;
+    budget.max_depth = MAX_YAML_DEPTH;
+    // Events include the expansion of every alias.
+    budget.max_events = MAX_YAML_NODES;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
+/// The error under the parser's wrappers (a source snippet, the alias being expanded).
+fn innermost(mut error: &serde_saphyr::Error) -> &serde_saphyr::Error {
+    while let serde_saphyr::Error::AliasError { error: inner, .. }
+    | serde_saphyr::Error::WithSnippet { error: inner, .. } = error
+    {
+        error = inner;
+    }
+    error
+}
+
+/// What a breached parser bound means, in words.
+fn budget_message(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    use serde_saphyr::budget::BudgetBreach as B;
+    match breach {
+        B::Documents { .. } => format!(
+            "more than {MAX_YAML_DOCUMENTS} documents in one file (split it into several files)"
+        ),
+        B::Nodes { .. } => format!(
+            "more than {MAX_YAML_NODES} YAML nodes in one file (split it into several files)"
+        ),
+        B::Depth { .. } => format!("nested deeper than {MAX_YAML_DEPTH} levels"),
+        B::Aliases { .. } | B::AliasAnchorRatio { .. } | B::Anchors { .. } => {
+            "too many aliases (`*name`) for its anchors: refused as an alias bomb".to_string()
+        }
+        B::ScalarBytes { .. } => "more than 64 MiB of text in its values".to_string(),
+        B::Events { .. } => "too many YAML events once its aliases are expanded".to_string(),
+        other => format!("exceeds the parser's bounds ({other:?})"),
+    }
+}
+
 /// Parses every document in `text`: multi-document YAML (`---` separated) or, when `json` is
 /// set, one JSON value. Empty documents are skipped; `kind: List` documents are expanded into
 /// their `items`. Every document must be an object.
@@ -83,25 +136,34 @@ pub fn parse_documents(
             other => vec![other],
         }
     } else {
-        serde_saphyr::from_multiple::<Value>(text).map_err(|e| DocumentError::Yaml {
-            source_name: source_name.to_string(),
-            location: e
-                .location()
-                .map(|l| format!(" at line {} column {}", l.line(), l.column()))
-                .unwrap_or_default(),
-            message: {
-                // The plain message; the location is given once, by `location`.
-                let plain = e.without_snippet().to_string();
-                let plain = plain.strip_prefix("error: ").unwrap_or(&plain).to_string();
-                let plain = match plain.split_once(": ") {
-                    Some((head, rest)) if head.starts_with("line ") => rest,
-                    _ => plain.as_str(),
-                };
-                match plain.rfind(" at line ") {
-                    Some(at) => plain[..at].to_string(),
-                    None => plain.to_string(),
-                }
-            },
+        serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options()).map_err(|e| {
+            DocumentError::Yaml {
+                source_name: source_name.to_string(),
+                location: e
+                    .location()
+                    .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+                    .unwrap_or_default(),
+                message: if let serde_saphyr::Error::Budget { breach, .. } = innermost(&e) {
+                    budget_message(breach)
+                } else {
+                    // The plain message; the location is given once, by `location`.
+                    let plain = e.without_snippet().to_string();
+                    let plain = plain.strip_prefix("error: ").unwrap_or(&plain).to_string();
+                    let plain = match plain.split_once(": ") {
+                        Some((head, rest)) if head.starts_with("line ") => rest,
+                        _ => plain.as_str(),
+                    };
+                    let plain = match plain.rfind(" at line ") {
+                        Some(at) => &plain[..at],
+                        None => plain,
+                    };
+                    if plain.contains("recursion limit exceeded") {
+                        format!("nested deeper than {MAX_YAML_DEPTH} levels")
+                    } else {
+                        plain.to_string()
+                    }
+                },
+            }
         })?
     };
     let mut out = Vec::with_capacity(raw.len());

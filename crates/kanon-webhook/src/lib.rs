@@ -1,6 +1,7 @@
-//! kanon's admission webhook. For now the [`admission`] codec: AdmissionReview bytes in,
-//! the engine's verdict, AdmissionReview bytes out, in exactly the shape kube-apiserver
-//! accepts. The HTTPS server that wraps it comes later; it only moves bytes.
+//! kanon's admission webhook: the [`admission`] codec (AdmissionReview bytes in, the engine's
+//! verdict, AdmissionReview bytes out, in exactly the shape kube-apiserver accepts), the HTTPS
+//! [`server`] that moves those bytes, its [`tls`] certificates, [`metrics`], and the policy
+//! [`source`] read from files with the [`state`] that publishes policy sets to requests.
 
 pub mod admission;
 pub mod lookup;

@@ -49,6 +49,12 @@ pub enum InputError {
     /// The text is not valid YAML/JSON.
     #[error(transparent)]
     Parse(#[from] kanon_engine::DocumentError),
+    /// The file (or standard input) is larger than kanon reads.
+    #[error("{path}: larger than {} MiB, the most kanon reads from one file (split it into several files)", MAX_FILE_BYTES >> 20)]
+    TooLarge {
+        /// The path.
+        path: String,
+    },
     /// A directory held no YAML or JSON file.
     #[error("{0}: no .yaml, .yml or .json file found")]
     Empty(String),
@@ -106,12 +112,39 @@ fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, InputErr
         .collect())
 }
 
+/// Most bytes read from one policy file or from standard input: far more than any real set
+/// of policies in one file, and a bound on what a wrong path (a log, a disk image) costs.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads at most [`MAX_FILE_BYTES`] of `reader` as text named `name`.
+fn read_bounded(reader: impl Read, name: &str) -> Result<String, InputError> {
+    let mut text = String::new();
+    reader
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|source| InputError::Read {
+            path: name.to_string(),
+            source,
+        })?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(InputError::TooLarge {
+            path: name.to_string(),
+        });
+    }
+    Ok(text)
+}
+
 fn read_file(file: &Path) -> Result<Vec<Document>, InputError> {
     let name = file.display().to_string();
-    let text = std::fs::read_to_string(file).map_err(|source| InputError::Read {
+    let opened = std::fs::File::open(file).map_err(|source| InputError::Read {
         path: name.clone(),
         source,
     })?;
+    // Refused before reading when its size is known to be too large.
+    if opened.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+        return Err(InputError::TooLarge { path: name });
+    }
+    let text = read_bounded(opened, &name)?;
     let json = file.extension().and_then(|e| e.to_str()) == Some("json");
     parse(&text, &name, json)
 }
@@ -123,13 +156,7 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
     let mut docs = Vec::new();
     for path in paths {
         if path.as_os_str() == "-" {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|source| InputError::Read {
-                    path: "-".into(),
-                    source,
-                })?;
+            let text = read_bounded(std::io::stdin(), "-")?;
             let json = text.trim_start().starts_with(['{', '[']);
             docs.extend(parse(&text, "-", json)?);
             continue;

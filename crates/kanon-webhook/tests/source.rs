@@ -328,3 +328,26 @@ async fn a_missing_directory_is_not_ready_until_it_appears() {
     next_generation(&w.state, 0).await;
     assert_eq!(names(&w.state.current()), ["ClusterOverridePolicy/a"]);
 }
+
+#[test]
+fn a_policy_file_larger_than_64_mib_is_refused_by_name_without_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.yaml", &label_policy("a", "x"));
+    // Sparse: the size is known before a byte is read.
+    let huge = dir.path().join("huge.yaml");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(300 << 20)
+        .unwrap();
+    let error = kanon_webhook::read_documents(&[dir.path().to_path_buf()])
+        .map(|docs| docs.len())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        error,
+        format!(
+            "{}: larger than 64 MiB, the most kanon reads from one file (split it into several files)",
+            huge.display()
+        )
+    );
+}

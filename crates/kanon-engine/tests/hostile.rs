@@ -1,0 +1,157 @@
+//! Hostile policies: programs that try to exhaust memory or time, and YAML built to blow up
+//! the parser. Each ends in a clear error under the policy's failurePolicy (or a clear load
+//! error), within its bounds, and leaves other policies working.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use kanon_engine::{NoObjects, parse_documents};
+use serde_json::{Value, json};
+
+fn pod() -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+           "spec": {"containers": [{"name": "app", "image": "nginx"}]}})
+}
+
+/// Evaluates `program` as a validate program (failurePolicy Fail) beside a well-behaved
+/// override policy; returns the denial message, after checking the time it took and that the
+/// other policy still applied when the hostile one is `Ignore`.
+fn hostile(program: &str) -> String {
+    let doc = |failure_policy: &str| {
+        let mut doc = cvp("hostile", json!({"validateRules": [{"program": program}]}));
+        doc["spec"]["failurePolicy"] = json!(failure_policy);
+        doc
+    };
+    let started = Instant::now();
+    let d = kanon_engine::block_on(set_of(&[doc("Fail")]).review(&create(&pod()), &NoObjects));
+    // Far below a webhook timeout even in a debug build: the bounds end it, not the clock.
+    // Ended by the parser's event bound: a few seconds in a debug build, far less in release.
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{program}: {:?}",
+        started.elapsed()
+    );
+    assert!(!d.allowed, "{program}: {d:?}");
+    assert_eq!(d.messages.len(), 1, "{d:?}");
+    let other = cop(
+        "other",
+        json!({"overrideRules": [{"overriders": {"plaintext": [
+            {"op": "add", "path": "/metadata/labels/other", "value": "yes"}]}}]}),
+    );
+    let d =
+        kanon_engine::block_on(set_of(&[doc("Ignore"), other]).review(&create(&pod()), &NoObjects));
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(
+        d.patched
+            .as_ref()
+            .map(|p| p["metadata"]["labels"]["other"].clone()),
+        Some(json!("yes"))
+    );
+    d.warnings.join("\n")
+}
+
+#[test]
+fn programs_that_build_huge_values_end_at_their_bounds() {
+    let rows = [
+        ("{{ 'x' * 1000000000 }}", "ran out of fuel"),
+        ("{{ 'x' * 100000 * 100000 }}", "ran out of fuel"),
+        (
+            "{% for i in range(10000000000) %}{% endfor %}{\"valid\": true}",
+            "range has too many elements",
+        ),
+        (
+            "{{ (range(1000) | list) * 1000000 }}",
+            "repeated sequence is too large",
+        ),
+        (
+            "{{ range(100000) | list | tojson }}",
+            "output exceeds 262144 bytes",
+        ),
+        // A list doubled 30 times is 2^30 items long, lazily; its length is free, but it is
+        // no verdict.
+        (
+            "{% set l = namespace(v=[1]) %}{% for i in range(30) %}{% set l.v = l.v + l.v %}{% endfor %}{{ l.v | length }}",
+            "renders {valid, reason, warnings}, not a number",
+        ),
+    ];
+    for (program, needle) in rows {
+        let text = hostile(program);
+        assert!(text.contains(needle), "{program}: {text}");
+    }
+}
+
+fn yaml_error(text: &str) -> String {
+    match parse_documents(text, "policies.yaml", false) {
+        Ok(docs) => panic!("parsed {} documents", docs.len()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn yaml_alias_bombs_are_refused_by_name() {
+    // Nine levels of ten aliases each: a billion strings once expanded.
+    let mut text = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for level in 1..10 {
+        let prev = format!("*a{}", level - 1);
+        let items = [prev.as_str(); 10].join(", ");
+        text.push_str(&format!("a{level}: &a{level} [{items}]\n"));
+    }
+    let started = Instant::now();
+    let error = yaml_error(&text);
+    // Ended by the parser's event bound: a few seconds in a debug build, far less in release.
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(error.starts_with("policies.yaml: invalid YAML"), "{error}");
+    assert!(
+        error.contains("alias bomb") || error.contains("once its aliases are expanded"),
+        "{error}"
+    );
+}
+
+#[test]
+fn deeply_nested_yaml_is_refused_by_name() {
+    let text = format!("spec: {}1{}\n", "[".repeat(10_000), "]".repeat(10_000));
+    let error = yaml_error(&text);
+    assert!(error.contains("nested deeper than 64 levels"), "{error}");
+    let text = (0..1000).fold(String::from("x"), |inner, i| {
+        format!("k{i}:\n  {}", inner.replace('\n', "\n  "))
+    });
+    let error = yaml_error(&text);
+    assert!(error.contains("nested deeper than 64 levels"), "{error}");
+}
+
+#[test]
+fn a_file_holds_up_to_ten_thousand_documents() {
+    let document = "---\napiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterOverridePolicy\nmetadata: {name: p}\n";
+    let docs = parse_documents(&document.repeat(10_000), "policies.yaml", false)
+        .map(|d| d.len())
+        .map_err(|e| e.to_string());
+    assert_eq!(docs, Ok(10_000));
+    let error = yaml_error(&document.repeat(10_001));
+    assert!(
+        error.contains("more than 10000 documents in one file (split it into several files)"),
+        "{error}"
+    );
+}
+
+#[test]
+fn ten_thousand_policies_selecting_the_same_kind_all_apply() {
+    let docs: Vec<Value> = (0..10_000)
+        .map(|i| {
+            cop(
+                &format!("p{i:05}"),
+                json!({"overrideRules": [{"overriders": {"plaintext": [
+                    {"op": "add", "path": format!("/metadata/labels/p{i}"), "value": "x"}]}}]}),
+            )
+        })
+        .collect();
+    let d = mutate_create(&set_of(&docs), &pod());
+    assert!(d.allowed, "{:?}", d.messages);
+    assert_eq!(d.patch.len(), 10_000);
+}
