@@ -18,9 +18,12 @@ use hyper_util::rt::TokioIo;
 use kanon_cluster::ClusterMetrics;
 use kanon_cluster::http::{HttpConfig, HttpLookups, HttpSetupError, TokenSource};
 use kanon_engine::lookup::HttpMethod;
-use kanon_engine::{HttpCall, HttpToken, LookupError, LookupFuture};
+use kanon_engine::{
+    HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, ObjectQuery, PolicySet,
+    compile_document,
+};
 use prometheus_client::registry::Registry;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -89,6 +92,11 @@ async fn answer(request: Request<Incoming>, log: Log) -> Result<Response<Body>, 
         headers,
         body,
     });
+    let auth = parts
+        .headers
+        .get("authorization")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default();
     let json_answer = || {
         Response::builder()
             .header("Content-Type", "application/json")
@@ -120,6 +128,24 @@ async fn answer(request: Request<Incoming>, log: Log) -> Result<Response<Body>, 
         "/fail" => Response::builder()
             .status(StatusCode::INTERNAL_SERVER_ERROR)
             .body(full(r#"{"error":"down"}"#)),
+        "/redirect-metadata" => Response::builder()
+            .status(StatusCode::FOUND)
+            .header("Location", "http://169.254.169.254/latest/meta-data/")
+            .body(full("")),
+        // Services that echo the `Authorization` header they were sent, in the ways a
+        // careless or hostile one would: an error page, a JSON answer, text, an oversized body.
+        "/echo-401" => Response::builder()
+            .status(StatusCode::UNAUTHORIZED)
+            .header("WWW-Authenticate", format!("Bearer realm=\"{auth}\""))
+            .body(full(format!("token rejected: {auth}"))),
+        "/echo-json" => Response::builder()
+            .header("Content-Type", "application/json")
+            .header("X-Seen", auth.clone())
+            .body(full(serde_json::json!({"seen": auth}).to_string())),
+        "/echo-text" => Response::builder()
+            .header("Content-Type", "text/plain")
+            .body(full(format!("you sent {auth}"))),
+        "/echo-big" => Response::builder().body(full(format!("{auth}{}", "z".repeat(4096)))),
         _ => Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(full("")),
@@ -530,6 +556,19 @@ async fn private_and_local_addresses_are_refused_without_an_allowance() {
             "link-local",
         ),
         ("http://10.1.2.3/".to_string(), "private"),
+        ("http://172.16.5.4/".to_string(), "private"),
+        ("http://172.31.0.1/".to_string(), "private"),
+        ("http://192.168.0.1/".to_string(), "private"),
+        ("http://[fc00::1]/".to_string(), "private"),
+        ("http://[fe80::1]/".to_string(), "link-local"),
+        // IPv4-mapped IPv6 forms reach the IPv4 address: judged by it.
+        (
+            "http://[::ffff:169.254.169.254]/latest/meta-data/".to_string(),
+            "link-local",
+        ),
+        ("http://[::ffff:10.0.0.1]/".to_string(), "private"),
+        ("http://[::ffff:192.168.1.1]/".to_string(), "private"),
+        (format!("http://[::ffff:7f00:1]:{port}/json"), "loopback"),
         ("http://[fd00:ec2::254]/".to_string(), "private"),
         ("http://100.100.100.200/".to_string(), "shared"),
         ("http://0.0.0.0/".to_string(), "unspecified"),
@@ -751,4 +790,183 @@ fn bad_extra_roots_are_a_setup_error() {
         Err(HttpSetupError::ExtraRootsPem { .. })
     ));
     assert!(setup("  \n").is_ok(), "blank means no extra CAs");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the engine: what a policy (and the user of a request) gets to see
+// ---------------------------------------------------------------------------------------------
+
+/// The engine's lookup with only HTTP: objects are none, calls go through `HttpLookups`.
+struct HttpOnly(HttpLookups);
+
+impl Lookup for HttpOnly {
+    fn get<'a>(&'a self, _: ObjectQuery<'a>, _: &'a str) -> LookupFuture<'a, Option<Arc<Value>>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    fn list<'a>(&'a self, _: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
+    fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
+        Box::pin(self.0.call(call))
+    }
+}
+
+/// A ClusterValidatePolicy that asks `http` (an `http` reference's target) and denies with
+/// what it got: `{{ data | tojson }}`, so a denial shows the answer a policy sees.
+fn asking(http: Value) -> PolicySet {
+    let doc = json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1",
+        "kind": "ClusterValidatePolicy",
+        "metadata": {"name": "ask"},
+        "spec": {"validateRules": [{"template": {"type": "condition", "condition": {
+            "cond": "Exist", "dataRef": {"from": "http", "http": http},
+            "message": "{{ data | tojson }}",
+        }}}]},
+    });
+    let policy = compile_document(&doc).unwrap_or_else(|e| panic!("{e}"));
+    PolicySet::build(vec![policy]).expect("one policy")
+}
+
+/// A Pod CREATE whose object carries secret-like values.
+fn pod_request() -> kanon_engine::Request {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "team-a",
+                     "annotations": {"db-password": "pod-annotation-s3cr3t"}},
+        "spec": {"containers": [{"name": "app", "image": "nginx",
+                  "env": [{"name": "PASSWORD", "value": "pod-env-s3cr3t"}]}]},
+    });
+    kanon_engine::Request::from_objects(kanon_api::Operation::Create, Some(pod), None)
+        .expect("a request")
+}
+
+/// Everything written through `tracing`, at every level, by every test of this file from the
+/// first call on: one global subscriber (a scoped one misses events whose callsites other
+/// tests' threads met first).
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    #[derive(Clone)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    static LOGS: std::sync::OnceLock<Arc<Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let writer = Buffer(logs.clone());
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .init();
+        logs
+    })
+    .clone()
+}
+
+#[tokio::test]
+async fn a_redirect_to_a_refused_address_is_not_followed() {
+    let server = start(None).await;
+    let (lookups, _) = client(loopback_allowed());
+    // The allowed service answers with a redirect to the metadata address: the answer is the
+    // redirect itself, nothing else is requested.
+    let answer = lookups
+        .call(&get(server.url("/redirect-metadata")))
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status, 302);
+    assert_eq!(server.received().len(), 1);
+    // And a policy gets an evaluation error for it, not the metadata.
+    let set = asking(json!({"url": server.url("/redirect-metadata")}));
+    let decision = set.validate(&pod_request(), None, &HttpOnly(lookups)).await;
+    assert!(!decision.allowed);
+    let message = decision.messages.join("\n");
+    assert!(message.contains("answered HTTP 302"), "{message}");
+    // Two calls (a redirect is not cached), both to the allowed service only.
+    let paths: Vec<String> = server.received().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/redirect-metadata", "/redirect-metadata"]);
+}
+
+#[tokio::test]
+async fn tokens_never_leak_from_failing_services() {
+    let logs = captured_logs();
+    let server = start(None).await;
+    let (lookups, metrics) = client(HttpConfig {
+        max_body_bytes: 1024,
+        cache_ttl: Duration::ZERO,
+        ..loopback_allowed()
+    });
+    let lookup = HttpOnly(lookups);
+    let from_secret = json!({"secretRef": {"namespace": "team-a", "name": "api"}});
+    let inline = json!({"staticToken": STATIC_TOKEN});
+    // Each way of failing (and an echo in a good answer), with each kind of token: what the
+    // policy's message says must name the failure and never show the token.
+    let cases = [
+        (
+            "/echo-401",
+            None,
+            "answered HTTP 401: token rejected: Bearer <redacted>",
+        ),
+        (
+            "/echo-json",
+            None,
+            r#""seen": "Bearer \u003credacted\u003e""#,
+        ),
+        ("/echo-text", None, "answered with a body that is not JSON"),
+        ("/slow", Some(1), "timed out after 1s"),
+        ("/echo-big", None, "larger than the limit of 1024 bytes"),
+        ("/fail", None, "answered HTTP 500"),
+    ];
+    let mut shown = String::new();
+    for (path, timeout, expected) in cases {
+        for auth in [&from_secret, &inline] {
+            let mut http = json!({"url": server.url(path), "auth": auth});
+            if let Some(seconds) = timeout {
+                http["timeoutSeconds"] = json!(seconds);
+            }
+            let decision = asking(http).validate(&pod_request(), None, &lookup).await;
+            assert!(!decision.allowed, "{path}: {decision:?}");
+            let text = [decision.messages.as_slice(), decision.warnings.as_slice()]
+                .concat()
+                .join("\n");
+            assert!(text.contains(expected), "{path}: {text}");
+            shown.push_str(&text);
+            shown.push_str(&format!("{decision:?}"));
+        }
+    }
+    // The service did get the tokens.
+    let sent: Vec<String> = server
+        .received()
+        .iter()
+        .filter_map(|r| r.headers.get("authorization").cloned())
+        .collect();
+    assert!(sent.contains(&format!("Bearer {SECRET_TOKEN}")), "{sent:?}");
+    assert!(sent.contains(&format!("Bearer {STATIC_TOKEN}")), "{sent:?}");
+
+    let exposition = encoded(&metrics);
+    let logged = String::from_utf8_lossy(&logs.lock().expect("log lock")).into_owned();
+    assert!(logged.contains("HTTP lookup failed"), "{logged}");
+    for (what, text) in [
+        ("decision", &shown),
+        ("metrics", &exposition),
+        ("logs", &logged),
+    ] {
+        for secret in [SECRET_TOKEN, STATIC_TOKEN] {
+            assert!(!text.contains(secret), "{what} show {secret}:\n{text}");
+        }
+    }
+    // Nor the object's contents, in the metrics or the logs.
+    for text in [&exposition, &logged] {
+        assert!(!text.contains("s3cr3t"), "{text}");
+    }
 }

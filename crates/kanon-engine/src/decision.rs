@@ -462,12 +462,22 @@ impl PolicySet {
     /// `Fail` the request is denied, under `Ignore` a warning is added. DELETE is never
     /// patched.
     pub async fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
+        self.mutate_keeping(request, lookup, true).await
+    }
+
+    /// [`PolicySet::mutate`] for an admission answer, which needs the patch but not the final
+    /// object: `patched` is left `None` when nothing changed it (no copy of the object).
+    pub async fn mutate_patch(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
+        self.mutate_keeping(request, lookup, false).await
+    }
+
+    async fn mutate_keeping(&self, request: &Request, lookup: &dyn Lookup, keep: bool) -> Decision {
         let Some(original) = request
             .object
             .as_ref()
             .filter(|_| request.operation != Operation::Delete)
         else {
-            return Decision::allow(request.subject().cloned());
+            return Decision::allow(request.subject().filter(|_| keep).cloned());
         };
         let mut decision = Decision::allow(None);
         // Copied only once a policy applies.
@@ -523,7 +533,8 @@ impl PolicySet {
                 decision.patch = json_patch::diff(original, &working);
                 decision.patched = Some(working);
             }
-            _ => decision.patched = Some(original.clone()),
+            _ if keep => decision.patched = Some(original.clone()),
+            _ => {}
         }
         decision
     }

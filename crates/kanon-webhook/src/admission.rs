@@ -306,7 +306,7 @@ pub async fn decide(
     lookup: &dyn Lookup,
 ) -> Decision {
     match webhook {
-        Webhook::Mutate => policies.mutate(request, lookup).await,
+        Webhook::Mutate => policies.mutate_patch(request, lookup).await,
         Webhook::Validate => {
             let mut decision = policies.validate(request, None, lookup).await;
             if let Some(message) = check_policy_object(request) {

@@ -12,10 +12,15 @@
 //! | `kanon_ready` | | 1 when a policy set is in force (`/readyz`) |
 //! | `kanon_policy_reload_failures_total` | `source` | policy sets that could not be loaded |
 //!
-//! `operation` and `kind` are empty when the review could not be read.
+//! `operation` and `kind` are empty when the review could not be read. `kind` comes from the
+//! request, and anyone who reaches the webhook port can send a review, so its values are
+//! bounded: a kind that is not a plausible Kubernetes kind (ASCII letters and digits, starting
+//! with a letter, at most 63), or a new kind once [`MAX_KIND_LABELS`] are counted, is counted
+//! as `other`.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use kanon_engine::PolicyOutcome;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -36,6 +41,33 @@ const DURATION_BUCKETS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
+
+/// At most this many distinct `kind` label values (besides `other`) are counted: the bound on
+/// the series a review sender can create.
+pub const MAX_KIND_LABELS: usize = 256;
+
+/// The `kind` label value of a request's kind: itself when it is a plausible kind that is
+/// already counted or still fits under [`MAX_KIND_LABELS`], else `other`.
+fn kind_label(kinds: &Mutex<HashSet<String>>, kind: &str) -> String {
+    if kind.is_empty() {
+        return String::new();
+    }
+    let plausible = kind.len() <= 63
+        && kind.starts_with(|c: char| c.is_ascii_alphabetic())
+        && kind.chars().all(|c| c.is_ascii_alphanumeric());
+    if !plausible {
+        return "other".to_string();
+    }
+    let mut kinds = kinds.lock().unwrap_or_else(PoisonError::into_inner);
+    if kinds.contains(kind) {
+        return kind.to_string();
+    }
+    if kinds.len() >= MAX_KIND_LABELS {
+        return "other".to_string();
+    }
+    kinds.insert(kind.to_string());
+    kind.to_string()
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -83,6 +115,8 @@ pub struct Metrics {
     policies: Gauge<i64, AtomicI64>,
     ready: Gauge<i64, AtomicI64>,
     reload_failures: Family<SourceLabels, Counter>,
+    /// The `kind` label values counted so far.
+    kinds: Mutex<HashSet<String>>,
 }
 
 impl Metrics {
@@ -162,6 +196,7 @@ impl Metrics {
             policies,
             ready,
             reload_failures,
+            kinds: Mutex::new(HashSet::new()),
         })
     }
 
@@ -193,7 +228,7 @@ impl Metrics {
             .get_or_create(&RequestLabels {
                 webhook: webhook_name.to_string(),
                 operation: operation.unwrap_or_default().to_string(),
-                kind: kind.unwrap_or_default().to_string(),
+                kind: kind_label(&self.kinds, kind.unwrap_or_default()),
                 result: result.to_string(),
             })
             .inc();
@@ -317,6 +352,39 @@ mod tests {
             let (name, value) = line.rsplit_once(' ')?;
             (name == series).then(|| value.parse().unwrap())
         })
+    }
+
+    #[test]
+    fn kind_labels_are_a_bounded_set() {
+        let metrics = Metrics::new();
+        let allowed = decided(true, false, vec![]);
+        let observe = |kind: &str| {
+            metrics.observe_review(Webhook::Validate, &allowed, Some("CREATE"), Some(kind), 0.0)
+        };
+        // What a sender chooses is not echoed: free text becomes `other`.
+        observe("Pod");
+        observe("password=hunter2 {\"x\"}");
+        observe(&"K".repeat(64));
+        for n in 0..MAX_KIND_LABELS + 50 {
+            observe(&format!("Kind{n}"));
+        }
+        let text = metrics.encode();
+        assert!(!text.contains("hunter2"), "{text}");
+        let kinds: HashSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("kanon_admission_requests_total{"))
+            .filter_map(|l| l.split("kind=\"").nth(1)?.split('"').next())
+            .collect();
+        assert!(
+            kinds.contains("Pod") && kinds.contains("other"),
+            "{kinds:?}"
+        );
+        assert_eq!(kinds.len(), MAX_KIND_LABELS + 1, "{kinds:?}");
+        let other = sample(
+            &text,
+            r#"kanon_admission_requests_total{webhook="validate",operation="CREATE",kind="other",result="allowed"}"#,
+        );
+        assert_eq!(other, Some(53.0));
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! - a short-lived cache of successful answers, shared by identical concurrent calls
 //!   (module `cache`);
 //! - tokens (static, or read from Secrets through a [`TokenSource`]) that never appear in an
-//!   error, a log line or a `Debug` output.
+//!   error, a log line or a `Debug` output, nor in the answer handed to the policy (a service
+//!   that echoes the token has it replaced by `<redacted>`).
 //!
 //! Whether the answer is usable (2xx, JSON) is the engine's judgement, not this module's.
 
@@ -450,8 +451,14 @@ impl Inner {
             })?;
             headers.insert(header, value);
         }
+        // The token's text, to take out of the answer: a service that echoes what it was sent
+        // (an error page quoting the `Authorization` header) must not hand it to the policy,
+        // whose messages reach the user of the request and kanon's logs.
+        let mut sent_token = None;
         if let Some(token) = &request.token {
-            headers.insert(AUTHORIZATION, self.bearer(what, token).await?);
+            let (header, value) = self.bearer(what, token).await?;
+            headers.insert(AUTHORIZATION, header);
+            sent_token = Some(value);
         }
         let mut builder = self
             .client
@@ -491,16 +498,24 @@ impl Inner {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok(HttpAnswer {
+        let mut answer = HttpAnswer {
             status,
             headers,
             body,
-        })
+        };
+        if let Some(token) = &sent_token {
+            redact_answer(&mut answer, token);
+        }
+        Ok(answer)
     }
 
     /// The `Authorization` header of `token`, marked sensitive (hyper then keeps it out of
-    /// HPACK tables and `Debug`).
-    async fn bearer(&self, what: &str, token: &HttpToken) -> Result<HeaderValue, LookupError> {
+    /// HPACK tables and `Debug`), and the token's text as sent.
+    async fn bearer(
+        &self,
+        what: &str,
+        token: &HttpToken,
+    ) -> Result<(HeaderValue, String), LookupError> {
         let (value, source) = match token {
             HttpToken::Static(value) => (value.clone(), "the static token".to_string()),
             HttpToken::Secret {
@@ -528,7 +543,38 @@ impl Inner {
             ))
         })?;
         header.set_sensitive(true);
-        Ok(header)
+        Ok((header, value.to_string()))
+    }
+}
+
+/// What replaces a token the service sent back.
+const REDACTED: &str = "<redacted>";
+
+/// `answer` with every verbatim occurrence of `token` in its body and header values replaced
+/// by [`REDACTED`].
+fn redact_answer(answer: &mut HttpAnswer, token: &str) {
+    if token.is_empty() {
+        return;
+    }
+    let needle = token.as_bytes();
+    if answer.body.windows(needle.len()).any(|w| w == needle) {
+        let mut redacted = Vec::with_capacity(answer.body.len());
+        let mut rest = answer.body.as_slice();
+        while let Some((&first, tail)) = rest.split_first() {
+            if let Some(after) = rest.strip_prefix(needle) {
+                redacted.extend_from_slice(REDACTED.as_bytes());
+                rest = after;
+            } else {
+                redacted.push(first);
+                rest = tail;
+            }
+        }
+        answer.body = redacted;
+    }
+    for value in answer.headers.values_mut() {
+        if value.contains(token) {
+            *value = value.replace(token, REDACTED);
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod env;
 mod faults;
 mod lifecycle;
 mod references;
+mod security;
 
 use std::sync::Mutex;
 
@@ -71,6 +72,7 @@ fn main() {
         admission::SCENARIOS,
         lifecycle::SCENARIOS,
         references::SCENARIOS,
+        security::SCENARIOS,
         chart::SCENARIOS,
         faults::SCENARIOS,
     ]
