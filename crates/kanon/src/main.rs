@@ -9,6 +9,11 @@ mod suite;
 
 use std::process::ExitCode;
 
+/// mimalloc: the request path allocates and frees many small values per review (the parsed
+/// object, the answer), which glibc's allocator serves markedly slower (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// kanon: Kubernetes admission policies as custom resources.
