@@ -530,7 +530,7 @@ impl PolicySet {
         }
         match working {
             Some(working) if decision.allowed => {
-                decision.patch = json_patch::diff(original, &working);
+                decision.patch = crate::diff::diff(original, &working);
                 decision.patched = Some(working);
             }
             _ if keep => decision.patched = Some(original.clone()),

@@ -8,6 +8,7 @@
 //! [`PolicySet::validate`] and [`PolicySet::review`] produce a [`Decision`].
 
 pub mod decision;
+pub mod diff;
 pub mod document;
 pub mod error;
 pub mod helpers;
