@@ -46,8 +46,8 @@ pub struct Decision {
 /// What one policy did with a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyResult {
-    /// `Kind/name` or `Kind/namespace/name`.
-    pub policy: String,
+    /// `Kind/name` or `Kind/namespace/name` ([`CompiledPolicy::label`]).
+    pub policy: Arc<str>,
     /// The outcome.
     pub outcome: PolicyOutcome,
 }
@@ -136,7 +136,7 @@ impl Decision {
 
     fn record(&mut self, policy: &CompiledPolicy, outcome: PolicyOutcome) {
         self.policy_results.push(PolicyResult {
-            policy: policy.id.to_string(),
+            policy: policy.label.clone(),
             outcome,
         });
     }
@@ -512,7 +512,7 @@ impl PolicySet {
             };
             match run_override(policy, &mut scope, working).await {
                 Ok(applied) => {
-                    decision.applied_policies.push(policy.id.to_string());
+                    decision.applied_policies.push(policy.label.to_string());
                     decision.record(
                         policy,
                         PolicyOutcome::Mutated {
@@ -578,7 +578,7 @@ impl PolicySet {
                     continue;
                 }
             };
-            decision.applied_policies.push(policy.id.to_string());
+            decision.applied_policies.push(policy.label.to_string());
             let outcome = if reasons.is_empty() {
                 PolicyOutcome::Passed
             } else {

@@ -365,6 +365,9 @@ pub enum PolicyRules {
 pub struct CompiledPolicy {
     /// Identity.
     pub id: PolicyId,
+    /// The identity as text (`Kind/name`, `Kind/namespace/name`), made once: every decision
+    /// and metric names the policy by it.
+    pub label: Arc<str>,
     /// What an evaluation error does.
     pub failure_policy: FailurePolicy,
     /// The resource selectors; empty selects every object the policy may see.
@@ -673,6 +676,7 @@ pub fn compile(object: &PolicyObject) -> Compiled {
     });
     Compiled {
         policy: CompiledPolicy {
+            label: id.to_string().into(),
             id,
             failure_policy: parts.failure_policy.unwrap_or_default(),
             selectors,

@@ -806,7 +806,7 @@ fn each_policy_reports_what_it_did() {
     let object = pod("default", "p", json!({"app": "web"}));
     let d = kanon_engine::block_on(set.review(&create(&object), &kanon_engine::NoObjects));
     let result = |policy: &str, outcome| PolicyResult {
-        policy: policy.to_string(),
+        policy: policy.into(),
         outcome,
     };
     assert_eq!(

@@ -71,26 +71,26 @@ fn kind_label(kinds: &Mutex<HashSet<String>>, kind: &str) -> String {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    webhook: String,
-    operation: String,
+    webhook: &'static str,
+    operation: &'static str,
     kind: String,
-    result: String,
+    result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookLabels {
-    webhook: String,
+    webhook: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PolicyLabels {
-    policy: String,
+    policy: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PolicyErrorLabels {
-    policy: String,
-    ignored: String,
+    policy: Arc<str>,
+    ignored: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -226,16 +226,16 @@ impl Metrics {
         };
         self.requests
             .get_or_create(&RequestLabels {
-                webhook: webhook_name.to_string(),
-                operation: operation.unwrap_or_default().to_string(),
+                webhook: webhook_name,
+                operation: operation_label(operation.unwrap_or_default()),
                 kind: kind_label(&self.kinds, kind.unwrap_or_default()),
-                result: result.to_string(),
+                result,
             })
             .inc();
         if seconds.is_finite() && seconds >= 0.0 {
             self.duration
                 .get_or_create(&WebhookLabels {
-                    webhook: webhook_name.to_string(),
+                    webhook: webhook_name,
                 })
                 .observe(seconds);
         }
@@ -259,7 +259,7 @@ impl Metrics {
                     self.errors
                         .get_or_create(&PolicyErrorLabels {
                             policy: policy.policy,
-                            ignored: ignored.to_string(),
+                            ignored: if ignored { "true" } else { "false" },
                         })
                         .inc();
                 }
@@ -296,6 +296,18 @@ impl Metrics {
     }
 }
 
+/// The operations a review can carry; anything else (never sent by kube-apiserver) is `other`.
+fn operation_label(operation: &str) -> &'static str {
+    match operation {
+        "CREATE" => "CREATE",
+        "UPDATE" => "UPDATE",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        "" => "",
+        _ => "other",
+    }
+}
+
 fn webhook_label(webhook: Webhook) -> &'static str {
     match webhook {
         Webhook::Mutate => "mutate",
@@ -325,7 +337,7 @@ mod tests {
             },
             warnings: vec![],
             audit_annotations: Default::default(),
-            applied_policies: results.iter().map(|r| r.policy.clone()).collect(),
+            applied_policies: results.iter().map(|r| r.policy.to_string()).collect(),
             patch,
             patched: None,
             policy_results: results,
@@ -341,7 +353,7 @@ mod tests {
 
     fn result(policy: &str, outcome: PolicyOutcome) -> PolicyResult {
         PolicyResult {
-            policy: policy.to_string(),
+            policy: policy.into(),
             outcome,
         }
     }
