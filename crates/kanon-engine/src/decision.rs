@@ -448,7 +448,12 @@ fn audit_key(policy: &CompiledPolicy) -> String {
         key = format!("{key}.{ns}");
     }
     key = format!("{key}.{}", policy.id.name);
-    key.truncate(63);
+    // At most 63 bytes, cut at a character (names in policy files may be any text).
+    let mut cut = key.len().min(63);
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    key.truncate(cut);
     let end = key
         .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
         .len();

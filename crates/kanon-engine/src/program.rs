@@ -217,7 +217,7 @@ fn cached_jsonpath(
         return Ok(q.clone());
     }
     let query = Arc::new(
-        jsonpath_rust::parser::parse_json_path(path)
+        crate::refs::parse_jsonpath(path)
             .map_err(|e| invalid(format!("invalid JSONPath `{path}`: {e}")))?,
     );
     if map.len() < 256 {

@@ -8,6 +8,10 @@ use std::str::FromStr;
 
 /// Nano-units per unit.
 const NANO: i128 = 1_000_000_000;
+/// The largest magnitude of a quantity, in nano-units (10^21 units, far above any resource):
+/// parsed and scaled quantities stay within it, so that rounding never overflows and every
+/// quantity's canonical form reads back.
+const MAX_NANOS: u128 = 10u128.pow(30);
 
 /// How a quantity is written, which its canonical form keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +47,8 @@ pub struct Decimal {
 }
 
 impl Decimal {
-    /// Parses `1`, `-0.25`, `+3.5`; no exponent, at most 18 fractional digits.
+    /// Parses `1`, `-0.25`, `+3.5`; no exponent, at most 18 fractional digits, and no more
+    /// digits in all than an `i128` holds (the canonical form of the largest quantity has 31).
     pub fn parse(text: &str) -> Option<Decimal> {
         let (negative, rest) = match text.as_bytes().first() {
             Some(b'-') => (true, &text[1..]),
@@ -55,7 +60,6 @@ impl Decimal {
             || !int.bytes().all(|b| b.is_ascii_digit())
             || !frac.bytes().all(|b| b.is_ascii_digit())
             || frac.len() > 18
-            || int.len() > 20
         {
             return None;
         }
@@ -163,7 +167,7 @@ impl FromStr for Quantity {
                 10i128.checked_pow((-shift) as u32).ok_or_else(overflow)?,
             );
         }
-        if value.unsigned_abs() > 10u128.pow(30) {
+        if value.unsigned_abs() > MAX_NANOS {
             return Err(overflow());
         }
         Ok(Quantity {
@@ -194,17 +198,19 @@ impl Ord for Quantity {
 }
 
 impl Quantity {
-    /// The quantity × `factor`, rounded up to a nano-unit, in the same format.
+    /// The quantity × `factor`, rounded up to a nano-unit, in the same format; `None` when
+    /// the result is larger than any quantity can be (as parsing refuses it).
     pub fn scaled(self, factor: Decimal) -> Option<Quantity> {
         let product = self.nanos.checked_mul(factor.digits)?;
-        Some(Quantity {
-            nanos: div_ceil(product, 10i128.pow(factor.scale)),
+        let nanos = div_ceil(product, 10i128.pow(factor.scale));
+        (nanos.unsigned_abs() <= MAX_NANOS).then_some(Quantity {
+            nanos,
             format: self.format,
         })
     }
 
     /// The quantity rounded up to a multiple of `unit_nanos` nano-units (`1_000_000` for
-    /// millicores, `1_000_000_000` for whole units such as bytes).
+    /// millicores, `1_000_000_000` for whole units such as bytes; positive).
     pub fn rounded_up(self, unit_nanos: i128) -> Quantity {
         Quantity {
             nanos: div_ceil(self.nanos, unit_nanos) * unit_nanos,

@@ -1,0 +1,77 @@
+//! Arbitrary bytes as the body of a review sent to `/mutate` and to `/validate`, answered
+//! in-process over the example policies and their context objects: the whole of what the
+//! server does with a body, without the sockets. Must never panic; any answer is fine, as
+//! long as it is an AdmissionReview.
+
+#![no_main]
+
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kanon_engine::{Deadline, ObjectStore, PolicySet, Request, block_on};
+use kanon_webhook::admission::{self, DEFAULT_MAX_BODY_BYTES, Webhook};
+use libfuzzer_sys::fuzz_target;
+
+static POLICIES: LazyLock<PolicySet> = LazyLock::new(kanon_fuzz::example_policy_set);
+static LOOKUP: LazyLock<ObjectStore> = LazyLock::new(kanon_fuzz::context_lookup);
+
+/// A deadline that passes after `checks` questions, so that some policies run and the rest
+/// fail under their failure policy.
+fn deadline_after(checks: usize) -> Deadline {
+    let asked = AtomicUsize::new(0);
+    Deadline::new(move || asked.fetch_add(1, Ordering::Relaxed) >= checks)
+}
+
+fn check_reply(reply: &admission::Reply) {
+    let parsed: serde_json::Value =
+        serde_json::from_slice(&reply.body).expect("every reply body is JSON");
+    assert_eq!(parsed["kind"], "AdmissionReview");
+    assert!(matches!(reply.status, 200 | 400 | 413));
+}
+
+fuzz_target!(|data: &[u8]| {
+    let policies = &*POLICIES;
+    let lookup = &*LOOKUP;
+    // The server's own path for both webhooks.
+    for webhook in [Webhook::Mutate, Webhook::Validate] {
+        let reply = block_on(admission::review(
+            data,
+            webhook,
+            policies,
+            lookup,
+            DEFAULT_MAX_BODY_BYTES,
+        ));
+        check_reply(&reply);
+    }
+    // With a deadline that passes part way, and a small body limit.
+    let checks = data.len() % 7;
+    let reply = block_on(admission::review_until(
+        data,
+        Webhook::Mutate,
+        policies,
+        lookup,
+        DEFAULT_MAX_BODY_BYTES,
+        Some(deadline_after(checks)),
+    ));
+    check_reply(&reply);
+    let reply = block_on(admission::review_until(
+        data,
+        Webhook::Validate,
+        policies,
+        lookup,
+        data.len().saturating_sub(1),
+        Some(deadline_after(checks)),
+    ));
+    check_reply(&reply);
+    check_reply(&admission::allow_all(data));
+    // `decide` on a request read from a copy (the borrowed reader, besides the owning one).
+    if let Ok(document) = serde_json::from_slice::<serde_json::Value>(data)
+        && let Ok(request) = Request::from_admission_review(&document)
+    {
+        for webhook in [Webhook::Mutate, Webhook::Validate] {
+            let decision = block_on(admission::decide(&request, webhook, policies, lookup));
+            let reply = admission::Reply::decided(&request, webhook, decision);
+            check_reply(&reply);
+        }
+    }
+});
