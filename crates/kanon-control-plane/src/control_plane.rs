@@ -368,6 +368,35 @@ impl ControlPlane {
         self.start_apiserver()
     }
 
+    /// Stops etcd only (SIGTERM, SIGKILL after 10 s); kube-apiserver and the controller manager
+    /// keep running (and fail their storage calls until etcd is back). For tests of clients
+    /// that must survive a storage outage. Its data directory is kept.
+    pub fn stop_etcd(&mut self) -> Result<()> {
+        if let Some(mut child) = self.etcd.take() {
+            process::stop_child(ETCD, &mut child, STOP_GRACE)?;
+        }
+        self.write_pids()
+    }
+
+    /// Starts etcd again, on the same ports and with the same data directory, and waits until
+    /// it is healthy (30 s at most). Everything stored before is still there; kube-apiserver
+    /// reconnects by itself.
+    pub fn start_etcd(&mut self) -> Result<()> {
+        if let Some(child) = &mut self.etcd {
+            if child.try_wait().ok().flatten().is_none() {
+                bail!("etcd is already running (pid {})", child.id());
+            }
+            self.etcd = None;
+        }
+        self.spawn_etcd()
+    }
+
+    /// [`stop_etcd`](Self::stop_etcd), then [`start_etcd`](Self::start_etcd).
+    pub fn restart_etcd(&mut self) -> Result<()> {
+        self.stop_etcd()?;
+        self.start_etcd()
+    }
+
     /// Stops everything (what `Drop` does), reporting the first failure instead of printing it.
     pub fn stop(mut self) -> Result<()> {
         self.stop_all()
@@ -601,7 +630,7 @@ impl ControlPlane {
         cmd
     }
 
-    fn start_etcd(&mut self) -> Result<()> {
+    fn spawn_etcd(&mut self) -> Result<()> {
         let started = Instant::now();
         let child = process::spawn(self.etcd_command(), &self.etcd_log(), self.lifetime)?;
         self.etcd = Some(child);
