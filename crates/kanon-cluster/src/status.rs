@@ -76,7 +76,7 @@ pub fn desired_status(entry: &Entry, observed: Option<&Value>, now: &str) -> Val
         .compiled
         .iter()
         .flat_map(|c| c.rendered.iter())
-        .map(|r| json!({"field": r.field, "program": r.source}))
+        .map(|r| json!({"field": r.field, "program": &*r.source}))
         .collect();
     if !rendered.is_empty() {
         out["renderedPrograms"] = Value::Array(rendered);

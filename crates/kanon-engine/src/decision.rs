@@ -251,11 +251,39 @@ impl Scope<'_, '_> {
         {
             return Ok(RuleOutput::Native(outcome));
         }
+        if rule.authored
+            && let Some(host) = self.lookup.programs()
+        {
+            let input = self.input(object, refs).await;
+            return host
+                .run(&rule.program, input)
+                .await
+                .map(RuleOutput::Program)
+                .map_err(|e| format!("{}: {}", rule.field, e.message));
+        }
         let context = self.context(object, refs).await;
         rule.program
             .run(&context)
             .map(RuleOutput::Program)
             .map_err(|e| format!("{}: {}", rule.field, e.message))
+    }
+
+    /// The variables a program sees, as JSON for a [`crate::host::ProgramHost`]: the same as
+    /// [`Scope::context`].
+    async fn input(
+        &mut self,
+        object: &Value,
+        refs: Map<String, Value>,
+    ) -> crate::host::ProgramInput {
+        let namespace_object = self.namespaces.object().await;
+        crate::host::ProgramInput {
+            object: object.clone(),
+            old_object: self.request.old_object.clone(),
+            operation: self.request.operation.as_str().to_string(),
+            request: self.request.info.clone(),
+            namespace_object: namespace_object.as_deref().cloned(),
+            refs,
+        }
     }
 
     /// Runs an override rule: its operations.

@@ -12,6 +12,7 @@ pub mod diff;
 pub mod document;
 pub mod error;
 pub mod helpers;
+pub mod host;
 pub mod index;
 pub mod lookup;
 pub mod native;

@@ -231,6 +231,12 @@ pub trait Lookup: Send + Sync {
                 .to_string(),
         })))
     }
+
+    /// Where hand-written programs run (see [`crate::host`]): `None`, the default, runs them
+    /// in the calling thread.
+    fn programs(&self) -> Option<&dyn crate::host::ProgramHost> {
+        None
+    }
 }
 
 impl<T: Lookup + ?Sized> Lookup for Arc<T> {
@@ -248,6 +254,10 @@ impl<T: Lookup + ?Sized> Lookup for Arc<T> {
 
     fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
         (**self).http(call)
+    }
+
+    fn programs(&self) -> Option<&dyn crate::host::ProgramHost> {
+        (**self).programs()
     }
 }
 

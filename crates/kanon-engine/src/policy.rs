@@ -320,6 +320,9 @@ pub struct RuleProgram {
     /// A structured template's native form, which gives the program's result without running
     /// it where it can vouch for it (see [`crate::native`]); `None` for hand-written programs.
     pub native: Option<NativeRule>,
+    /// Written by the policy's author (a `program` field), not rendered by kanon from a
+    /// template: run by the lookup's [`crate::host::ProgramHost`] when it offers one.
+    pub authored: bool,
 }
 
 /// A template's rendered program, for `kanon render` and the policy status.
@@ -327,17 +330,20 @@ pub struct RuleProgram {
 pub struct Rendered {
     /// Field path of the template.
     pub field: String,
-    /// The program text.
-    pub source: String,
+    /// The program text (shared with the compiled program).
+    pub source: Arc<str>,
 }
 
+/// Compiles a program; `lazily` for a template whose native form answers nearly every request,
+/// so that 10,000 such policies do not each hold a built environment (see [`Program`]).
 fn compile_program(
-    source: &str,
+    source: Arc<str>,
     kind: ProgramKind,
+    lazily: bool,
     field: &str,
     errors: &mut Vec<FieldError>,
 ) -> Option<Program> {
-    match Program::compile(source, kind, ProgramLimits::default()) {
+    match Program::compile_shared(source, kind, ProgramLimits::default(), lazily) {
         Ok(p) => Some(p),
         Err(e) => {
             errors.push(FieldError::new(field, e.message));
@@ -451,6 +457,7 @@ fn compile_override_rules(
         let template = o.template.as_ref().and_then(|t| {
             let at = format!("{field}.template");
             let (source, native) = crate::template::compile_override(t, &at, errors)?;
+            let source: Arc<str> = source.into();
             rendered.push(Rendered {
                 field: at.clone(),
                 source: source.clone(),
@@ -465,22 +472,30 @@ fn compile_override_rules(
                     )
                 })
                 .collect();
-            let program = compile_program(&source, ProgramKind::Override, &at, errors)?;
+            let program = compile_program(source, ProgramKind::Override, true, &at, errors)?;
             Some(RuleProgram {
                 field: at,
                 program,
                 refs,
                 native: Some(native),
+                authored: false,
             })
         });
         let program = o.program.as_ref().and_then(|source| {
             let at = format!("{field}.program");
-            let program = compile_program(source, ProgramKind::Override, &at, errors)?;
+            let program = compile_program(
+                source.as_str().into(),
+                ProgramKind::Override,
+                false,
+                &at,
+                errors,
+            )?;
             Some(RuleProgram {
                 field: at,
                 program,
                 refs: Vec::new(),
                 native: None,
+                authored: true,
             })
         });
         let plaintext: Vec<PlaintextOp> = o
@@ -539,26 +554,36 @@ fn compile_validate_rules(
                 ));
             }
             let (source, native) = crate::template::compile_condition(condition, &cond_at, errors)?;
+            let source: Arc<str> = source.into();
             rendered.push(Rendered {
                 field: at.clone(),
                 source: source.clone(),
             });
-            let program = compile_program(&source, ProgramKind::Validate, &at, errors)?;
+            let program =
+                compile_program(source, ProgramKind::Validate, native.is_some(), &at, errors)?;
             Some(RuleProgram {
                 field: at,
                 program,
                 refs,
                 native,
+                authored: false,
             })
         });
         let program = rule.program.as_ref().and_then(|source| {
             let at = format!("{field}.program");
-            let program = compile_program(source, ProgramKind::Validate, &at, errors)?;
+            let program = compile_program(
+                source.as_str().into(),
+                ProgramKind::Validate,
+                false,
+                &at,
+                errors,
+            )?;
             Some(RuleProgram {
                 field: at,
                 program,
                 refs: Vec::new(),
                 native: None,
+                authored: true,
             })
         });
         out.push(CompiledValidateRule {

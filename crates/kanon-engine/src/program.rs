@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use base64::Engine as _;
 use minijinja::value::{Rest, Serde};
@@ -20,7 +20,7 @@ use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior, Value};
 use crate::quantity::{Decimal, Quantity};
 
 /// The bounds every program runs within.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProgramLimits {
     /// Instruction budget per run.
     pub fuel: u64,
@@ -46,7 +46,7 @@ impl Default for ProgramLimits {
 }
 
 /// What a program produces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ProgramKind {
     /// RFC 6902 operations.
     Override,
@@ -63,7 +63,8 @@ pub struct ProgramError {
 }
 
 impl ProgramError {
-    fn new(message: impl Into<String>) -> Self {
+    /// An error with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
         ProgramError {
             message: message.into(),
         }
@@ -386,10 +387,78 @@ fn add_helpers(env: &mut Environment<'static>) {
     });
 }
 
+/// A sandboxed environment holding `source` compiled, with the helpers.
+fn environment(source: &str, limits: ProgramLimits) -> Result<Environment<'static>, ProgramError> {
+    if source.len() > limits.source_bytes {
+        return Err(ProgramError::new(format!(
+            "the program is {} bytes long; the limit is {}",
+            source.len(),
+            limits.source_bytes
+        )));
+    }
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+    env.set_fuel(Some(limits.fuel));
+    env.set_recursion_limit(limits.recursion);
+    add_helpers(&mut env);
+    // jsonpath(value, "$.spec.containers[*].image") → list of matches; each path is parsed
+    // once per program.
+    let paths: JsonPathCache = Arc::default();
+    env.add_function(
+        "jsonpath",
+        move |value: Value, path: String| -> Result<Value, Error> {
+            let query = cached_jsonpath(&paths, &path)?;
+            // A document passed in from the context is queried in place.
+            let converted;
+            let json = match value.downcast_object_ref::<JsonNode>() {
+                Some(node) => node.node(),
+                None => {
+                    converted = to_json(&value)?;
+                    &converted
+                }
+            };
+            let found = jsonpath_rust::query::js_path_process(&query, json)
+                .map_err(|e| invalid(format!("JSONPath `{path}`: {e}")))?;
+            Ok(Value::from(Serde(
+                found
+                    .into_iter()
+                    .map(|r| r.val().clone())
+                    .collect::<Vec<_>>(),
+            )))
+        },
+    );
+    let cache = crate::helpers::RegexCache::default();
+    // regex_match(text, pattern): text as is; numbers and booleans as JSON writes them
+    // (`3`, `1.5`, `false`), never minijinja's `False`.
+    env.add_function(
+        "regex_match",
+        move |text: Value, pattern: String| -> Result<bool, Error> {
+            let converted;
+            let text = match text.as_str() {
+                Some(s) => s,
+                None => {
+                    converted = crate::helpers::regex_text(&to_json(&text)?).into_owned();
+                    converted.as_str()
+                }
+            };
+            Ok(cache.get(&pattern).map_err(invalid)?.is_match(text))
+        },
+    );
+    env.add_template_owned(NAME, source.to_string())
+        .map_err(|e| ProgramError::new(describe(&e, source)))?;
+    Ok(env)
+}
+
 /// A compiled program.
+///
+/// Its minijinja environment (the helpers, caches and compiled instructions, some kilobytes) is
+/// built at compile time, or, for a program compiled with [`Program::compile_lazily`], checked
+/// then dropped and built again on the first run: a structured template whose native form
+/// answers nearly every request then costs only its source until it is needed.
 #[derive(Clone)]
 pub struct Program {
-    env: Arc<Environment<'static>>,
+    /// Shared by clones, so a lazily built environment is built once.
+    env: Arc<OnceLock<Environment<'static>>>,
     source: Arc<str>,
     kind: ProgramKind,
     limits: ProgramLimits,
@@ -413,69 +482,47 @@ impl Program {
         kind: ProgramKind,
         limits: ProgramLimits,
     ) -> Result<Program, ProgramError> {
-        if source.len() > limits.source_bytes {
-            return Err(ProgramError::new(format!(
-                "the program is {} bytes long; the limit is {}",
-                source.len(),
-                limits.source_bytes
-            )));
-        }
-        let mut env = Environment::new();
-        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
-        env.set_fuel(Some(limits.fuel));
-        env.set_recursion_limit(limits.recursion);
-        add_helpers(&mut env);
-        // jsonpath(value, "$.spec.containers[*].image") → list of matches; each path is parsed
-        // once per program.
-        let paths: JsonPathCache = Arc::default();
-        env.add_function(
-            "jsonpath",
-            move |value: Value, path: String| -> Result<Value, Error> {
-                let query = cached_jsonpath(&paths, &path)?;
-                // A document passed in from the context is queried in place.
-                let converted;
-                let json = match value.downcast_object_ref::<JsonNode>() {
-                    Some(node) => node.node(),
-                    None => {
-                        converted = to_json(&value)?;
-                        &converted
-                    }
-                };
-                let found = jsonpath_rust::query::js_path_process(&query, json)
-                    .map_err(|e| invalid(format!("JSONPath `{path}`: {e}")))?;
-                Ok(Value::from(Serde(
-                    found
-                        .into_iter()
-                        .map(|r| r.val().clone())
-                        .collect::<Vec<_>>(),
-                )))
-            },
-        );
-        let cache = crate::helpers::RegexCache::default();
-        // regex_match(text, pattern): text as is; numbers and booleans as JSON writes them
-        // (`3`, `1.5`, `false`), never minijinja's `False`.
-        env.add_function(
-            "regex_match",
-            move |text: Value, pattern: String| -> Result<bool, Error> {
-                let converted;
-                let text = match text.as_str() {
-                    Some(s) => s,
-                    None => {
-                        converted = crate::helpers::regex_text(&to_json(&text)?).into_owned();
-                        converted.as_str()
-                    }
-                };
-                Ok(cache.get(&pattern).map_err(invalid)?.is_match(text))
-            },
-        );
-        env.add_template_owned(NAME, source.to_string())
-            .map_err(|e| ProgramError::new(describe(&e, source)))?;
+        Program::compile_shared(source.into(), kind, limits, false)
+    }
+
+    /// Compiles `source` to check it, like [`Program::compile`], but keeps only the source: the
+    /// environment is built again on the first [`Program::render`]. For programs that seldom run.
+    pub fn compile_lazily(
+        source: &str,
+        kind: ProgramKind,
+        limits: ProgramLimits,
+    ) -> Result<Program, ProgramError> {
+        Program::compile_shared(source.into(), kind, limits, true)
+    }
+
+    /// [`Program::compile`] or, `lazily`, [`Program::compile_lazily`] of a source the caller
+    /// keeps too (a template's rendered program, shown by `kanon render` and in the status).
+    pub(crate) fn compile_shared(
+        source: Arc<str>,
+        kind: ProgramKind,
+        limits: ProgramLimits,
+        lazily: bool,
+    ) -> Result<Program, ProgramError> {
+        let env = environment(&source, limits)?;
         Ok(Program {
-            env: Arc::new(env),
-            source: source.into(),
+            env: Arc::new(if lazily {
+                OnceLock::new()
+            } else {
+                OnceLock::from(env)
+            }),
+            source,
             kind,
             limits,
         })
+    }
+
+    /// The environment, built now if it was compiled lazily and never ran.
+    fn env(&self) -> Result<&Environment<'static>, ProgramError> {
+        if let Some(env) = self.env.get() {
+            return Ok(env);
+        }
+        let env = environment(&self.source, self.limits)?;
+        Ok(self.env.get_or_init(|| env))
     }
 
     /// The source text.
@@ -496,7 +543,7 @@ impl Program {
     /// Renders the program with `context` and returns its output text.
     pub fn render(&self, context: &Value) -> Result<String, ProgramError> {
         let template = self
-            .env
+            .env()?
             .get_template(NAME)
             .map_err(|e| ProgramError::new(describe(&e, &self.source)))?;
         let mut out = BoundedWriter {

@@ -155,3 +155,55 @@ fn ten_thousand_policies_selecting_the_same_kind_all_apply() {
     assert!(d.allowed, "{:?}", d.messages);
     assert_eq!(d.patch.len(), 10_000);
 }
+
+/// A ClusterValidatePolicy whose condition reads a ConfigMap named by `name`.
+fn named_by(name: &str) -> Value {
+    cvp(
+        "placeholder",
+        json!({"validateRules": [{"template": {"type": "condition", "condition": {
+            "cond": "Exist",
+            "dataRef": {"from": "k8s", "path": "/data/x", "k8s": {
+                "apiVersion": "v1", "kind": "ConfigMap", "namespace": "default", "name": name}},
+        }}}]}),
+    )
+}
+
+#[test]
+fn placeholders_cannot_grow_a_list_without_bound() {
+    // A lazily repeated list concatenated 33 levels deep would be copied into one list of
+    // 10^10 items, in the evaluating thread: refused when the policy compiles.
+    let mut expression = "range(100000) * 100000".to_string();
+    for _ in 0..33 {
+        expression = format!("({expression} + [1])");
+    }
+    let errors = compile_errors(&named_by(&format!("{{{{ {expression} | length }}}}")));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(
+        errors[0].field,
+        "spec.validateRules[0].template.condition.dataRef.k8s.name"
+    );
+    assert!(
+        errors[0]
+            .message
+            .contains("the placeholders hold 34 `+` and `*` operators; the limit is 16"),
+        "{}",
+        errors[0].message
+    );
+    // Statements are for programs.
+    let errors = compile_errors(&named_by(
+        "{% set l = namespace(v=[1]) %}{% for i in range(64) %}{% set l.v = l.v + l.v %}{% endfor %}x",
+    ));
+    assert!(
+        errors[0]
+            .message
+            .contains("statements (`{% ... %}`) are not allowed in a reference"),
+        "{}",
+        errors[0].message
+    );
+    // Operators inside strings do not count, and 16 are allowed.
+    let sixteen = vec!["1"; 17].join(" + ");
+    assert!(
+        kanon_engine::compile_document(&named_by(&format!("{{{{ 'a+b*c+d' ~ ({sixteen}) }}}}")))
+            .is_ok()
+    );
+}

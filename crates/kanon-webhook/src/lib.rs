@@ -6,6 +6,7 @@
 pub mod admission;
 pub mod lookup;
 pub mod metrics;
+pub mod sandbox;
 pub mod server;
 pub mod source;
 pub mod state;

@@ -6,21 +6,37 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kanon_engine::host::{ProgramFuture, ProgramHost, ProgramInput};
 use kanon_engine::lookup::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
+use kanon_engine::program::Program;
+
+use crate::sandbox::ProgramSandbox;
 use kanon_engine::{Lookup, LookupError};
 use serde_json::Value;
 use tokio::time::Instant;
 
-/// A [`Lookup`] whose every call ends by `deadline`.
+/// A [`Lookup`] whose every call ends by `deadline`, and whose hand-written programs, given a
+/// sandbox, run there by `deadline` too.
 pub struct BoundedLookup<'l> {
     inner: &'l dyn Lookup,
     deadline: Instant,
+    sandbox: Option<&'l ProgramSandbox>,
 }
 
 impl<'l> BoundedLookup<'l> {
     /// Bounds `inner` by `deadline`.
     pub fn new(inner: &'l dyn Lookup, deadline: Instant) -> Self {
-        BoundedLookup { inner, deadline }
+        BoundedLookup {
+            inner,
+            deadline,
+            sandbox: None,
+        }
+    }
+
+    /// Runs hand-written programs in `sandbox` (when given) rather than in the calling thread.
+    pub fn with_programs(mut self, sandbox: Option<&'l ProgramSandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     fn bound<'a, T: Send + 'a>(
@@ -65,5 +81,19 @@ impl Lookup for BoundedLookup<'_> {
 
     fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
         self.bound(move || call.describe(), self.inner.http(call))
+    }
+
+    fn programs(&self) -> Option<&dyn ProgramHost> {
+        self.sandbox.map(|_| self as &dyn ProgramHost)
+    }
+}
+
+impl ProgramHost for BoundedLookup<'_> {
+    fn run<'a>(&'a self, program: &'a Program, input: ProgramInput) -> ProgramFuture<'a> {
+        match self.sandbox {
+            Some(sandbox) => Box::pin(sandbox.run_until(program, input, self.deadline)),
+            // Not offered by `programs` without a sandbox; run in place all the same.
+            None => Box::pin(std::future::ready(program.run(&input.context()))),
+        }
     }
 }

@@ -50,6 +50,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::admission::{self, Reply, Webhook};
 use crate::lookup::BoundedLookup;
 use crate::metrics::{self, Metrics};
+use crate::sandbox::{ProgramSandbox, SandboxConfig};
 use crate::state::PolicyState;
 use crate::tls::{self, CertPaths, CertResolver, TlsError};
 
@@ -81,6 +82,9 @@ pub struct ServerConfig {
     /// Answer every review `allowed` without evaluating it: the ceiling the load benchmark
     /// compares kanon with, on the same stack. Never for real use.
     pub allow_all: bool,
+    /// Where hand-written programs run: worker processes (see [`crate::sandbox`]), or, when
+    /// `None`, the evaluating thread.
+    pub sandbox: Option<SandboxConfig>,
 }
 
 impl Default for ServerConfig {
@@ -98,6 +102,7 @@ impl Default for ServerConfig {
             cert_reload_interval: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(25),
             allow_all: false,
+            sandbox: None,
         }
     }
 }
@@ -175,6 +180,7 @@ struct Shared {
     max_body_bytes: usize,
     default_review_timeout: Duration,
     allow_all: bool,
+    sandbox: Option<ProgramSandbox>,
 }
 
 /// Connection timeouts.
@@ -226,6 +232,7 @@ impl Server {
             max_body_bytes: config.max_body_bytes,
             default_review_timeout: config.default_review_timeout,
             allow_all: config.allow_all,
+            sandbox: config.sandbox.clone().map(ProgramSandbox::new),
         });
         Ok(Server {
             config,
@@ -781,7 +788,8 @@ async fn review(
         // The engine stops running policies at the deadline; those left fail under their own
         // failure policy, and the answer is still a verdict.
         let until = deadline.into_std();
-        let lookup = BoundedLookup::new(shared.lookup.as_ref(), deadline - answer_margin(timeout));
+        let lookup = BoundedLookup::new(shared.lookup.as_ref(), deadline - answer_margin(timeout))
+            .with_programs(shared.sandbox.as_ref());
         admission::review_until(
             &body,
             webhook,

@@ -183,6 +183,19 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
 pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
     let mut problems = Vec::new();
     let mut compiled = Vec::new();
+    compile_into(docs, &mut compiled, &mut problems);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    PolicySet::build(compiled).map_err(|e| vec![e.to_string()])
+}
+
+/// Compiles `docs` into `compiled`, each problem into `problems`.
+fn compile_into(
+    docs: &[Document],
+    compiled: &mut Vec<kanon_engine::CompiledPolicy>,
+    problems: &mut Vec<String>,
+) {
     for doc in docs {
         if policy_kind_of(&doc.value).is_none() {
             let text = |key| {
@@ -206,10 +219,6 @@ pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
             Err(invalid) => problems.push(format!("{}: {invalid}", doc.origin())),
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    PolicySet::build(compiled).map_err(|e| vec![e.to_string()])
 }
 
 /// Reads and compiles the policies under `paths` ([`read_documents`], then
@@ -227,21 +236,19 @@ pub fn load_directory(dir: &Path) -> Result<PolicySet, Vec<String>> {
     let mut files = Vec::new();
     collect_files(dir, true, &mut files).map_err(|e| vec![e.to_string()])?;
     let mut problems = Vec::new();
-    let mut docs = Vec::new();
+    let mut compiled = Vec::new();
+    // File by file, so that only one file's documents are held beside the compiled policies
+    // (10,000 policies as documents cost more than compiled).
     for file in files {
         match read_file(&file) {
-            Ok(found) => docs.extend(found),
+            Ok(docs) => compile_into(&docs, &mut compiled, &mut problems),
             Err(e) => problems.push(e.to_string()),
         }
     }
-    match compile_documents(&docs) {
-        Ok(set) if problems.is_empty() => Ok(set),
-        Ok(_) => Err(problems),
-        Err(more) => {
-            problems.extend(more);
-            Err(problems)
-        }
+    if !problems.is_empty() {
+        return Err(problems);
     }
+    PolicySet::build(compiled).map_err(|e| vec![e.to_string()])
 }
 
 /// What a directory's policy files look like from outside: each file's path, size,

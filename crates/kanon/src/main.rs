@@ -41,6 +41,10 @@ enum Command {
     Render(render::RenderArgs),
     /// Print the CustomResourceDefinitions of the four policy kinds.
     Crds,
+    /// Run hand-written programs for `kanon serve` (started by it, over standard input and
+    /// output).
+    #[command(hide = true)]
+    ProgramWorker,
 }
 
 fn main() -> ExitCode {
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Test(args) => suite::run(&args),
         Command::Render(args) => render::run(&args),
+        Command::ProgramWorker => serve::run_worker(),
         Command::Crds => match print_crds() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -29,6 +29,10 @@ struct Server {
 
 impl Server {
     fn start(policies: &Path, certs: &Path) -> Server {
+        Server::start_with(policies, certs, &[])
+    }
+
+    fn start_with(policies: &Path, certs: &Path, extra: &[&str]) -> Server {
         let (https, metrics) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_kanon"))
             .args(["serve", "--policies"])
@@ -42,6 +46,7 @@ impl Server {
                 &format!("127.0.0.1:{metrics}"),
             ])
             .args(["--reload-interval-ms", "100"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -71,6 +76,11 @@ impl Server {
     }
 
     fn post(&self, path: &str, file: &Path) -> (String, serde_json::Value) {
+        self.post_within(path, file, "10s")
+    }
+
+    /// POSTs `file` with `?timeout=` as kube-apiserver sends it.
+    fn post_within(&self, path: &str, file: &Path, timeout: &str) -> (String, serde_json::Value) {
         let data = format!("@{}", file.display());
         let out = curl(&[
             "--cacert",
@@ -81,7 +91,7 @@ impl Server {
             &data,
             "-w",
             "\n%{http_code}",
-            &format!("{}{path}?timeout=10s", self.https),
+            &format!("{}{path}?timeout={timeout}", self.https),
         ]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let (body, code) = text.rsplit_once('\n').unwrap_or(("", text.as_str()));
@@ -215,4 +225,149 @@ fn cluster_mode_without_a_cluster_says_what_is_missing() {
         stderr.contains(&format!("error: the kubeconfig {}", missing.display())),
         "{stderr}"
     );
+}
+
+/// A program that doubles a list 64 times: the program runtime copies the lazy list into one
+/// list at the 33rd doubling without charging fuel, so only a bound outside the runtime stops it.
+const DOUBLING_POLICY: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: doubling}
+spec:
+  failurePolicy: Fail
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - program: |
+      {% set l = namespace(v=[1]) %}{% for i in range(64) %}{% set l.v = l.v + l.v %}{% endfor %}
+      valid: true
+";
+
+/// A hand-written override program that reads the object.
+const NAMING_POLICY: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: naming}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders:
+      program: |
+        - {op: add, path: /metadata/labels/named, value: \"{{ object.metadata.name }}-by-{{ request.userInfo.username }}\"}
+";
+
+/// kanon's peak resident memory (VmHWM), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid ...`; comm may hold spaces, so read after its `)`.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(pid) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// The patch of a mutating answer, decoded.
+fn patch_of(review: &serde_json::Value) -> serde_json::Value {
+    use base64::Engine as _;
+    let text = review["response"]["patch"].as_str().unwrap_or_default();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_default();
+    serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null)
+}
+
+#[test]
+fn a_program_that_exhausts_memory_ends_its_worker_not_the_server() {
+    let policies = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("doubling.yaml"), DOUBLING_POLICY).unwrap();
+    std::fs::write(policies.path().join("naming.yaml"), NAMING_POLICY).unwrap();
+    let server = Server::start_with(
+        policies.path(),
+        certs.path(),
+        &["--program-memory-mib", "64", "--program-workers", "2"],
+    );
+    let pid = server.child.id();
+
+    for _ in 0..3 {
+        // Denied under the policy's `Fail`, naming the bound it met; never admitted unchecked.
+        let (code, review) = server.post_within("/validate", &fixture("pod-create.json"), "20s");
+        assert_eq!(code, "200", "{review}");
+        assert_eq!(review["response"]["allowed"], false, "{review}");
+        let message = review["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            message.starts_with("ClusterValidatePolicy/doubling: spec.validateRules[0].program: the program's worker process ended while running it")
+                && message.contains("64 MiB"),
+            "{message}"
+        );
+        // The server is alive, and the next hand-written program gets a fresh worker.
+        let (code, review) = server.post("/mutate", &fixture("pod-create.json"));
+        assert_eq!(code, "200", "{review}");
+        assert_eq!(
+            patch_of(&review),
+            serde_json::json!([{"op": "add", "path": "/metadata/labels/named", "value": "nginx-by-kubernetes-admin"}]),
+            "{review}"
+        );
+    }
+    // Measured: the server itself never held the list (a worker did, up to its limit).
+    let peak = peak_rss_kib(pid);
+    assert!(
+        peak < 96 * 1024,
+        "kanon serve peaked at {peak} KiB while its programs ran out of memory"
+    );
+    assert_eq!(server.stop(), Some(0));
+}
+
+#[test]
+fn a_program_still_running_at_the_deadline_is_stopped_with_its_worker() {
+    let policies = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("doubling.yaml"), DOUBLING_POLICY).unwrap();
+    // A limit it does not reach within a second: the deadline stops it.
+    let server = Server::start_with(
+        policies.path(),
+        certs.path(),
+        &["--program-memory-mib", "8192", "--program-workers", "1"],
+    );
+    let started = Instant::now();
+    let (code, review) = server.post_within("/validate", &fixture("pod-create.json"), "1s");
+    let took = started.elapsed();
+    assert_eq!(code, "200", "{review}");
+    assert_eq!(review["response"]["allowed"], false, "{review}");
+    let message = review["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("the program did not finish before the review's deadline")
+            && message.contains("its worker process was stopped"),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    // The worker is gone: no child of kanon keeps the core.
+    std::thread::sleep(Duration::from_millis(300));
+    let children = children_of(server.child.id());
+    assert!(
+        children.is_empty(),
+        "kanon still has children: {children:?}"
+    );
+    assert_eq!(server.stop(), Some(0));
 }

@@ -1,0 +1,139 @@
+//! Where the programs policy authors write run.
+//!
+//! A hand-written `program` is code from whoever may write policies. Its fuel, recursion and
+//! output bounds hold inside the program runtime, but the runtime has operations it does not
+//! charge for (a lazy list concatenated with itself 33 times is copied into one list of 2^33
+//! items: see SECURITY.md), and nothing inside a process can stop a thread that allocates
+//! without end. So the engine hands such programs to a [`ProgramHost`] when the [`Lookup`]
+//! it evaluates with offers one ([`Lookup::programs`]): the webhook's host runs them in
+//! separate, memory-limited worker processes that it kills at the review's deadline. Without
+//! a host (`kanon apply`, `kanon test`, the engine's tests) programs run in the calling thread.
+//!
+//! The host sees the program's source and a [`ProgramInput`]: the variables the program reads,
+//! as plain JSON, so that a worker builds exactly the context the engine would have built.
+//!
+//! [`Lookup`]: crate::Lookup
+//! [`Lookup::programs`]: crate::Lookup::programs
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::program::{Program, ProgramError, ProgramKind, ProgramLimits, json_value};
+
+/// What [`ProgramHost::run`] returns: the program's output document (`None`: empty output).
+pub type ProgramFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Value>, ProgramError>> + Send + 'a>>;
+
+/// Runs hand-written programs somewhere other than the calling thread.
+pub trait ProgramHost: Send + Sync {
+    /// Runs `program` on `input` within the program's limits (and whatever bounds the host
+    /// adds: memory, a deadline), as [`Program::run`] would. A failure names its cause
+    /// (`the program ran out of memory`, `... did not finish before the review's deadline`).
+    fn run<'a>(&'a self, program: &'a Program, input: ProgramInput) -> ProgramFuture<'a>;
+}
+
+/// The variables a rule program sees, as JSON: `object`, `oldObject`, `operation`, `request`,
+/// `namespaceObject` and `refs`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgramInput {
+    /// The object as it stands (after earlier policies' changes).
+    pub object: Value,
+    /// The previous object (UPDATE, DELETE), else `None`.
+    pub old_object: Option<Value>,
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub operation: String,
+    /// The request's fields (uid, namespace, name, kind, resource, subResource, userInfo,
+    /// dryRun).
+    pub request: Value,
+    /// The object's namespace, when known.
+    pub namespace_object: Option<Value>,
+    /// The rule's resolved references, by name.
+    pub refs: Map<String, Value>,
+}
+
+impl ProgramInput {
+    /// The program context these variables make: the same the engine builds in process.
+    pub fn context(self) -> minijinja::Value {
+        use minijinja::value::Serde;
+        let document = |v: Option<Value>| match v {
+            Some(v) => json_value(Arc::new(v)),
+            None => minijinja::Value::from(()),
+        };
+        minijinja::context! {
+            object => json_value(Arc::new(self.object)),
+            oldObject => document(self.old_object),
+            operation => self.operation,
+            request => minijinja::Value::from(Serde(self.request)),
+            namespaceObject => self.namespace_object
+                .map(|o| minijinja::Value::from(Serde(o)))
+                .unwrap_or(minijinja::Value::from(())),
+            refs => minijinja::Value::from(Serde(Value::Object(self.refs))),
+        }
+    }
+}
+
+/// One program to run, as a host passes it to a worker.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProgramCall {
+    /// The program's source.
+    pub source: String,
+    /// What it produces.
+    pub kind: ProgramKind,
+    /// Its bounds.
+    pub limits: ProgramLimits,
+    /// Its variables.
+    pub input: ProgramInput,
+}
+
+impl ProgramCall {
+    /// The call for `program` on `input`.
+    pub fn new(program: &Program, input: ProgramInput) -> Self {
+        ProgramCall {
+            source: program.source().to_string(),
+            kind: program.kind(),
+            limits: *program.limits(),
+            input,
+        }
+    }
+
+    /// Runs the call in this thread, compiling the program (a worker keeps compiled programs
+    /// by source: see [`ProgramCall::run_compiled`]).
+    pub fn run(self) -> ProgramReply {
+        match Program::compile(&self.source, self.kind, self.limits) {
+            Ok(program) => ProgramCall::run_compiled(&program, self.input),
+            Err(e) => ProgramReply::Failed(e.message),
+        }
+    }
+
+    /// Runs `program` (compiled from this call's source) on `input`.
+    pub fn run_compiled(program: &Program, input: ProgramInput) -> ProgramReply {
+        match program.run(&input.context()) {
+            Ok(output) => ProgramReply::Output(output),
+            Err(e) => ProgramReply::Failed(e.message),
+        }
+    }
+}
+
+/// What a worker answers to a [`ProgramCall`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProgramReply {
+    /// The output document (`None`: empty output).
+    Output(Option<Value>),
+    /// Why the program failed.
+    Failed(String),
+}
+
+impl From<ProgramReply> for Result<Option<Value>, ProgramError> {
+    fn from(reply: ProgramReply) -> Self {
+        match reply {
+            ProgramReply::Output(output) => Ok(output),
+            ProgramReply::Failed(message) => Err(ProgramError::new(message)),
+        }
+    }
+}
