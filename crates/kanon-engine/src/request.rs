@@ -196,20 +196,19 @@ impl Request {
     /// from the object, else from `request.kind`; its namespace from the object, else from
     /// `request.namespace`.
     pub fn from_admission_review(review: &Value) -> Result<Self, RequestError> {
-        let take = |key: &str| review.pointer(key).cloned();
-        Self::from_review_parts(review, take("/request/object"), take("/request/oldObject"))
+        Self::from_admission_review_owned(review.clone())
     }
 
-    /// As [`Request::from_admission_review`], moving the object and the old object out of
-    /// `review` instead of copying them (what a server does with a body it has just parsed).
+    /// As [`Request::from_admission_review`], moving the objects and the request's fields out
+    /// of `review` instead of copying them (what a server does with a body it has just parsed).
     pub fn from_admission_review_owned(mut review: Value) -> Result<Self, RequestError> {
         let mut take = |key: &str| review.pointer_mut(key).map(Value::take);
         let (object, old_object) = (take("/request/object"), take("/request/oldObject"));
-        Self::from_review_parts(&review, object, old_object)
+        Self::from_review_parts(review, object, old_object)
     }
 
     fn from_review_parts(
-        review: &Value,
+        mut review: Value,
         object: Option<Value>,
         old_object: Option<Value>,
     ) -> Result<Self, RequestError> {
@@ -295,6 +294,10 @@ impl Request {
             .get("dryRun")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        // What programs see as `request`, moved out of the review (read above, not needed again).
+        let Some(request) = review.get_mut("request").and_then(Value::as_object_mut) else {
+            return Err(bad("`request` is missing"));
+        };
         let mut info = serde_json::Map::new();
         for key in [
             "uid",
@@ -311,8 +314,8 @@ impl Request {
             "dryRun",
             "options",
         ] {
-            if let Some(v) = request.get(key).filter(|v| !v.is_null()) {
-                info.insert(key.to_string(), v.clone());
+            if let Some(v) = request.get_mut(key).filter(|v| !v.is_null()) {
+                info.insert(key.to_string(), v.take());
             }
         }
         let info = Value::Object(info);
