@@ -21,6 +21,7 @@
 # (median of the per-round ratios), kanon's peak RSS (VmHWM) per configuration.
 #
 #   scripts/load-bench.sh [SECONDS] [ROUNDS]     (default 10 s per measurement, 3 rounds)
+#   LOAD_BENCH_CONFIGS="plain100 labels100" scripts/load-bench.sh 6 3     (some configurations)
 #
 # Needs wrk (Debian's; installed with apt-get when missing and run as root) and oha (crates.io;
 # installed into target/bench-tools when missing: a few minutes, once). Both servers are release
@@ -132,7 +133,8 @@ fixed_rate() { # url out
     -D "$fixture" --output-format json -c 32 -q 1000 --latency-correction --wait-ongoing-requests-after-deadline -z "${seconds}s" "$1" >"$2"
 }
 
-configs=(empty plain100 labels100 labels1000 labels10000)
+# LOAD_BENCH_CONFIGS="plain100 labels100" measures only those (e.g. to compare two commits).
+read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000}"
 mkdir -p "$work/empty"
 make_policies "$work/plain100" 100 plaintext
 make_policies "$work/labels100" 100 labels

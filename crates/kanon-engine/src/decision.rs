@@ -1,6 +1,7 @@
 //! Evaluation of a request against a [`PolicySet`]: overrides (patches) and validations
 //! (verdicts), with each policy's failure policy deciding what its errors do.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use kanon_api::{FailurePolicy, Operation, ValidationAction};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::diff::Changes;
 use crate::index::PolicySet;
 use crate::lookup::{Lookup, ObjectQuery};
 use crate::native::NativeOutcome;
@@ -115,6 +117,18 @@ impl Decision {
         namespaces: &mut NamespaceLabels<'_>,
     ) -> bool {
         let applies = applies(policy, view, request.operation, namespaces).await;
+        self.settle(policy, applies, request)
+    }
+
+    /// Whether `policy`, which `applies` or not, is to run now: a policy that applies but
+    /// cannot (the deadline passed, its namespace could not be read) fails under its failure
+    /// policy here.
+    fn settle(
+        &mut self,
+        policy: &CompiledPolicy,
+        applies: Result<bool, String>,
+        request: &Request,
+    ) -> bool {
         if request.deadline.as_ref().is_some_and(Deadline::passed) {
             // Only policies that meet the request fail; the others would not have run.
             if applies.unwrap_or(true) {
@@ -410,6 +424,7 @@ async fn run_override(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     working: &mut Value,
+    changes: &mut Changes,
 ) -> Result<usize, String> {
     if let Some(message) = defect_message(policy) {
         return Err(message);
@@ -422,10 +437,12 @@ async fn run_override(
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
         for program in [&rule.template, &rule.program].into_iter().flatten() {
             let patch = scope.patch(program, working).await?;
+            patch.iter().for_each(|op| changes.before(op, working));
             plaintext::apply_all(working, &patch)
                 .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
             applied += patch.len();
         }
+        rule.patch.iter().for_each(|op| changes.before(op, working));
         plaintext::apply_all(working, &rule.patch)
             .map_err(|(i, e)| format!("{}: {e}", rule.plaintext[i].field))?;
         applied += rule.patch.len();
@@ -495,39 +512,90 @@ impl PolicySet {
     /// `Fail` the request is denied, under `Ignore` a warning is added. DELETE is never
     /// patched.
     pub async fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        self.mutate_keeping(request, lookup, true).await
-    }
-
-    /// [`PolicySet::mutate`] for an admission answer, which needs the patch but not the final
-    /// object: `patched` is left `None` when nothing changed it (no copy of the object).
-    pub async fn mutate_patch(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        self.mutate_keeping(request, lookup, false).await
-    }
-
-    async fn mutate_keeping(&self, request: &Request, lookup: &dyn Lookup, keep: bool) -> Decision {
         let Some(original) = request
             .object
             .as_ref()
             .filter(|_| request.operation != Operation::Delete)
         else {
-            return Decision::allow(request.subject().filter(|_| keep).cloned());
+            return Decision::allow(request.subject().cloned());
         };
+        let (mut decision, working, changes) = self
+            .override_object(
+                request,
+                Cow::Borrowed(original),
+                Changes::tracking(),
+                lookup,
+            )
+            .await;
+        match working {
+            Cow::Owned(working) if decision.allowed => {
+                decision.patch = changes.diff_from(original, &working);
+                decision.patched = Some(working);
+            }
+            _ => decision.patched = Some(original.clone()),
+        }
+        decision
+    }
+
+    /// [`PolicySet::mutate`] for an admission answer, which needs the patch but not the
+    /// original object: takes the request's object (`request.object` is `None` afterwards) and
+    /// changes it in place, saving only the top-level fields the operations reach, so the
+    /// object is never copied whole. `patched` is the changed object, `None` when no operation
+    /// applied.
+    pub async fn mutate_patch(&self, request: &mut Request, lookup: &dyn Lookup) -> Decision {
+        if request.operation == Operation::Delete {
+            return Decision::allow(None);
+        }
+        let Some(object) = request.object.take() else {
+            return Decision::allow(None);
+        };
+        let request = &*request;
+        let (mut decision, working, changes) = self
+            .override_object(request, Cow::Owned(object), Changes::saving(), lookup)
+            .await;
+        if decision.allowed && !changes.is_empty() {
+            let working = working.into_owned();
+            if let Some(patch) = changes.into_diff(&working) {
+                decision.patch = patch;
+            }
+            decision.patched = Some(working);
+        }
+        decision
+    }
+
+    /// Runs the override policies on `working`: every applicable policy in order, each seeing
+    /// the result of the previous one, each operation recorded in `changes` before it applies.
+    /// A borrowed `working` is copied only once a policy runs.
+    async fn override_object<'v>(
+        &self,
+        request: &Request,
+        mut working: Cow<'v, Value>,
+        mut changes: Changes,
+        lookup: &dyn Lookup,
+    ) -> (Decision, Cow<'v, Value>, Changes) {
         let mut decision = Decision::allow(None);
-        // Copied only once a policy applies.
-        let mut working: Option<Value> = None;
-        let view = request.view(original);
         let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
         let candidates = self.override_candidates(
             &request.api_version,
             &request.kind,
             request.namespace.as_deref(),
         );
-        for policy in candidates {
-            if !decision.runs(policy, &view, request, &mut namespaces).await {
+        // Policies select on the object as it came, not on earlier policies' changes, so which
+        // apply is known before the object changes.
+        let mut selected = Vec::new();
+        {
+            let view = request.view(&working);
+            for policy in candidates {
+                let applies = applies(policy, &view, request.operation, &mut namespaces).await;
+                selected.push((policy, applies));
+            }
+        }
+        for (policy, applies) in selected {
+            if !decision.settle(policy, applies, request) {
                 continue;
             }
+            let object = working.to_mut();
             // Each step is atomic, so a policy of one step needs no copy to roll back.
-            let working = working.get_or_insert_with(|| original.clone());
             let steps: usize = match &policy.rules {
                 PolicyRules::Override(rules) => rules
                     .iter()
@@ -536,14 +604,14 @@ impl PolicySet {
                     .sum(),
                 PolicyRules::Validate { .. } => 0,
             };
-            let before = (steps > 1).then(|| working.clone());
+            let before = (steps > 1).then(|| object.clone());
             let mut scope = Scope {
                 request,
                 lookup,
                 namespaces: &mut namespaces,
                 policy,
             };
-            match run_override(policy, &mut scope, working).await {
+            match run_override(policy, &mut scope, object, &mut changes).await {
                 Ok(applied) => {
                     decision.applied_policies.push(policy.label.to_string());
                     decision.record(
@@ -555,21 +623,13 @@ impl PolicySet {
                 }
                 Err(e) => {
                     if let Some(before) = before {
-                        *working = before;
+                        *object = before;
                     }
                     decision.policy_error(policy, &e);
                 }
             }
         }
-        match working {
-            Some(working) if decision.allowed => {
-                decision.patch = crate::diff::diff(original, &working);
-                decision.patched = Some(working);
-            }
-            _ if keep => decision.patched = Some(original.clone()),
-            _ => {}
-        }
-        decision
+        (decision, working, changes)
     }
 
     /// Runs the validate policies on the request (on `object` in place of the request's own

@@ -118,6 +118,235 @@ pub fn diff(left: &Value, right: &Value) -> Patch {
     Patch(differ.ops)
 }
 
+/// The places of a document that JSON Patch operations may have changed: a tree of object keys
+/// whose marked nodes stand for their whole subtree.
+///
+/// Recorded while the operations are applied, it lets [`diff_touched`] skip every subtree no
+/// operation reached instead of comparing it, which for a Pod is most of the object.
+#[derive(Debug, Default)]
+pub struct Touched {
+    whole: bool,
+    children: Vec<(String, Touched)>,
+}
+
+impl Touched {
+    /// Records what `op` may change: its `path`, and for a `move` its `from` as well. A `test`
+    /// changes nothing.
+    pub fn record(&mut self, op: &PatchOperation) {
+        match op {
+            PatchOperation::Test(_) => {}
+            PatchOperation::Move(m) => {
+                self.insert(&m.from);
+                self.insert(&m.path);
+            }
+            other => self.insert(other.path()),
+        }
+    }
+
+    fn insert(&mut self, pointer: &json_patch::jsonptr::Pointer) {
+        let mut node = self;
+        for token in pointer.tokens() {
+            if node.whole {
+                return;
+            }
+            let key = token.decoded();
+            let at = match node.children.iter().position(|(k, _)| *k == *key) {
+                Some(at) => at,
+                None => {
+                    node.children.push((key.into_owned(), Touched::default()));
+                    node.children.len() - 1
+                }
+            };
+            node = &mut node.children[at].1;
+        }
+        // Everything below an operation's target may have changed.
+        node.whole = true;
+        node.children = Vec::new();
+    }
+
+    fn child(&self, key: &str) -> Option<&Touched> {
+        self.children
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, child)| child)
+    }
+}
+
+impl<'a> Differ<'a> {
+    fn touched(&mut self, left: &'a Value, right: &'a Value, touched: &Touched) {
+        let (Value::Object(l), Value::Object(r)) = (left, right) else {
+            // Arrays shift under their operations; compare them (and scalars) in full.
+            return self.value(left, right);
+        };
+        if touched.whole {
+            return self.object(l, r);
+        }
+        // The order of `object`: right's keys, then the keys only left has.
+        for (key, right_value) in r {
+            let Some(child) = touched.child(key) else {
+                continue;
+            };
+            self.path.push(Step::Key(key));
+            match l.get(key) {
+                Some(left_value) => self.touched(left_value, right_value, child),
+                None => {
+                    let path = self.pointer();
+                    self.ops.push(PatchOperation::Add(AddOperation {
+                        path,
+                        value: right_value.clone(),
+                    }));
+                }
+            }
+            self.path.pop();
+        }
+        if touched.children.iter().all(|(key, _)| r.contains_key(key)) {
+            return;
+        }
+        for key in l.keys() {
+            if touched.child(key).is_some() && !r.contains_key(key) {
+                self.path.push(Step::Key(key));
+                let path = self.pointer();
+                self.ops
+                    .push(PatchOperation::Remove(RemoveOperation { path }));
+                self.path.pop();
+            }
+        }
+    }
+}
+
+/// What JSON Patch operations changed in an object they are applied to in place, enough to
+/// diff it afterwards without a copy of the whole object: where they reached ([`Touched`]) and,
+/// when `saving`, each top-level field they reached as it was before the first of them.
+///
+/// Call [`Changes::before`] with the object as it is just before each operation applies.
+#[derive(Debug, Default)]
+pub struct Changes {
+    touched: Touched,
+    saving: bool,
+    /// The object's top-level keys, in order, when the first field was saved.
+    keys: Option<Vec<String>>,
+    /// Top-level fields as they were (`None`: absent).
+    saved: Vec<(String, Option<Value>)>,
+    /// The whole object as it was, once an operation targets the root (or a root that is
+    /// not an object).
+    whole: Option<Value>,
+}
+
+impl Changes {
+    /// Changes to an object whose original is kept by the caller: only where they reach.
+    pub fn tracking() -> Self {
+        Changes::default()
+    }
+
+    /// Changes to an object that is changed in place: the fields they reach are saved first.
+    pub fn saving() -> Self {
+        Changes {
+            saving: true,
+            ..Changes::default()
+        }
+    }
+
+    /// Whether no operation was recorded.
+    pub fn is_empty(&self) -> bool {
+        !self.touched.whole && self.touched.children.is_empty()
+    }
+
+    /// Records `op`, about to be applied to `doc`.
+    pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
+        self.touched.record(op);
+        if !self.saving {
+            return;
+        }
+        match op {
+            PatchOperation::Test(_) => {}
+            PatchOperation::Move(m) => {
+                self.save(&m.from, doc);
+                self.save(&m.path, doc);
+            }
+            other => self.save(other.path(), doc),
+        }
+    }
+
+    fn save(&mut self, pointer: &json_patch::jsonptr::Pointer, doc: &Value) {
+        if self.whole.is_some() {
+            return;
+        }
+        let first = pointer.tokens().next();
+        let (Some(token), Value::Object(map)) = (first, doc) else {
+            self.whole = Some(self.original_of(doc));
+            return;
+        };
+        let key = token.decoded();
+        if self.saved.iter().any(|(k, _)| *k == *key) {
+            return;
+        }
+        self.keys
+            .get_or_insert_with(|| map.keys().cloned().collect());
+        let value = map.get(key.as_ref()).cloned();
+        self.saved.push((key.into_owned(), value));
+    }
+
+    /// `doc` with the saved fields put back as they were, in their original order.
+    fn original_of(&self, doc: &Value) -> Value {
+        let (Some(keys), Value::Object(map)) = (&self.keys, doc) else {
+            // Nothing saved yet: `doc` is still the original.
+            return doc.clone();
+        };
+        let mut original = Map::new();
+        for key in keys {
+            let value = match self.saved.iter().find(|(k, _)| k == key) {
+                Some((_, saved)) => saved.clone(),
+                None => map.get(key).cloned(),
+            };
+            if let Some(value) = value {
+                original.insert(key.clone(), value);
+            }
+        }
+        Value::Object(original)
+    }
+
+    /// The operations that turn `original` into `now`, the object they were applied to: those
+    /// of [`diff`], visiting only where the operations reached.
+    pub fn diff_from(&self, original: &Value, now: &Value) -> Patch {
+        diff_touched(original, now, &self.touched)
+    }
+
+    /// For [`Changes::saving`]: the operations that turn the object as it was into `now`,
+    /// those of [`diff`], from the saved fields alone. `None` for [`Changes::tracking`], which
+    /// saved nothing (use [`Changes::diff_from`]).
+    pub fn into_diff(self, now: &Value) -> Option<Patch> {
+        if !self.saving {
+            return None;
+        }
+        if let Some(whole) = &self.whole {
+            return Some(diff_touched(whole, now, &self.touched));
+        }
+        // The saved fields, in the object's original order, stand for the original: the diff
+        // visits nothing else.
+        let mut saved = self.saved;
+        let mut original = Map::new();
+        for key in self.keys.into_iter().flatten() {
+            if let Some(at) = saved.iter().position(|(k, _)| *k == key)
+                && let (_, Some(value)) = saved.swap_remove(at)
+            {
+                original.insert(key, value);
+            }
+        }
+        Some(diff_touched(&Value::Object(original), now, &self.touched))
+    }
+}
+
+/// [`diff`] when `right` differs from `left` only where `touched` says: the same operations,
+/// without visiting the rest. A place changed but not recorded in `touched` is missed.
+pub fn diff_touched(left: &Value, right: &Value, touched: &Touched) -> Patch {
+    let mut differ = Differ {
+        path: Vec::new(),
+        ops: Vec::new(),
+    };
+    differ.touched(left, right, touched);
+    Patch(differ.ops)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +435,141 @@ mod tests {
             json_patch::patch(&mut applied, &ours).unwrap_or_else(|e| panic!("case {case}: {e}"));
             assert_eq!(applied, right, "case {case}");
         }
+    }
+
+    /// A random operation on `doc`: often at a path that exists, sometimes one level below it.
+    fn operation(rng: &mut Rng, doc: &Value) -> PatchOperation {
+        let mut path = Vec::new();
+        let mut at = doc;
+        loop {
+            let next = match at {
+                Value::Object(map) if !map.is_empty() && rng.below(3) != 0 => {
+                    let (k, v) = map
+                        .iter()
+                        .nth(rng.below(map.len() as u64) as usize)
+                        .unwrap_or_else(|| unreachable!());
+                    Some((k.clone(), v))
+                }
+                Value::Array(items) if !items.is_empty() && rng.below(3) != 0 => {
+                    let i = rng.below(items.len() as u64) as usize;
+                    Some((i.to_string(), &items[i]))
+                }
+                _ => None,
+            };
+            match next {
+                Some((token, child)) => {
+                    path.push(token);
+                    at = child;
+                }
+                None => break,
+            }
+        }
+        if rng.below(2) == 0 {
+            path.push(KEYS[rng.below(KEYS.len() as u64) as usize].to_string());
+        }
+        let pointer = PointerBuf::from_tokens(path.iter().map(String::as_str));
+        let value = super::tests::value(rng, 2);
+        let from = PointerBuf::from_tokens(path.iter().take(1).map(String::as_str));
+        match rng.below(5) {
+            0 => PatchOperation::Add(AddOperation {
+                path: pointer,
+                value,
+            }),
+            1 => PatchOperation::Remove(RemoveOperation { path: pointer }),
+            2 => PatchOperation::Replace(ReplaceOperation {
+                path: pointer,
+                value,
+            }),
+            3 => PatchOperation::Move(json_patch::MoveOperation {
+                from,
+                path: pointer,
+            }),
+            _ => PatchOperation::Copy(json_patch::CopyOperation {
+                from,
+                path: pointer,
+            }),
+        }
+    }
+
+    #[test]
+    fn touched_places_give_the_full_diff() {
+        let mut rng = Rng(11);
+        let mut changed = 0;
+        for case in 0..20_000 {
+            let left =
+                json!({"spec": value(&mut rng, 4), "metadata": value(&mut rng, 3), "kind": "Pod"});
+            let mut right = left.clone();
+            let mut touched = Touched::default();
+            for _ in 0..1 + rng.below(4) {
+                let op = operation(&mut rng, &right);
+                touched.record(&op);
+                // Operations that fail change nothing (a patch undoes itself).
+                let _ = json_patch::patch(&mut right, std::slice::from_ref(&op));
+            }
+            let full = diff(&left, &right);
+            changed += usize::from(!full.0.is_empty());
+            assert_eq!(
+                diff_touched(&left, &right, &touched),
+                full,
+                "case {case}: {left} -> {right}"
+            );
+        }
+        // The generator must change documents, or the comparison above proves nothing.
+        assert!(changed > 10_000, "only {changed} cases changed anything");
+    }
+
+    #[test]
+    fn saved_fields_give_the_full_diff() {
+        let mut rng = Rng(13);
+        let mut changed = 0;
+        for case in 0..20_000 {
+            let original = match rng.below(8) {
+                // Now and then a root that is not an object.
+                0 => value(&mut rng, 3),
+                _ => {
+                    json!({"spec": value(&mut rng, 4), "metadata": value(&mut rng, 3), "kind": "Pod", "status": {}})
+                }
+            };
+            let mut doc = original.clone();
+            let mut changes = Changes::saving();
+            for _ in 0..1 + rng.below(5) {
+                let op = if rng.below(12) == 0 {
+                    PatchOperation::Replace(ReplaceOperation {
+                        path: PointerBuf::new(),
+                        value: value(&mut rng, 2),
+                    })
+                } else {
+                    operation(&mut rng, &doc)
+                };
+                changes.before(&op, &doc);
+                let _ = json_patch::patch(&mut doc, std::slice::from_ref(&op));
+            }
+            let full = diff(&original, &doc);
+            changed += usize::from(!full.0.is_empty());
+            assert_eq!(
+                changes.into_diff(&doc),
+                Some(full),
+                "case {case}: {original} -> {doc}"
+            );
+        }
+        assert!(changed > 10_000, "only {changed} cases changed anything");
+    }
+
+    #[test]
+    fn untouched_places_are_not_visited() {
+        let left = json!({"metadata": {"labels": {"a": "1"}}, "spec": {"x": 1}});
+        let right = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"x": 2}});
+        let mut touched = Touched::default();
+        touched.record(&PatchOperation::Add(AddOperation {
+            path: PointerBuf::parse("/metadata/labels/b").unwrap_or_default(),
+            value: json!("2"),
+        }));
+        // /spec changed without an operation saying so: only the recorded change is reported.
+        let text = serde_json::to_value(diff_touched(&left, &right, &touched)).unwrap_or_default();
+        assert_eq!(
+            text,
+            json!([{"op": "add", "path": "/metadata/labels/b", "value": "2"}])
+        );
     }
 
     #[test]

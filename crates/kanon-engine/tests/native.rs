@@ -779,6 +779,29 @@ fn check(pair: &Pair, request: &Request, document: &Value, tally: &mut Tally, va
         }
     };
     let (with_native, decision) = (run(&pair.native), run(&pair.program));
+    if !validate {
+        // The webhook's way: the object changed in place, only the fields reached saved.
+        let mut owned = request.clone();
+        let in_place = block_on(pair.native.mutate_patch(&mut owned, &NoObjects));
+        assert_eq!(
+            (
+                in_place.allowed,
+                serde_json::to_string(&in_place.patch).unwrap()
+            ),
+            (
+                with_native.allowed,
+                serde_json::to_string(&with_native.patch).unwrap()
+            ),
+            "patch in place and patch from a copy disagree\npolicy: {document:#}\nobject: {:#}",
+            request.subject().unwrap_or(&Value::Null),
+        );
+        if !in_place.patch.is_empty() {
+            assert_eq!(
+                in_place.patched, with_native.patched,
+                "policy: {document:#}"
+            );
+        }
+    }
     assert_eq!(
         shown(&with_native),
         shown(&decision),

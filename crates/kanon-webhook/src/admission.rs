@@ -287,7 +287,7 @@ pub async fn review_until(
     match Request::from_admission_review_owned(document) {
         Ok(mut request) => {
             request.deadline = deadline;
-            let decision = decide(&request, webhook, policies, lookup).await;
+            let decision = decide(&mut request, webhook, policies, lookup).await;
             Reply::decided(&request, webhook, decision)
         }
         Err(e) => Reply::invalid(uid, e.into()),
@@ -300,7 +300,7 @@ pub async fn review_until(
 /// error by field path (before the validate policies' own reasons, if any). Writes to a
 /// policy's `status` and updates of a policy being deleted are not checked.
 pub async fn decide(
-    request: &Request,
+    request: &mut Request,
     webhook: Webhook,
     policies: &PolicySet,
     lookup: &dyn Lookup,
