@@ -123,6 +123,8 @@ pub enum Outcome {
     Invalid(BadReview),
     /// Allowed without evaluation ([`allow_all`], the benchmark ceiling).
     Unevaluated,
+    /// Not answered: no policy set is in force yet ([`Reply::not_ready`]).
+    NotReady,
 }
 
 /// The HTTP answer to one review.
@@ -142,6 +144,20 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The answer (503) while no policy set is in force (kanon starting, its policies not yet
+    /// read from the cluster): not a verdict, so kube-apiserver applies the webhook's
+    /// `failurePolicy`, as for a webhook that cannot be reached. Allowing here would admit
+    /// what a `Fail` policy should deny.
+    pub fn not_ready() -> Self {
+        Reply {
+            status: 503,
+            body: b"kanon is not ready: its policies are not loaded yet".to_vec(),
+            uid: None,
+            outcome: Outcome::NotReady,
+            request: None,
+        }
+    }
+
     /// The answer to a body over `limit` bytes, for a server that stops reading at the limit.
     pub fn too_large(limit: usize) -> Self {
         Reply::invalid(None, BadReview::TooLarge { size: None, limit })

@@ -8,6 +8,7 @@ pub mod lookup;
 pub mod metrics;
 pub mod sandbox;
 pub mod server;
+pub mod slot;
 pub mod source;
 pub mod state;
 pub mod tls;

@@ -11,16 +11,19 @@ use kanon_engine::lookup::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
 use kanon_engine::program::Program;
 
 use crate::sandbox::ProgramSandbox;
+use crate::slot::Slot;
 use kanon_engine::{Lookup, LookupError};
 use serde_json::Value;
 use tokio::time::Instant;
 
 /// A [`Lookup`] whose every call ends by `deadline`, and whose hand-written programs, given a
-/// sandbox, run there by `deadline` too.
+/// sandbox, run there by `deadline` too. Given the review's evaluation [`Slot`], it gives the
+/// slot back while it waits.
 pub struct BoundedLookup<'l> {
     inner: &'l dyn Lookup,
     deadline: Instant,
     sandbox: Option<&'l ProgramSandbox>,
+    slot: Option<&'l Slot>,
 }
 
 impl<'l> BoundedLookup<'l> {
@@ -30,6 +33,21 @@ impl<'l> BoundedLookup<'l> {
             inner,
             deadline,
             sandbox: None,
+            slot: None,
+        }
+    }
+
+    /// Gives `slot` back while a lookup or a program in the sandbox is awaited.
+    pub fn with_slot(mut self, slot: &'l Slot) -> Self {
+        self.slot = Some(slot);
+        self
+    }
+
+    /// `future`, awaited without the review's slot when it has one.
+    async fn waiting<F: std::future::Future>(&self, future: F) -> F::Output {
+        match self.slot {
+            Some(slot) => slot.away(self.deadline, future).await,
+            None => future.await,
         }
     }
 
@@ -47,7 +65,10 @@ impl<'l> BoundedLookup<'l> {
         let deadline = self.deadline;
         Box::pin(async move {
             let given = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout_at(deadline, future).await {
+            match self
+                .waiting(tokio::time::timeout_at(deadline, future))
+                .await
+            {
                 Ok(result) => result,
                 Err(_) => Err(LookupError::TimedOut {
                     what: what(),
@@ -91,7 +112,9 @@ impl Lookup for BoundedLookup<'_> {
 impl ProgramHost for BoundedLookup<'_> {
     fn run<'a>(&'a self, program: &'a Program, input: ProgramInput) -> ProgramFuture<'a> {
         match self.sandbox {
-            Some(sandbox) => Box::pin(sandbox.run_until(program, input, self.deadline)),
+            Some(sandbox) => {
+                Box::pin(self.waiting(sandbox.run_until(program, input, self.deadline)))
+            }
             // Not offered by `programs` without a sandbox; run in place all the same.
             None => Box::pin(std::future::ready(program.run(&input.context()))),
         }

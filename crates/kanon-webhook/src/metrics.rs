@@ -223,6 +223,7 @@ impl Metrics {
                 "patched"
             }
             Outcome::Decided(_) | Outcome::Unevaluated => "allowed",
+            Outcome::NotReady => "not_ready",
         };
         self.requests
             .get_or_create(&RequestLabels {

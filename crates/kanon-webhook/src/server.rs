@@ -51,6 +51,7 @@ use crate::admission::{self, Reply, Webhook};
 use crate::lookup::BoundedLookup;
 use crate::metrics::{self, Metrics};
 use crate::sandbox::{ProgramSandbox, SandboxConfig};
+use crate::slot::Slot;
 use crate::state::PolicyState;
 use crate::tls::{self, CertPaths, CertResolver, TlsError};
 
@@ -647,6 +648,9 @@ async fn route_webhook(
         if request.method() != Method::POST {
             return (method_not_allowed("POST"), None);
         }
+        if !shared.allow_all && !shared.state.is_ready() {
+            return not_ready(shared, webhook);
+        }
         return review(shared, webhook, request).await;
     }
     let response = match path {
@@ -715,7 +719,28 @@ fn answer_margin(timeout: Duration) -> Duration {
     (timeout / 10).min(Duration::from_millis(100))
 }
 
-/// One review: the body (bounded), a permit, the evaluation on this task, all within
+/// The 503 to a review that arrives before any policy set is in force (the connection closes:
+/// its body is not read).
+fn not_ready(shared: &Shared, webhook: Webhook) -> (Response<Body>, Option<String>) {
+    let reply = Reply::not_ready();
+    shared
+        .metrics
+        .observe_review(webhook, &reply, None, None, 0.0);
+    tracing::warn!(
+        webhook = webhook.path(),
+        "a review before any policy set is in force: answered 503, so the webhook's failurePolicy applies"
+    );
+    let mut response = text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "kanon is not ready: its policies are not loaded yet",
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    (closing(response), None)
+}
+
+/// One review: the body (bounded), an evaluation slot, the evaluation on this task, all within
 /// the request's timeout.
 async fn review(
     shared: &Arc<Shared>,
@@ -762,25 +787,24 @@ async fn review(
         Err(_) => return timed_out(webhook, timeout, "reading the body"),
     };
 
-    let permit =
-        match tokio::time::timeout_at(deadline, shared.reviews.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(_closed)) => {
-                return (
-                    text(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "the server is shutting down",
-                    ),
-                    None,
-                );
-            }
-            Err(_) => return timed_out(webhook, timeout, "waiting for an evaluation slot"),
-        };
+    let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone())).await
+    {
+        Ok(Ok(slot)) => slot,
+        Ok(Err(_closed)) => {
+            return (
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the server is shutting down",
+                ),
+                None,
+            );
+        }
+        Err(_) => return timed_out(webhook, timeout, "waiting for an evaluation slot"),
+    };
     // Evaluated on this task: no hand-off to another thread. A program is bounded by its fuel
-    // and a lookup by the deadline, so neither holds a worker past them.
+    // and a lookup by the deadline, so neither holds a worker past them; the slot is given back
+    // while a lookup or a worker process is awaited.
     let evaluation = async {
-        // Held until the evaluation ends.
-        let _permit = permit;
         let policies = shared.state.current();
         if shared.allow_all {
             return admission::allow_all(&body);
@@ -789,7 +813,8 @@ async fn review(
         // failure policy, and the answer is still a verdict.
         let until = deadline.into_std();
         let lookup = BoundedLookup::new(shared.lookup.as_ref(), deadline - answer_margin(timeout))
-            .with_programs(shared.sandbox.as_ref());
+            .with_programs(shared.sandbox.as_ref())
+            .with_slot(&slot);
         admission::review_until(
             &body,
             webhook,

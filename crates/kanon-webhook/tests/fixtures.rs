@@ -216,6 +216,7 @@ fn accept(request: &Value, webhook: Webhook, reply: &Reply) -> Accepted {
         Outcome::Decided(decision) => assert_eq!(decision.allowed, allowed),
         Outcome::Invalid(e) => panic!("an accepted answer to an invalid review: {e}"),
         Outcome::Unevaluated => panic!("a review answered without evaluation"),
+        Outcome::NotReady => panic!("a review answered as not ready"),
     }
     Accepted {
         allowed,

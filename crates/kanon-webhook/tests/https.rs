@@ -328,9 +328,25 @@ async fn health_and_readiness() {
     assert_eq!(response.status, 503, "{}", response.text());
     assert!(response.text().contains("not ready"));
 
+    // Before any policy set is in force a review is not answered (an allow would admit what a
+    // `Fail` policy denies): 503, so kube-apiserver applies the webhook's failurePolicy.
+    let review = with_uid(fixture("pod-create.json"), "early");
+    for path in ["/mutate", "/validate"] {
+        let response = server.connect().await.post(path, &review).await;
+        assert_eq!(response.status, 503, "{path}: {}", response.text());
+        assert!(
+            response.text().contains("not loaded"),
+            "{}",
+            response.text()
+        );
+        assert_eq!(response.header("retry-after"), Some("1"));
+    }
+
     server.state.replace(common::policies());
     let response = client.get("/readyz").await;
     assert_eq!(response.status, 200, "{}", response.text());
+    let response = server.connect().await.post("/mutate", &review).await;
+    accept(&review, "/mutate", &response);
     server.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
@@ -447,6 +463,50 @@ async fn the_request_timeout_bounds_a_review() {
     assert!(started.elapsed() >= SLOW_LOOKUP);
     let message = answer["status"]["message"].as_str().unwrap();
     assert!(message.contains("was not found"), "{message}");
+    server.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_review_waiting_on_a_lookup_does_not_hold_up_others() {
+    // One evaluation slot, and two reviews waiting on the slow lookup: they wait without it.
+    let server = start("lookup-wait", true, |config| {
+        config.max_concurrent_reviews = 1;
+    })
+    .await;
+    let mut slow = Vec::new();
+    for i in 0..2 {
+        let (addr, ca) = (server.addr, server.ca.clone());
+        slow.push(tokio::spawn(async move {
+            let review = slow_review(&format!("waiting-{i}"));
+            let mut client = connect_tls(addr, &ca).await.unwrap();
+            let started = Instant::now();
+            let response = client.post("/validate?timeout=10s", &review).await;
+            accept(&review, "/validate", &response);
+            started.elapsed()
+        }));
+    }
+    // Both are in their lookup by now.
+    tokio::time::sleep(SLOW_LOOKUP / 5).await;
+    let mut client = server.connect().await;
+    for i in 0..5 {
+        let pod = with_uid(fixture("pod-create.json"), &format!("not-waiting-{i}"));
+        let started = Instant::now();
+        let response = client.post("/mutate?timeout=10s", &pod).await;
+        accept(&pod, "/mutate", &response);
+        assert!(
+            started.elapsed() < SLOW_LOOKUP / 3,
+            "a review with no lookup waited {:?} behind the lookups of others",
+            started.elapsed()
+        );
+    }
+    for task in slow {
+        let waited = task.await.unwrap();
+        // They took their slot back and finished: the lookup's time, not twice it.
+        assert!(
+            waited >= SLOW_LOOKUP && waited < SLOW_LOOKUP * 3 / 2,
+            "{waited:?}"
+        );
+    }
     server.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 
