@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -182,6 +182,9 @@ struct Shared {
     default_review_timeout: Duration,
     allow_all: bool,
     sandbox: Option<ProgramSandbox>,
+    /// Whether a review was answered 503 (not ready) yet: the first is logged as a warning,
+    /// the rest (kube-apiserver may send hundreds while kanon starts) at debug level.
+    warned_not_ready: AtomicBool,
 }
 
 /// Connection timeouts.
@@ -234,6 +237,7 @@ impl Server {
             default_review_timeout: config.default_review_timeout,
             allow_all: config.allow_all,
             sandbox: config.sandbox.clone().map(ProgramSandbox::new),
+            warned_not_ready: AtomicBool::new(false),
         });
         Ok(Server {
             config,
@@ -726,10 +730,17 @@ fn not_ready(shared: &Shared, webhook: Webhook) -> (Response<Body>, Option<Strin
     shared
         .metrics
         .observe_review(webhook, &reply, None, None, 0.0);
-    tracing::warn!(
-        webhook = webhook.path(),
-        "a review before any policy set is in force: answered 503, so the webhook's failurePolicy applies"
-    );
+    if shared.warned_not_ready.swap(true, Ordering::Relaxed) {
+        tracing::debug!(
+            webhook = webhook.path(),
+            "a review before any policy set is in force: answered 503"
+        );
+    } else {
+        tracing::warn!(
+            webhook = webhook.path(),
+            "a review before any policy set is in force: answered 503, so the webhook's failurePolicy applies (further ones are logged at debug level and counted in kanon_admission_requests_total{{result=\"not_ready\"}})"
+        );
+    }
     let mut response = text(
         StatusCode::SERVICE_UNAVAILABLE,
         "kanon is not ready: its policies are not loaded yet",
