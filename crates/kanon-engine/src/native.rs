@@ -415,7 +415,7 @@ fn containers_change(
     let Some(spec_path) = podspec::pod_spec_pointer(object) else {
         return Some(());
     };
-    let containers = match object.pointer(spec_path)?.get("containers") {
+    let containers = match crate::pointer::find(object, spec_path)?.get("containers") {
         None => return Some(()),
         Some(Value::Array(list)) if list.len() <= MAX_CONTAINERS => list,
         // null, not a list, or a loop long enough to cost the program noticeable fuel.
@@ -457,7 +457,7 @@ fn spec_field_change(
     let Some(spec_path) = podspec::pod_spec_pointer(object) else {
         return Some(());
     };
-    let spec = object.pointer(spec_path)?;
+    let spec = crate::pointer::find(object, spec_path)?;
     let (name, absent) = match field {
         SpecField::Tolerations => ("tolerations", Value::Array(Vec::new())),
         SpecField::Affinity => ("affinity", Value::Object(Map::new())),

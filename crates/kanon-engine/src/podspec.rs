@@ -16,8 +16,7 @@ pub fn pod_spec_pointer(object: &Value) -> Option<&'static str> {
         "CronJob" => "/spec/jobTemplate/spec/template/spec",
         _ => "/spec/template/spec",
     };
-    object
-        .pointer(candidate)
+    crate::pointer::find(object, candidate)
         .filter(|v| v.is_object())
         .map(|_| candidate)
 }

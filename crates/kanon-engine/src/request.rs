@@ -121,8 +121,7 @@ fn offline_info(
 }
 
 fn text_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
-    value
-        .pointer(pointer)
+    crate::pointer::find(value, pointer)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
 }
@@ -202,7 +201,7 @@ impl Request {
     /// As [`Request::from_admission_review`], moving the objects and the request's fields out
     /// of `review` instead of copying them (what a server does with a body it has just parsed).
     pub fn from_admission_review_owned(mut review: Value) -> Result<Self, RequestError> {
-        let mut take = |key: &str| review.pointer_mut(key).map(Value::take);
+        let mut take = |key: &str| crate::pointer::find_mut(&mut review, key).map(Value::take);
         let (object, old_object) = (take("/request/object"), take("/request/oldObject"));
         Self::from_review_parts(review, object, old_object)
     }

@@ -25,8 +25,10 @@ pub struct ObjectView<'a> {
 
 /// The labels of an object (`metadata.labels`), if any.
 pub fn labels_of(object: &Value) -> Option<&Map<String, Value>> {
+    // Two object lookups: on every policy's label selector.
     object
-        .pointer("/metadata/labels")
+        .get("metadata")
+        .and_then(|m| m.get("labels"))
         .and_then(Value::as_object)
 }
 

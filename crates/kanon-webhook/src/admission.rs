@@ -295,8 +295,7 @@ pub async fn review_until(
         Err(e) => return Reply::invalid(None, BadReview::NotJson(e.to_string())),
     };
     // Echo the uid whenever it is there, however wrong the rest is.
-    let uid = document
-        .pointer("/request/uid")
+    let uid = kanon_engine::pointer::find(&document, "/request/uid")
         .and_then(Value::as_str)
         .filter(|uid| !uid.is_empty())
         .map(str::to_string);
