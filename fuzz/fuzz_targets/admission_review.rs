@@ -69,7 +69,8 @@ fuzz_target!(|data: &[u8]| {
         && let Ok(request) = Request::from_admission_review(&document)
     {
         for webhook in [Webhook::Mutate, Webhook::Validate] {
-            let decision = block_on(admission::decide(&request, webhook, policies, lookup));
+            let mut request = request.clone();
+            let decision = block_on(admission::decide(&mut request, webhook, policies, lookup));
             let reply = admission::Reply::decided(&request, webhook, decision);
             check_reply(&reply);
         }

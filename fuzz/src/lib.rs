@@ -466,7 +466,16 @@ pub mod policies {
         };
         for request in REQUESTS.iter() {
             let _ = block_on(set.review(request, &*LOOKUP));
-            let _ = block_on(set.mutate_patch(request, &*LOOKUP));
+            // The webhook's way: the object changed in place, the patch from the saved fields;
+            // it must be the patch of the copying path.
+            let copied = block_on(set.mutate(request, &*LOOKUP));
+            let mut owned = request.clone();
+            let in_place = block_on(set.mutate_patch(&mut owned, &*LOOKUP));
+            assert_eq!(
+                (in_place.allowed, &in_place.patch),
+                (copied.allowed, &copied.patch),
+                "the patch in place differs from the patch of a copy"
+            );
         }
     }
 }
