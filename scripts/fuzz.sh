@@ -45,6 +45,14 @@ all_targets="$(cd fuzz && cargo +nightly fuzz list)"
 targets="${FUZZ_TARGETS:-$all_targets}"
 host="$(rustc +nightly -vV | sed -n 's/^host: //p')"
 
+# Where cargo puts the binaries: fuzz/target, or CARGO_TARGET_DIR when set (relative to fuzz/,
+# where cargo runs).
+case "${CARGO_TARGET_DIR:-}" in
+	"") target_dir="fuzz/target" ;;
+	/*) target_dir="$CARGO_TARGET_DIR" ;;
+	*) target_dir="fuzz/$CARGO_TARGET_DIR" ;;
+esac
+
 echo "== building the fuzz targets (once)"
 build_started=$SECONDS
 (cd fuzz && cargo +nightly fuzz build)
@@ -57,7 +65,7 @@ for target in $targets; do
 		echo "fuzz.sh: no target named $target (targets: $(echo $all_targets))" >&2
 		exit 2
 	fi
-	binary="fuzz/target/$host/release/$target"
+	binary="$target_dir/$host/release/$target"
 	work="fuzz/corpus-work/$target"
 	artifacts="fuzz/artifacts/$target"
 	log="fuzz/artifacts/$target.log"
@@ -96,7 +104,7 @@ echo
 echo "== summary (${seconds} s per target; logs in fuzz/artifacts/<target>.log)"
 printf '%s\n' "${summary[@]}"
 if [ "$failed" -ne 0 ]; then
-	echo "== FAILED: reproduce with fuzz/target/$host/release/<target> <artifact>, or" \
+	echo "== FAILED: reproduce with $target_dir/$host/release/<target> <artifact>, or" \
 		"cargo +nightly fuzz run <target> <artifact> from fuzz/" >&2
 	exit 1
 fi
