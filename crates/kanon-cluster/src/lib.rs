@@ -16,6 +16,7 @@
 //! Nothing here serves HTTP: the webhook meets this crate only through the publisher and the
 //! lookup.
 
+mod backoff;
 pub mod certificates;
 pub mod http;
 pub mod lookup;

@@ -49,7 +49,7 @@ impl NamespaceCache {
         let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
         tokio::spawn(async move {
             let mut events = watcher(api, watcher::Config::default())
-                .backoff(crate::reflector::WatchBackoff::new())
+                .backoff(crate::backoff::WatchBackoff::new())
                 .boxed();
             while let Some(event) = events.next().await {
                 match event {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use kanon_api::PolicyKind;
 use kanon_engine::{CompiledPolicy, FieldError, PolicyId, PolicySet, compile_document_reporting};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 /// A policy object as the cluster holds it, compiled.
@@ -233,4 +234,10 @@ impl ClusterPolicies {
             .filter(|e| !e.errors.is_empty())
             .count()
     }
+}
+
+/// The API resource of a policy kind.
+pub fn policy_resource(kind: PolicyKind) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind.as_str());
+    ApiResource::from_gvk_with_plural(&gvk, kind.plural())
 }

@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -21,58 +20,16 @@ use kanon_api::PolicyKind;
 use kanon_engine::{PolicyId, PolicyPublisher, Targets, WebhookKind};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::backoff::WatchBackoff;
 use crate::metrics::ClusterMetrics;
 use crate::namespaces::NamespaceCache;
+pub use crate::policies::policy_resource;
 use crate::policies::{Applied, ClusterPolicies};
 use crate::status::{self, StatusUpdate, StatusWriter};
-
-/// How long a failed watch waits before it retries: 250 ms, doubling up to 1 s, back to the
-/// start once a watch works again. kube-runtime's default goes up to 30 s, which after an
-/// apiserver restart would leave policy changes unseen for that long; and a restarted apiserver
-/// often answers the first watch with "too old resource version", one more failed retry before
-/// the relist, so each retry's wait counts twice (with 4 s the faults bench saw policy changes
-/// in force only 7.8 s after the apiserver was back).
-#[derive(Debug, Clone)]
-pub(crate) struct WatchBackoff {
-    next: Duration,
-}
-
-impl WatchBackoff {
-    const FIRST: Duration = Duration::from_millis(250);
-    const MAX: Duration = Duration::from_secs(1);
-
-    pub(crate) fn new() -> Self {
-        WatchBackoff { next: Self::FIRST }
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let delay = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        Some(delay)
-    }
-}
-
-impl Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-}
-
-/// The API resource of a policy kind.
-pub fn policy_resource(kind: PolicyKind) -> ApiResource {
-    let gvk = GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind.as_str());
-    ApiResource::from_gvk_with_plural(&gvk, kind.plural())
-}
 
 /// What the reflector needs.
 pub struct Reflector {

@@ -148,7 +148,7 @@ struct WriteFailure {
 }
 
 async fn write(client: &Client, update: &StatusUpdate) -> Result<(), WriteFailure> {
-    let resource = crate::reflector::policy_resource(update.id.kind);
+    let resource = crate::policies::policy_resource(update.id.kind);
     let api: Api<DynamicObject> = match &update.id.namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
