@@ -14,6 +14,7 @@ pub mod error;
 pub mod helpers;
 pub mod host;
 pub mod index;
+pub mod jsonpath;
 pub mod lookup;
 pub mod native;
 pub mod plaintext;

@@ -218,7 +218,7 @@ fn cached_jsonpath(
         return Ok(q.clone());
     }
     let query = Arc::new(
-        crate::refs::parse_jsonpath(path)
+        crate::jsonpath::parse_jsonpath(path)
             .map_err(|e| invalid(format!("invalid JSONPath `{path}`: {e}")))?,
     );
     if map.len() < 256 {
