@@ -6,7 +6,7 @@
 //! path: equal subtrees are skipped after one comparison, and a JSON pointer is built only for
 //! an operation that is emitted, not for every key visited.
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Map, Value};
 
@@ -23,6 +23,29 @@ struct Differ<'a> {
 }
 
 impl<'a> Differ<'a> {
+    fn new() -> Self {
+        Differ {
+            path: Vec::new(),
+            ops: Vec::new(),
+        }
+    }
+
+    /// `add` of `value` at the current path.
+    fn add(&mut self, value: &Value) {
+        let path = self.pointer();
+        self.ops.push(PatchOperation::Add(AddOperation {
+            path,
+            value: value.clone(),
+        }));
+    }
+
+    /// `remove` of the current path.
+    fn remove(&mut self) {
+        let path = self.pointer();
+        self.ops
+            .push(PatchOperation::Remove(RemoveOperation { path }));
+    }
+
     fn pointer(&self) -> PointerBuf {
         let mut pointer = PointerBuf::new();
         for step in &self.path {
@@ -57,22 +80,14 @@ impl<'a> Differ<'a> {
             self.path.push(Step::Key(key));
             match left.get(key) {
                 Some(left_value) => self.value(left_value, right_value),
-                None => {
-                    let path = self.pointer();
-                    self.ops.push(PatchOperation::Add(AddOperation {
-                        path,
-                        value: right_value.clone(),
-                    }));
-                }
+                None => self.add(right_value),
             }
             self.path.pop();
         }
         for key in left.keys() {
             if !right.contains_key(key) {
                 self.path.push(Step::Key(key));
-                let path = self.pointer();
-                self.ops
-                    .push(PatchOperation::Remove(RemoveOperation { path }));
+                self.remove();
                 self.path.pop();
             }
         }
@@ -90,17 +105,9 @@ impl<'a> Differ<'a> {
                 (Some(l), Some(r)) => self.value(l, r),
                 (Some(_), None) => {
                     shift += 1;
-                    let path = self.pointer();
-                    self.ops
-                        .push(PatchOperation::Remove(RemoveOperation { path }));
+                    self.remove();
                 }
-                (None, Some(r)) => {
-                    let path = self.pointer();
-                    self.ops.push(PatchOperation::Add(AddOperation {
-                        path,
-                        value: r.clone(),
-                    }));
-                }
+                (None, Some(r)) => self.add(r),
                 (None, None) => {}
             }
             self.path.pop();
@@ -110,10 +117,7 @@ impl<'a> Differ<'a> {
 
 /// The operations that turn `left` into `right`.
 pub fn diff(left: &Value, right: &Value) -> Patch {
-    let mut differ = Differ {
-        path: Vec::new(),
-        ops: Vec::new(),
-    };
+    let mut differ = Differ::new();
     differ.value(left, right);
     Patch(differ.ops)
 }
@@ -129,21 +133,26 @@ pub struct Touched {
     children: Vec<(String, Touched)>,
 }
 
+/// The places `op` may change: its `path`, and for a `move` its `from` as well. A `test`
+/// changes nothing.
+fn targets(op: &PatchOperation) -> impl Iterator<Item = &Pointer> {
+    let (first, second) = match op {
+        PatchOperation::Test(_) => (None, None),
+        PatchOperation::Move(m) => (Some(m.from.as_ref()), Some(m.path.as_ref())),
+        other => (Some(other.path()), None),
+    };
+    first.into_iter().chain(second)
+}
+
 impl Touched {
-    /// Records what `op` may change: its `path`, and for a `move` its `from` as well. A `test`
-    /// changes nothing.
+    /// Records what `op` may change ([`targets`]).
     pub fn record(&mut self, op: &PatchOperation) {
-        match op {
-            PatchOperation::Test(_) => {}
-            PatchOperation::Move(m) => {
-                self.insert(&m.from);
-                self.insert(&m.path);
-            }
-            other => self.insert(other.path()),
+        for pointer in targets(op) {
+            self.insert(pointer);
         }
     }
 
-    fn insert(&mut self, pointer: &json_patch::jsonptr::Pointer) {
+    fn insert(&mut self, pointer: &Pointer) {
         let mut node = self;
         for token in pointer.tokens() {
             if node.whole {
@@ -189,13 +198,7 @@ impl<'a> Differ<'a> {
             self.path.push(Step::Key(key));
             match l.get(key) {
                 Some(left_value) => self.touched(left_value, right_value, child),
-                None => {
-                    let path = self.pointer();
-                    self.ops.push(PatchOperation::Add(AddOperation {
-                        path,
-                        value: right_value.clone(),
-                    }));
-                }
+                None => self.add(right_value),
             }
             self.path.pop();
         }
@@ -205,9 +208,7 @@ impl<'a> Differ<'a> {
         for key in l.keys() {
             if touched.child(key).is_some() && !r.contains_key(key) {
                 self.path.push(Step::Key(key));
-                let path = self.pointer();
-                self.ops
-                    .push(PatchOperation::Remove(RemoveOperation { path }));
+                self.remove();
                 self.path.pop();
             }
         }
@@ -254,20 +255,14 @@ impl Changes {
     /// Records `op`, about to be applied to `doc`.
     pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
         self.touched.record(op);
-        if !self.saving {
-            return;
-        }
-        match op {
-            PatchOperation::Test(_) => {}
-            PatchOperation::Move(m) => {
-                self.save(&m.from, doc);
-                self.save(&m.path, doc);
+        if self.saving {
+            for pointer in targets(op) {
+                self.save(pointer, doc);
             }
-            other => self.save(other.path(), doc),
         }
     }
 
-    fn save(&mut self, pointer: &json_patch::jsonptr::Pointer, doc: &Value) {
+    fn save(&mut self, pointer: &Pointer, doc: &Value) {
         if self.whole.is_some() {
             return;
         }
@@ -339,10 +334,7 @@ impl Changes {
 /// [`diff`] when `right` differs from `left` only where `touched` says: the same operations,
 /// without visiting the rest. A place changed but not recorded in `touched` is missed.
 pub fn diff_touched(left: &Value, right: &Value, touched: &Touched) -> Patch {
-    let mut differ = Differ {
-        path: Vec::new(),
-        ops: Vec::new(),
-    };
+    let mut differ = Differ::new();
     differ.touched(left, right, touched);
     Patch(differ.ops)
 }

@@ -51,41 +51,33 @@ fn index(token: &str) -> Option<usize> {
     token.parse().ok()
 }
 
+/// The unescaped tokens of `pointer`, or `None` when it is not a pointer (not empty and not
+/// starting with `/`).
+fn tokens(pointer: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
+    let rest = match pointer {
+        "" => None,
+        _ => Some(pointer.strip_prefix('/')?),
+    };
+    Some(rest.into_iter().flat_map(|r| r.split('/')).map(unescaped))
+}
+
 /// `doc.pointer(pointer)`, exactly, without its two allocations for every token (serde_json
 /// unescapes each token whether it holds an escape or not). On the request path.
 pub fn find<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
-    if pointer.is_empty() {
-        return Some(doc);
-    }
-    let rest = pointer.strip_prefix('/')?;
-    let mut target = doc;
-    for token in rest.split('/') {
-        let token = unescaped(token);
-        target = match target {
-            Value::Object(map) => map.get(token.as_ref())?,
-            Value::Array(list) => list.get(index(&token)?)?,
-            _ => return None,
-        };
-    }
-    Some(target)
+    tokens(pointer)?.try_fold(doc, |target, token| match target {
+        Value::Object(map) => map.get(token.as_ref()),
+        Value::Array(list) => list.get(index(&token)?),
+        _ => None,
+    })
 }
 
 /// `doc.pointer_mut(pointer)`, exactly, as [`find`] does `pointer`.
 pub fn find_mut<'v>(doc: &'v mut Value, pointer: &str) -> Option<&'v mut Value> {
-    if pointer.is_empty() {
-        return Some(doc);
-    }
-    let rest = pointer.strip_prefix('/')?;
-    let mut target = doc;
-    for token in rest.split('/') {
-        let token = unescaped(token);
-        target = match target {
-            Value::Object(map) => map.get_mut(token.as_ref())?,
-            Value::Array(list) => list.get_mut(index(&token)?)?,
-            _ => return None,
-        };
-    }
-    Some(target)
+    tokens(pointer)?.try_fold(doc, |target, token| match target {
+        Value::Object(map) => map.get_mut(token.as_ref()),
+        Value::Array(list) => list.get_mut(index(&token)?),
+        _ => None,
+    })
 }
 
 /// Reads the value at `pointer`, treating an explicit `null` as absent (Kubernetes does).
