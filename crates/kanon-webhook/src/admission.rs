@@ -33,6 +33,9 @@ pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 pub const REVIEW_KIND: &str = "AdmissionReview";
 /// The content type of every reply body.
 pub const CONTENT_TYPE: &str = "application/json";
+
+/// The text of [`Reply::not_ready`].
+pub const NOT_READY: &str = "kanon is not ready: its policies are not loaded yet";
 /// The default limit on a review body. kube-apiserver accepts request bodies of up to 3 MiB,
 /// and a review carries the object and the old object (UPDATE) besides the request's
 /// metadata, so 8 MiB leaves room for the largest review it can send.
@@ -151,7 +154,7 @@ impl Reply {
     pub fn not_ready() -> Self {
         Reply {
             status: 503,
-            body: b"kanon is not ready: its policies are not loaded yet".to_vec(),
+            body: NOT_READY.as_bytes().to_vec(),
             uid: None,
             outcome: Outcome::NotReady,
             request: None,
@@ -309,7 +312,9 @@ pub async fn review_until(
     }
 }
 
-/// The verdict of `webhook` on `request`. The mutating webhook runs the override policies.
+/// The verdict of `webhook` on `request`. The mutating webhook runs the override policies on
+/// the request's object in place ([`kanon_engine::PolicySet::mutate_patch`]: `request.object`
+/// is taken).
 /// The validating webhook runs the validate policies and, on CREATE and UPDATE of one of
 /// kanon's own policy objects, checks that it compiles: a bad policy is denied with every
 /// error by field path (before the validate policies' own reasons, if any). Writes to a

@@ -741,10 +741,7 @@ fn not_ready(shared: &Shared, webhook: Webhook) -> (Response<Body>, Option<Strin
             "a review before any policy set is in force: answered 503, so the webhook's failurePolicy applies (further ones are logged at debug level and counted in kanon_admission_requests_total{{result=\"not_ready\"}})"
         );
     }
-    let mut response = text(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "kanon is not ready: its policies are not loaded yet",
-    );
+    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, admission::NOT_READY);
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

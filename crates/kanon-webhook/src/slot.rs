@@ -51,7 +51,8 @@ impl Slot {
     }
 
     /// Whether the review holds a slot now.
-    pub fn holding(&self) -> bool {
+    #[cfg(test)]
+    fn holding(&self) -> bool {
         self.held().permit.is_some()
     }
 
