@@ -438,9 +438,9 @@ async fn run_override(
         for program in [&rule.template, &rule.program].into_iter().flatten() {
             let patch = scope.patch(program, working).await?;
             patch.iter().for_each(|op| changes.before(op, working));
-            plaintext::apply_all(working, &patch)
-                .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
             applied += patch.len();
+            plaintext::apply_all_owned(working, patch.0)
+                .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
         }
         rule.patch.iter().for_each(|op| changes.before(op, working));
         plaintext::apply_all(working, &rule.patch)

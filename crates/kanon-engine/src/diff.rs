@@ -18,6 +18,8 @@ enum Step<'a> {
 }
 
 struct Differ<'a> {
+    /// Where the visited value sits in the whole document (the root unless set).
+    base: Option<&'a Pointer>,
     path: Vec<Step<'a>>,
     ops: Vec<PatchOperation>,
 }
@@ -25,6 +27,7 @@ struct Differ<'a> {
 impl<'a> Differ<'a> {
     fn new() -> Self {
         Differ {
+            base: None,
             path: Vec::new(),
             ops: Vec::new(),
         }
@@ -47,7 +50,7 @@ impl<'a> Differ<'a> {
     }
 
     fn pointer(&self) -> PointerBuf {
-        let mut pointer = PointerBuf::new();
+        let mut pointer = self.base.map(Pointer::to_buf).unwrap_or_default();
         for step in &self.path {
             match *step {
                 Step::Key(key) => pointer.push_back(key),
@@ -217,13 +220,23 @@ impl<'a> Differ<'a> {
 
 /// What JSON Patch operations changed in an object they are applied to in place, enough to
 /// diff it afterwards without a copy of the whole object: where they reached ([`Touched`]) and,
-/// when `saving`, each top-level field they reached as it was before the first of them.
+/// when `saving`, what they reached as it was before the first of them.
 ///
-/// Call [`Changes::before`] with the object as it is just before each operation applies.
+/// While every operation adds or replaces one value in an object (or replaces an array item),
+/// as overriders almost always do, only the values at their targets are saved: adding a label
+/// saves that the label was absent, not the object's metadata. The first operation of another
+/// kind (a removal, a move, an insertion into an array, the root) turns those places into the
+/// top-level fields they lie in, as they were, and saving goes on by top-level field.
+///
+/// Call [`Changes::before`] with the object as it is just before each operation applies (or,
+/// for operations applied in one step, before the step).
 #[derive(Debug, Default)]
 pub struct Changes {
     touched: Touched,
     saving: bool,
+    /// While saving by place: the places operations targeted, none inside another, each with
+    /// its value before the first of them (`None`: absent).
+    places: Option<Vec<Place>>,
     /// The object's top-level keys, in order, when the first field was saved.
     keys: Option<Vec<String>>,
     /// Top-level fields as they were (`None`: absent).
@@ -239,25 +252,86 @@ impl Changes {
         Changes::default()
     }
 
-    /// Changes to an object that is changed in place: the fields they reach are saved first.
+    /// Changes to an object that is changed in place: what they reach is saved first.
     pub fn saving() -> Self {
         Changes {
             saving: true,
+            places: Some(Vec::new()),
             ..Changes::default()
         }
     }
 
     /// Whether no operation was recorded.
     pub fn is_empty(&self) -> bool {
-        !self.touched.whole && self.touched.children.is_empty()
+        !self.touched.whole
+            && self.touched.children.is_empty()
+            && self.places.as_ref().is_none_or(Vec::is_empty)
     }
 
     /// Records `op`, about to be applied to `doc`.
     pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
+        if let Some(places) = &mut self.places {
+            if save_place(places, op, doc) {
+                return;
+            }
+            self.by_field(doc);
+        }
         self.touched.record(op);
         if self.saving {
             for pointer in targets(op) {
                 self.save(pointer, doc);
+            }
+        }
+    }
+
+    /// Turns the places saved so far into the top-level fields they lie in, as they were, and
+    /// saves by top-level field from now on.
+    fn by_field(&mut self, doc: &Value) {
+        let Some(places) = self.places.take() else {
+            return;
+        };
+        if places.is_empty() {
+            return;
+        }
+        for place in &places {
+            self.touched.insert(&place.path);
+        }
+        let Value::Object(map) = doc else {
+            // Places are only saved in an object; kept total all the same.
+            let mut whole = doc.clone();
+            for place in places {
+                restore(&mut whole, &place.path, place.before);
+            }
+            self.whole = Some(whole);
+            return;
+        };
+        // The original keys: all but those the operations added (places never remove keys).
+        let added = |key: &str| {
+            places.iter().any(|p| {
+                p.before.is_none()
+                    && p.path.count() == 1
+                    && p.path.tokens().any(|t| t.decoded() == key)
+            })
+        };
+        self.keys = Some(map.keys().filter(|k| !added(k)).cloned().collect());
+        for place in places {
+            let Some((field, rest)) = split_front(&place.path) else {
+                continue;
+            };
+            if rest.is_root() {
+                self.saved.push((field, place.before));
+                continue;
+            }
+            let at = match self.saved.iter().position(|(k, _)| *k == field) {
+                Some(at) => at,
+                None => {
+                    let value = map.get(&field).cloned();
+                    self.saved.push((field, value));
+                    self.saved.len() - 1
+                }
+            };
+            if let Some(value) = &mut self.saved[at].1 {
+                restore(value, rest, place.before);
             }
         }
     }
@@ -313,6 +387,25 @@ impl Changes {
         if !self.saving {
             return None;
         }
+        if let Some(mut places) = self.places {
+            // The operations of `diff` visit keys in `now`'s order, depth first: the places'
+            // order in it, each place diffed where it is.
+            places.sort_by(|a, b| document_order(now, &a.path, &b.path));
+            let mut differ = Differ::new();
+            for place in &places {
+                differ.base = Some(&place.path);
+                match (
+                    &place.before,
+                    crate::pointer::find(now, place.path.as_str()),
+                ) {
+                    (None, Some(now)) => differ.add(now),
+                    (Some(_), None) => differ.remove(),
+                    (Some(before), Some(now)) => differ.value(before, now),
+                    (None, None) => {}
+                }
+            }
+            return Some(Patch(differ.ops));
+        }
         if let Some(whole) = &self.whole {
             return Some(diff_touched(whole, now, &self.touched));
         }
@@ -329,6 +422,154 @@ impl Changes {
         }
         Some(diff_touched(&Value::Object(original), now, &self.touched))
     }
+}
+
+/// A place an operation targeted and its value before (`None`: absent).
+#[derive(Debug)]
+struct Place {
+    path: PointerBuf,
+    before: Option<Value>,
+}
+
+/// Saves what `op` targets in `doc` as a place, when it adds or replaces one value in an
+/// object, or replaces an array item (a `test` changes nothing). `false` when it does
+/// something else: the caller saves by top-level field instead.
+///
+/// Because every operation recorded so far did one of those, the objects above the places
+/// only ever gained keys (at their end) and had values replaced, so what was there before is
+/// the value now with the places put back.
+fn save_place(places: &mut Vec<Place>, op: &PatchOperation, doc: &Value) -> bool {
+    let path = match op {
+        PatchOperation::Test(_) => return true,
+        PatchOperation::Add(add) => &add.path,
+        PatchOperation::Replace(replace) => &replace.path,
+        _ => return false,
+    };
+    let Some((parent, last)) = path.split_back() else {
+        return false;
+    };
+    if !doc.is_object() {
+        return false;
+    }
+    if places
+        .iter()
+        .any(|p| path.starts_with(&p.path) && path.len() != p.path.len())
+    {
+        // Inside a saved place: what was there is saved already.
+        return true;
+    }
+    let target = match crate::pointer::find(doc, parent.as_str()) {
+        Some(Value::Object(map)) => map.get(last.decoded().as_ref()),
+        // Replacing an item shifts nothing; adding one does.
+        Some(Value::Array(_)) if matches!(op, PatchOperation::Replace(_)) => {
+            crate::pointer::find(doc, path.as_str())
+        }
+        Some(Value::Array(_)) => return false,
+        // No object or array to change: the operation fails, unless an earlier one of its step
+        // makes one, and that one saved a place around this one (above). Nothing was there.
+        _ => None,
+    };
+    if places.iter().any(|p| p.path == *path) {
+        // At a saved place, changing nothing around it.
+        return true;
+    }
+    let mut before = target.cloned();
+    if places.iter().any(|p| p.path.starts_with(path)) {
+        let mut kept = Vec::with_capacity(places.len());
+        for place in places.drain(..) {
+            // `strip_prefix` alone would take `/a/` for a prefix of `/a/b`.
+            let inside = place.path.starts_with(path);
+            match (
+                place.path.strip_prefix(path).filter(|_| inside),
+                &mut before,
+            ) {
+                (None, _) => kept.push(place),
+                // Around saved places: what was here is the value now with them put back.
+                (Some(rest), Some(value)) => restore(value, rest, place.before),
+                // Nothing here now, so nothing was (places never remove): nor inside.
+                (Some(_), None) => {}
+            }
+        }
+        *places = kept;
+    }
+    places.push(Place {
+        path: path.to_buf(),
+        before,
+    });
+    true
+}
+
+/// Puts `before` back at `at` (relative to `value`): absent means removed.
+fn restore(value: &mut Value, at: &Pointer, before: Option<Value>) {
+    let Some((parent, last)) = at.split_back() else {
+        if let Some(before) = before {
+            *value = before;
+        }
+        return;
+    };
+    match (crate::pointer::find_mut(value, parent.as_str()), before) {
+        (Some(Value::Object(map)), None) => {
+            // The key was added at the end; the others keep their order.
+            map.shift_remove(last.decoded().as_ref());
+        }
+        (Some(Value::Object(map)), Some(before)) => {
+            map.insert(last.decoded().into_owned(), before);
+        }
+        (Some(Value::Array(items)), Some(before)) => {
+            if let Some(item) = last
+                .decoded()
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| items.get_mut(i))
+            {
+                *item = before;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The first token of `pointer`, decoded, and the rest.
+fn split_front(pointer: &Pointer) -> Option<(String, &Pointer)> {
+    let first = pointer.tokens().next()?;
+    let rest = pointer.strip_prefix(&PointerBuf::from_tokens([first.clone()]))?;
+    Some((first.decoded().into_owned(), rest))
+}
+
+/// How `a` and `b` (neither inside the other) are ordered in `doc` as `diff` visits it: at the
+/// first token where they part, object keys in the object's order (keys it lacks after those
+/// it has), array items by index.
+fn document_order(doc: &Value, a: &Pointer, b: &Pointer) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let mut at = Some(doc);
+    for (x, y) in a.tokens().zip(b.tokens()) {
+        if x == y {
+            at = at.and_then(|v| match v {
+                Value::Object(map) => map.get(x.decoded().as_ref()),
+                Value::Array(items) => x.decoded().parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => None,
+            });
+            continue;
+        }
+        let (x, y) = (x.decoded(), y.decoded());
+        return match at {
+            Some(Value::Object(map)) => {
+                let position = |key: &str| map.keys().position(|k| k == key);
+                match (position(&x), position(&y)) {
+                    (Some(i), Some(j)) => i.cmp(&j),
+                    (Some(_), None) => Ordering::Less,
+                    (None, Some(_)) => Ordering::Greater,
+                    (None, None) => x.cmp(&y),
+                }
+            }
+            Some(Value::Array(_)) => match (x.parse::<usize>(), y.parse::<usize>()) {
+                (Ok(i), Ok(j)) => i.cmp(&j),
+                _ => x.cmp(&y),
+            },
+            _ => x.cmp(&y),
+        };
+    }
+    a.count().cmp(&b.count())
 }
 
 /// [`diff`] when `right` differs from `left` only where `touched` says: the same operations,
@@ -545,6 +786,68 @@ mod tests {
             );
         }
         assert!(changed > 10_000, "only {changed} cases changed anything");
+    }
+
+    /// Mostly adds and replaces, as overriders do, so that saving by place is what runs (to
+    /// the end in most cases), with now and then another operation that turns the places into
+    /// fields; sometimes several operations are recorded first and applied as one step.
+    #[test]
+    fn saved_places_give_the_full_diff() {
+        let mut rng = Rng(17);
+        let (mut changed, mut by_place) = (0, 0);
+        for case in 0..20_000 {
+            let original =
+                json!({"spec": value(&mut rng, 4), "metadata": value(&mut rng, 3), "kind": "Pod"});
+            let mut doc = original.clone();
+            let mut changes = Changes::saving();
+            for _ in 0..1 + rng.below(6) {
+                let step: Vec<PatchOperation> = (0..1 + rng.below(2) * rng.below(3))
+                    .map(|_| match (operation(&mut rng, &doc), rng.below(16)) {
+                        (op, 0) => op,
+                        (PatchOperation::Remove(r), _) => {
+                            PatchOperation::Replace(ReplaceOperation {
+                                path: r.path,
+                                value: value(&mut rng, 1),
+                            })
+                        }
+                        (PatchOperation::Move(json_patch::MoveOperation { path, .. }), _)
+                        | (PatchOperation::Copy(json_patch::CopyOperation { path, .. }), _) => {
+                            PatchOperation::Add(AddOperation {
+                                path,
+                                value: value(&mut rng, 2),
+                            })
+                        }
+                        // Insertions into arrays shift items: mostly replace one instead.
+                        (PatchOperation::Add(add), _)
+                            if add.path.split_back().is_some_and(|(parent, _)| {
+                                doc.pointer(parent.as_str()).is_some_and(Value::is_array)
+                            }) =>
+                        {
+                            PatchOperation::Replace(ReplaceOperation {
+                                path: add.path,
+                                value: add.value,
+                            })
+                        }
+                        (op, _) => op,
+                    })
+                    .collect();
+                step.iter().for_each(|op| changes.before(op, &doc));
+                let _ = json_patch::patch(&mut doc, &step);
+            }
+            by_place += usize::from(changes.places.is_some());
+            let full = diff(&original, &doc);
+            changed += usize::from(!full.0.is_empty());
+            assert_eq!(
+                changes.into_diff(&doc),
+                Some(full),
+                "case {case}: {original} -> {doc}"
+            );
+        }
+        assert!(changed > 10_000, "only {changed} cases changed anything");
+        assert!(
+            by_place > 5_000,
+            "only {by_place} cases saved by place to the end"
+        );
     }
 
     #[test]

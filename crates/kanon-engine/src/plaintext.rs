@@ -1,7 +1,7 @@
 //! Plaintext overriders: RFC 6902 operations, checked when the policy compiles and applied to
 //! the evolving object with messages that say why an operation failed.
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{
     AddOperation, CopyOperation, MoveOperation, PatchOperation, RemoveOperation, ReplaceOperation,
     TestOperation,
@@ -174,10 +174,90 @@ pub fn apply(doc: &mut Value, op: &PatchOperation) -> Result<(), String> {
     Err(format!("{} {path}: {reason}", op_name(op)))
 }
 
+/// Puts `value` at `path` as `json_patch` would for an `add` into an object or a `replace`,
+/// without its allocations for every pointer token and its undo record; gives `value` back,
+/// `doc` unchanged, for anything else (an array to insert into, a root, a missing target).
+fn put(doc: &mut Value, path: &Pointer, value: Value, replace: bool) -> Result<(), Value> {
+    if replace {
+        return match pointer::find_mut(doc, path.as_str()) {
+            Some(target) => {
+                *target = value;
+                Ok(())
+            }
+            None => Err(value),
+        };
+    }
+    let Some((parent, last)) = path.split_back() else {
+        return Err(value);
+    };
+    match pointer::find_mut(doc, parent.as_str()) {
+        Some(Value::Object(map)) => {
+            map.insert(last.decoded().into_owned(), value);
+            Ok(())
+        }
+        _ => Err(value),
+    }
+}
+
+/// The common single operations, applied directly: `true` when `op` applied, `false` (and
+/// `doc` unchanged) when `json_patch` is to apply it or explain why it cannot.
+fn apply_direct(doc: &mut Value, op: &PatchOperation) -> bool {
+    match op {
+        PatchOperation::Add(a) => put(doc, &a.path, a.value.clone(), false).is_ok(),
+        PatchOperation::Replace(r) => match pointer::find_mut(doc, r.path.as_str()) {
+            Some(target) => {
+                *target = r.value.clone();
+                true
+            }
+            None => false,
+        },
+        PatchOperation::Remove(r) => {
+            let Some((parent, last)) = r.path.split_back() else {
+                return false;
+            };
+            match pointer::find_mut(doc, parent.as_str()) {
+                // `json_patch` removes the way serde_json's `remove` does (the last key takes
+                // the removed one's place), so this does too.
+                Some(Value::Object(map)) => map.remove(last.decoded().as_ref()).is_some(),
+                _ => false,
+            }
+        }
+        PatchOperation::Test(t) => pointer::find(doc, t.path.as_str()) == Some(&t.value),
+        PatchOperation::Move(_) | PatchOperation::Copy(_) => false,
+    }
+}
+
+/// [`apply_all`] for operations no longer needed afterwards (a program's output): a single
+/// `add` or `replace` moves its value into `doc` instead of copying it.
+pub fn apply_all_owned(
+    doc: &mut Value,
+    mut ops: Vec<PatchOperation>,
+) -> Result<(), (usize, String)> {
+    if let [op] = ops.as_mut_slice() {
+        let single = match op {
+            PatchOperation::Add(a) => Some((&a.path, &mut a.value, false)),
+            PatchOperation::Replace(r) => Some((&r.path, &mut r.value, true)),
+            _ => None,
+        };
+        if let Some((path, value, replace)) = single {
+            match put(doc, path, std::mem::take(value), replace) {
+                Ok(()) => return Ok(()),
+                Err(back) => *value = back,
+            }
+        }
+    }
+    apply_all(doc, &ops)
+}
+
 /// Applies `ops` in one atomic step: on error `doc` is unchanged and the result names the
 /// failing operation's index and why it failed (judged on the document as that operation saw
 /// it).
 pub fn apply_all(doc: &mut Value, ops: &[PatchOperation]) -> Result<(), (usize, String)> {
+    if let [op] = ops
+        && apply_direct(doc, op)
+    {
+        return Ok(());
+    }
     let Err(err) = json_patch::patch(doc, ops) else {
         return Ok(());
     };
@@ -296,6 +376,92 @@ mod tests {
         assert_eq!(doc, json!({"a": 1}));
         apply_all(&mut doc, &ops[..2]).unwrap();
         assert_eq!(doc, json!({"a": 1, "b": {"c": 1}}));
+    }
+
+    /// The direct path for single operations changes documents exactly as `json_patch` does
+    /// (key order included), and fails exactly when it does, on a grid of documents and
+    /// operations: every operation, objects and arrays, escaped and empty keys, index-like keys,
+    /// missing parents, values of other types.
+    #[test]
+    fn single_operations_apply_as_json_patch_does() {
+        let docs = [
+            json!({"a": {"b": 1, "c": {"d": [1, 2]}}, "l": [1, {"x": 2}], "": {"": 0}, "a/b": {"~": 1}, "0": {"1": 2}}),
+            json!({"metadata": {"labels": {"app": "web", "tier": "fe"}, "name": "n"}, "spec": {"containers": [{"name": "c", "resources": {}}]}}),
+            json!([1, {"a": 2}]),
+            json!("scalar"),
+        ];
+        let paths = [
+            "",
+            "/",
+            "/a",
+            "/a/b",
+            "/a/x",
+            "/a/c/d",
+            "/a/c/d/0",
+            "/a/c/d/-",
+            "/a/c/d/2",
+            "/a/c/d/01",
+            "/l/1/x",
+            "/l/1/y",
+            "/l/5",
+            "/l/-",
+            "//",
+            "/a~1b/~0",
+            "/a~1b/x",
+            "/0/1",
+            "/0/2",
+            "/x/y",
+            "/metadata/labels/app",
+            "/metadata/labels/team",
+            "/metadata/labels",
+            "/metadata/x/y",
+            "/spec/containers/0/resources/requests",
+            "/spec/containers/1/resources",
+            "/1/a",
+            "/1/b",
+            "/0",
+        ];
+        let values = [json!("v"), json!({"k": [1]}), Value::Null, json!(1)];
+        let mut cases = 0;
+        for doc in &docs {
+            for (i, path) in paths.iter().enumerate() {
+                let path = PointerBuf::parse(*path).unwrap();
+                let value = values[i % values.len()].clone();
+                let existing = doc.pointer(path.as_str()).cloned().unwrap_or(Value::Null);
+                for op in [
+                    PatchOperation::Add(AddOperation {
+                        path: path.clone(),
+                        value: value.clone(),
+                    }),
+                    PatchOperation::Replace(ReplaceOperation {
+                        path: path.clone(),
+                        value: value.clone(),
+                    }),
+                    PatchOperation::Remove(RemoveOperation { path: path.clone() }),
+                    PatchOperation::Test(TestOperation {
+                        path: path.clone(),
+                        value: value.clone(),
+                    }),
+                    PatchOperation::Test(TestOperation {
+                        path: path.clone(),
+                        value: existing,
+                    }),
+                ] {
+                    let mut want = doc.clone();
+                    let want_ok = json_patch::patch(&mut want, std::slice::from_ref(&op)).is_ok();
+                    let mut got = doc.clone();
+                    let got_ok = apply_all(&mut got, std::slice::from_ref(&op)).is_ok();
+                    let mut owned = doc.clone();
+                    let owned_ok = apply_all_owned(&mut owned, vec![op.clone()]).is_ok();
+                    assert_eq!((got_ok, owned_ok), (want_ok, want_ok), "{op:?} on {doc}");
+                    // Key order too: serde_json's equality ignores it, the text does not.
+                    assert_eq!(got.to_string(), want.to_string(), "{op:?} on {doc}");
+                    assert_eq!(owned.to_string(), want.to_string(), "{op:?} on {doc}");
+                    cases += usize::from(want_ok);
+                }
+            }
+        }
+        assert!(cases > 60, "only {cases} operations applied");
     }
 
     #[test]

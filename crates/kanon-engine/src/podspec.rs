@@ -74,6 +74,14 @@ fn object(value: &Value) -> serde_json::Map<String, Value> {
     value.as_object().cloned().unwrap_or_default()
 }
 
+/// A value as text: a string as it is, anything else as JSON.
+fn text(value: &Value) -> std::borrow::Cow<'_, str> {
+    match value.as_str() {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => std::borrow::Cow::Owned(value.to_string()),
+    }
+}
+
 /// A container's `resources` with the template's requests and limits set (add, replace) or
 /// their keys removed (remove). Empty sections are dropped.
 pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
@@ -107,28 +115,25 @@ pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
 /// removed (remove). Resources without a limit are left alone.
 pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, String> {
     let mut result = object(current);
-    let limits = result.get("limits").map(object).unwrap_or_default();
-    let mut requests = result.get("requests").map(object).unwrap_or_default();
+    let limits = current.get("limits").and_then(Value::as_object);
+    // Taken out of `result` (not copied); put back under the same key, so in the same place.
+    let mut requests = match result.get_mut("requests") {
+        Some(Value::Object(requests)) => std::mem::take(requests),
+        _ => serde_json::Map::new(),
+    };
     for (name, factor) in factors.as_object().into_iter().flatten() {
         match edit {
             Edit::Remove => {
                 requests.shift_remove(name);
             }
             Edit::Add | Edit::Replace => {
-                let Some(limit) = limits.get(name) else {
+                let Some(limit) = limits.and_then(|limits| limits.get(name)) else {
                     continue;
                 };
-                let limit_text = limit
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| limit.to_string());
-                let quantity: crate::quantity::Quantity = limit_text
+                let quantity: crate::quantity::Quantity = text(limit)
                     .parse()
                     .map_err(|e: crate::quantity::QuantityError| format!("limits.{name}: {e}"))?;
-                let factor_text = factor
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| factor.to_string());
+                let factor_text = text(factor);
                 let decimal = crate::quantity::Decimal::parse(&factor_text)
                     .ok_or_else(|| format!("`{factor_text}` is not a decimal factor"))?;
                 // Requests are whole millicores for CPU and whole units (bytes) otherwise.
@@ -249,10 +254,10 @@ pub fn affinity_with(current: &Value, template: &Value, edit: Edit) -> Value {
             };
             match edited {
                 Some(list) if wrap => {
-                    target.insert(
-                        section.clone(),
-                        serde_json::json!({ "nodeSelectorTerms": list }),
-                    );
+                    // Built directly: `json!` would serialize the list into a new value.
+                    let mut wrapped = serde_json::Map::new();
+                    wrapped.insert("nodeSelectorTerms".to_string(), list);
+                    target.insert(section.clone(), Value::Object(wrapped));
                 }
                 Some(list) => {
                     target.insert(section.clone(), list);
