@@ -387,24 +387,8 @@ impl Changes {
         if !self.saving {
             return None;
         }
-        if let Some(mut places) = self.places {
-            // The operations of `diff` visit keys in `now`'s order, depth first: the places'
-            // order in it, each place diffed where it is.
-            places.sort_by(|a, b| document_order(now, &a.path, &b.path));
-            let mut differ = Differ::new();
-            for place in &places {
-                differ.base = Some(&place.path);
-                match (
-                    &place.before,
-                    crate::pointer::find(now, place.path.as_str()),
-                ) {
-                    (None, Some(now)) => differ.add(now),
-                    (Some(_), None) => differ.remove(),
-                    (Some(before), Some(now)) => differ.value(before, now),
-                    (None, None) => {}
-                }
-            }
-            return Some(Patch(differ.ops));
+        if let Some(places) = self.places {
+            return Some(diff_places(&places, now));
         }
         if let Some(whole) = &self.whole {
             return Some(diff_touched(whole, now, &self.touched));
@@ -497,6 +481,71 @@ fn save_place(places: &mut Vec<Place>, op: &PatchOperation, doc: &Value) -> bool
         before,
     });
     true
+}
+
+/// The operations of [`diff`] from the places alone. `diff` visits keys in `now`'s order, depth
+/// first, so the places are taken in their order in `now`, each diffed where it is.
+fn diff_places(places: &[Place], now: &Value) -> Patch {
+    /// A place, its parent's pointer, its value now and its position in its parent now.
+    struct Found<'a> {
+        place: &'a Place,
+        parent: &'a str,
+        now: Option<&'a Value>,
+        position: Option<usize>,
+    }
+    let mut found: Vec<Found<'_>> = Vec::with_capacity(places.len());
+    // Places are mostly keys of one object (labels, annotations): it is looked up once.
+    let mut last_parent: Option<(&str, Option<&Value>)> = None;
+    for place in places {
+        let Some((parent, last)) = place.path.split_back() else {
+            continue;
+        };
+        let parent_now = match last_parent {
+            Some((text, value)) if text == parent.as_str() => value,
+            _ => {
+                let value = crate::pointer::find(now, parent.as_str());
+                last_parent = Some((parent.as_str(), value));
+                value
+            }
+        };
+        let key = last.decoded();
+        let (position, value) = match parent_now {
+            Some(Value::Object(map)) => map
+                .iter()
+                .enumerate()
+                .find(|(_, (k, _))| **k == *key)
+                .map_or((None, None), |(i, (_, v))| (Some(i), Some(v))),
+            Some(Value::Array(_)) => match crate::pointer::find(now, place.path.as_str()) {
+                Some(item) => (key.parse::<usize>().ok(), Some(item)),
+                None => (None, None),
+            },
+            _ => (None, None),
+        };
+        found.push(Found {
+            place,
+            parent: parent.as_str(),
+            now: value,
+            position,
+        });
+    }
+    // Stable, and no more than one comparison per place when already in order.
+    found.sort_by(
+        |a, b| match (a.parent == b.parent, a.position, b.position) {
+            (true, Some(x), Some(y)) => x.cmp(&y),
+            _ => document_order(now, &a.place.path, &b.place.path),
+        },
+    );
+    let mut differ = Differ::new();
+    for f in &found {
+        differ.base = Some(&f.place.path);
+        match (&f.place.before, f.now) {
+            (None, Some(now)) => differ.add(now),
+            (Some(_), None) => differ.remove(),
+            (Some(before), Some(now)) => differ.value(before, now),
+            (None, None) => {}
+        }
+    }
+    Patch(differ.ops)
 }
 
 /// Puts `before` back at `at` (relative to `value`): absent means removed.

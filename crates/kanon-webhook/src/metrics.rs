@@ -18,9 +18,10 @@
 //! with a letter, at most 63), or a new kind once [`MAX_KIND_LABELS`] are counted, is counted
 //! as `other`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use kanon_engine::PolicyOutcome;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -117,6 +118,101 @@ pub struct Metrics {
     reload_failures: Family<SourceLabels, Counter>,
     /// The `kind` label values counted so far.
     kinds: Mutex<HashSet<String>>,
+    /// Each policy's counters, found without hashing its label ([`PolicyCounters`]).
+    policy_counters: PolicyCounters,
+}
+
+/// At most this many policies' counters are cached (policy sets replaced many times): past it
+/// the cache is emptied and refilled as policies meet requests. The counters themselves stay.
+const MAX_CACHED_POLICIES: usize = 65_536;
+
+/// Each policy's counters, found by the address of its label (the `Arc<str>` a policy result
+/// shares with its compiled policy) rather than by hashing the label's text under a family's
+/// lock, twice per policy and review. An entry holds its label, so no other label can take
+/// that address while it is a key.
+#[derive(Debug, Default)]
+struct PolicyCounters {
+    by_label: RwLock<HashMap<usize, PolicyHandles, BuildHasherDefault<AddressHasher>>>,
+}
+
+/// One policy's counters. `evaluations` exists from the first evaluation; the others from the
+/// first time they count, so a policy that never patched has no `patches` series, as before.
+#[derive(Debug)]
+struct PolicyHandles {
+    label: Arc<str>,
+    evaluations: Counter,
+    patches: OnceLock<Counter>,
+    rejections: OnceLock<Counter>,
+    /// Not ignored, ignored.
+    errors: [OnceLock<Counter>; 2],
+}
+
+/// Hashes an address: it is already unique, only its low bits need spreading.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+fn address(label: &Arc<str>) -> usize {
+    Arc::as_ptr(label).cast::<u8>() as usize
+}
+
+impl PolicyHandles {
+    fn new(metrics: &Metrics, label: &Arc<str>) -> Self {
+        let labels = PolicyLabels {
+            policy: label.clone(),
+        };
+        PolicyHandles {
+            label: label.clone(),
+            evaluations: metrics.evaluations.get_or_create(&labels).clone(),
+            patches: OnceLock::new(),
+            rejections: OnceLock::new(),
+            errors: [OnceLock::new(), OnceLock::new()],
+        }
+    }
+
+    fn record(&self, metrics: &Metrics, outcome: PolicyOutcome) {
+        self.evaluations.inc();
+        let labels = || PolicyLabels {
+            policy: self.label.clone(),
+        };
+        match outcome {
+            PolicyOutcome::Mutated { patched: true } => {
+                self.patches
+                    .get_or_init(|| metrics.patches.get_or_create(&labels()).clone())
+                    .inc();
+            }
+            PolicyOutcome::Mutated { patched: false } | PolicyOutcome::Passed => {}
+            PolicyOutcome::Rejected => {
+                self.rejections
+                    .get_or_init(|| metrics.rejections.get_or_create(&labels()).clone())
+                    .inc();
+            }
+            PolicyOutcome::Failed { ignored } => {
+                self.errors[usize::from(ignored)]
+                    .get_or_init(|| {
+                        let labels = PolicyErrorLabels {
+                            policy: self.label.clone(),
+                            ignored: if ignored { "true" } else { "false" },
+                        };
+                        metrics.errors.get_or_create(&labels).clone()
+                    })
+                    .inc();
+            }
+        }
+    }
 }
 
 impl Metrics {
@@ -197,6 +293,7 @@ impl Metrics {
             ready,
             reload_failures,
             kinds: Mutex::new(HashSet::new()),
+            policy_counters: PolicyCounters::default(),
         })
     }
 
@@ -243,28 +340,41 @@ impl Metrics {
         let Outcome::Decided(decision) = &reply.outcome else {
             return;
         };
-        for result in &decision.policy_results {
-            let policy = PolicyLabels {
-                policy: result.policy.clone(),
-            };
-            self.evaluations.get_or_create(&policy).inc();
-            match result.outcome {
-                PolicyOutcome::Mutated { patched: true } => {
-                    self.patches.get_or_create(&policy).inc();
-                }
-                PolicyOutcome::Mutated { patched: false } | PolicyOutcome::Passed => {}
-                PolicyOutcome::Rejected => {
-                    self.rejections.get_or_create(&policy).inc();
-                }
-                PolicyOutcome::Failed { ignored } => {
-                    self.errors
-                        .get_or_create(&PolicyErrorLabels {
-                            policy: policy.policy,
-                            ignored: if ignored { "true" } else { "false" },
-                        })
-                        .inc();
+        self.record_policies(&decision.policy_results);
+    }
+
+    /// Counts what each policy did, through the cached counters of each.
+    fn record_policies(&self, results: &[kanon_engine::PolicyResult]) {
+        let mut missing = Vec::new();
+        {
+            let cache = self
+                .policy_counters
+                .by_label
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            for result in results {
+                match cache.get(&address(&result.policy)) {
+                    Some(handles) => handles.record(self, result.outcome),
+                    None => missing.push(result),
                 }
             }
+        }
+        if missing.is_empty() {
+            return;
+        }
+        let mut cache = self
+            .policy_counters
+            .by_label
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        for result in missing {
+            if cache.len() >= MAX_CACHED_POLICIES {
+                cache.clear();
+            }
+            cache
+                .entry(address(&result.policy))
+                .or_insert_with(|| PolicyHandles::new(self, &result.policy))
+                .record(self, result.outcome);
         }
     }
 
@@ -584,6 +694,57 @@ mod tests {
             ),
             Some(1.0)
         );
+    }
+
+    /// Counters are cached by the address of a policy's label: the same label (a policy met
+    /// again, or the same policy in a newly loaded set, with a label of its own) counts in the
+    /// one series of that policy, and a cache emptied when full loses no count.
+    #[test]
+    fn a_policy_counts_in_one_series_whatever_its_label_copy() {
+        let metrics = Metrics::new();
+        let shared: Arc<str> = Arc::from("ClusterOverridePolicy/a");
+        let results = |label: &Arc<str>| {
+            vec![PolicyResult {
+                policy: label.clone(),
+                outcome: PolicyOutcome::Mutated { patched: true },
+            }]
+        };
+        let observe = |results: Vec<PolicyResult>| {
+            metrics.observe_review(
+                Webhook::Mutate,
+                &decided(true, true, results),
+                Some("CREATE"),
+                Some("Pod"),
+                0.001,
+            )
+        };
+        observe(results(&shared));
+        observe(results(&shared));
+        // The same policy reloaded: the same text in another allocation.
+        observe(results(&Arc::from("ClusterOverridePolicy/a")));
+        // Many other policies: the cache is emptied on the way.
+        for i in 0..MAX_CACHED_POLICIES + 10 {
+            observe(results(&Arc::from(format!("ClusterOverridePolicy/x{i}"))));
+        }
+        observe(results(&shared));
+        let text = metrics.encode();
+        for series in ["evaluations", "patches"] {
+            assert_eq!(
+                sample(
+                    &text,
+                    &format!(r#"kanon_policy_{series}_total{{policy="ClusterOverridePolicy/a"}}"#)
+                ),
+                Some(4.0),
+                "{series}"
+            );
+        }
+        let cached = metrics
+            .policy_counters
+            .by_label
+            .read()
+            .map(|cache| cache.len())
+            .unwrap_or_default();
+        assert!(cached <= MAX_CACHED_POLICIES, "{cached} cached");
     }
 
     #[test]
