@@ -226,6 +226,21 @@ impl Ops {
         Some(())
     }
 
+    /// Adds `{"op": "add", "path": path, "value": value}` already charged for (see
+    /// [`map_change`]).
+    fn add_charged(&mut self, path: String, value: Value) -> Option<()> {
+        let path = PointerBuf::parse(&path).ok()?;
+        self.list
+            .push(PatchOperation::Add(AddOperation { path, value }));
+        Some(())
+    }
+
+    /// Charges for `value` on top of what was charged for an operation.
+    fn charge_value(&mut self, value: &Value) -> Option<()> {
+        self.bound = self.bound.saturating_add(value_bound(value, MAX_DEPTH)?);
+        (self.bound <= self.limit).then_some(())
+    }
+
     fn charge(&mut self, path: &str, value: Option<&Value>) -> Option<()> {
         // `{"op": "remove", "path": ..., "value": ...}, ` and the path.
         let mut bound = 48 + string_bound(path);
@@ -364,7 +379,9 @@ fn map_change(
     };
     // `pointer(object, map_path) | default({})`: absent and null are an empty map.
     let empty = Value::Object(Map::new());
-    let current = crate::pointer::get(object, &path).unwrap_or(&empty);
+    let found = crate::pointer::get(object, &path);
+    let present = found.is_some();
+    let current = found.unwrap_or(&empty);
     let Value::Object(entries) = current else {
         // with_keys/without_keys fail on it, and `select` iterates it by its own rules.
         return None;
@@ -378,6 +395,30 @@ fn map_change(
                 return Some(());
             }
             helpers::without_keys(current.clone(), std::slice::from_ref(keys)).ok()?
+        }
+        MapEdit::Set(updates) if present => {
+            // The program adds the whole map with the keys set; the keys are set one by one
+            // instead (the same object in the end, key order included), charged for as the
+            // program's output would be.
+            let Value::Object(set) = updates else {
+                return None;
+            };
+            let equal = all_equal(set.iter().map(|(key, value)| match entries.get(key) {
+                Some(now) => program_equal(value, now),
+                None => Some(false),
+            }))?;
+            if equal {
+                return Some(());
+            }
+            ops.charge(&path, Some(current))?;
+            ops.charge_value(updates)?;
+            for (key, value) in set {
+                ops.add_charged(
+                    format!("{path}/{}", crate::pointer::escape(key)),
+                    value.clone(),
+                )?;
+            }
+            return Some(());
         }
         MapEdit::Set(updates) => {
             let updated = helpers::with_keys(current.clone(), updates.clone()).ok()?;
