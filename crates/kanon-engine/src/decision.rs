@@ -539,8 +539,8 @@ impl PolicySet {
 
     /// [`PolicySet::mutate`] for an admission answer, which needs the patch but not the
     /// original object: takes the request's object (`request.object` is `None` afterwards) and
-    /// changes it in place, saving only the top-level fields the operations reach, so the
-    /// object is never copied whole. `patched` is the changed object, `None` when no operation
+    /// changes it in place, saving only what the operations reach (the values at their targets,
+    /// or the top-level fields they lie in; [`Changes`]), so the object is never copied whole. `patched` is the changed object, `None` when no operation
     /// applied.
     pub async fn mutate_patch(&self, request: &mut Request, lookup: &dyn Lookup) -> Decision {
         if request.operation == Operation::Delete {
