@@ -227,7 +227,7 @@ impl Ops {
     }
 
     /// Adds `{"op": "add", "path": path, "value": value}` already charged for (see
-    /// [`map_change`]).
+    /// [`map_change`], [`containers_change`]).
     fn add_charged(&mut self, path: String, value: Value) -> Option<()> {
         let path = PointerBuf::parse(&path).ok()?;
         self.list
@@ -476,6 +476,42 @@ fn containers_change(
         }
         // `c.resources | default({})`: absent is an empty map, null stays null.
         let current = container.get("resources").unwrap_or(&empty);
+        if let Some(Value::Object(present)) = container.get("resources") {
+            // Only the sections the program changes, as `add`s into the existing resources
+            // (the same object in the end), not a copy of the whole resources added back.
+            let sections = match edit {
+                ContainerEdit::Resources(template) => {
+                    podspec::resources_sections(current, template, op)
+                }
+                ContainerEdit::Oversell(factors) => vec![(
+                    "requests",
+                    podspec::oversold_requests(current, factors, op).ok()?,
+                )],
+            };
+            // A dropped section is a removal, which reorders keys: the whole resources then.
+            if sections.iter().all(|(_, value)| value.is_some()) {
+                let equal = all_equal(sections.iter().map(|(name, value)| {
+                    match (present.get(*name), value) {
+                        (Some(now), Some(value)) => program_equal(value, now),
+                        _ => Some(false),
+                    }
+                }))?;
+                if equal {
+                    continue;
+                }
+                let path = format!("{spec_path}/containers/{i}/resources");
+                // Charged for as the program's output, the whole resources: at most what is
+                // there now and the new sections.
+                ops.charge(&path, Some(current))?;
+                for (_, value) in sections.iter() {
+                    ops.charge_value(value.as_ref()?)?;
+                }
+                for (name, value) in sections {
+                    ops.add_charged(format!("{path}/{name}"), value?)?;
+                }
+                continue;
+            }
+        }
         let updated = match edit {
             ContainerEdit::Resources(template) => podspec::resources_with(current, template, op),
             ContainerEdit::Oversell(factors) => podspec::oversold(current, factors, op).ok()?,

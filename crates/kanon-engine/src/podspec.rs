@@ -86,11 +86,32 @@ fn text(value: &Value) -> std::borrow::Cow<'_, str> {
 /// their keys removed (remove). Empty sections are dropped.
 pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
     let mut result = object(current);
+    for (section, value) in resources_sections(current, template, edit) {
+        match value {
+            Some(value) => {
+                result.insert(section.to_string(), value);
+            }
+            None => {
+                result.shift_remove(section);
+            }
+        }
+    }
+    Value::Object(result)
+}
+
+/// The sections of [`resources_with`]'s result that the template edits, in order, each with
+/// its new value (`None`: dropped, none left); the other keys stay as they are.
+pub fn resources_sections(
+    current: &Value,
+    template: &Value,
+    edit: Edit,
+) -> Vec<(&'static str, Option<Value>)> {
+    let mut sections = Vec::new();
     for section in ["requests", "limits"] {
         let Some(entries) = template.get(section).and_then(Value::as_object) else {
             continue;
         };
-        let mut target = result.get(section).map(object).unwrap_or_default();
+        let mut target = current.get(section).map(object).unwrap_or_default();
         for (name, quantity) in entries {
             match edit {
                 Edit::Add | Edit::Replace => {
@@ -101,13 +122,12 @@ pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
                 }
             }
         }
-        if target.is_empty() {
-            result.shift_remove(section);
-        } else {
-            result.insert(section.to_string(), Value::Object(target));
-        }
+        sections.push((
+            section,
+            (!target.is_empty()).then_some(Value::Object(target)),
+        ));
     }
-    Value::Object(result)
+    sections
 }
 
 /// A container's `resources` with each request set to its limit × factor, rounded up to whole
@@ -115,12 +135,29 @@ pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
 /// removed (remove). Resources without a limit are left alone.
 pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, String> {
     let mut result = object(current);
+    match oversold_requests(current, factors, edit)? {
+        Some(requests) => {
+            result.insert("requests".to_string(), requests);
+        }
+        None => {
+            result.shift_remove("requests");
+        }
+    }
+    Ok(Value::Object(result))
+}
+
+/// The `requests` of [`oversold`]'s result: `None` when it drops them (none left).
+pub fn oversold_requests(
+    current: &Value,
+    factors: &Value,
+    edit: Edit,
+) -> Result<Option<Value>, String> {
     let limits = current.get("limits").and_then(Value::as_object);
-    // Taken out of `result` (not copied); put back under the same key, so in the same place.
-    let mut requests = match result.get_mut("requests") {
-        Some(Value::Object(requests)) => std::mem::take(requests),
-        _ => serde_json::Map::new(),
-    };
+    let mut requests = current
+        .get("requests")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     for (name, factor) in factors.as_object().into_iter().flatten() {
         match edit {
             Edit::Remove => {
@@ -150,12 +187,7 @@ pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, S
             }
         }
     }
-    if requests.is_empty() {
-        result.shift_remove("requests");
-    } else {
-        result.insert("requests".to_string(), Value::Object(requests));
-    }
-    Ok(Value::Object(result))
+    Ok((!requests.is_empty()).then_some(Value::Object(requests)))
 }
 
 /// Appends the entries of `wanted` that `list` does not hold yet, in order.
