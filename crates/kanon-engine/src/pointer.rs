@@ -61,10 +61,18 @@ fn tokens(pointer: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
     Some(rest.into_iter().flat_map(|r| r.split('/')).map(unescaped))
 }
 
+/// Objects of at most this many keys are searched key by key: cheaper than hashing the key
+/// (serde_json's map hashes every lookup with SipHash), and most objects of a Kubernetes
+/// object are that small.
+const SCANNED_KEYS: usize = 8;
+
 /// `doc.pointer(pointer)`, exactly, without its two allocations for every token (serde_json
 /// unescapes each token whether it holds an escape or not). On the request path.
 pub fn find<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
     tokens(pointer)?.try_fold(doc, |target, token| match target {
+        Value::Object(map) if map.len() <= SCANNED_KEYS => {
+            map.iter().find(|(key, _)| **key == *token).map(|(_, v)| v)
+        }
         Value::Object(map) => map.get(token.as_ref()),
         Value::Array(list) => list.get(index(&token)?),
         _ => None,
@@ -74,7 +82,15 @@ pub fn find<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
 /// `doc.pointer_mut(pointer)`, exactly, as [`find`] does `pointer`.
 pub fn find_mut<'v>(doc: &'v mut Value, pointer: &str) -> Option<&'v mut Value> {
     tokens(pointer)?.try_fold(doc, |target, token| match target {
-        Value::Object(map) => map.get_mut(token.as_ref()),
+        Value::Object(map) => {
+            if map.len() <= SCANNED_KEYS {
+                map.iter_mut()
+                    .find(|(key, _)| **key == *token)
+                    .map(|(_, v)| v)
+            } else {
+                map.get_mut(token.as_ref())
+            }
+        }
         Value::Array(list) => list.get_mut(index(&token)?),
         _ => None,
     })
@@ -164,8 +180,17 @@ mod tests {
     fn find_reads_what_serde_json_reads() {
         let mut doc = json!({
             "a": {"b/c": {"d~e": [10, {"": "empty key"}, [true]]}, "0": "zero", "01": "one"},
-            "list": ["x", "y"], "": {"": 1}, "~": 2, "~1": 3, "/": 4, "n": null
+            "list": ["x", "y"], "": {"": 1}, "~": 2, "~1": 3, "/": 4, "n": null,
+            "k1": 5, "k2": 6, "k3": 7
         });
+        // Small objects are searched key by key, larger ones through the map's index: both kinds
+        // at the root (above SCANNED_KEYS keys, counted) and below it.
+        assert!(doc.as_object().is_some_and(|m| m.len() > SCANNED_KEYS));
+        assert!(
+            doc["a"]
+                .as_object()
+                .is_some_and(|m| m.len() <= SCANNED_KEYS)
+        );
         let tokens = [
             "a",
             "b~1c",
