@@ -10,6 +10,8 @@ use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Map, Value};
 
+use crate::pointer::{find, find_mut, index};
+
 /// A token of the path being visited: an object key or an array index.
 #[derive(Clone, Copy)]
 enum Step<'a> {
@@ -442,11 +444,11 @@ fn save_place(places: &mut Vec<Place>, op: &PatchOperation, doc: &Value) -> bool
         // Inside a saved place: what was there is saved already.
         return true;
     }
-    let target = match crate::pointer::find(doc, parent.as_str()) {
+    let target = match find(doc, parent.as_str()) {
         Some(Value::Object(map)) => map.get(last.decoded().as_ref()),
         // Replacing an item shifts nothing; adding one does.
-        Some(Value::Array(_)) if matches!(op, PatchOperation::Replace(_)) => {
-            crate::pointer::find(doc, path.as_str())
+        Some(Value::Array(items)) if matches!(op, PatchOperation::Replace(_)) => {
+            index(&last.decoded()).and_then(|i| items.get(i))
         }
         Some(Value::Array(_)) => return false,
         // No object or array to change: the operation fails, unless an earlier one of its step
@@ -503,7 +505,7 @@ fn diff_places(places: &[Place], now: &Value) -> Patch {
         let parent_now = match last_parent {
             Some((text, value)) if text == parent.as_str() => value,
             _ => {
-                let value = crate::pointer::find(now, parent.as_str());
+                let value = find(now, parent.as_str());
                 last_parent = Some((parent.as_str(), value));
                 value
             }
@@ -515,8 +517,8 @@ fn diff_places(places: &[Place], now: &Value) -> Patch {
                 .enumerate()
                 .find(|(_, (k, _))| **k == *key)
                 .map_or((None, None), |(i, (_, v))| (Some(i), Some(v))),
-            Some(Value::Array(_)) => match crate::pointer::find(now, place.path.as_str()) {
-                Some(item) => (key.parse::<usize>().ok(), Some(item)),
+            Some(Value::Array(items)) => match index(&key).and_then(|i| Some((i, items.get(i)?))) {
+                Some((i, item)) => (Some(i), Some(item)),
                 None => (None, None),
             },
             _ => (None, None),
@@ -556,7 +558,7 @@ fn restore(value: &mut Value, at: &Pointer, before: Option<Value>) {
         }
         return;
     };
-    match (crate::pointer::find_mut(value, parent.as_str()), before) {
+    match (find_mut(value, parent.as_str()), before) {
         (Some(Value::Object(map)), None) => {
             // The key was added at the end; the others keep their order.
             map.shift_remove(last.decoded().as_ref());
@@ -565,12 +567,7 @@ fn restore(value: &mut Value, at: &Pointer, before: Option<Value>) {
             map.insert(last.decoded().into_owned(), before);
         }
         (Some(Value::Array(items)), Some(before)) => {
-            if let Some(item) = last
-                .decoded()
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| items.get_mut(i))
-            {
+            if let Some(item) = index(&last.decoded()).and_then(|i| items.get_mut(i)) {
                 *item = before;
             }
         }
@@ -595,7 +592,7 @@ fn document_order(doc: &Value, a: &Pointer, b: &Pointer) -> std::cmp::Ordering {
         if x == y {
             at = at.and_then(|v| match v {
                 Value::Object(map) => map.get(x.decoded().as_ref()),
-                Value::Array(items) => x.decoded().parse::<usize>().ok().and_then(|i| items.get(i)),
+                Value::Array(items) => index(&x.decoded()).and_then(|i| items.get(i)),
                 _ => None,
             });
             continue;
@@ -611,8 +608,8 @@ fn document_order(doc: &Value, a: &Pointer, b: &Pointer) -> std::cmp::Ordering {
                     (None, None) => x.cmp(&y),
                 }
             }
-            Some(Value::Array(_)) => match (x.parse::<usize>(), y.parse::<usize>()) {
-                (Ok(i), Ok(j)) => i.cmp(&j),
+            Some(Value::Array(_)) => match (index(&x), index(&y)) {
+                (Some(i), Some(j)) => i.cmp(&j),
                 _ => x.cmp(&y),
             },
             _ => x.cmp(&y),
@@ -800,6 +797,20 @@ mod tests {
         assert!(changed > 10_000, "only {changed} cases changed anything");
     }
 
+    /// Asserts that what `changes` saved gives the operations of [`diff`] from `original` to
+    /// `doc`; whether there were any.
+    #[track_caller]
+    fn saved_diff_is_full(case: usize, original: &Value, doc: &Value, changes: Changes) -> bool {
+        let full = diff(original, doc);
+        let changed = !full.0.is_empty();
+        assert_eq!(
+            changes.into_diff(doc),
+            Some(full),
+            "case {case}: {original} -> {doc}"
+        );
+        changed
+    }
+
     #[test]
     fn saved_fields_give_the_full_diff() {
         let mut rng = Rng(13);
@@ -826,13 +837,7 @@ mod tests {
                 changes.before(&op, &doc);
                 let _ = json_patch::patch(&mut doc, std::slice::from_ref(&op));
             }
-            let full = diff(&original, &doc);
-            changed += usize::from(!full.0.is_empty());
-            assert_eq!(
-                changes.into_diff(&doc),
-                Some(full),
-                "case {case}: {original} -> {doc}"
-            );
+            changed += usize::from(saved_diff_is_full(case, &original, &doc, changes));
         }
         assert!(changed > 10_000, "only {changed} cases changed anything");
     }
@@ -884,13 +889,7 @@ mod tests {
                 let _ = json_patch::patch(&mut doc, &step);
             }
             by_place += usize::from(changes.places.is_some());
-            let full = diff(&original, &doc);
-            changed += usize::from(!full.0.is_empty());
-            assert_eq!(
-                changes.into_diff(&doc),
-                Some(full),
-                "case {case}: {original} -> {doc}"
-            );
+            changed += usize::from(saved_diff_is_full(case, &original, &doc, changes));
         }
         assert!(changed > 10_000, "only {changed} cases changed anything");
         assert!(

@@ -44,7 +44,7 @@ fn unescaped(token: &str) -> Cow<'_, str> {
 }
 
 /// An array index as serde_json reads one in a pointer: digits, no sign, no leading zero.
-fn index(token: &str) -> Option<usize> {
+pub(crate) fn index(token: &str) -> Option<usize> {
     if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
         return None;
     }
