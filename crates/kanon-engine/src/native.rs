@@ -226,18 +226,29 @@ impl Ops {
         Some(())
     }
 
-    /// Adds `{"op": "add", "path": path, "value": value}` already charged for (see
-    /// [`map_change`], [`containers_change`]).
-    fn add_charged(&mut self, path: String, value: Value) -> Option<()> {
-        let path = PointerBuf::parse(&path).ok()?;
-        self.list
-            .push(PatchOperation::Add(AddOperation { path, value }));
-        Some(())
-    }
-
-    /// Charges for `value` on top of what was charged for an operation.
-    fn charge_value(&mut self, value: &Value) -> Option<()> {
-        self.bound = self.bound.saturating_add(value_bound(value, MAX_DEPTH)?);
+    /// Sets each of `entries` into the object at `path`, which is `current` now, with one `add`
+    /// per key: the same object in the end as a program's one `add` of the whole updated
+    /// object, and charged for as that output: at most `current` and every entry (its key and
+    /// value, in an object of their own, as [`value_bound`] counts them).
+    fn set_keys<'k>(
+        &mut self,
+        path: &str,
+        current: &Value,
+        entries: impl IntoIterator<Item = (&'k str, Value)>,
+    ) -> Option<()> {
+        self.charge(path, Some(current))?;
+        // The braces of the entries' object.
+        self.bound = self.bound.saturating_add(2);
+        for (key, value) in entries {
+            let entry = string_bound(key) + 4 + value_bound(&value, MAX_DEPTH - 1)?;
+            self.bound = self.bound.saturating_add(entry);
+            if self.bound > self.limit {
+                return None;
+            }
+            let path = PointerBuf::parse(format!("{path}/{}", crate::pointer::escape(key))).ok()?;
+            self.list
+                .push(PatchOperation::Add(AddOperation { path, value }));
+        }
         (self.bound <= self.limit).then_some(())
     }
 
@@ -410,15 +421,11 @@ fn map_change(
             if equal {
                 return Some(());
             }
-            ops.charge(&path, Some(current))?;
-            ops.charge_value(updates)?;
-            for (key, value) in set {
-                ops.add_charged(
-                    format!("{path}/{}", crate::pointer::escape(key)),
-                    value.clone(),
-                )?;
-            }
-            return Some(());
+            return ops.set_keys(
+                &path,
+                current,
+                set.iter().map(|(key, value)| (key.as_str(), value.clone())),
+            );
         }
         MapEdit::Set(updates) => {
             let updated = helpers::with_keys(current.clone(), updates.clone()).ok()?;
@@ -500,15 +507,10 @@ fn containers_change(
                     continue;
                 }
                 let path = format!("{spec_path}/containers/{i}/resources");
-                // Charged for as the program's output, the whole resources: at most what is
-                // there now and the new sections.
-                ops.charge(&path, Some(current))?;
-                for (_, value) in sections.iter() {
-                    ops.charge_value(value.as_ref()?)?;
-                }
-                for (name, value) in sections {
-                    ops.add_charged(format!("{path}/{name}"), value?)?;
-                }
+                let sections = sections
+                    .into_iter()
+                    .filter_map(|(name, value)| Some((name, value?)));
+                ops.set_keys(&path, current, sections)?;
                 continue;
             }
         }
