@@ -7,29 +7,15 @@
 //! removed), with a plaintext `add` as the floor of a mutation. `template_in_place`: the native
 //! forms and the floor the way the webhook runs them (`mutate_patch`, the object changed in place).
 
+mod cases;
+
+use cases::{override_template, pod, templates};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kanon_api::Operation;
 use kanon_engine::policy::{CompiledPolicy, PolicyRules};
 use kanon_engine::program::{Program, ProgramKind, ProgramLimits};
 use kanon_engine::{NoObjects, PolicySet, Request, compile_document};
 use serde_json::{Value, json};
-
-fn pod() -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "web-0", "namespace": "shop", "labels": {"app": "web", "tier": "frontend"},
-                     "annotations": {"kubernetes.io/psp": "restricted"}},
-        "spec": {
-            "containers": [
-                {"name": "nginx", "image": "nginx:1.27", "ports": [{"containerPort": 80}],
-                 "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}},
-                {"name": "sidecar", "image": "busybox:1.36", "command": ["sh", "-c", "sleep 3600"]}
-            ],
-            "restartPolicy": "Always"
-        }
-    })
-}
 
 fn set_of(policy: Value) -> PolicySet {
     let compiled = compile_document(&policy).unwrap_or_else(|e| panic!("{e}"));
@@ -83,54 +69,6 @@ fn runaway() -> Value {
     })
 }
 
-fn override_template(template: Value) -> Value {
-    json!({
-        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterOverridePolicy",
-        "metadata": {"name": "tpl"},
-        "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
-                 "overrideRules": [{"overriders": {"template": template}}]}
-    })
-}
-
-/// One template of each type, each changing the Pod.
-fn templates() -> Vec<(&'static str, Value)> {
-    vec![
-        (
-            "labels",
-            json!({"type": "labels", "operation": "add", "path": "team", "value": {"string": "shop"}}),
-        ),
-        (
-            "annotations",
-            json!({"type": "annotations", "operation": "add", "path": "kanon.dev/owner", "value": {"string": "platform"}}),
-        ),
-        (
-            "nodeSelector",
-            json!({"type": "nodeSelector", "operation": "add", "path": "disktype", "value": {"string": "ssd"}}),
-        ),
-        (
-            "resources",
-            json!({"type": "resources", "operation": "add", "containerNames": ["nginx"],
-                             "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}}}),
-        ),
-        (
-            "resourcesOversell",
-            json!({"type": "resourcesOversell", "operation": "add",
-                                     "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.5"}}),
-        ),
-        (
-            "tolerations",
-            json!({"type": "tolerations", "operation": "add",
-                               "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "shop", "effect": "NoSchedule"}]}),
-        ),
-        (
-            "affinity",
-            json!({"type": "affinity", "operation": "add", "affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}}}}),
-        ),
-    ]
-}
-
 /// The policy with its templates' native forms removed: every template runs its program.
 fn programs_only(mut policy: CompiledPolicy) -> CompiledPolicy {
     match &mut policy.rules {
@@ -161,13 +99,7 @@ fn both(policy: Value) -> (PolicySet, PolicySet) {
 fn bench_templates(c: &mut Criterion) {
     let request = Request::from_objects(Operation::Create, Some(pod()), None).expect("request");
     let mut group = c.benchmark_group("template");
-    let floor = set_of(json!({
-        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterOverridePolicy",
-        "metadata": {"name": "plain"},
-        "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
-                 "overrideRules": [{"overriders": {"plaintext": [
-                     {"op": "add", "path": "/metadata/labels/team", "value": "shop"}]}}]}
-    }));
+    let floor = set_of(cases::floor());
     let d = kanon_engine::block_on(floor.mutate(&request, &NoObjects));
     assert_eq!(d.patch.len(), 1, "{d:?}");
     group.bench_function("plaintext add (floor of a mutation)", |b| {
