@@ -22,6 +22,10 @@ mod cases;
 use kanon_api::Operation;
 use kanon_engine::{NoObjects, PolicySet, Request, compile_document};
 
+/// The allocator of the `kanon` binary, as in the benches.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// One evaluation, kept out of line so that callgrind can count it alone.
 #[inline(never)]
 fn run_once(set: &PolicySet, mut request: Request) -> usize {

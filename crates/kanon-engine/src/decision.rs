@@ -436,16 +436,28 @@ async fn run_override(
     let operation = scope.request.operation;
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
         for program in [&rule.template, &rule.program].into_iter().flatten() {
-            let patch = scope.patch(program, working).await?;
-            patch.iter().for_each(|op| changes.before(op, working));
-            applied += patch.len();
-            plaintext::apply_all_owned(working, patch.0)
+            let mut ops = scope.patch(program, working).await?.0;
+            applied += ops.len();
+            // A single operation (the usual template output) applied and recorded in one walk.
+            if ops.len() == 1
+                && let Some(op) = ops.pop()
+                && let Err(op) = changes.apply_one(working, op)
+            {
+                ops.push(op);
+            }
+            ops.iter().for_each(|op| changes.before(op, working));
+            plaintext::apply_all_owned(working, ops)
                 .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
+        }
+        applied += rule.patch.len();
+        if let [op] = rule.patch.as_slice()
+            && changes.apply_one(working, op.clone()).is_ok()
+        {
+            continue;
         }
         rule.patch.iter().for_each(|op| changes.before(op, working));
         plaintext::apply_all(working, &rule.patch)
             .map_err(|(i, e)| format!("{}: {e}", rule.plaintext[i].field))?;
-        applied += rule.patch.len();
     }
     Ok(applied)
 }
@@ -537,11 +549,12 @@ impl PolicySet {
         decision
     }
 
-    /// [`PolicySet::mutate`] for an admission answer, which needs the patch but not the
-    /// original object: takes the request's object (`request.object` is `None` afterwards) and
-    /// changes it in place, saving only what the operations reach (the values at their targets,
-    /// or the top-level fields they lie in; [`Changes`]), so the object is never copied whole. `patched` is the changed object, `None` when no operation
-    /// applied.
+    /// [`PolicySet::mutate`] for an admission answer, which needs the patch but neither the
+    /// original object nor the changed one: takes the request's object (`request.object` is
+    /// `None` afterwards) and changes it in place, saving only what the operations reach (the
+    /// values at their targets, or the top-level fields they lie in; [`Changes`]), so the
+    /// object is never copied whole; values added where nothing was move from the changed
+    /// object into the patch. `patched` is always `None`: apply `patch` to the object for it.
     pub async fn mutate_patch(&self, request: &mut Request, lookup: &dyn Lookup) -> Decision {
         if request.operation == Operation::Delete {
             return Decision::allow(None);
@@ -553,12 +566,11 @@ impl PolicySet {
         let (mut decision, working, changes) = self
             .override_object(request, Cow::Owned(object), Changes::saving(), lookup)
             .await;
-        if decision.allowed && !changes.is_empty() {
-            let working = working.into_owned();
-            if let Some(patch) = changes.into_diff(&working) {
-                decision.patch = patch;
-            }
-            decision.patched = Some(working);
+        if decision.allowed
+            && !changes.is_empty()
+            && let Some(patch) = changes.into_diff(working.into_owned())
+        {
+            decision.patch = patch;
         }
         decision
     }

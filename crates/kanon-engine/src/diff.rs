@@ -10,7 +10,7 @@ use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Map, Value};
 
-use crate::pointer::{find, find_mut, index};
+use crate::pointer::{entry, entry_mut, find, find_mut, index};
 
 /// A token of the path being visited: an object key or an array index.
 #[derive(Clone, Copy)]
@@ -286,6 +286,49 @@ impl Changes {
         }
     }
 
+    /// Applies `op` to `doc` and records it, as [`Changes::before`] then applying would, when
+    /// it is an `add` or a `replace` of an object's member while saving by place: the target
+    /// is reached in one walk, and the value it replaces is moved into the record, not
+    /// copied. Gives `op` back, with `doc` unchanged and nothing recorded, for anything else
+    /// (the caller records and applies it the general way, which also explains failures).
+    pub fn apply_one(&mut self, doc: &mut Value, op: PatchOperation) -> Result<(), PatchOperation> {
+        let Some(places) = &mut self.places else {
+            return Err(op);
+        };
+        let (path, value, replace) = match op {
+            PatchOperation::Add(add) => (add.path, add.value, false),
+            PatchOperation::Replace(replace) => (replace.path, replace.value, true),
+            other => return Err(other),
+        };
+        let back = |path, value| {
+            Err(if replace {
+                PatchOperation::Replace(ReplaceOperation { path, value })
+            } else {
+                PatchOperation::Add(AddOperation { path, value })
+            })
+        };
+        if !doc.is_object() {
+            return back(path, value);
+        }
+        let Some((parent, last)) = path.split_back() else {
+            return back(path, value);
+        };
+        let key = last.decoded();
+        let Some(Value::Object(map)) = find_mut(doc, parent.as_str()) else {
+            return back(path, value);
+        };
+        let before = match entry_mut(map, &key) {
+            Some(slot) => Some(std::mem::replace(slot, value)),
+            None if replace => return back(path, value),
+            None => {
+                map.insert(key.into_owned(), value);
+                None
+            }
+        };
+        record_place(places, path, before);
+        Ok(())
+    }
+
     /// Turns the places saved so far into the top-level fields they lie in, as they were, and
     /// saves by top-level field from now on.
     fn by_field(&mut self, doc: &Value) {
@@ -385,13 +428,16 @@ impl Changes {
     /// For [`Changes::saving`]: the operations that turn the object as it was into `now`,
     /// those of [`diff`], from the saved fields alone. `None` for [`Changes::tracking`], which
     /// saved nothing (use [`Changes::diff_from`]).
-    pub fn into_diff(self, now: &Value) -> Option<Patch> {
+    ///
+    /// Takes `now` because values added where nothing was are moved into the patch, not copied.
+    pub fn into_diff(self, now: Value) -> Option<Patch> {
         if !self.saving {
             return None;
         }
         if let Some(places) = self.places {
             return Some(diff_places(&places, now));
         }
+        let now = &now;
         if let Some(whole) = &self.whole {
             return Some(diff_touched(whole, now, &self.touched));
         }
@@ -437,15 +483,12 @@ fn save_place(places: &mut Vec<Place>, op: &PatchOperation, doc: &Value) -> bool
     if !doc.is_object() {
         return false;
     }
-    if places
-        .iter()
-        .any(|p| path.starts_with(&p.path) && path.len() != p.path.len())
-    {
+    if inside_place(places, path) {
         // Inside a saved place: what was there is saved already.
         return true;
     }
     let target = match find(doc, parent.as_str()) {
-        Some(Value::Object(map)) => map.get(last.decoded().as_ref()),
+        Some(Value::Object(map)) => entry(map, &last.decoded()),
         // Replacing an item shifts nothing; adding one does.
         Some(Value::Array(items)) if matches!(op, PatchOperation::Replace(_)) => {
             index(&last.decoded()).and_then(|i| items.get(i))
@@ -456,17 +499,34 @@ fn save_place(places: &mut Vec<Place>, op: &PatchOperation, doc: &Value) -> bool
         _ => None,
     };
     if places.iter().any(|p| p.path == *path) {
-        // At a saved place, changing nothing around it.
+        // At a saved place, changing nothing around it: no copy of the target.
         return true;
     }
-    let mut before = target.cloned();
-    if places.iter().any(|p| p.path.starts_with(path)) {
+    record_place(places, path.to_buf(), target.cloned());
+    true
+}
+
+/// Whether `path` lies inside one of the saved places (not at one).
+fn inside_place(places: &[Place], path: &Pointer) -> bool {
+    places
+        .iter()
+        .any(|p| path.starts_with(&p.path) && path.len() != p.path.len())
+}
+
+/// Records that `path` held `before` before the operation now applied, unless a saved place
+/// already covers it; saved places inside it are folded into it.
+fn record_place(places: &mut Vec<Place>, path: PointerBuf, mut before: Option<Value>) {
+    if inside_place(places, &path) || places.iter().any(|p| p.path == path) {
+        // Inside or at a saved place: what was there is saved already.
+        return;
+    }
+    if places.iter().any(|p| p.path.starts_with(&path)) {
         let mut kept = Vec::with_capacity(places.len());
         for place in places.drain(..) {
             // `strip_prefix` alone would take `/a/` for a prefix of `/a/b`.
-            let inside = place.path.starts_with(path);
+            let inside = place.path.starts_with(&path);
             match (
-                place.path.strip_prefix(path).filter(|_| inside),
+                place.path.strip_prefix(&path).filter(|_| inside),
                 &mut before,
             ) {
                 (None, _) => kept.push(place),
@@ -478,24 +538,51 @@ fn save_place(places: &mut Vec<Place>, op: &PatchOperation, doc: &Value) -> bool
         }
         *places = kept;
     }
-    places.push(Place {
-        path: path.to_buf(),
-        before,
-    });
-    true
+    places.push(Place { path, before });
 }
 
 /// The operations of [`diff`] from the places alone. `diff` visits keys in `now`'s order, depth
-/// first, so the places are taken in their order in `now`, each diffed where it is.
-fn diff_places(places: &[Place], now: &Value) -> Patch {
+/// first, so the places are taken in their order in `now`, each diffed where it is. A nested
+/// value added where nothing was is moved from `now` into its `add` (places never nest, so no
+/// other place needs it), which spares copying it.
+fn diff_places(places: &[Place], mut now: Value) -> Patch {
+    let ops = {
+        let (mut ops, moved) = diff_places_in(places, &now);
+        for (at, path) in moved {
+            if let (Some(PatchOperation::Add(add)), Some(value)) =
+                (ops.get_mut(at), find_mut(&mut now, path.as_str()))
+            {
+                add.value = std::mem::take(value);
+            }
+        }
+        ops
+    };
+    Patch(ops)
+}
+
+/// Whether `value` holds an object or a list.
+fn nests(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.values().any(|v| v.is_object() || v.is_array()),
+        Value::Array(items) => items.iter().any(|v| v.is_object() || v.is_array()),
+        _ => false,
+    }
+}
+
+/// [`diff_places`] on a borrowed `now`: the operations, and the operations whose value (left
+/// `null`) is to be moved from `now` at the place's path.
+fn diff_places_in<'p>(
+    places: &'p [Place],
+    now: &Value,
+) -> (Vec<PatchOperation>, Vec<(usize, &'p Pointer)>) {
     /// A place, its parent's pointer, its value now and its position in its parent now.
-    struct Found<'a> {
-        place: &'a Place,
-        parent: &'a str,
-        now: Option<&'a Value>,
+    struct Found<'p, 'n> {
+        place: &'p Place,
+        parent: &'p str,
+        now: Option<&'n Value>,
         position: Option<usize>,
     }
-    let mut found: Vec<Found<'_>> = Vec::with_capacity(places.len());
+    let mut found: Vec<Found<'p, '_>> = Vec::with_capacity(places.len());
     // Places are mostly keys of one object (labels, annotations): it is looked up once.
     let mut last_parent: Option<(&str, Option<&Value>)> = None;
     for place in places {
@@ -538,16 +625,23 @@ fn diff_places(places: &[Place], now: &Value) -> Patch {
         },
     );
     let mut differ = Differ::new();
+    let mut moved = Vec::new();
     for f in &found {
         differ.base = Some(&f.place.path);
         match (&f.place.before, f.now) {
+            // Finding the value again costs about what copying a flat one does: only nested
+            // values are moved.
+            (None, Some(now)) if nests(now) => {
+                moved.push((differ.ops.len(), f.place.path.as_ref()));
+                differ.add(&Value::Null);
+            }
             (None, Some(now)) => differ.add(now),
             (Some(_), None) => differ.remove(),
             (Some(before), Some(now)) => differ.value(before, now),
             (None, None) => {}
         }
     }
-    Patch(differ.ops)
+    (differ.ops, moved)
 }
 
 /// Puts `before` back at `at` (relative to `value`): absent means removed.
@@ -804,7 +898,7 @@ mod tests {
         let full = diff(original, doc);
         let changed = !full.0.is_empty();
         assert_eq!(
-            changes.into_diff(doc),
+            changes.into_diff(doc.clone()),
             Some(full),
             "case {case}: {original} -> {doc}"
         );
@@ -848,7 +942,7 @@ mod tests {
     #[test]
     fn saved_places_give_the_full_diff() {
         let mut rng = Rng(17);
-        let (mut changed, mut by_place) = (0, 0);
+        let (mut changed, mut by_place, mut in_one_walk) = (0, 0, 0);
         for case in 0..20_000 {
             let original =
                 json!({"spec": value(&mut rng, 4), "metadata": value(&mut rng, 3), "kind": "Pod"});
@@ -885,6 +979,31 @@ mod tests {
                         (op, _) => op,
                     })
                     .collect();
+                // Half the single operations recorded and applied in one walk, as templates'
+                // are: the same document (key order included) and the same record.
+                if let [op] = step.as_slice()
+                    && rng.below(2) == 0
+                {
+                    let mut expected = doc.clone();
+                    let applies = json_patch::patch(&mut expected, &step).is_ok();
+                    let unchanged = doc.clone();
+                    match changes.apply_one(&mut doc, op.clone()) {
+                        Ok(()) => {
+                            assert!(applies, "case {case}: {op:?} applied, json_patch refuses");
+                            assert_eq!(
+                                serde_json::to_string(&doc).ok(),
+                                serde_json::to_string(&expected).ok(),
+                                "case {case}: {op:?}"
+                            );
+                            in_one_walk += 1;
+                            continue;
+                        }
+                        Err(back) => {
+                            assert_eq!(&back, op, "case {case}");
+                            assert_eq!(doc, unchanged, "case {case}: {op:?} given back");
+                        }
+                    }
+                }
                 step.iter().for_each(|op| changes.before(op, &doc));
                 let _ = json_patch::patch(&mut doc, &step);
             }
@@ -895,6 +1014,10 @@ mod tests {
         assert!(
             by_place > 5_000,
             "only {by_place} cases saved by place to the end"
+        );
+        assert!(
+            in_one_walk > 5_000,
+            "only {in_one_walk} operations applied in one walk"
         );
     }
 

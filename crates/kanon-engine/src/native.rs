@@ -18,13 +18,14 @@
 
 use std::sync::Arc;
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use kanon_api::Cond;
 use serde_json::{Map, Value};
 
 use crate::helpers;
 use crate::podspec::{self, Edit};
+use crate::pointer::{entry, member};
 use crate::program::{ProgramLimits, ProgramVerdict};
 
 /// Most entries of a label, annotation or node selector map handled natively (each costs the
@@ -112,8 +113,8 @@ pub(crate) enum MapEdit {
 pub(crate) enum ContainerEdit {
     /// `resources_with(resources, template, edit)`.
     Resources(Value),
-    /// `oversold(resources, factors, edit)`.
-    Oversell(Value),
+    /// `oversold(resources, factors, edit)`; the factors also read already, in the same order.
+    Oversell(Value, Vec<(String, crate::quantity::Decimal)>),
 }
 
 /// A pod spec field edited as a whole.
@@ -140,6 +141,9 @@ enum Change {
         field: SpecField,
         template: Value,
         op: Edit,
+        /// The field as the template makes it where the pod spec has none, which depends on
+        /// the template alone: worked out once, with its [`value_bound`] (`None`: too deep).
+        from_absent: (Value, Option<usize>),
     },
 }
 
@@ -160,11 +164,15 @@ impl NativeOverride {
 
     /// `tolerations`, `affinity`.
     pub(crate) fn spec_field(field: SpecField, template: Value, op: Edit) -> Self {
+        let from_absent = field.edited(&field.absent(), &template, op);
+        let bound = value_bound(&from_absent, MAX_DEPTH);
+        let from_absent = (from_absent, bound);
         NativeOverride {
             change: Change::SpecField {
                 field,
                 template,
                 op,
+                from_absent,
             },
         }
     }
@@ -185,7 +193,8 @@ impl NativeOverride {
                 field,
                 template,
                 op,
-            } => spec_field_change(*field, template, *op, object, &mut ops)?,
+                from_absent,
+            } => spec_field_change(*field, template, *op, from_absent, object, &mut ops)?,
         }
         Some(Patch(ops.list))
     }
@@ -210,17 +219,14 @@ impl Ops {
     /// Adds `{"op": "add", "path": path, "value": value}`; `None` when the program's output
     /// could exceed its limit or nest too deep for its parser.
     fn add(&mut self, path: String, value: Value) -> Option<()> {
-        self.charge(&path, Some(&value))?;
-        let path = PointerBuf::parse(&path).ok()?;
-        self.list
-            .push(PatchOperation::Add(AddOperation { path, value }));
-        Some(())
+        let bound = value_bound(&value, MAX_DEPTH)?;
+        self.add_bounded(path, value, bound)
     }
 
     /// Adds `{"op": "remove", "path": path}`.
     fn remove(&mut self, path: String) -> Option<()> {
         self.charge(&path, None)?;
-        let path = PointerBuf::parse(&path).ok()?;
+        let path = PointerBuf::parse(path).ok()?;
         self.list
             .push(PatchOperation::Remove(RemoveOperation { path }));
         Some(())
@@ -245,7 +251,7 @@ impl Ops {
             if self.bound > self.limit {
                 return None;
             }
-            let path = PointerBuf::parse(format!("{path}/{}", crate::pointer::escape(key))).ok()?;
+            let path = PointerBuf::parse(crate::pointer::join(path, &[key])).ok()?;
             self.list
                 .push(PatchOperation::Add(AddOperation { path, value }));
         }
@@ -253,13 +259,28 @@ impl Ops {
     }
 
     fn charge(&mut self, path: &str, value: Option<&Value>) -> Option<()> {
+        let value = match value {
+            Some(value) => value_bound(value, MAX_DEPTH)?,
+            None => 0,
+        };
+        self.charge_bound(path, value)
+    }
+
+    /// [`Ops::charge`] for a value whose bound is known already.
+    fn charge_bound(&mut self, path: &str, value_bound: usize) -> Option<()> {
         // `{"op": "remove", "path": ..., "value": ...}, ` and the path.
-        let mut bound = 48 + string_bound(path);
-        if let Some(value) = value {
-            bound += value_bound(value, MAX_DEPTH)?;
-        }
+        let bound = (48 + string_bound(path)).saturating_add(value_bound);
         self.bound = self.bound.saturating_add(bound);
         (self.bound <= self.limit).then_some(())
+    }
+
+    /// [`Ops::add`] of a value whose [`value_bound`] is known already.
+    fn add_bounded(&mut self, path: String, value: Value, value_bound: usize) -> Option<()> {
+        self.charge_bound(&path, value_bound)?;
+        let path = PointerBuf::parse(path).ok()?;
+        self.list
+            .push(PatchOperation::Add(AddOperation { path, value }));
+        Some(())
     }
 }
 
@@ -372,6 +393,11 @@ fn changes(updated: &Value, current: &Value) -> Option<bool> {
     program_equal(updated, current).map(|equal| !equal)
 }
 
+/// Where an object keeps its labels.
+const LABELS: &str = "/metadata/labels";
+/// Where an object keeps its annotations.
+const ANNOTATIONS: &str = "/metadata/annotations";
+
 /// annotations, labels, nodeSelector: one `add` of the whole map.
 fn map_change(
     at: MapAt,
@@ -380,17 +406,23 @@ fn map_change(
     refs: &Map<String, Value>,
     ops: &mut Ops,
 ) -> Option<()> {
-    let path = match at {
-        MapAt::Annotations => "/metadata/annotations".to_string(),
-        MapAt::Labels => "/metadata/labels".to_string(),
-        MapAt::NodeSelector => match podspec::pod_spec_pointer(object) {
-            Some(spec) => format!("{spec}/nodeSelector"),
+    let (path, found) = match at {
+        MapAt::Annotations => (
+            ANNOTATIONS.to_string(),
+            crate::pointer::find(object, ANNOTATIONS),
+        ),
+        MapAt::Labels => (LABELS.to_string(), crate::pointer::find(object, LABELS)),
+        MapAt::NodeSelector => match podspec::pod_spec(object) {
+            Some((spec_path, spec)) => (
+                crate::pointer::join(spec_path.as_str(), &["nodeSelector"]),
+                member(spec, "nodeSelector"),
+            ),
             None => return Some(()),
         },
     };
     // `pointer(object, map_path) | default({})`: absent and null are an empty map.
     let empty = Value::Object(Map::new());
-    let found = crate::pointer::get(object, &path);
+    let found = found.filter(|v| !v.is_null());
     let present = found.is_some();
     let current = found.unwrap_or(&empty);
     let Value::Object(entries) = current else {
@@ -414,7 +446,7 @@ fn map_change(
             let Value::Object(set) = updates else {
                 return None;
             };
-            let equal = all_equal(set.iter().map(|(key, value)| match entries.get(key) {
+            let equal = all_equal(set.iter().map(|(key, value)| match entry(entries, key) {
                 Some(now) => program_equal(value, now),
                 None => Some(false),
             }))?;
@@ -460,10 +492,10 @@ fn containers_change(
     object: &Value,
     ops: &mut Ops,
 ) -> Option<()> {
-    let Some(spec_path) = podspec::pod_spec_pointer(object) else {
+    let Some((spec_path, spec)) = podspec::pod_spec(object) else {
         return Some(());
     };
-    let containers = match crate::pointer::find(object, spec_path)?.get("containers") {
+    let containers = match member(spec, "containers") {
         None => return Some(()),
         Some(Value::Array(list)) if list.len() <= MAX_CONTAINERS => list,
         // null, not a list, or a loop long enough to cost the program noticeable fuel.
@@ -475,30 +507,36 @@ fn containers_change(
             return None;
         };
         if !names.is_empty() {
-            match container.get("name") {
+            match entry(container, "name") {
                 Some(Value::String(name)) if names.contains(name) => {}
                 Some(Value::String(_)) => continue,
                 _ => return None,
             }
         }
         // `c.resources | default({})`: absent is an empty map, null stays null.
-        let current = container.get("resources").unwrap_or(&empty);
-        if let Some(Value::Object(present)) = container.get("resources") {
+        let resources = entry(container, "resources");
+        let current = resources.unwrap_or(&empty);
+        if let Some(Value::Object(present)) = resources {
             // Only the sections the program changes, as `add`s into the existing resources
             // (the same object in the end), not a copy of the whole resources added back.
             let sections = match edit {
                 ContainerEdit::Resources(template) => {
                     podspec::resources_sections(current, template, op)
                 }
-                ContainerEdit::Oversell(factors) => vec![(
-                    "requests",
-                    podspec::oversold_requests(current, factors, op).ok()?,
-                )],
+                ContainerEdit::Oversell(_, read) => {
+                    let factors = read
+                        .iter()
+                        .map(|(name, factor)| (name.as_str(), podspec::Factor::Read(*factor)));
+                    vec![(
+                        "requests",
+                        podspec::oversold_requests_by(current, factors, op).ok()?,
+                    )]
+                }
             };
             // A dropped section is a removal, which reorders keys: the whole resources then.
             if sections.iter().all(|(_, value)| value.is_some()) {
                 let equal = all_equal(sections.iter().map(|(name, value)| {
-                    match (present.get(*name), value) {
+                    match (entry(present, name), value) {
                         (Some(now), Some(value)) => program_equal(value, now),
                         _ => Some(false),
                     }
@@ -506,57 +544,88 @@ fn containers_change(
                 if equal {
                     continue;
                 }
-                let path = format!("{spec_path}/containers/{i}/resources");
                 let sections = sections
                     .into_iter()
                     .filter_map(|(name, value)| Some((name, value?)));
-                ops.set_keys(&path, current, sections)?;
+                ops.set_keys(&resources_path(spec_path, i), current, sections)?;
                 continue;
             }
         }
         let updated = match edit {
             ContainerEdit::Resources(template) => podspec::resources_with(current, template, op),
-            ContainerEdit::Oversell(factors) => podspec::oversold(current, factors, op).ok()?,
+            ContainerEdit::Oversell(factors, _) => podspec::oversold(current, factors, op).ok()?,
         };
         if changes(&updated, current)? {
-            ops.add(format!("{spec_path}/containers/{i}/resources"), updated)?;
+            ops.add(resources_path(spec_path, i), updated)?;
         }
     }
     Some(())
 }
 
+/// `<spec>/containers/<index>/resources`.
+fn resources_path(spec: &Pointer, index: usize) -> String {
+    let mut buffer = [0; 20];
+    let index = crate::pointer::index_token(index, &mut buffer);
+    crate::pointer::join(spec.as_str(), &["containers", index, "resources"])
+}
+
+impl SpecField {
+    /// The field's name in the pod spec.
+    fn name(self) -> &'static str {
+        match self {
+            SpecField::Tolerations => "tolerations",
+            SpecField::Affinity => "affinity",
+        }
+    }
+
+    /// What the program takes for the field where the pod spec has none (`default([])`,
+    /// `default({})`).
+    fn absent(self) -> Value {
+        match self {
+            SpecField::Tolerations => Value::Array(Vec::new()),
+            SpecField::Affinity => Value::Object(Map::new()),
+        }
+    }
+
+    /// The program's helper for the field.
+    fn edited(self, current: &Value, template: &Value, op: Edit) -> Value {
+        match self {
+            SpecField::Tolerations => podspec::tolerations_with(current, template, op),
+            SpecField::Affinity => podspec::affinity_with(current, template, op),
+        }
+    }
+}
+
 /// tolerations, affinity: the pod spec field set (`add`) or removed when it ends up empty.
+/// `from_absent`: what the helper makes of the field where the pod spec has none, and its
+/// [`value_bound`].
 fn spec_field_change(
     field: SpecField,
     template: &Value,
     op: Edit,
+    from_absent: &(Value, Option<usize>),
     object: &Value,
     ops: &mut Ops,
 ) -> Option<()> {
-    let Some(spec_path) = podspec::pod_spec_pointer(object) else {
+    let Some((spec_path, spec)) = podspec::pod_spec(object) else {
         return Some(());
     };
-    let spec = crate::pointer::find(object, spec_path)?;
-    let (name, absent) = match field {
-        SpecField::Tolerations => ("tolerations", Value::Array(Vec::new())),
-        SpecField::Affinity => ("affinity", Value::Object(Map::new())),
-    };
-    let present = spec.get(name);
+    let name = field.name();
+    let present = member(spec, name);
     // `spec.<field> | default([] or {})` as the helper's input; null stays null.
-    let current = present.unwrap_or(&absent);
-    let updated = match field {
-        SpecField::Tolerations => podspec::tolerations_with(current, template, op),
-        SpecField::Affinity => podspec::affinity_with(current, template, op),
+    let (updated, bound) = match present {
+        None => (from_absent.0.clone(), Some(from_absent.1?)),
+        Some(current) => (field.edited(current, template, op), None),
     };
     // Compared with `spec.<field> | default(none)`.
     if !changes(&updated, present.unwrap_or(&Value::Null))? {
         return Some(());
     }
-    let path = format!("{spec_path}/{name}");
-    if updated.is_null() {
-        ops.remove(path)
-    } else {
-        ops.add(path, updated)
+    let path = crate::pointer::join(spec_path.as_str(), &[name]);
+    match bound {
+        _ if updated.is_null() => ops.remove(path),
+        Some(bound) => ops.add_bounded(path, updated, bound),
+        None => ops.add(path, updated),
     }
 }
 

@@ -1,24 +1,38 @@
 //! Where a kind keeps its pod spec.
 
+use json_patch::jsonptr::Pointer;
 use serde_json::Value;
+
+use crate::pointer::member;
+
+/// A Pod's own spec.
+const POD_SPEC: &Pointer = Pointer::from_static("/spec");
+/// A CronJob's pod spec.
+const CRONJOB_POD_SPEC: &Pointer = Pointer::from_static("/spec/jobTemplate/spec/template/spec");
+/// The pod spec of a workload with a pod template.
+const TEMPLATE_POD_SPEC: &Pointer = Pointer::from_static("/spec/template/spec");
 
 /// The JSON pointer of the object's pod spec: `/spec` for a Pod, `/spec/jobTemplate/spec/
 /// template/spec` for a CronJob, `/spec/template/spec` for workloads with a pod template
 /// (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, and custom kinds of that shape).
 /// `None` when the object has none.
 pub fn pod_spec_pointer(object: &Value) -> Option<&'static str> {
-    let kind = object
-        .get("kind")
+    pod_spec(object).map(|(pointer, _)| pointer.as_str())
+}
+
+/// The object's pod spec and its pointer, as [`pod_spec_pointer`] finds it.
+pub(crate) fn pod_spec(object: &Value) -> Option<(&'static Pointer, &Value)> {
+    let kind = member(object, "kind")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let candidate = match kind {
-        "Pod" => "/spec",
-        "CronJob" => "/spec/jobTemplate/spec/template/spec",
-        _ => "/spec/template/spec",
+        "Pod" => POD_SPEC,
+        "CronJob" => CRONJOB_POD_SPEC,
+        _ => TEMPLATE_POD_SPEC,
     };
-    crate::pointer::find(object, candidate)
+    crate::pointer::find(object, candidate.as_str())
         .filter(|v| v.is_object())
-        .map(|_| candidate)
+        .map(|spec| (candidate, spec))
 }
 
 #[cfg(test)]
@@ -108,10 +122,16 @@ pub fn resources_sections(
 ) -> Vec<(&'static str, Option<Value>)> {
     let mut sections = Vec::new();
     for section in ["requests", "limits"] {
-        let Some(entries) = template.get(section).and_then(Value::as_object) else {
+        let Some(entries) = member(template, section).and_then(Value::as_object) else {
             continue;
         };
-        let mut target = current.get(section).map(object).unwrap_or_default();
+        let now = member(current, section);
+        if now.is_none() && edit != Edit::Remove && !entries.is_empty() {
+            // Every entry set into an empty section: the template's section, as it is.
+            sections.push((section, Some(Value::Object(entries.clone()))));
+            continue;
+        }
+        let mut target = now.map(object).unwrap_or_default();
         for (name, quantity) in entries {
             match edit {
                 Edit::Add | Edit::Replace => {
@@ -152,27 +172,56 @@ pub fn oversold_requests(
     factors: &Value,
     edit: Edit,
 ) -> Result<Option<Value>, String> {
-    let limits = current.get("limits").and_then(Value::as_object);
-    let mut requests = current
-        .get("requests")
+    let factors = factors
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, factor)| (name.as_str(), Factor::Text(factor)));
+    oversold_requests_by(current, factors, edit)
+}
+
+/// A factor of [`oversold`]: its text, read when it is needed, or read already.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Factor<'f> {
+    /// As the template or a program gives it.
+    Text(&'f Value),
+    /// Read (a template's factors are checked when it is compiled).
+    Read(crate::quantity::Decimal),
+}
+
+/// [`oversold_requests`] with factors given one by one (resource name, factor), each read
+/// only where a limit needs it, as the program helper reads them.
+pub(crate) fn oversold_requests_by<'f>(
+    current: &Value,
+    factors: impl Iterator<Item = (&'f str, Factor<'f>)>,
+    edit: Edit,
+) -> Result<Option<Value>, String> {
+    let limits = member(current, "limits").and_then(Value::as_object);
+    let mut requests = member(current, "requests")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    for (name, factor) in factors.as_object().into_iter().flatten() {
+    for (name, factor) in factors {
         match edit {
             Edit::Remove => {
                 requests.shift_remove(name);
             }
             Edit::Add | Edit::Replace => {
-                let Some(limit) = limits.and_then(|limits| limits.get(name)) else {
+                let Some(limit) = limits.and_then(|limits| crate::pointer::entry(limits, name))
+                else {
                     continue;
                 };
                 let quantity: crate::quantity::Quantity = text(limit)
                     .parse()
                     .map_err(|e: crate::quantity::QuantityError| format!("limits.{name}: {e}"))?;
-                let factor_text = text(factor);
-                let decimal = crate::quantity::Decimal::parse(&factor_text)
-                    .ok_or_else(|| format!("`{factor_text}` is not a decimal factor"))?;
+                let decimal = match factor {
+                    Factor::Read(decimal) => decimal,
+                    Factor::Text(factor) => {
+                        let factor_text = text(factor);
+                        crate::quantity::Decimal::parse(&factor_text)
+                            .ok_or_else(|| format!("`{factor_text}` is not a decimal factor"))?
+                    }
+                };
                 // Requests are whole millicores for CPU and whole units (bytes) otherwise.
                 let unit = if name == "cpu" {
                     1_000_000
@@ -183,7 +232,7 @@ pub fn oversold_requests(
                     .scaled(decimal)
                     .ok_or_else(|| format!("limits.{name}: overflow"))?
                     .rounded_up(unit);
-                requests.insert(name.clone(), Value::String(scaled.to_string()));
+                requests.insert(name.to_string(), Value::String(scaled.canonical_text()));
             }
         }
     }

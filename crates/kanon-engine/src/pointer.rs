@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Checks that `text` is a JSON pointer: empty (the whole document) or `/`-separated tokens in
 /// which `~` is only ever followed by `0` or `1`. The message says what is wrong and shows the
@@ -29,18 +29,43 @@ pub fn check(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Escapes one key as a pointer token (`a/b` → `a~1b`, `a~b` → `a~0b`).
-pub fn escape(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
-}
-
-/// One token of a pointer, unescaped only when it holds an escape (`~0`, `~1`).
-fn unescaped(token: &str) -> Cow<'_, str> {
-    if token.contains('~') {
-        Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+/// Escapes one key as a pointer token (`a/b` → `a~1b`, `a~b` → `a~0b`); borrowed when the key
+/// needs no escape, as most do.
+pub fn escape(token: &str) -> Cow<'_, str> {
+    if token.bytes().any(|b| b == b'~' || b == b'/') {
+        Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
     } else {
         Cow::Borrowed(token)
     }
+}
+
+/// The text of the pointer `base` followed by `tokens`, each escaped: one string sized once
+/// (jsonptr's `push_back` grows the pointer token by token). A pointer when `base` is one.
+pub(crate) fn join(base: &str, tokens: &[&str]) -> String {
+    let extra: usize = tokens.iter().map(|t| t.len() + 1).sum();
+    let mut text = String::with_capacity(base.len() + extra + 2);
+    text.push_str(base);
+    for token in tokens {
+        text.push('/');
+        text.push_str(&escape(token));
+    }
+    text
+}
+
+/// An array index as a pointer token, written without the formatting machinery.
+pub(crate) fn index_token(index: usize, buffer: &mut [u8; 20]) -> &str {
+    let mut at = buffer.len();
+    let mut rest = index;
+    loop {
+        at -= 1;
+        // A digit: always ASCII.
+        buffer[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buffer[at..]).unwrap_or("0")
 }
 
 /// An array index as serde_json reads one in a pointer: digits, no sign, no leading zero.
@@ -51,14 +76,47 @@ pub(crate) fn index(token: &str) -> Option<usize> {
     token.parse().ok()
 }
 
+/// The unescaped tokens of a pointer, each found in one pass over its bytes (the `/` that ends
+/// it and whether it holds a `~`), and unescaped only when it holds an escape.
+struct Tokens<'p> {
+    /// What follows the last `/` read; `None` once the last token is out.
+    rest: Option<&'p str>,
+}
+
+impl<'p> Iterator for Tokens<'p> {
+    type Item = Cow<'p, str>;
+
+    fn next(&mut self) -> Option<Cow<'p, str>> {
+        let rest = self.rest?;
+        let bytes = rest.as_bytes();
+        let mut end = bytes.len();
+        let mut escaped = false;
+        for (i, &byte) in bytes.iter().enumerate() {
+            if byte == b'/' {
+                end = i;
+                break;
+            }
+            escaped |= byte == b'~';
+        }
+        let token = &rest[..end];
+        // Past the end (no `/` left): no more tokens; `/` last: one more, empty.
+        self.rest = rest.get(end + 1..);
+        Some(if escaped {
+            Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+        } else {
+            Cow::Borrowed(token)
+        })
+    }
+}
+
 /// The unescaped tokens of `pointer`, or `None` when it is not a pointer (not empty and not
 /// starting with `/`).
-fn tokens(pointer: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
+fn tokens(pointer: &str) -> Option<Tokens<'_>> {
     let rest = match pointer {
         "" => None,
         _ => Some(pointer.strip_prefix('/')?),
     };
-    Some(rest.into_iter().flat_map(|r| r.split('/')).map(unescaped))
+    Some(Tokens { rest })
 }
 
 /// Objects of at most this many keys are searched key by key: cheaper than hashing the key
@@ -66,14 +124,39 @@ fn tokens(pointer: &str) -> Option<impl Iterator<Item = Cow<'_, str>>> {
 /// object are that small.
 const SCANNED_KEYS: usize = 8;
 
+/// `map.get(key)`, searching small maps key by key instead of hashing the key.
+pub(crate) fn entry<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+    if map.len() <= SCANNED_KEYS {
+        map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        map.get(key)
+    }
+}
+
+/// `value.get(key)` for an object's member (`None` for anything else), as [`entry`] searches.
+pub(crate) fn member<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
+    match value {
+        Value::Object(map) => entry(map, key),
+        _ => None,
+    }
+}
+
+/// `map.get_mut(key)`, as [`entry`] searches.
+pub(crate) fn entry_mut<'v>(map: &'v mut Map<String, Value>, key: &str) -> Option<&'v mut Value> {
+    if map.len() <= SCANNED_KEYS {
+        map.iter_mut()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
+    } else {
+        map.get_mut(key)
+    }
+}
+
 /// `doc.pointer(pointer)`, exactly, without its two allocations for every token (serde_json
 /// unescapes each token whether it holds an escape or not). On the request path.
 pub fn find<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
     tokens(pointer)?.try_fold(doc, |target, token| match target {
-        Value::Object(map) if map.len() <= SCANNED_KEYS => {
-            map.iter().find(|(key, _)| **key == *token).map(|(_, v)| v)
-        }
-        Value::Object(map) => map.get(token.as_ref()),
+        Value::Object(map) => entry(map, &token),
         Value::Array(list) => list.get(index(&token)?),
         _ => None,
     })
@@ -82,15 +165,7 @@ pub fn find<'v>(doc: &'v Value, pointer: &str) -> Option<&'v Value> {
 /// `doc.pointer_mut(pointer)`, exactly, as [`find`] does `pointer`.
 pub fn find_mut<'v>(doc: &'v mut Value, pointer: &str) -> Option<&'v mut Value> {
     tokens(pointer)?.try_fold(doc, |target, token| match target {
-        Value::Object(map) => {
-            if map.len() <= SCANNED_KEYS {
-                map.iter_mut()
-                    .find(|(key, _)| **key == *token)
-                    .map(|(_, v)| v)
-            } else {
-                map.get_mut(token.as_ref())
-            }
-        }
+        Value::Object(map) => entry_mut(map, &token),
         Value::Array(list) => list.get_mut(index(&token)?),
         _ => None,
     })
@@ -158,6 +233,21 @@ mod tests {
         let p = format!("/metadata/labels/{}", escape("a/b~c"));
         assert_eq!(p, "/metadata/labels/a~1b~0c");
         assert_eq!(get(&doc, &p), Some(&json!("x")));
+    }
+
+    #[test]
+    fn joined_pointers_escape_their_tokens() {
+        assert!(matches!(escape("app"), Cow::Borrowed("app")));
+        let mut buffer = [0; 20];
+        for index in [0, 7, 10, 1234, usize::MAX] {
+            let joined = join(
+                "/spec",
+                &["containers", index_token(index, &mut buffer), "a/b~c"],
+            );
+            assert_eq!(joined, format!("/spec/containers/{index}/a~1b~0c"));
+            assert_eq!(check(&joined), Ok(()));
+        }
+        assert_eq!(join("", &[""]), "/");
     }
 
     #[test]

@@ -238,7 +238,9 @@ fn add_helpers(env: &mut Environment<'static>) {
         },
     );
     // "a/b" | escape_pointer → "a~1b": a map key as a JSON pointer token.
-    env.add_filter("escape_pointer", |key: String| crate::pointer::escape(&key));
+    env.add_filter("escape_pointer", |key: String| {
+        crate::pointer::escape(&key).into_owned()
+    });
     // quantity("500m") → the value as a number (cores, bytes).
     env.add_function("quantity", |value: Value| -> Result<f64, Error> {
         Ok(parse_quantity(&value)?.to_f64())

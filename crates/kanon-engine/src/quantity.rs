@@ -8,6 +8,8 @@ use std::str::FromStr;
 
 /// Nano-units per unit.
 const NANO: i128 = 1_000_000_000;
+/// [`NANO`] for i64 arithmetic.
+const NANO_I64: i64 = 1_000_000_000;
 /// The largest magnitude of a quantity, in nano-units (10^21 units, far above any resource):
 /// parsed and scaled quantities stay within it, so that rounding never overflows and every
 /// quantity's canonical form reads back.
@@ -234,40 +236,53 @@ impl Quantity {
     }
 }
 
-impl fmt::Display for Quantity {
-    /// The canonical form Kubernetes writes: the largest suffix that keeps an integer mantissa
-    /// (binary suffixes only for whole multiples of 1024, decimal below that).
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Quantity {
+    /// The canonical form's parts: the integer mantissa and what follows it (a suffix, or an
+    /// exponent for the decimal exponent format).
+    fn canonical(self) -> (i128, Tail) {
         let nanos = self.nanos;
         if nanos == 0 {
-            return f.write_str("0");
+            return (0, Tail::Suffix(""));
         }
-        if self.format == QuantityFormat::BinarySi && nanos % NANO == 0 {
-            let units = nanos / NANO;
-            if units.abs() >= 1024 {
-                let suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-                let mut mantissa = units;
-                let mut k = 0;
-                while k < 6 && mantissa % 1024 == 0 {
-                    mantissa /= 1024;
-                    k += 1;
-                }
-                return write!(f, "{mantissa}{}", suffixes[k]);
+        // Whole units, in i64 arithmetic when the value fits one.
+        let whole = match i64::try_from(nanos) {
+            Ok(small) => (small % NANO_I64 == 0).then(|| i128::from(small / NANO_I64)),
+            Err(_) => (nanos % NANO == 0).then_some(nanos / NANO),
+        };
+        if let (QuantityFormat::BinarySi, Some(units)) = (self.format, whole)
+            && units.abs() >= 1024
+        {
+            let suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+            let mut mantissa = units;
+            let mut k = 0;
+            while k < 6 && mantissa % 1024 == 0 {
+                mantissa /= 1024;
+                k += 1;
             }
+            return (mantissa, Tail::Suffix(suffixes[k]));
         }
-        // Decimal: largest power of 1000 (from nano) dividing the value.
-        let mut mantissa = nanos;
-        let mut exp = -9;
-        while exp < 18 && mantissa % 1000 == 0 {
-            mantissa /= 1000;
-            exp += 3;
-        }
+        // Decimal: largest power of 1000 (from nano) dividing the value. Most values fit an
+        // i64, whose division is a machine instruction (an i128's is a library call).
+        let (mantissa, exp) = match i64::try_from(nanos) {
+            Ok(small) => {
+                let (mut mantissa, mut exp) = (small, -9);
+                while exp < 18 && mantissa % 1000 == 0 {
+                    mantissa /= 1000;
+                    exp += 3;
+                }
+                (i128::from(mantissa), exp)
+            }
+            Err(_) => {
+                let (mut mantissa, mut exp) = (nanos, -9);
+                while exp < 18 && mantissa % 1000 == 0 {
+                    mantissa /= 1000;
+                    exp += 3;
+                }
+                (mantissa, exp)
+            }
+        };
         if self.format == QuantityFormat::DecimalExponent {
-            return if exp == 0 {
-                write!(f, "{mantissa}")
-            } else {
-                write!(f, "{mantissa}e{exp}")
-            };
+            return (mantissa, Tail::Exponent(exp));
         }
         let suffix = match exp {
             -9 => "n",
@@ -281,7 +296,68 @@ impl fmt::Display for Quantity {
             15 => "P",
             _ => "E",
         };
-        write!(f, "{mantissa}{suffix}")
+        (mantissa, Tail::Suffix(suffix))
+    }
+}
+
+/// What follows the mantissa of a canonical form.
+enum Tail {
+    Suffix(&'static str),
+    Exponent(i32),
+}
+
+/// `value` in decimal digits, written into `buffer` (an i128 has at most 40 characters).
+fn integer_text(value: i128, buffer: &mut [u8; 40]) -> &str {
+    let mut at = buffer.len();
+    let mut rest = value.unsigned_abs();
+    // The digits above 64 bits with u128 division (a library call per digit), the rest in u64.
+    while rest > u128::from(u64::MAX) {
+        at -= 1;
+        buffer[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    let mut rest = rest as u64;
+    loop {
+        at -= 1;
+        // A digit: always ASCII.
+        buffer[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        at -= 1;
+        buffer[at] = b'-';
+    }
+    std::str::from_utf8(&buffer[at..]).unwrap_or("0")
+}
+
+impl Quantity {
+    /// The canonical form as a new string: what `to_string` gives, built in one allocation
+    /// without the formatting machinery (requests are written this way on the request path).
+    pub fn canonical_text(self) -> String {
+        let (mantissa, tail) = self.canonical();
+        let mut buffer = [0; 40];
+        let mut text = String::with_capacity(24);
+        text.push_str(integer_text(mantissa, &mut buffer));
+        match tail {
+            Tail::Suffix(suffix) => text.push_str(suffix),
+            Tail::Exponent(0) => {}
+            Tail::Exponent(exp) => {
+                text.push('e');
+                text.push_str(integer_text(i128::from(exp), &mut buffer));
+            }
+        }
+        text
+    }
+}
+
+impl fmt::Display for Quantity {
+    /// The canonical form Kubernetes writes: the largest suffix that keeps an integer mantissa
+    /// (binary suffixes only for whole multiples of 1024, decimal below that).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical_text())
     }
 }
 
@@ -313,8 +389,19 @@ mod tests {
             ("+7", "7"),
             ("129M", "129M"),
             ("4096Gi", "4Ti"),
+            // Around the largest i64 of nano-units, where the decimal form leaves i64 arithmetic.
+            ("9223372036854775807n", "9223372036854775807n"),
+            ("9223372036854775808n", "9223372036854775808n"),
+            ("-9223372036854775808n", "-9223372036854775808n"),
+            ("-9223372036854775809n", "-9223372036854775809n"),
+            ("9223372036854775808000n", "9223372036854775808u"),
+            ("123456789012345678k", "123456789012345678k"),
+            ("1e0", "1"),
+            ("5e-3", "5e-3"),
+            ("-1500e6", "-1500e6"),
         ] {
             assert_eq!(q(input).to_string(), canonical, "{input}");
+            assert_eq!(q(input).canonical_text(), canonical, "{input}");
         }
     }
 

@@ -287,6 +287,7 @@ pub fn compile_override(
                 return None;
             };
             let mut factors = serde_json::Map::new();
+            let mut read = Vec::new();
             for (name, resource, factor) in [
                 ("cpuFactor", "cpu", &oversell.cpu_factor),
                 ("memoryFactor", "memory", &oversell.memory_factor),
@@ -298,6 +299,7 @@ pub fn compile_override(
                     Some(d) if d.is_proper_fraction() => {
                         factors
                             .insert(resource.to_string(), Value::String(text.trim().to_string()));
+                        read.push((resource.to_string(), d));
                     }
                     _ => errors.push(FieldError::new(
                         format!("{field}.resourcesOversell.{name}"),
@@ -323,7 +325,7 @@ pub fn compile_override(
             );
             Some(NativeOverride::containers(
                 t.container_names.clone(),
-                ContainerEdit::Oversell(factors),
+                ContainerEdit::Oversell(factors, read),
                 edit,
             ))
         }
