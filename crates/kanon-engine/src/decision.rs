@@ -625,7 +625,7 @@ impl PolicySet {
             };
             match run_override(policy, &mut scope, object, &mut changes).await {
                 Ok(applied) => {
-                    decision.applied_policies.push(policy.label.to_string());
+                    decision.applied_policies.push(String::from(&*policy.label));
                     decision.record(
                         policy,
                         PolicyOutcome::Mutated {
@@ -683,7 +683,7 @@ impl PolicySet {
                     continue;
                 }
             };
-            decision.applied_policies.push(policy.label.to_string());
+            decision.applied_policies.push(String::from(&*policy.label));
             let outcome = if reasons.is_empty() {
                 PolicyOutcome::Passed
             } else {

@@ -1,7 +1,7 @@
 //! Where a kind keeps its pod spec.
 
 use json_patch::jsonptr::Pointer;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::pointer::member;
 
@@ -84,7 +84,7 @@ impl Edit {
     }
 }
 
-fn object(value: &Value) -> serde_json::Map<String, Value> {
+fn object(value: &Value) -> Map<String, Value> {
     value.as_object().cloned().unwrap_or_default()
 }
 
@@ -197,10 +197,11 @@ pub(crate) fn oversold_requests_by<'f>(
     edit: Edit,
 ) -> Result<Option<Value>, String> {
     let limits = member(current, "limits").and_then(Value::as_object);
-    let mut requests = member(current, "requests")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut requests = match member(current, "requests").and_then(Value::as_object) {
+        Some(requests) => requests.clone(),
+        // Room for a request per limit at once, rather than grown entry by entry.
+        None => Map::with_capacity(limits.map_or(0, Map::len)),
+    };
     for (name, factor) in factors {
         match edit {
             Edit::Remove => {
@@ -336,7 +337,7 @@ pub fn affinity_with(current: &Value, template: &Value, edit: Edit) -> Value {
             match edited {
                 Some(list) if wrap => {
                     // Built directly: `json!` would serialize the list into a new value.
-                    let mut wrapped = serde_json::Map::new();
+                    let mut wrapped = Map::new();
                     wrapped.insert("nodeSelectorTerms".to_string(), list);
                     target.insert(section.clone(), Value::Object(wrapped));
                 }

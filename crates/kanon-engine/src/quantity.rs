@@ -86,8 +86,35 @@ impl Decimal {
     }
 }
 
+/// Powers of ten an i128 holds (10^0 to 10^38), looked up rather than multiplied out.
+const POWERS_OF_TEN: [i128; 39] = {
+    let mut powers = [1i128; 39];
+    let mut i = 1;
+    while i < powers.len() {
+        powers[i] = powers[i - 1] * 10;
+        i += 1;
+    }
+    powers
+};
+
+/// 10^`exp`, `None` beyond what an i128 holds.
+fn power_of_ten(exp: u32) -> Option<i128> {
+    POWERS_OF_TEN.get(exp as usize).copied()
+}
+
 /// Divides rounding toward positive infinity, as Kubernetes rounds quantities up.
 fn div_ceil(a: i128, b: i128) -> i128 {
+    // Most values fit an i64, whose division is a machine instruction (an i128's is a call).
+    if let (Ok(a), Ok(b)) = (i64::try_from(a), i64::try_from(b))
+        && b != -1
+    {
+        let q = a / b;
+        return i128::from(if (a % b != 0) && ((a > 0) == (b > 0)) {
+            q + 1
+        } else {
+            q
+        });
+    }
     let q = a / b;
     if (a % b != 0) && ((a > 0) == (b > 0)) {
         q + 1
@@ -155,19 +182,16 @@ impl FromStr for Quantity {
         let overflow = || err("the value is too large");
         let mut value = number
             .digits
-            .checked_mul(1024i128.pow(exp2))
+            .checked_mul(1i128 << (10 * exp2))
             .ok_or_else(overflow)?;
         // Scale to nano-units: × 10^(9 + exp10 - scale), rounding up below a nano-unit.
         let shift = 9 + exp10 - number.scale as i32;
         if shift >= 0 {
             value = value
-                .checked_mul(10i128.checked_pow(shift as u32).ok_or_else(overflow)?)
+                .checked_mul(power_of_ten(shift as u32).ok_or_else(overflow)?)
                 .ok_or_else(overflow)?;
         } else {
-            value = div_ceil(
-                value,
-                10i128.checked_pow((-shift) as u32).ok_or_else(overflow)?,
-            );
+            value = div_ceil(value, power_of_ten((-shift) as u32).ok_or_else(overflow)?);
         }
         if value.unsigned_abs() > MAX_NANOS {
             return Err(overflow());
@@ -204,7 +228,7 @@ impl Quantity {
     /// the result is larger than any quantity can be (as parsing refuses it).
     pub fn scaled(self, factor: Decimal) -> Option<Quantity> {
         let product = self.nanos.checked_mul(factor.digits)?;
-        let nanos = div_ceil(product, 10i128.pow(factor.scale));
+        let nanos = div_ceil(product, power_of_ten(factor.scale)?);
         (nanos.unsigned_abs() <= MAX_NANOS).then_some(Quantity {
             nanos,
             format: self.format,
