@@ -516,6 +516,13 @@ fn containers_change(
         // `c.resources | default({})`: absent is an empty map, null stays null.
         let resources = entry(container, "resources");
         let current = resources.unwrap_or(&empty);
+        // Oversell of no resources (absent or `{}`, not null): no limit to scale, no request to
+        // remove; the program's result is `{}` again, no change.
+        if matches!(edit, ContainerEdit::Oversell(..))
+            && current.as_object().is_some_and(Map::is_empty)
+        {
+            continue;
+        }
         if let Some(Value::Object(present)) = resources {
             // Only the sections the program changes, as `add`s into the existing resources
             // (the same object in the end), not a copy of the whole resources added back.

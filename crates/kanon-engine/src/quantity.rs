@@ -57,21 +57,25 @@ impl Decimal {
             Some(b'+') => (false, &text[1..]),
             _ => (false, text),
         };
-        let (int, frac) = rest.split_once('.').unwrap_or((rest, ""));
-        if (int.is_empty() && frac.is_empty())
-            || !int.bytes().all(|b| b.is_ascii_digit())
-            || !frac.bytes().all(|b| b.is_ascii_digit())
-            || frac.len() > 18
-        {
-            return None;
+        // One pass: digits with at most one dot among them.
+        let (mut digits, mut count, mut scale, mut dot) = (0i128, 0usize, 0u32, false);
+        for &b in rest.as_bytes() {
+            match b {
+                b'0'..=b'9' => {
+                    digits = digits.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+                    count += 1;
+                    scale += u32::from(dot);
+                }
+                b'.' if !dot => dot = true,
+                _ => return None,
+            }
         }
-        let mut digits: i128 = 0;
-        for b in int.bytes().chain(frac.bytes()) {
-            digits = digits.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+        if count == 0 || scale > 18 {
+            return None;
         }
         Some(Decimal {
             digits: if negative { -digits } else { digits },
-            scale: frac.len() as u32,
+            scale,
         })
     }
 
@@ -131,7 +135,12 @@ impl FromStr for Quantity {
             text: text.to_string(),
             reason,
         };
-        let trimmed = text.trim();
+        // Quantities seldom carry whitespace: trimmed (Unicode) only when an end is not a
+        // visible ASCII character.
+        let trimmed = match (text.as_bytes().first(), text.as_bytes().last()) {
+            (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => text,
+            _ => text.trim(),
+        };
         if trimmed.is_empty() {
             return Err(err("it is empty"));
         }
@@ -477,5 +486,27 @@ mod tests {
         assert!(!Decimal::parse("1.5").unwrap().is_proper_fraction());
         assert_eq!(Decimal::parse("x"), None);
         assert_eq!(Decimal::parse("."), None);
+        let d = |digits, scale| Some(Decimal { digits, scale });
+        for (text, expected) in [
+            ("1.", d(1, 0)),
+            (".5", d(5, 1)),
+            ("-0.25", d(-25, 2)),
+            ("+3.50", d(350, 2)),
+            ("007", d(7, 0)),
+            ("0.123456789012345678", d(123_456_789_012_345_678, 18)),
+            ("0.1234567890123456789", None),
+            ("170141183460469231731687303715884105727", d(i128::MAX, 0)),
+            ("170141183460469231731687303715884105728", None),
+            ("1.2.3", None),
+            ("1e3", None),
+            ("", None),
+            ("+", None),
+            ("-", None),
+            ("-.", None),
+            (" 1", None),
+            ("1,5", None),
+        ] {
+            assert_eq!(Decimal::parse(text), expected, "{text:?}");
+        }
     }
 }
