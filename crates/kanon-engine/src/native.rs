@@ -571,9 +571,10 @@ fn containers_change(
 
 /// `<spec>/containers/<index>/resources`.
 fn resources_path(spec: &Pointer, index: usize) -> String {
-    let mut buffer = [0; 20];
-    let index = crate::pointer::index_token(index, &mut buffer);
-    crate::pointer::join(spec.as_str(), &["containers", index, "resources"])
+    crate::pointer::join(
+        spec.as_str(),
+        &["containers", &index.to_string(), "resources"],
+    )
 }
 
 impl SpecField {
