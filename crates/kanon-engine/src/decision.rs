@@ -450,7 +450,9 @@ async fn run_override(
                 .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
         }
         applied += rule.patch.len();
+        // Copied only where it can go in one walk.
         if let [op] = rule.patch.as_slice()
+            && changes.saves_places()
             && changes.apply_one(working, op.clone()).is_ok()
         {
             continue;

@@ -10,7 +10,8 @@ use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Map, Value};
 
-use crate::pointer::{entry, entry_mut, find, find_mut, index};
+use crate::plaintext;
+use crate::pointer::{entry, find, find_mut, index};
 
 /// A token of the path being visited: an object key or an array index.
 #[derive(Clone, Copy)]
@@ -286,11 +287,17 @@ impl Changes {
         }
     }
 
-    /// Applies `op` to `doc` and records it, as [`Changes::before`] then applying would, when
-    /// it is an `add` or a `replace` of an object's member while saving by place: the target
-    /// is reached in one walk, and the value it replaces is moved into the record, not
-    /// copied. Gives `op` back, with `doc` unchanged and nothing recorded, for anything else
-    /// (the caller records and applies it the general way, which also explains failures).
+    /// Whether operations are saved by place, which [`Changes::apply_one`] needs.
+    pub fn saves_places(&self) -> bool {
+        self.places.is_some()
+    }
+
+    /// Applies `op` to `doc` (with [`plaintext::put`]) and records it, as [`Changes::before`]
+    /// then applying would, when it is an `add` into an object or a `replace` below the root
+    /// while saving by place: the target is reached in one walk, and the value it replaces is
+    /// moved into the record, not copied. Gives `op` back, with `doc` unchanged and nothing
+    /// recorded, for anything else (the caller records and applies it the general way, which
+    /// also explains failures).
     pub fn apply_one(&mut self, doc: &mut Value, op: PatchOperation) -> Result<(), PatchOperation> {
         let Some(places) = &mut self.places else {
             return Err(op);
@@ -300,33 +307,20 @@ impl Changes {
             PatchOperation::Replace(replace) => (replace.path, replace.value, true),
             other => return Err(other),
         };
-        let back = |path, value| {
-            Err(if replace {
-                PatchOperation::Replace(ReplaceOperation { path, value })
-            } else {
-                PatchOperation::Add(AddOperation { path, value })
-            })
+        // A place lies below the root of an object (as `save_place` requires).
+        let put = if doc.is_object() && !path.is_root() {
+            plaintext::put(doc, &path, value, replace)
+        } else {
+            Err(value)
         };
-        if !doc.is_object() {
-            return back(path, value);
-        }
-        let Some((parent, last)) = path.split_back() else {
-            return back(path, value);
-        };
-        let key = last.decoded();
-        let Some(Value::Object(map)) = find_mut(doc, parent.as_str()) else {
-            return back(path, value);
-        };
-        let before = match entry_mut(map, &key) {
-            Some(slot) => Some(std::mem::replace(slot, value)),
-            None if replace => return back(path, value),
-            None => {
-                map.insert(key.into_owned(), value);
-                None
+        match put {
+            Ok(before) => {
+                record_place(places, path, before);
+                Ok(())
             }
-        };
-        record_place(places, path, before);
-        Ok(())
+            Err(value) if replace => Err(PatchOperation::Replace(ReplaceOperation { path, value })),
+            Err(value) => Err(PatchOperation::Add(AddOperation { path, value })),
+        }
     }
 
     /// Turns the places saved so far into the top-level fields they lie in, as they were, and
@@ -546,17 +540,14 @@ fn record_place(places: &mut Vec<Place>, path: PointerBuf, mut before: Option<Va
 /// value added where nothing was is moved from `now` into its `add` (places never nest, so no
 /// other place needs it), which spares copying it.
 fn diff_places(places: &[Place], mut now: Value) -> Patch {
-    let ops = {
-        let (mut ops, moved) = diff_places_in(places, &now);
-        for (at, path) in moved {
-            if let (Some(PatchOperation::Add(add)), Some(value)) =
-                (ops.get_mut(at), find_mut(&mut now, path.as_str()))
-            {
-                add.value = std::mem::take(value);
-            }
+    let (mut ops, moved) = diff_places_in(places, &now);
+    for (at, path) in moved {
+        if let (Some(PatchOperation::Add(add)), Some(value)) =
+            (ops.get_mut(at), find_mut(&mut now, path.as_str()))
+        {
+            add.value = std::mem::take(value);
         }
-        ops
-    };
+    }
     Patch(ops)
 }
 

@@ -175,15 +175,18 @@ pub fn apply(doc: &mut Value, op: &PatchOperation) -> Result<(), String> {
 }
 
 /// Puts `value` at `path` as `json_patch` would for an `add` into an object or a `replace`,
-/// without its allocations for every pointer token and its undo record; gives `value` back,
-/// `doc` unchanged, for anything else (an array to insert into, a root, a missing target).
-fn put(doc: &mut Value, path: &Pointer, value: Value, replace: bool) -> Result<(), Value> {
+/// without its allocations for every pointer token and its undo record, and gives the value it
+/// took the place of (`None`: nothing was there); gives `value` back, `doc` unchanged, for
+/// anything else (an array to insert into, a root to add, a missing target).
+pub(crate) fn put(
+    doc: &mut Value,
+    path: &Pointer,
+    value: Value,
+    replace: bool,
+) -> Result<Option<Value>, Value> {
     if replace {
         return match pointer::find_mut(doc, path.as_str()) {
-            Some(target) => {
-                *target = value;
-                Ok(())
-            }
+            Some(target) => Ok(Some(std::mem::replace(target, value))),
             None => Err(value),
         };
     }
@@ -191,10 +194,8 @@ fn put(doc: &mut Value, path: &Pointer, value: Value, replace: bool) -> Result<(
         return Err(value);
     };
     match pointer::find_mut(doc, parent.as_str()) {
-        Some(Value::Object(map)) => {
-            map.insert(last.decoded().into_owned(), value);
-            Ok(())
-        }
+        // An existing key keeps its place, as in `json_patch`.
+        Some(Value::Object(map)) => Ok(map.insert(last.decoded().into_owned(), value)),
         _ => Err(value),
     }
 }
@@ -204,13 +205,7 @@ fn put(doc: &mut Value, path: &Pointer, value: Value, replace: bool) -> Result<(
 fn apply_direct(doc: &mut Value, op: &PatchOperation) -> bool {
     match op {
         PatchOperation::Add(a) => put(doc, &a.path, a.value.clone(), false).is_ok(),
-        PatchOperation::Replace(r) => match pointer::find_mut(doc, r.path.as_str()) {
-            Some(target) => {
-                *target = r.value.clone();
-                true
-            }
-            None => false,
-        },
+        PatchOperation::Replace(r) => put(doc, &r.path, r.value.clone(), true).is_ok(),
         PatchOperation::Remove(r) => {
             let Some((parent, last)) = r.path.split_back() else {
                 return false;
@@ -241,7 +236,7 @@ pub fn apply_all_owned(
         };
         if let Some((path, value, replace)) = single {
             match put(doc, path, std::mem::take(value), replace) {
-                Ok(()) => return Ok(()),
+                Ok(_) => return Ok(()),
                 Err(back) => *value = back,
             }
         }

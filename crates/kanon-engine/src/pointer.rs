@@ -126,7 +126,7 @@ pub(crate) fn member<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
 }
 
 /// `map.get_mut(key)`, as [`entry`] searches.
-pub(crate) fn entry_mut<'v>(map: &'v mut Map<String, Value>, key: &str) -> Option<&'v mut Value> {
+fn entry_mut<'v>(map: &'v mut Map<String, Value>, key: &str) -> Option<&'v mut Value> {
     if map.len() <= SCANNED_KEYS {
         map.iter_mut()
             .find(|(k, _)| k.as_str() == key)
