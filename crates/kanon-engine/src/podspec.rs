@@ -155,13 +155,17 @@ pub fn resources_sections(
 /// removed (remove). Resources without a limit are left alone.
 pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, String> {
     let mut result = object(current);
-    match oversold_requests(current, factors, edit)? {
-        Some(requests) => {
-            result.insert("requests".to_string(), requests);
-        }
-        None => {
-            result.shift_remove("requests");
-        }
+    // Taken out of `result` (not copied again); put back under the same key, in the same place.
+    let mut requests = match result.get_mut("requests") {
+        Some(Value::Object(requests)) => std::mem::take(requests),
+        _ => Map::new(),
+    };
+    let limits = member(current, "limits").and_then(Value::as_object);
+    oversell_into(&mut requests, limits, text_factors(factors), edit)?;
+    if requests.is_empty() {
+        result.shift_remove("requests");
+    } else {
+        result.insert("requests".to_string(), Value::Object(requests));
     }
     Ok(Value::Object(result))
 }
@@ -172,12 +176,16 @@ pub fn oversold_requests(
     factors: &Value,
     edit: Edit,
 ) -> Result<Option<Value>, String> {
-    let factors = factors
+    oversold_requests_by(current, text_factors(factors), edit)
+}
+
+/// The factors of a JSON object (resource name → factor), each to be read where needed.
+fn text_factors(factors: &Value) -> impl Iterator<Item = (&str, Factor<'_>)> {
+    factors
         .as_object()
         .into_iter()
         .flatten()
-        .map(|(name, factor)| (name.as_str(), Factor::Text(factor)));
-    oversold_requests_by(current, factors, edit)
+        .map(|(name, factor)| (name.as_str(), Factor::Text(factor)))
 }
 
 /// A factor of [`oversold`]: its text, read when it is needed, or read already.
@@ -202,6 +210,19 @@ pub(crate) fn oversold_requests_by<'f>(
         // Room for a request per limit at once, rather than grown entry by entry.
         None => Map::with_capacity(limits.map_or(0, Map::len)),
     };
+    oversell_into(&mut requests, limits, factors, edit)?;
+    Ok((!requests.is_empty()).then_some(Value::Object(requests)))
+}
+
+/// Sets each request to its limit × factor, rounded up to whole millicores (CPU) or units
+/// (bytes), on add and replace; removes the requests named on remove. Resources without a
+/// limit are left alone.
+fn oversell_into<'f>(
+    requests: &mut Map<String, Value>,
+    limits: Option<&Map<String, Value>>,
+    factors: impl Iterator<Item = (&'f str, Factor<'f>)>,
+    edit: Edit,
+) -> Result<(), String> {
     for (name, factor) in factors {
         match edit {
             Edit::Remove => {
@@ -237,7 +258,7 @@ pub(crate) fn oversold_requests_by<'f>(
             }
         }
     }
-    Ok((!requests.is_empty()).then_some(Value::Object(requests)))
+    Ok(())
 }
 
 /// Appends the entries of `wanted` that `list` does not hold yet, in order.
