@@ -8,8 +8,6 @@ use std::str::FromStr;
 
 /// Nano-units per unit.
 const NANO: i128 = 1_000_000_000;
-/// [`NANO`] for i64 arithmetic.
-const NANO_I64: i64 = 1_000_000_000;
 /// The largest magnitude of a quantity, in nano-units (10^21 units, far above any resource):
 /// parsed and scaled quantities stay within it, so that rounding never overflows and every
 /// quantity's canonical form reads back.
@@ -106,21 +104,20 @@ fn power_of_ten(exp: u32) -> Option<i128> {
     POWERS_OF_TEN.get(exp as usize).copied()
 }
 
+/// `a / b` and `a % b`, in i64 arithmetic when both fit one: most quantities do, and an i64
+/// division is a machine instruction where an i128's is a library call.
+fn div_rem(a: i128, b: i128) -> (i128, i128) {
+    match (i64::try_from(a), i64::try_from(b)) {
+        // `i64::MIN / -1` overflows an i64.
+        (Ok(x), Ok(y)) if y != -1 => (i128::from(x / y), i128::from(x % y)),
+        _ => (a / b, a % b),
+    }
+}
+
 /// Divides rounding toward positive infinity, as Kubernetes rounds quantities up.
 fn div_ceil(a: i128, b: i128) -> i128 {
-    // Most values fit an i64, whose division is a machine instruction (an i128's is a call).
-    if let (Ok(a), Ok(b)) = (i64::try_from(a), i64::try_from(b))
-        && b != -1
-    {
-        let q = a / b;
-        return i128::from(if (a % b != 0) && ((a > 0) == (b > 0)) {
-            q + 1
-        } else {
-            q
-        });
-    }
-    let q = a / b;
-    if (a % b != 0) && ((a > 0) == (b > 0)) {
+    let (q, r) = div_rem(a, b);
+    if r != 0 && ((a > 0) == (b > 0)) {
         q + 1
     } else {
         q
@@ -277,10 +274,9 @@ impl Quantity {
         if nanos == 0 {
             return (0, Tail::Suffix(""));
         }
-        // Whole units, in i64 arithmetic when the value fits one.
-        let whole = match i64::try_from(nanos) {
-            Ok(small) => (small % NANO_I64 == 0).then(|| i128::from(small / NANO_I64)),
-            Err(_) => (nanos % NANO == 0).then_some(nanos / NANO),
+        let whole = match div_rem(nanos, NANO) {
+            (units, 0) => Some(units),
+            _ => None,
         };
         if let (QuantityFormat::BinarySi, Some(units)) = (self.format, whole)
             && units.abs() >= 1024
@@ -294,26 +290,16 @@ impl Quantity {
             }
             return (mantissa, Tail::Suffix(suffixes[k]));
         }
-        // Decimal: largest power of 1000 (from nano) dividing the value. Most values fit an
-        // i64, whose division is a machine instruction (an i128's is a library call).
-        let (mantissa, exp) = match i64::try_from(nanos) {
-            Ok(small) => {
-                let (mut mantissa, mut exp) = (small, -9);
-                while exp < 18 && mantissa % 1000 == 0 {
-                    mantissa /= 1000;
-                    exp += 3;
-                }
-                (i128::from(mantissa), exp)
+        // Decimal: largest power of 1000 (from nano) dividing the value.
+        let (mut mantissa, mut exp) = (nanos, -9);
+        while exp < 18 {
+            let (q, r) = div_rem(mantissa, 1000);
+            if r != 0 {
+                break;
             }
-            Err(_) => {
-                let (mut mantissa, mut exp) = (nanos, -9);
-                while exp < 18 && mantissa % 1000 == 0 {
-                    mantissa /= 1000;
-                    exp += 3;
-                }
-                (mantissa, exp)
-            }
-        };
+            mantissa = q;
+            exp += 3;
+        }
         if self.format == QuantityFormat::DecimalExponent {
             return (mantissa, Tail::Exponent(exp));
         }
