@@ -2,8 +2,9 @@
 # Checks the Helm chart offline: `helm lint` and `helm template` with the default values and with
 # non-default ones, every rendered manifest validated against the Kubernetes API schemas
 # (kubernetes-validate, strict), values the schema must refuse refused, and the properties the
-# chart promises (least privilege, no caBundle or generated rules in the chart, security context)
-# present in what it renders.
+# chart promises (least privilege, no caBundle or generated rules in the chart, security context,
+# a NetworkPolicy only when enabled and never without a kube-apiserver source) present in what it
+# renders.
 #
 # usage: scripts/check-chart.sh         (needs helm: `cargo xtask cluster build` provides it)
 set -euo pipefail
@@ -24,6 +25,8 @@ variants=(
   "monitoring|--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.grafanaDashboard.enabled=true"
   "operator-choices|--set webhook.rules=all --set webhook.failurePolicy=Ignore --set replicaCount=3 --set lookups.allowSecrets=true --set lookups.httpAllowCIDRs={10.0.0.0/8} --set rbac.lookupRules[0].apiGroups={apps} --set rbac.lookupRules[0].resources={replicasets} --set rbac.lookupRules[0].verbs={get} --set logFormat=text --set priorityClassName=system-cluster-critical"
   "single-replica|--set replicaCount=1"
+  "network-policy|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].ipBlock.cidr=10.0.0.10/32 --set networkPolicy.apiserver.from[1].ipBlock.cidr=10.0.0.11/32 --set networkPolicy.metrics.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring --set metrics.port=9090 --set networkPolicy.extraIngress[0].from[0].podSelector.matchLabels.app=debug --set networkPolicy.extraIngress[0].ports[0].port=8443"
+  "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
   name=${variant%%|*}
@@ -55,10 +58,35 @@ grep -q 'verbs: \["\*"\]' "$default" && fail "no wildcard verbs in the RBAC"
 grep -q 'resources: \["\*"\]' "$default" && fail "no wildcard resources in the RBAC"
 grep -q 'kind: Secret$' "$default" && fail "the chart creates no Secret: kanon does"
 grep -q 'cert-manager.io/inject-ca-from' "$out/cert-manager.yaml" || fail "cert-manager mode: CA injection annotation"
+grep -q 'kind: NetworkPolicy' "$default" && fail "no NetworkPolicy by default"
+# The NetworkPolicy document of a render.
+network_policy() { awk -v RS='\n---\n' '/\nkind: NetworkPolicy\n/' "$1"; }
+policy=$(network_policy "$out/network-policy.yaml")
+[ -n "$policy" ] || fail "networkPolicy.enabled: a NetworkPolicy"
+grep -q 'port: 8443$' <<<"$policy" || fail "NetworkPolicy: the webhook port (8443)"
+grep -q 'port: 9090$' <<<"$policy" || fail "NetworkPolicy: the metrics port (metrics.port)"
+grep -q 'cidr: 10.0.0.10/32' <<<"$policy" || fail "NetworkPolicy: the apiserver ipBlock"
+grep -q 'kubernetes.io/metadata.name: monitoring' <<<"$policy" || fail "NetworkPolicy: the metrics namespaceSelector"
+grep -q 'app: debug' <<<"$policy" || fail "NetworkPolicy: extraIngress"
+grep -q 'Egress' <<<"$policy" && fail "NetworkPolicy: ingress only, egress unrestricted"
+# No metrics sources: no metrics rule (a rule without `from` would admit everyone).
+policy=$(network_policy "$out/network-policy-no-metrics.yaml")
+[ -n "$policy" ] || fail "networkPolicy.enabled: a NetworkPolicy"
+grep -q 'port: 8443$' <<<"$policy" || fail "NetworkPolicy: the webhook port (8443)"
+grep -q 'port: 8080$' <<<"$policy" && fail "NetworkPolicy: no metrics rule without metrics.from"
+[ "$(grep -c -- '- from:' <<<"$policy")" -eq 1 ] || fail "NetworkPolicy: only the apiserver rule without metrics.from"
+# Enabled without an apiserver source: refused, with the reason.
+if err=$("$helm" template kanon "$chart" --set networkPolicy.enabled=true 2>&1 >/dev/null); then
+  fail "networkPolicy.enabled without networkPolicy.apiserver.from rendered"
+fi
+grep -q 'networkPolicy.apiserver.from is empty' <<<"$err" \
+  || fail "networkPolicy.enabled without networkPolicy.apiserver.from: unexpected error: $err"
 
 echo "== values the schema refuses"
 for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.mode=vault" \
-           "webhook.timeoutSeconds=60" "replicaCount=0" "unknownValue=1"; do
+           "webhook.timeoutSeconds=60" "replicaCount=0" "unknownValue=1" \
+           "networkPolicy.enabled=yes" "networkPolicy.egress=true" \
+           "networkPolicy.apiserver.from[0].ipBlok.cidr=10.0.0.1/32"; do
   if "$helm" template kanon "$chart" --set "$bad" >/dev/null 2>&1; then
     fail "the schema accepted --set $bad"
   fi

@@ -9,7 +9,8 @@ use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kanon_engine::{Deadline, ObjectStore, PolicySet, Request, block_on};
-use kanon_webhook::admission::{self, DEFAULT_MAX_BODY_BYTES, Webhook};
+use kanon_webhook::admission::{self, Limits, Webhook};
+use kanon_webhook::budget::{self, JsonBudget, ParseError};
 use libfuzzer_sys::fuzz_target;
 
 static POLICIES: LazyLock<PolicySet> = LazyLock::new(kanon_fuzz::example_policy_set);
@@ -39,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
             webhook,
             policies,
             lookup,
-            DEFAULT_MAX_BODY_BYTES,
+            &Limits::default(),
         ));
         check_reply(&reply);
     }
@@ -50,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
         Webhook::Mutate,
         policies,
         lookup,
-        DEFAULT_MAX_BODY_BYTES,
+        &Limits::default(),
         Some(deadline_after(checks)),
     ));
     check_reply(&reply);
@@ -59,11 +60,27 @@ fuzz_target!(|data: &[u8]| {
         Webhook::Validate,
         policies,
         lookup,
-        data.len().saturating_sub(1),
+        &Limits::with_max_body(data.len().saturating_sub(1)),
         Some(deadline_after(checks)),
     ));
     check_reply(&reply);
     check_reply(&admission::allow_all(data));
+    // The budgeted reader gives serde_json's value, or refuses by a bound, never differs.
+    let tight = JsonBudget {
+        memory_bytes: data.len() * 8,
+        max_depth: 8,
+    };
+    for budget in [JsonBudget::default(), tight] {
+        let ours = budget::parse(data, &budget);
+        let theirs = serde_json::from_slice::<serde_json::Value>(data);
+        match (ours, theirs) {
+            (Ok(ours), Ok(theirs)) => assert_eq!(ours, theirs),
+            (Err(ParseError::OverBudget(_)), _) => {}
+            (Ok(_), Err(e)) => assert!(e.to_string().contains("recursion limit"), "{e}"),
+            (Err(ParseError::Syntax(_)), Err(_)) => {}
+            (Err(ParseError::Syntax(e)), Ok(_)) => panic!("only ours failed: {e}"),
+        }
+    }
     // `decide` on a request read from a copy (the borrowed reader, besides the owning one).
     if let Ok(document) = serde_json::from_slice::<serde_json::Value>(data)
         && let Ok(request) = Request::from_admission_review(&document)

@@ -27,6 +27,8 @@ use kanon_engine::{
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::budget::{self, JsonBudget, OverBudget};
+
 /// `apiVersion` of the reviews kanon reads and writes.
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 /// `kind` of the reviews kanon reads and writes.
@@ -36,10 +38,43 @@ pub const CONTENT_TYPE: &str = "application/json";
 
 /// The text of [`Reply::not_ready`].
 pub const NOT_READY: &str = "kanon is not ready: its policies are not loaded yet";
-/// The default limit on a review body. kube-apiserver accepts request bodies of up to 3 MiB,
-/// and a review carries the object and the old object (UPDATE) besides the request's
-/// metadata, so 8 MiB leaves room for the largest review it can send.
+/// The default limit on a review body. kube-apiserver accepts request bodies of up to 3 MiB
+/// (`--max-request-bytes`), and a review carries the object and, on UPDATE, the old object
+/// besides the request's metadata, both as JSON (an object sent as protobuf grows when
+/// written as JSON): 8 MiB leaves room for the largest review it can send.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// The longest `request.uid` answered. kube-apiserver sends a UUID (36 bytes); a longer one is
+/// not from it, and echoing it would let a client make kanon write what it likes.
+pub const MAX_UID_BYTES: usize = 128;
+
+/// What a review may take: its body's bytes and what its JSON takes once read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest body read; a larger one gets 413.
+    pub max_body_bytes: usize,
+    /// The memory and nesting the body's JSON may take once read; past it, 413.
+    pub json: JsonBudget,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            json: JsonBudget::default(),
+        }
+    }
+}
+
+impl Limits {
+    /// The default limits with a body limit of `max_body_bytes`.
+    pub fn with_max_body(max_body_bytes: usize) -> Self {
+        Limits {
+            max_body_bytes,
+            ..Limits::default()
+        }
+    }
+}
 
 /// Which of kanon's two webhooks a review was sent to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,6 +123,14 @@ pub enum BadReview {
     /// The body is not JSON.
     #[error("the body is not JSON: {0}")]
     NotJson(String),
+    /// The body's JSON would take more memory, or nest deeper, than a review may.
+    #[error("{0}")]
+    OverBudget(OverBudget),
+    /// `request.uid` is longer than any kube-apiserver sends.
+    #[error(
+        "request.uid is {0} bytes long; kube-apiserver sends a UUID, and kanon answers uids of at most {MAX_UID_BYTES} bytes"
+    )]
+    LongUid(usize),
     /// The body is JSON but not a valid AdmissionReview.
     #[error(transparent)]
     Review(#[from] RequestError),
@@ -101,17 +144,18 @@ fn too_large_message(size: Option<usize>, limit: usize) -> String {
 }
 
 impl BadReview {
-    /// The HTTP status of the reply: 413 for a body over the limit, else 400.
+    /// The HTTP status of the reply: 413 for a body over the limit or over the memory
+    /// budget, else 400.
     pub fn http_status(&self) -> u16 {
         match self {
-            BadReview::TooLarge { .. } => 413,
+            BadReview::TooLarge { .. } | BadReview::OverBudget(_) => 413,
             _ => 400,
         }
     }
 
     fn reason(&self) -> &'static str {
         match self {
-            BadReview::TooLarge { .. } => "RequestEntityTooLarge",
+            BadReview::TooLarge { .. } | BadReview::OverBudget(_) => "RequestEntityTooLarge",
             _ => "BadRequest",
         }
     }
@@ -260,17 +304,17 @@ pub fn allow_all(body: &[u8]) -> Reply {
     }
 }
 
-/// Answers one AdmissionReview body sent to `webhook`: parses it, evaluates the request
-/// against `policies` ([`decide`]) and encodes the response. Never fails: a bad body gets a
-/// 400 (413 over `max_body_bytes`) reply saying what is wrong.
+/// Answers one AdmissionReview body sent to `webhook`: reads it within `limits` ([`read`]),
+/// evaluates the request against `policies` ([`decide`]) and encodes the response. Never
+/// fails: a bad body gets a 400 (413 over a limit) reply saying what is wrong.
 pub async fn review(
     body: &[u8],
     webhook: Webhook,
     policies: &PolicySet,
     lookup: &dyn Lookup,
-    max_body_bytes: usize,
+    limits: &Limits,
 ) -> Reply {
-    review_until(body, webhook, policies, lookup, max_body_bytes, None).await
+    review_until(body, webhook, policies, lookup, limits, None).await
 }
 
 /// [`review`] bounded by `deadline` (the request's `?timeout=`): policies that have not run
@@ -280,36 +324,65 @@ pub async fn review_until(
     webhook: Webhook,
     policies: &PolicySet,
     lookup: &dyn Lookup,
-    max_body_bytes: usize,
+    limits: &Limits,
     deadline: Option<Deadline>,
 ) -> Reply {
-    if body.len() > max_body_bytes {
-        let error = BadReview::TooLarge {
-            size: Some(body.len()),
-            limit: max_body_bytes,
-        };
-        return Reply::invalid(None, error);
-    }
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Reply::invalid(None, BadReview::Empty);
-    }
-    let document: Value = match serde_json::from_slice(body) {
-        Ok(document) => document,
-        Err(e) => return Reply::invalid(None, BadReview::NotJson(e.to_string())),
-    };
-    // Echo the uid whenever it is there, however wrong the rest is.
-    let uid = kanon_engine::pointer::find(&document, "/request/uid")
-        .and_then(Value::as_str)
-        .filter(|uid| !uid.is_empty())
-        .map(str::to_string);
-    match Request::from_admission_review_owned(document) {
+    match read(body, limits) {
         Ok(mut request) => {
             request.deadline = deadline;
-            let decision = decide(&mut request, webhook, policies, lookup).await;
-            Reply::decided(&request, webhook, decision)
+            answer(request, webhook, policies, lookup).await
         }
-        Err(e) => Reply::invalid(uid, e.into()),
+        Err(reply) => *reply,
     }
+}
+
+/// Reads one AdmissionReview body within `limits`: the request, or the reply (400, 413) that
+/// says what is wrong with it. The server reads the body this way, lets it go, and only then
+/// evaluates ([`answer`]), so a review never holds its text and its evaluation at once.
+pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
+    let invalid = |uid, error| Err(Box::new(Reply::invalid(uid, error)));
+    if body.len() > limits.max_body_bytes {
+        let error = BadReview::TooLarge {
+            size: Some(body.len()),
+            limit: limits.max_body_bytes,
+        };
+        return invalid(None, error);
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return invalid(None, BadReview::Empty);
+    }
+    let document = match budget::parse(body, &limits.json) {
+        Ok(document) => document,
+        Err(budget::ParseError::OverBudget(over)) => {
+            return invalid(None, BadReview::OverBudget(over));
+        }
+        Err(budget::ParseError::Syntax(e)) => {
+            return invalid(None, BadReview::NotJson(e.to_string()));
+        }
+    };
+    // Echo the uid whenever it is there, however wrong the rest is, unless it is too long to
+    // be kube-apiserver's.
+    let uid = kanon_engine::pointer::find(&document, "/request/uid")
+        .and_then(Value::as_str)
+        .filter(|uid| !uid.is_empty());
+    if let Some(uid) = uid
+        && uid.len() > MAX_UID_BYTES
+    {
+        return invalid(None, BadReview::LongUid(uid.len()));
+    }
+    let uid = uid.map(str::to_string);
+    Request::from_admission_review_owned(document).or_else(|e| invalid(uid, e.into()))
+}
+
+/// Evaluates a request [`read`] from a review and encodes the answer.
+pub async fn answer(
+    mut request: Request,
+    webhook: Webhook,
+    policies: &PolicySet,
+    lookup: &dyn Lookup,
+) -> Reply {
+    let decision = decide(&mut request, webhook, policies, lookup).await;
+    Reply::decided(&request, webhook, decision)
 }
 
 /// The verdict of `webhook` on `request`. The mutating webhook runs the override policies on

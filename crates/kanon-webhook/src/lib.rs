@@ -1,9 +1,11 @@
-//! kanon's admission webhook: the [`admission`] codec (AdmissionReview bytes in, the engine's
-//! verdict, AdmissionReview bytes out, in exactly the shape kube-apiserver accepts), the HTTPS
+//! kanon's admission webhook: the [`admission`] codec (AdmissionReview bytes in, read within a
+//! memory [`budget`], the engine's verdict, AdmissionReview bytes out, in exactly the shape
+//! kube-apiserver accepts), the HTTPS
 //! [`server`] that moves those bytes, its [`tls`] certificates, [`metrics`], and the policy
 //! [`source`] read from files with the [`state`] that publishes policy sets to requests.
 
 pub mod admission;
+pub mod budget;
 pub mod lookup;
 pub mod metrics;
 pub mod sandbox;
@@ -13,7 +15,10 @@ pub mod source;
 pub mod state;
 pub mod tls;
 
-pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Outcome, Reply, Webhook, decide, review};
+pub use admission::{
+    BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, Webhook, decide, review,
+};
+pub use budget::JsonBudget;
 pub use metrics::Metrics;
 pub use source::{
     Document, InputError, load_directory, load_policies, read_documents, watch_directory,

@@ -2,7 +2,7 @@
 //!
 //! | metric | labels | what |
 //! |---|---|---|
-//! | `kanon_admission_requests_total` | `webhook`, `operation`, `kind`, `result` | reviews answered; `result` is `allowed`, `denied`, `patched`, `invalid` (HTTP 400) or `too_large` (HTTP 413) |
+//! | `kanon_admission_requests_total` | `webhook`, `operation`, `kind`, `result` | reviews answered; `result` is `allowed`, `denied`, `patched`, `invalid` (HTTP 400), `too_large` (HTTP 413: the body's bytes), `over_budget` (HTTP 413: what its JSON takes once read, or its nesting) or `not_ready` (HTTP 503) |
 //! | `kanon_admission_duration_seconds` | `webhook` | time to answer a review |
 //! | `kanon_policy_evaluations_total` | `policy` | times a policy met a request |
 //! | `kanon_policy_patches_total` | `policy` | times an override policy changed the object |
@@ -11,17 +11,23 @@
 //! | `kanon_policies` | | policies in force |
 //! | `kanon_ready` | | 1 when a policy set is in force (`/readyz`) |
 //! | `kanon_policy_reload_failures_total` | `source` | policy sets that could not be loaded |
+//! | `kanon_connections` | `listener` | connections open (`webhook`, `metrics`) |
+//! | `kanon_connections_shed_total` | `listener`, `reason` | connections closed by the server's bounds: `evicted` (to make room for a new one), `refused` (no room), `header_timeout`, `write_timeout` |
+//! | `kanon_reviews_shed_total` | `webhook`, `reason` | reviews not read: `body_budget` (no room to buffer the body in time, 503), `slow_body` (given up for a waiting body, 408), `body_timeout` (408) |
+//! | `kanon_review_body_bytes` | | bytes of the body budget held by bodies being read or waiting to be read as JSON |
 //!
 //! `operation` and `kind` are empty when the review could not be read. `kind` comes from the
 //! request, and anyone who reaches the webhook port can send a review, so its values are
-//! bounded: a kind that is not a plausible Kubernetes kind (ASCII letters and digits, starting
-//! with a letter, at most 63), or a new kind once [`MAX_KIND_LABELS`] are counted, is counted
-//! as `other`.
+//! bounded: the kinds the policies in force select (and kanon's own policy kinds) always have
+//! their own value; any other plausible Kubernetes kind (ASCII letters and digits, starting
+//! with a letter, at most 63) has its own value until [`MAX_OTHER_KIND_LABELS`] such kinds are
+//! counted, and is counted as `other` after that, as is anything implausible. So reviews with
+//! made-up kinds cannot push the kinds that matter out of the dashboards.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::AtomicI64;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use kanon_engine::PolicyOutcome;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -31,7 +37,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::admission::{Outcome, Reply, Webhook};
+use crate::admission::{BadReview, Outcome, Reply, Webhook};
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -43,13 +49,28 @@ const DURATION_BUCKETS: [f64; 16] = [
     5.0, 10.0,
 ];
 
-/// At most this many distinct `kind` label values (besides `other`) are counted: the bound on
-/// the series a review sender can create.
-pub const MAX_KIND_LABELS: usize = 256;
+/// At most this many distinct `kind` label values that no policy selects (besides `other`)
+/// are counted: the bound on the series a review sender can create.
+pub const MAX_OTHER_KIND_LABELS: usize = 64;
 
-/// The `kind` label value of a request's kind: itself when it is a plausible kind that is
-/// already counted or still fits under [`MAX_KIND_LABELS`], else `other`.
-fn kind_label(kinds: &Mutex<HashSet<String>>, kind: &str) -> String {
+/// The `kind` label values: the kinds policies select, and the others counted so far.
+#[derive(Debug, Default)]
+struct KindLabels {
+    selected: HashSet<String>,
+    others: HashSet<String>,
+}
+
+/// kanon's own kinds, which its validating webhook checks whatever policies are installed.
+const OWN_KINDS: [&str; 4] = [
+    "ClusterOverridePolicy",
+    "OverridePolicy",
+    "ClusterValidatePolicy",
+    "ValidatePolicy",
+];
+
+/// The `kind` label value of a request's kind: itself when policies select it, or when it is
+/// a plausible kind already counted or still under [`MAX_OTHER_KIND_LABELS`]; else `other`.
+fn kind_label(kinds: &RwLock<KindLabels>, kind: &str) -> String {
     if kind.is_empty() {
         return String::new();
     }
@@ -59,15 +80,66 @@ fn kind_label(kinds: &Mutex<HashSet<String>>, kind: &str) -> String {
     if !plausible {
         return "other".to_string();
     }
-    let mut kinds = kinds.lock().unwrap_or_else(PoisonError::into_inner);
-    if kinds.contains(kind) {
-        return kind.to_string();
+    {
+        let kinds = kinds.read().unwrap_or_else(PoisonError::into_inner);
+        if kinds.selected.contains(kind) || kinds.others.contains(kind) {
+            return kind.to_string();
+        }
+        if kinds.others.len() >= MAX_OTHER_KIND_LABELS {
+            return "other".to_string();
+        }
     }
-    if kinds.len() >= MAX_KIND_LABELS {
+    let mut kinds = kinds.write().unwrap_or_else(PoisonError::into_inner);
+    if kinds.others.len() >= MAX_OTHER_KIND_LABELS {
         return "other".to_string();
     }
-    kinds.insert(kind.to_string());
+    kinds.others.insert(kind.to_string());
     kind.to_string()
+}
+
+/// Why the server closed a connection of its own accord.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shed {
+    /// To make room for a new connection at the cap.
+    Evicted,
+    /// A new connection at the cap, with no room to make.
+    Refused,
+    /// The TLS handshake or a request head did not arrive in time.
+    HeaderTimeout,
+    /// The client did not read its answer in time.
+    WriteTimeout,
+}
+
+impl Shed {
+    fn label(self) -> &'static str {
+        match self {
+            Shed::Evicted => "evicted",
+            Shed::Refused => "refused",
+            Shed::HeaderTimeout => "header_timeout",
+            Shed::WriteTimeout => "write_timeout",
+        }
+    }
+}
+
+/// Why a review was not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewShed {
+    /// No room in the body budget before the deadline.
+    BodyBudget,
+    /// Its body arrived so slowly it was given up for another.
+    SlowBody,
+    /// Its body did not arrive in time.
+    BodyTimeout,
+}
+
+impl ReviewShed {
+    fn label(self) -> &'static str {
+        match self {
+            ReviewShed::BodyBudget => "body_budget",
+            ReviewShed::SlowBody => "slow_body",
+            ReviewShed::BodyTimeout => "body_timeout",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -99,6 +171,23 @@ struct SourceLabels {
     source: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShedLabels {
+    listener: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReviewShedLabels {
+    webhook: &'static str,
+    reason: &'static str,
+}
+
 fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
@@ -116,8 +205,12 @@ pub struct Metrics {
     policies: Gauge<i64, AtomicI64>,
     ready: Gauge<i64, AtomicI64>,
     reload_failures: Family<SourceLabels, Counter>,
-    /// The `kind` label values counted so far.
-    kinds: Mutex<HashSet<String>>,
+    connections: Family<ListenerLabels, Gauge<i64, AtomicI64>>,
+    connections_shed: Family<ShedLabels, Counter>,
+    reviews_shed: Family<ReviewShedLabels, Counter>,
+    body_bytes: Gauge<i64, AtomicI64>,
+    /// The `kind` label values.
+    kinds: RwLock<KindLabels>,
     /// Each policy's counters, found without hashing its label ([`PolicyCounters`]).
     policy_counters: PolicyCounters,
 }
@@ -236,6 +329,10 @@ impl Metrics {
         let policies = Gauge::<i64, AtomicI64>::default();
         let ready = Gauge::<i64, AtomicI64>::default();
         let reload_failures = Family::<SourceLabels, Counter>::default();
+        let connections = Family::<ListenerLabels, Gauge<i64, AtomicI64>>::default();
+        let connections_shed = Family::<ShedLabels, Counter>::default();
+        let reviews_shed = Family::<ReviewShedLabels, Counter>::default();
+        let body_bytes = Gauge::<i64, AtomicI64>::default();
 
         // Counters are registered without `_total`: the encoder appends it.
         registry.register(
@@ -279,6 +376,26 @@ impl Metrics {
             "Policy sets that could not be loaded, by source",
             reload_failures.clone(),
         );
+        registry.register(
+            "kanon_connections",
+            "Connections open, by listener",
+            connections.clone(),
+        );
+        registry.register(
+            "kanon_connections_shed",
+            "Connections the server closed of its own accord, by listener and reason",
+            connections_shed.clone(),
+        );
+        registry.register(
+            "kanon_reviews_shed",
+            "Reviews whose body was not read, by webhook and reason",
+            reviews_shed.clone(),
+        );
+        registry.register(
+            "kanon_review_body_bytes",
+            "Bytes of the body budget held by review bodies",
+            body_bytes.clone(),
+        );
         more(&mut registry);
 
         Arc::new(Metrics {
@@ -292,7 +409,14 @@ impl Metrics {
             policies,
             ready,
             reload_failures,
-            kinds: Mutex::new(HashSet::new()),
+            connections,
+            connections_shed,
+            reviews_shed,
+            body_bytes,
+            kinds: RwLock::new(KindLabels {
+                selected: OWN_KINDS.iter().map(|k| k.to_string()).collect(),
+                others: HashSet::new(),
+            }),
             policy_counters: PolicyCounters::default(),
         })
     }
@@ -309,6 +433,7 @@ impl Metrics {
     ) {
         let webhook_name = webhook_label(webhook);
         let result = match &reply.outcome {
+            Outcome::Invalid(BadReview::OverBudget(_)) => "over_budget",
             Outcome::Invalid(error) if error.http_status() == 413 => "too_large",
             Outcome::Invalid(_) => "invalid",
             Outcome::Decided(decision) if !decision.allowed => "denied",
@@ -386,6 +511,51 @@ impl Metrics {
     /// Sets `kanon_ready`.
     pub fn set_ready(&self, ready: bool) {
         self.ready.set(i64::from(ready));
+    }
+
+    /// The kinds the policies in force select: each keeps its own `kind` label value, however
+    /// many other kinds reviews carry. kanon's own policy kinds always do.
+    pub fn set_selected_kinds(&self, kinds: impl IntoIterator<Item = String>) {
+        let selected: HashSet<String> = kinds
+            .into_iter()
+            .chain(OWN_KINDS.iter().map(|k| k.to_string()))
+            .collect();
+        let mut labels = self.kinds.write().unwrap_or_else(PoisonError::into_inner);
+        labels.others.retain(|kind| !selected.contains(kind));
+        labels.selected = selected;
+    }
+
+    /// Sets `kanon_connections{listener}`.
+    pub fn connections_open(&self, listener: &'static str, count: usize) {
+        self.connections
+            .get_or_create(&ListenerLabels { listener })
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a connection the server closed of its own accord.
+    pub fn connection_shed(&self, listener: &'static str, reason: Shed) {
+        self.connections_shed
+            .get_or_create(&ShedLabels {
+                listener,
+                reason: reason.label(),
+            })
+            .inc();
+    }
+
+    /// Counts a review whose body was not read.
+    pub fn review_shed(&self, webhook: Webhook, reason: ReviewShed) {
+        self.reviews_shed
+            .get_or_create(&ReviewShedLabels {
+                webhook: webhook_label(webhook),
+                reason: reason.label(),
+            })
+            .inc();
+    }
+
+    /// Sets `kanon_review_body_bytes`.
+    pub fn body_bytes_reserved(&self, bytes: usize) {
+        self.body_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// Counts a policy set from `source` (`directory`, `cluster`) that could not be loaded.
@@ -484,30 +654,43 @@ mod tests {
         let observe = |kind: &str| {
             metrics.observe_review(Webhook::Validate, &allowed, Some("CREATE"), Some(kind), 0.0)
         };
+        let kinds = |text: &str| -> HashSet<String> {
+            text.lines()
+                .filter(|l| l.starts_with("kanon_admission_requests_total{"))
+                .filter_map(|l| l.split("kind=\"").nth(1)?.split('"').next())
+                .map(str::to_string)
+                .collect()
+        };
+        metrics.set_selected_kinds(["Deployment".to_string(), "Pod".to_string()]);
         // What a sender chooses is not echoed: free text becomes `other`.
         observe("Pod");
         observe("password=hunter2 {\"x\"}");
         observe(&"K".repeat(64));
-        for n in 0..MAX_KIND_LABELS + 50 {
+        for n in 0..MAX_OTHER_KIND_LABELS + 50 {
             observe(&format!("Kind{n}"));
         }
+        // Kinds the policies select keep their own value after any number of junk kinds, and
+        // so do kanon's own.
+        observe("Deployment");
+        observe("ClusterValidatePolicy");
         let text = metrics.encode();
         assert!(!text.contains("hunter2"), "{text}");
-        let kinds: HashSet<&str> = text
-            .lines()
-            .filter(|l| l.starts_with("kanon_admission_requests_total{"))
-            .filter_map(|l| l.split("kind=\"").nth(1)?.split('"').next())
-            .collect();
-        assert!(
-            kinds.contains("Pod") && kinds.contains("other"),
-            "{kinds:?}"
-        );
-        assert_eq!(kinds.len(), MAX_KIND_LABELS + 1, "{kinds:?}");
+        let seen = kinds(&text);
+        for kind in ["Pod", "Deployment", "ClusterValidatePolicy", "other"] {
+            assert!(seen.contains(kind), "{kind}: {seen:?}");
+        }
+        assert_eq!(seen.len(), MAX_OTHER_KIND_LABELS + 4, "{seen:?}");
         let other = sample(
             &text,
             r#"kanon_admission_requests_total{webhook="validate",operation="CREATE",kind="other",result="allowed"}"#,
         );
-        assert_eq!(other, Some(53.0));
+        // The free text, the 64-character kind and the 50 kinds past the bound.
+        assert_eq!(other, Some(52.0));
+        // A new policy set selects a kind that was counted as `other`: from then on it has
+        // its own value.
+        metrics.set_selected_kinds(["StatefulSet".to_string()]);
+        observe("StatefulSet");
+        assert!(kinds(&metrics.encode()).contains("StatefulSet"));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use kanon_engine::{PolicyPublisher, PolicySet};
+use kanon_engine::{PolicyPublisher, PolicySet, WebhookKind};
 
 use crate::metrics::Metrics;
 
@@ -84,6 +84,14 @@ impl PolicyPublisher for Publisher {
     fn publish(&self, set: PolicySet, change: &str) {
         let count = set.len();
         let invalid = set.policies().iter().filter(|p| p.defect.is_some()).count();
+        // Their series are never pushed into `other` by reviews of made-up kinds.
+        let kinds: std::collections::BTreeSet<String> =
+            [WebhookKind::Mutating, WebhookKind::Validating]
+                .into_iter()
+                .flat_map(|webhook| set.targets(webhook).types.into_keys())
+                .map(|(_, kind)| kind)
+                .collect();
+        self.metrics.set_selected_kinds(kinds);
         self.state.replace(set);
         self.metrics.policies_loaded(count);
         self.metrics.set_ready(true);

@@ -97,6 +97,40 @@ pub enum TlsError {
     /// rustls refused the server configuration.
     #[error("cannot build the TLS configuration: {0}")]
     Config(rustls::Error),
+    /// The client CA file holds no usable CA certificate.
+    #[error("{} cannot be used to verify client certificates: {message}", path.display())]
+    BadClientCa {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The CAs a client certificate must be signed by, read from the PEM file at `path` (one or
+/// more certificates).
+pub fn load_client_roots(path: &Path) -> Result<Arc<rustls::RootCertStore>, TlsError> {
+    let bad = |message: String| TlsError::BadClientCa {
+        path: path.to_path_buf(),
+        message,
+    };
+    let pem = fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
+    if certificates.is_empty() {
+        return Err(bad("it holds no PEM certificate".to_string()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in certificates {
+        roots
+            .add(certificate)
+            .map_err(|e| bad(format!("a certificate is not a usable CA: {e}")))?;
+    }
+    Ok(Arc::new(roots))
 }
 
 /// Where the serving pair (and the CA, when kanon created it) is.
@@ -487,16 +521,29 @@ impl ResolvesServerCert for CertResolver {
     }
 }
 
-/// The rustls server configuration: TLS 1.2 and 1.3 with the resolver's provider, no client
-/// authentication, the resolver's certificate, ALPN `http/1.1` (kube-apiserver calls webhooks
-/// over HTTP/1.1).
-pub fn server_config(resolver: Arc<CertResolver>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// The rustls server configuration: TLS 1.2 and 1.3 with the resolver's provider, the
+/// resolver's certificate, ALPN `http/1.1` (kube-apiserver calls webhooks over HTTP/1.1), and,
+/// given `client_roots`, a client certificate required and verified against them (without
+/// them, none is asked for).
+pub fn server_config(
+    resolver: Arc<CertResolver>,
+    client_roots: Option<Arc<rustls::RootCertStore>>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = resolver.provider().clone();
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(TlsError::Config)?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .map_err(TlsError::Config)?;
+    let builder = match client_roots {
+        Some(roots) => {
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider)
+                    .build()
+                    .map_err(|e| TlsError::Config(rustls::Error::General(e.to_string())))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -538,7 +585,7 @@ mod tests {
         assert!(!again.generated);
         assert_eq!(fs::read(dir.join(CERT_FILE)).unwrap(), cert);
         let resolver = CertResolver::load(&again).unwrap();
-        server_config(resolver).unwrap();
+        server_config(resolver, None).unwrap();
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use kanon_engine::{NoObjects, PolicySet, compile_document};
 use kanon_webhook::admission::{CONTENT_TYPE, REVIEW_API_VERSION, REVIEW_KIND};
-use kanon_webhook::{DEFAULT_MAX_BODY_BYTES, Outcome, Reply, Webhook, review};
+use kanon_webhook::{Limits, Outcome, Reply, Webhook, review};
 use serde_json::{Value, json};
 
 mod common;
@@ -70,7 +70,7 @@ fn send(body: &[u8], webhook: Webhook) -> Reply {
         webhook,
         &policies(),
         &NoObjects,
-        DEFAULT_MAX_BODY_BYTES,
+        &Limits::default(),
     ))
 }
 
@@ -490,7 +490,7 @@ fn a_denial_joins_every_reason() {
         Webhook::Validate,
         &set,
         &NoObjects,
-        DEFAULT_MAX_BODY_BYTES,
+        &Limits::default(),
     ));
     let v = accept(&request, Webhook::Validate, &reply);
     let message = v.message.unwrap();
@@ -529,7 +529,7 @@ fn a_failing_override_denies_without_a_patch() {
         Webhook::Mutate,
         &set,
         &NoObjects,
-        DEFAULT_MAX_BODY_BYTES,
+        &Limits::default(),
     ));
     let m = accept(&request, Webhook::Mutate, &reply);
     assert!(!m.allowed);
@@ -672,7 +672,13 @@ fn missing_or_unknown_operation() {
 fn oversize_body() {
     let body = std::fs::read(format!("{FIXTURES}/pod-create.json")).unwrap();
     for webhook in [Webhook::Mutate, Webhook::Validate] {
-        let reply = kanon_engine::block_on(review(&body, webhook, &policies(), &NoObjects, 1024));
+        let reply = kanon_engine::block_on(review(
+            &body,
+            webhook,
+            &policies(),
+            &NoObjects,
+            &Limits::with_max_body(1024),
+        ));
         let message = rejected(&reply, 413, "");
         assert_eq!(
             message,
@@ -682,8 +688,13 @@ fn oversize_body() {
             )
         );
         // At the limit exactly, the body is read.
-        let reply =
-            kanon_engine::block_on(review(&body, webhook, &policies(), &NoObjects, body.len()));
+        let reply = kanon_engine::block_on(review(
+            &body,
+            webhook,
+            &policies(),
+            &NoObjects,
+            &Limits::with_max_body(body.len()),
+        ));
         assert_eq!(reply.status, 200);
     }
     let message = rejected(&Reply::too_large(1024), 413, "");

@@ -67,7 +67,36 @@ pub struct ServeArgs {
     /// more ends its worker and fails under its policy's failure policy.
     #[arg(long, value_name = "MIB", default_value_t = 256)]
     program_memory_mib: u64,
+    /// Require a client certificate on the webhook port, signed by a CA in this PEM file
+    /// (kube-apiserver presents one when its admission configuration names a kubeconfig with a
+    /// client certificate for kanon). Health probes then go to the metrics port.
+    #[arg(long, value_name = "PATH")]
+    client_ca_file: Option<PathBuf>,
+    /// How many connections the webhook port keeps open at once; at the limit a new one takes
+    /// the place of one that has not sent a request yet, or has been idle longest.
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// How many reviews are read and evaluated at once. Default: twice the number of CPUs.
+    #[arg(long, value_name = "N")]
+    max_concurrent_reviews: Option<usize>,
+    /// The most memory one review's JSON may take once read, in MiB (about 10 times its size
+    /// for an ordinary object, far more for arrays of small values); a larger review is
+    /// answered 413, which kube-apiserver treats under the webhook's failurePolicy.
+    #[arg(long, value_name = "MIB", default_value_t = kanon_webhook::budget::DEFAULT_REVIEW_MEMORY_BYTES / MIB)]
+    max_review_memory_mib: usize,
+    /// The most bytes of review bodies buffered at once, across all connections, in MiB (at
+    /// least 8, the largest body).
+    #[arg(long, value_name = "MIB", default_value_t = server::DEFAULT_BODY_BUFFER_BYTES / MIB)]
+    body_buffer_mib: usize,
+    /// How long a review's body may take to arrive once its head has, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    body_timeout_ms: u64,
+    /// How long an answer may wait for the client to read it, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    write_timeout_ms: u64,
 }
+
+const MIB: usize = 1024 * 1024;
 
 /// Runs a program worker (`kanon program-worker`, started by `kanon serve`) until its
 /// standard input closes.
@@ -171,14 +200,39 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let defaults = ServerConfig::default();
     let config = ServerConfig {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
         cert_dir: args.cert_dir.clone(),
+        client_ca: args.client_ca_file.clone(),
+        review_budget: kanon_webhook::JsonBudget {
+            memory_bytes: args.max_review_memory_mib.saturating_mul(MIB),
+            ..defaults.review_budget
+        },
+        body_buffer_bytes: args.body_buffer_mib.saturating_mul(MIB),
+        max_concurrent_reviews: args
+            .max_concurrent_reviews
+            .unwrap_or(defaults.max_concurrent_reviews),
+        max_connections: args.max_connections,
+        body_timeout: Duration::from_millis(args.body_timeout_ms.max(1)),
+        write_timeout: Duration::from_millis(args.write_timeout_ms.max(1)),
         allow_all: args.allow_all,
         sandbox,
-        ..ServerConfig::default()
+        ..defaults
     };
+    // Connections are bounded by the cap above, not by a soft limit of 1024 descriptors.
+    match server::raise_open_file_limit() {
+        Ok(limit) if limit.now > limit.was => {
+            tracing::info!(
+                was = limit.was,
+                now = limit.now,
+                "raised the open-file limit"
+            );
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
+    }
     let interval = Duration::from_millis(args.reload_interval_ms.max(50));
     let result = runtime.block_on(async move {
         let state = PolicyState::new();

@@ -407,6 +407,10 @@ const FAMILIES: &[&str] = &[
     "kanon_status_writes",
     "kanon_certificate_expiry_timestamp_seconds",
     "kanon_certificate_renewals",
+    "kanon_connections",
+    "kanon_connections_shed",
+    "kanon_reviews_shed",
+    "kanon_review_body_bytes",
 ];
 
 /// Checks every family and every label value of a scrape against the documented, bounded
@@ -449,6 +453,8 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                     "patched",
                     "invalid",
                     "too_large",
+                    "over_budget",
+                    "not_ready",
                     "ready",
                     "written",
                     "failed",
@@ -472,6 +478,7 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                 "ignored" => ["true", "false"].contains(&value),
                 "source" => ["k8s", "namespace", "http", "directory", "cluster"].contains(&value),
                 "cache" => ["hit", "miss"].contains(&value),
+                "listener" => ["webhook", "metrics"].contains(&value),
                 "reason" => [
                     "not_synced",
                     "timed_out",
@@ -479,6 +486,13 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                     "unknown_type",
                     "unavailable",
                     "failed",
+                    "evicted",
+                    "refused",
+                    "header_timeout",
+                    "write_timeout",
+                    "body_budget",
+                    "slow_body",
+                    "body_timeout",
                 ]
                 .contains(&value),
                 "certificate" => ["ca", "serving"].contains(&value),

@@ -1,0 +1,381 @@
+//! What each path answers, and the path of one review: its bound in time, its body within the
+//! shared budget, its turn among the evaluation slots, its JSON read within the memory budget
+//! (the body let go), its evaluation, its answer.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::Shared;
+use super::body::{self, BodyError};
+use super::connection::Routes;
+use super::probes::Probes;
+use super::timeout::review_timeout;
+use crate::admission::{self, Reply, Webhook};
+use crate::lookup::BoundedLookup;
+use crate::metrics;
+use crate::slot::Slot;
+
+pub(super) type Body = Full<Bytes>;
+
+/// Routes one request and logs it.
+pub(super) async fn handle(routes: &Routes, request: Request<Incoming>) -> Response<Body> {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let (response, uid) = match routes {
+        Routes::Webhook(shared) => webhook(shared, request).await,
+        Routes::Probes(probes) => (probe(probes, &request), None),
+    };
+    tracing::debug!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        uid = uid.as_deref().unwrap_or(""),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}
+
+async fn webhook(
+    shared: &Arc<Shared>,
+    request: Request<Incoming>,
+) -> (Response<Body>, Option<String>) {
+    let path = request.uri().path();
+    if let Some(webhook) = Webhook::from_path(path) {
+        if request.method() != Method::POST {
+            return (method_not_allowed("POST"), None);
+        }
+        if !shared.allow_all && !shared.state.is_ready() {
+            return not_ready(shared, webhook);
+        }
+        return review(shared, webhook, request).await;
+    }
+    let response = match path {
+        "/healthz" => healthz(request.method(), Ok(())),
+        "/readyz" => readyz(request.method(), shared.state.is_ready()),
+        _ => not_found(path),
+    };
+    (response, None)
+}
+
+fn probe(probes: &Probes, request: &Request<Incoming>) -> Response<Body> {
+    match request.uri().path() {
+        "/metrics" => match *request.method() {
+            Method::GET => {
+                let mut response = Response::new(Full::from(probes.metrics.encode()));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(metrics::CONTENT_TYPE),
+                );
+                response
+            }
+            _ => method_not_allowed("GET"),
+        },
+        "/healthz" => healthz(request.method(), probes.live()),
+        "/readyz" => readyz(request.method(), probes.state.is_ready()),
+        path => not_found(path),
+    }
+}
+
+fn healthz(method: &Method, live: Result<(), Duration>) -> Response<Body> {
+    match (method, live) {
+        (&Method::GET | &Method::HEAD, Ok(())) => text(StatusCode::OK, "ok"),
+        (&Method::GET | &Method::HEAD, Err(silent)) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!(
+                "not live: the webhook's runtime has not run for {:.1} s",
+                silent.as_secs_f64()
+            ),
+        ),
+        _ => method_not_allowed("GET"),
+    }
+}
+
+fn readyz(method: &Method, ready: bool) -> Response<Body> {
+    match (method, ready) {
+        (&Method::GET | &Method::HEAD, true) => text(StatusCode::OK, "ready"),
+        (&Method::GET | &Method::HEAD, false) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no policy set loaded yet",
+        ),
+        _ => method_not_allowed("GET"),
+    }
+}
+
+/// How long past the review's deadline an evaluation may take to return its verdict (the
+/// policies it had not run by then fail under their failure policy) before the server answers
+/// 500 itself.
+const EVALUATION_GRACE: Duration = Duration::from_millis(250);
+
+/// How long before the review's deadline its lookups are cut short, so that the verdict (the
+/// policy failing under its own failure policy) reaches kube-apiserver before it stops
+/// waiting: a tenth of the timeout, at most 100 ms.
+fn answer_margin(timeout: Duration) -> Duration {
+    (timeout / 10).min(Duration::from_millis(100))
+}
+
+/// The 503 to a review that arrives before any policy set is in force (the connection closes:
+/// its body is not read).
+fn not_ready(shared: &Shared, webhook: Webhook) -> (Response<Body>, Option<String>) {
+    let reply = Reply::not_ready();
+    shared
+        .metrics
+        .observe_review(webhook, &reply, None, None, 0.0);
+    if shared.warned_not_ready.swap(true, Ordering::Relaxed) {
+        tracing::debug!(
+            webhook = webhook.path(),
+            "a review before any policy set is in force: answered 503"
+        );
+    } else {
+        tracing::warn!(
+            webhook = webhook.path(),
+            "a review before any policy set is in force: answered 503, so the webhook's failurePolicy applies (further ones are logged at debug level and counted in kanon_admission_requests_total{{result=\"not_ready\"}})"
+        );
+    }
+    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, admission::NOT_READY);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    (closing(response), None)
+}
+
+/// One review: its body (within the shared budget and its own deadline), an evaluation
+/// slot, its JSON read within the memory budget, its evaluation, all within the review's
+/// timeout.
+async fn review(
+    shared: &Arc<Shared>,
+    webhook: Webhook,
+    request: Request<Incoming>,
+) -> (Response<Body>, Option<String>) {
+    let started = Instant::now();
+    let timeout = review_timeout(request.uri().query(), shared.default_review_timeout);
+    // At most 30 s from now: no overflow whatever the client asked.
+    let deadline = tokio::time::Instant::now() + timeout;
+    let limit = shared.limits.max_body_bytes;
+    let answered = |reply: Reply| {
+        shared
+            .metrics
+            .observe_review(webhook, &reply, None, None, started.elapsed().as_secs_f64());
+        reply
+    };
+    let too_large = || {
+        let reply = answered(Reply::too_large(limit));
+        // Close rather than read the rest of a body that is not wanted.
+        (closing(reply_response(reply.status, reply.body)), None)
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return too_large();
+    }
+    // Bytes held for the body: its declared length, else as much as a body may take.
+    let wanted = declared.map_or(limit, |length| {
+        usize::try_from(length).unwrap_or(limit).min(limit)
+    });
+    let body_deadline = deadline.min(tokio::time::Instant::now() + shared.body_timeout);
+    let reservation = match shared.bodies.reserve(wanted, body_deadline).await {
+        Ok(reservation) => reservation,
+        Err(busy) => {
+            tracing::warn!(
+                webhook = webhook.path(),
+                wanted = busy.wanted,
+                budget = busy.capacity,
+                "no room to read a review body: the bodies being read take the whole budget"
+            );
+            shared
+                .metrics
+                .review_shed(webhook, metrics::ReviewShed::BodyBudget);
+            let message = format!(
+                "kanon is reading other review bodies and has no room for this one's {} bytes (--body-buffer-mib); try again",
+                busy.wanted
+            );
+            let mut response = text(StatusCode::SERVICE_UNAVAILABLE, &message);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return (closing(response), None);
+        }
+    };
+    let read = tokio::time::timeout_at(
+        body_deadline,
+        body::read(request.into_body(), limit, &reservation),
+    );
+    let body = match read.await {
+        Ok(Ok(body)) => body,
+        Ok(Err(BodyError::TooLarge)) => return too_large(),
+        Ok(Err(BodyError::Read(error))) => {
+            tracing::warn!(webhook = webhook.path(), %error, "reading the review body failed");
+            let response = text(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the body: {error}"),
+            );
+            return (closing(response), None);
+        }
+        Ok(Err(BodyError::Evicted)) => {
+            tracing::debug!(
+                webhook = webhook.path(),
+                "gave up a review body arriving too slowly to make room for another"
+            );
+            shared
+                .metrics
+                .review_shed(webhook, metrics::ReviewShed::SlowBody);
+            let response = text(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body arrived too slowly while other bodies waited for room",
+            );
+            return (closing(response), None);
+        }
+        Err(_) => {
+            shared
+                .metrics
+                .review_shed(webhook, metrics::ReviewShed::BodyTimeout);
+            let message = format!(
+                "the body did not arrive within {:?}",
+                shared.body_timeout.min(timeout)
+            );
+            tracing::debug!(webhook = webhook.path(), "{message}");
+            return (closing(text(StatusCode::REQUEST_TIMEOUT, &message)), None);
+        }
+    };
+
+    let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone())).await
+    {
+        Ok(Ok(slot)) => slot,
+        Ok(Err(_closed)) => {
+            return (
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the server is shutting down",
+                ),
+                None,
+            );
+        }
+        Err(_) => return timed_out(webhook, timeout, "waiting for an evaluation slot"),
+    };
+    if shared.allow_all {
+        let reply = answered(admission::allow_all(&body));
+        return (reply_response(reply.status, reply.body), reply.uid);
+    }
+    // Read within the memory budget, then the body and its share of the budget are let go:
+    // the review never holds its text and its evaluation at once.
+    let read = admission::read(&body, &shared.limits);
+    drop(body);
+    drop(reservation);
+    let mut request = match read {
+        Ok(request) => request,
+        Err(reply) => {
+            let reply = answered(*reply);
+            tracing::debug!(
+                webhook = webhook.path(),
+                status = reply.status,
+                uid = reply.uid.as_deref().unwrap_or(""),
+                "a review that cannot be answered"
+            );
+            return (reply_response(reply.status, reply.body), reply.uid);
+        }
+    };
+    // Evaluated on this task: no hand-off to another thread. A program is bounded by its fuel
+    // and a lookup by the deadline, so neither holds a worker past them; the slot is given back
+    // while a lookup or a worker process is awaited.
+    let evaluation = async {
+        let policies = shared.state.current();
+        // The engine stops running policies at the deadline; those left fail under their own
+        // failure policy, and the answer is still a verdict.
+        let until = deadline.into_std();
+        request.deadline = Some(kanon_engine::Deadline::new(move || {
+            std::time::Instant::now() >= until
+        }));
+        let lookup = BoundedLookup::new(shared.lookup.as_ref(), deadline - answer_margin(timeout))
+            .with_programs(shared.sandbox.as_ref())
+            .with_slot(&slot);
+        admission::answer(request, webhook, &policies, &lookup).await
+    };
+    // The hard stop is for an evaluation that does not return: past the deadline its lookups
+    // fail, so this fires only if something ignores them.
+    match tokio::time::timeout_at(deadline + EVALUATION_GRACE, evaluation).await {
+        Ok(reply) => {
+            let (operation, kind) = match &reply.request {
+                Some((operation, kind)) => (Some(operation.as_str()), Some(kind.as_str())),
+                None => (None, None),
+            };
+            shared.metrics.observe_review(
+                webhook,
+                &reply,
+                operation,
+                kind,
+                started.elapsed().as_secs_f64(),
+            );
+            (reply_response(reply.status, reply.body), reply.uid)
+        }
+        Err(_) => timed_out(webhook, timeout, "evaluating"),
+    }
+}
+
+fn timed_out(
+    webhook: Webhook,
+    timeout: Duration,
+    doing: &'static str,
+) -> (Response<Body>, Option<String>) {
+    tracing::warn!(
+        webhook = webhook.path(),
+        timeout_ms = timeout.as_millis(),
+        doing,
+        "a review timed out"
+    );
+    let message = format!("the review timed out after {timeout:?} ({doing})");
+    (text(StatusCode::INTERNAL_SERVER_ERROR, &message), None)
+}
+
+fn reply_response(status: u16, body: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(Full::from(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(admission::CONTENT_TYPE),
+    );
+    response
+}
+
+/// `response`, telling the client this connection closes (the rest of its body is not read).
+fn closing(mut response: Response<Body>) -> Response<Body> {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+fn text(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = Response::new(Full::from(format!("{message}\n")));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn not_found(path: &str) -> Response<Body> {
+    text(StatusCode::NOT_FOUND, &format!("no such path: {path}"))
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut response = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &format!("method not allowed: use {allow}"),
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
