@@ -25,6 +25,7 @@ variants=(
   "monitoring|--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.grafanaDashboard.enabled=true"
   "operator-choices|--set webhook.rules=all --set webhook.failurePolicy=Ignore --set replicaCount=3 --set lookups.allowSecrets=true --set lookups.httpAllowCIDRs={10.0.0.0/8} --set rbac.lookupRules[0].apiGroups={apps} --set rbac.lookupRules[0].resources={replicasets} --set rbac.lookupRules[0].verbs={get} --set logFormat=text --set priorityClassName=system-cluster-critical"
   "single-replica|--set replicaCount=1"
+  "client-certificates|--set webhook.clientCAConfigMap=apiserver-webhook-ca --set serving.maxConcurrentReviews=4 --set resources.limits.memory=1Gi"
   "network-policy|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].ipBlock.cidr=10.0.0.10/32 --set networkPolicy.apiserver.from[1].ipBlock.cidr=10.0.0.11/32 --set networkPolicy.metrics.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring --set metrics.port=9090 --set networkPolicy.extraIngress[0].from[0].podSelector.matchLabels.app=debug --set networkPolicy.extraIngress[0].ports[0].port=8443"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
@@ -82,9 +83,28 @@ fi
 grep -q 'networkPolicy.apiserver.from is empty' <<<"$err" \
   || fail "networkPolicy.enabled without networkPolicy.apiserver.from: unexpected error: $err"
 
+# The memory limit is derived from kanon's bounds (values.yaml, `resources`): base + body buffer
+# + slots x 2 x review budget + connections x 64 KiB + program workers x their memory.
+expected=$(( 64 + 32 + 2 * 2 * 24 + (1024 * 64 + 1023) / 1024 + 2 * 128 ))
+grep -q "memory: ${expected}Mi" "$default" || fail "the derived memory limit ${expected}Mi"
+grep -q -- '--max-concurrent-reviews=2' "$default" || fail "kanon runs with the slots the limit counts"
+grep -q -- '--max-review-memory-mib=24' "$default" || fail "kanon runs with the review budget the limit counts"
+grep -q -- '--body-buffer-mib=32' "$default" || fail "kanon runs with the body buffer the limit counts"
+grep -q -- '--max-connections=1024' "$default" || fail "kanon runs with the connection cap the limit counts"
+grep -q 'memory: 1Gi' "$out/client-certificates.yaml" || fail "a memory limit given is kept"
+# Probes on the metrics port (plain HTTP, its own thread), never on the webhook port, which may
+# require client certificates.
+[ "$(grep -c 'port: metrics' "$default")" -ge 3 ] || fail "the three probes on the metrics port"
+grep -q 'scheme: HTTPS' "$default" && fail "no probe on the HTTPS webhook port"
+grep -q -- '--client-ca-file=/etc/kanon/client-ca/ca.crt' "$out/client-certificates.yaml" \
+  || fail "client certificates: the flag"
+grep -q 'name: apiserver-webhook-ca' "$out/client-certificates.yaml" || fail "client certificates: the ConfigMap"
+grep -q -- '--client-ca-file' "$default" && fail "no client certificates by default"
+
 echo "== values the schema refuses"
 for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.mode=vault" \
            "webhook.timeoutSeconds=60" "replicaCount=0" "unknownValue=1" \
+           "serving.bodyBufferMiB=4" "serving.maxConnections=0" "serving.unknown=1" \
            "networkPolicy.enabled=yes" "networkPolicy.egress=true" \
            "networkPolicy.apiserver.from[0].ipBlok.cidr=10.0.0.1/32"; do
   if "$helm" template kanon "$chart" --set "$bad" >/dev/null 2>&1; then

@@ -118,3 +118,29 @@ service:
   port: {{ .root.Values.service.port }}
 {{- end }}
 {{- end }}
+
+{{/*
+The webhook container's memory limit when resources.limits.memory is not set: the sum of what
+kanon can hold at its bounds (values.yaml, `resources`), so that no client can push it past the
+limit. In MiB.
+*/}}
+{{- define "kanon.memoryLimitMiB" -}}
+{{- $s := .Values.serving }}
+{{- $reviews := mul $s.maxConcurrentReviews 2 $s.maxReviewMemoryMiB }}
+{{- $connections := div (add (mul $s.maxConnections 64) 1023) 1024 }}
+{{- $programs := mul .Values.programs.workers .Values.programs.memoryMiB }}
+{{- add $s.baseMiB $s.bodyBufferMiB $reviews $connections $programs }}
+{{- end }}
+
+{{/*
+The webhook container's resources: as given, with the derived memory limit when none is.
+*/}}
+{{- define "kanon.resources" -}}
+{{- $resources := deepCopy (default dict .Values.resources) }}
+{{- $limits := default dict $resources.limits }}
+{{- if not (hasKey $limits "memory") }}
+{{- $_ := set $limits "memory" (printf "%sMi" (include "kanon.memoryLimitMiB" .)) }}
+{{- end }}
+{{- $_ := set $resources "limits" $limits }}
+{{- toYaml $resources }}
+{{- end }}

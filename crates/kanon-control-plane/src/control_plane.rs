@@ -131,6 +131,17 @@ impl Ports {
 /// identities (service-account tokens, impersonation) are checked as in a real cluster. Both
 /// admission-webhook plugins are on: a webhook registered with a `clientConfig.url` on
 /// 127.0.0.1 is called. Nothing runs Pods (there is no kubelet or scheduler).
+///
+/// kube-apiserver calls every admission webhook with a client certificate
+/// (`CN=`[`WEBHOOK_CLIENT_NAME`](crate::WEBHOOK_CLIENT_NAME), `clientAuth`, signed by the
+/// control plane's CA, [`ca_cert_file`](Self::ca_cert_file)), which it presents when the
+/// webhook's TLS server asks for one; a webhook that asks for none is unaffected. A webhook that
+/// trusts that CA for client certificates admits kube-apiserver, and also any other holder of a
+/// certificate of that CA (the admin's, or one kube-controller-manager signs for an approved
+/// CSR), but no client without one. The same identity is in
+/// [`webhook_client_cert_file`](Self::webhook_client_cert_file) and
+/// [`webhook_client_key_file`](Self::webhook_client_key_file), for a test that calls a webhook
+/// as kube-apiserver would.
 #[derive(Debug)]
 pub struct ControlPlane {
     toolchain: Toolchain,
@@ -233,6 +244,7 @@ impl ControlPlane {
             temp_dir,
         };
         control_plane.write_kubeconfig()?;
+        control_plane.write_admission_config()?;
         control_plane.start_etcd()?;
         control_plane.start_apiserver()?;
         if control_plane.controller_manager_enabled {
@@ -251,10 +263,31 @@ impl ControlPlane {
         format!("https://127.0.0.1:{}", self.ports.apiserver)
     }
 
-    /// PEM of the CA that signed the apiserver's serving certificate and the admin client
-    /// certificate (and that kube-controller-manager signs CSRs with).
+    /// PEM of the CA that signed the apiserver's serving certificate, the admin client
+    /// certificate and the webhook client certificate (and that kube-controller-manager signs
+    /// CSRs with).
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// The file of [`ca_pem`](Self::ca_pem): the CA that signed the serving, admin and webhook
+    /// client certificates. A webhook that trusts it for client certificates (kanon's
+    /// `--client-ca-file`) accepts kube-apiserver's calls.
+    pub fn ca_cert_file(&self) -> PathBuf {
+        self.pki_file("ca.crt")
+    }
+
+    /// PEM file of the client certificate kube-apiserver presents to admission webhooks
+    /// (`CN=`[`WEBHOOK_CLIENT_NAME`](crate::WEBHOOK_CLIENT_NAME), signed by
+    /// [`ca_cert_file`](Self::ca_cert_file)).
+    pub fn webhook_client_cert_file(&self) -> PathBuf {
+        self.pki_file("webhook-client.crt")
+    }
+
+    /// PEM file (PKCS#8, ECDSA P-256, readable by the owner only) of the key of
+    /// [`webhook_client_cert_file`](Self::webhook_client_cert_file).
+    pub fn webhook_client_key_file(&self) -> PathBuf {
+        self.pki_file("webhook-client.key")
     }
 
     /// PEM of the admin client certificate (`CN=kanon-admin, O=system:masters`).
@@ -267,7 +300,8 @@ impl ControlPlane {
         &self.client_key_pem
     }
 
-    /// The state directory: `kubeconfig`, `pki/`, `logs/`, `etcd-data/`, `pids`.
+    /// The state directory: `kubeconfig`, `pki/`, `admission/` (kube-apiserver's admission
+    /// configuration and the kubeconfig it calls webhooks with), `logs/`, `etcd-data/`, `pids`.
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }
@@ -472,7 +506,17 @@ impl ControlPlane {
     }
 
     fn pki(&self, file: &str) -> String {
-        self.state_dir.join("pki").join(file).display().to_string()
+        self.pki_file(file).display().to_string()
+    }
+
+    fn pki_file(&self, file: &str) -> PathBuf {
+        self.state_dir.join("pki").join(file)
+    }
+
+    fn admission_config_file(&self) -> PathBuf {
+        self.state_dir
+            .join("admission")
+            .join("admission-control.json")
     }
 
     /// Stops the processes in dependency order: the controller manager (a client of the
@@ -542,6 +586,55 @@ impl ControlPlane {
         pki::write_file(&self.kubeconfig(), &text, true)
     }
 
+    /// Writes kube-apiserver's admission configuration: both webhook plugins read their
+    /// credentials from a kubeconfig whose one user, `*`, matches every webhook and holds the
+    /// webhook client certificate. JSON (which kube-apiserver reads as YAML), so paths need no
+    /// quoting rules of their own.
+    fn write_admission_config(&self) -> Result<()> {
+        let dir = self.state_dir.join("admission");
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let utf8 = |path: PathBuf| {
+            path.to_str()
+                .map(str::to_owned)
+                .with_context(|| format!("{} is not UTF-8", path.display()))
+        };
+        let webhook_kubeconfig = dir.join("webhook-kubeconfig.json");
+        // kube-apiserver looks a webhook's credentials up by its host (and port); `*` is the
+        // entry used when nothing more specific matches, i.e. for every webhook here.
+        let kubeconfig = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "users": [{
+                "name": "*",
+                "user": {
+                    "client-certificate": utf8(self.webhook_client_cert_file())?,
+                    "client-key": utf8(self.webhook_client_key_file())?,
+                },
+            }],
+        });
+        let plugin = |name: &str| -> Result<serde_json::Value> {
+            Ok(serde_json::json!({
+                "name": name,
+                "configuration": {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "WebhookAdmissionConfiguration",
+                    "kubeConfigFile": utf8(webhook_kubeconfig.clone())?,
+                },
+            }))
+        };
+        let admission = serde_json::json!({
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": [plugin("ValidatingAdmissionWebhook")?, plugin("MutatingAdmissionWebhook")?],
+        });
+        pki::write_file(&webhook_kubeconfig, &format!("{kubeconfig:#}\n"), false)?;
+        pki::write_file(
+            &self.admission_config_file(),
+            &format!("{admission:#}\n"),
+            false,
+        )
+    }
+
     fn etcd_command(&self) -> Command {
         let client = format!("http://127.0.0.1:{}", self.ports.etcd_client);
         let peer = format!("http://127.0.0.1:{}", self.ports.etcd_peer);
@@ -574,6 +667,10 @@ impl ControlPlane {
             format!("--tls-cert-file={}", self.pki("apiserver.crt")),
             format!("--tls-private-key-file={}", self.pki("apiserver.key")),
             format!("--client-ca-file={}", self.pki("ca.crt")),
+            format!(
+                "--admission-control-config-file={}",
+                self.admission_config_file().display()
+            ),
             format!(
                 "--service-account-key-file={}",
                 self.pki("service-account.pub")

@@ -6,6 +6,9 @@
 //! default, kube-controller-manager as child processes on free loopback ports with freshly
 //! generated certificates, in 4–6 s, and stops them again when dropped.
 //!
+//! kube-apiserver calls admission webhooks with a client certificate signed by the control
+//! plane's CA ([`ControlPlane::ca_cert_file`]), for webhooks that require one.
+//!
 //! There is no kubelet and no scheduler: objects are stored and go through admission (which is
 //! what a webhook needs), controllers create their dependents (Deployments get ReplicaSets and
 //! Pods, namespaces get their `default` ServiceAccount, deleted namespaces are emptied), but no
@@ -40,6 +43,7 @@ mod toolchain;
 mod util;
 
 pub use control_plane::{ControlPlane, KEEP_STATE_ENV, Options};
+pub use pki::WEBHOOK_CLIENT_NAME;
 pub use toolchain::{
     ETCD_VERSION, KUBECTL_LAYER_PACKAGE, KUBECTL_LAYER_VERSION, KUBERNETES_STAGING_VERSION,
     KUBERNETES_VERSION, Toolchain, cache_dir,

@@ -2,9 +2,10 @@
 //!
 //! All keys are ECDSA P-256 (rcgen's default): quick to generate (a few milliseconds, where RSA
 //! would take a noticeable part of the start time), and accepted everywhere they are used:
-//! kube-apiserver's serving and client-CA certificates, the service-account token signer
-//! (`ES256`; verified by the tests, which authenticate with a token it signed) and
-//! kube-controller-manager's `--service-account-private-key-file` and CSR signer.
+//! kube-apiserver's serving and client-CA certificates, its client certificate for admission
+//! webhooks, the service-account token signer (`ES256`; verified by the tests, which
+//! authenticate with a token it signed) and kube-controller-manager's
+//! `--service-account-private-key-file` and CSR signer.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose, SigningKey,
 };
 
 /// Names the serving certificate is valid for: the loopback address and name clients use, and
@@ -35,6 +36,9 @@ const SERVING_NAMES: [&str; 7] = [
 pub(crate) const ADMIN_USER: &str = "kanon-admin";
 const ADMIN_GROUP: &str = "system:masters";
 
+/// The common name of the client certificate kube-apiserver presents to admission webhooks.
+pub const WEBHOOK_CLIENT_NAME: &str = "kube-apiserver-webhook-client";
+
 /// PEM texts of everything one control plane needs.
 pub(crate) struct Pki {
     pub(crate) ca_cert: String,
@@ -43,6 +47,9 @@ pub(crate) struct Pki {
     pub(crate) serving_key: String,
     pub(crate) admin_cert: String,
     pub(crate) admin_key: String,
+    /// The client certificate kube-apiserver presents to admission webhooks.
+    pub(crate) webhook_client_cert: String,
+    pub(crate) webhook_client_key: String,
     /// PKCS#8 private key that signs service-account tokens.
     pub(crate) service_account_key: String,
     /// Its public half (SPKI), which kube-apiserver verifies tokens with.
@@ -56,6 +63,8 @@ pub(crate) struct PkiFiles {
     pub(crate) ca_key: PathBuf,
     pub(crate) serving_cert: PathBuf,
     pub(crate) serving_key: PathBuf,
+    pub(crate) webhook_client_cert: PathBuf,
+    pub(crate) webhook_client_key: PathBuf,
     pub(crate) service_account_key: PathBuf,
     pub(crate) service_account_pub: PathBuf,
 }
@@ -70,10 +79,10 @@ fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {
 }
 
 impl Pki {
-    /// Generates a CA, a serving certificate, an admin client certificate and a
-    /// service-account key pair. rcgen's default validity (1975 to 4096) is kept: these live
-    /// as long as one test run, and a wide window can never be "not yet valid" on a machine
-    /// whose clock is off.
+    /// Generates a CA, a serving certificate, an admin client certificate, kube-apiserver's
+    /// client certificate for webhooks and a service-account key pair. rcgen's default
+    /// validity (1975 to 4096) is kept: these live as long as one test run, and a wide window
+    /// can never be "not yet valid" on a machine whose clock is off.
     pub(crate) fn generate() -> Result<Pki> {
         let ca_key = KeyPair::generate().context("generating the CA key")?;
         let mut ca_params = CertificateParams::default();
@@ -103,14 +112,16 @@ impl Pki {
             .signed_by(&serving_key, &issuer)
             .context("signing the serving certificate")?;
 
-        let admin_key = KeyPair::generate().context("generating the admin key")?;
-        let mut admin_params = CertificateParams::default();
-        admin_params.distinguished_name = name(ADMIN_USER, Some(ADMIN_GROUP));
-        admin_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        admin_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let admin_cert = admin_params
-            .signed_by(&admin_key, &issuer)
-            .context("signing the admin client certificate")?;
+        let (admin_cert, admin_key) = client_certificate(
+            name(ADMIN_USER, Some(ADMIN_GROUP)),
+            &issuer,
+            "the admin client certificate",
+        )?;
+        let (webhook_client_cert, webhook_client_key) = client_certificate(
+            name(WEBHOOK_CLIENT_NAME, None),
+            &issuer,
+            "the webhook client certificate",
+        )?;
 
         let service_account =
             KeyPair::generate().context("generating the service-account signing key")?;
@@ -120,8 +131,10 @@ impl Pki {
             ca_key: ca_key.serialize_pem(),
             serving_cert: serving_cert.pem(),
             serving_key: serving_key.serialize_pem(),
-            admin_cert: admin_cert.pem(),
-            admin_key: admin_key.serialize_pem(),
+            admin_cert,
+            admin_key,
+            webhook_client_cert,
+            webhook_client_key,
             service_account_key: service_account.serialize_pem(),
             service_account_pub: service_account.public_key_pem(),
         })
@@ -136,6 +149,8 @@ impl Pki {
             ca_key: dir.join("ca.key"),
             serving_cert: dir.join("apiserver.crt"),
             serving_key: dir.join("apiserver.key"),
+            webhook_client_cert: dir.join("webhook-client.crt"),
+            webhook_client_key: dir.join("webhook-client.key"),
             service_account_key: dir.join("service-account.key"),
             service_account_pub: dir.join("service-account.pub"),
         };
@@ -144,6 +159,8 @@ impl Pki {
             (&files.ca_key, &self.ca_key, true),
             (&files.serving_cert, &self.serving_cert, false),
             (&files.serving_key, &self.serving_key, true),
+            (&files.webhook_client_cert, &self.webhook_client_cert, false),
+            (&files.webhook_client_key, &self.webhook_client_key, true),
             (&files.service_account_key, &self.service_account_key, true),
             (&files.service_account_pub, &self.service_account_pub, false),
         ] {
@@ -151,6 +168,24 @@ impl Pki {
         }
         Ok(files)
     }
+}
+
+/// A client certificate (`clientAuth` only) for `subject`, signed by `issuer`, and its key: PEM
+/// texts.
+fn client_certificate(
+    subject: DistinguishedName,
+    issuer: &Issuer<'_, impl SigningKey>,
+    what: &str,
+) -> Result<(String, String)> {
+    let key = KeyPair::generate().with_context(|| format!("generating the key of {what}"))?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = subject;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .signed_by(&key, issuer)
+        .with_context(|| format!("signing {what}"))?;
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
 /// Writes `text` to `path`; when `private`, readable by the owner only (created that way, so

@@ -1,6 +1,7 @@
 //! The harness against the real binaries: these tests build them on first use (5–10 min on two
 //! cores, once per machine; see `Toolchain::ensure`) and then take well under a minute.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -92,6 +93,17 @@ fn a_control_plane_serves_runs_controllers_and_survives_an_apiserver_restart() {
             .ca_pem()
             .starts_with("-----BEGIN CERTIFICATE-----")
     );
+    // The files webhooks need to require kube-apiserver's client certificate, the key private.
+    assert_eq!(
+        std::fs::read_to_string(control_plane.ca_cert_file()).expect("the CA file"),
+        control_plane.ca_pem()
+    );
+    let webhook_cert = std::fs::read_to_string(control_plane.webhook_client_cert_file())
+        .expect("the webhook client certificate");
+    assert!(webhook_cert.starts_with("-----BEGIN CERTIFICATE-----"));
+    let key =
+        std::fs::metadata(control_plane.webhook_client_key_file()).expect("the webhook client key");
+    assert_eq!(key.permissions().mode() & 0o777, 0o600);
 
     let namespaces = kubectl(&control_plane, &["get", "namespaces", "--output=name"]);
     assert!(namespaces.contains("namespace/default"), "{namespaces}");

@@ -198,7 +198,7 @@ impl Reply {
     pub fn not_ready() -> Self {
         Reply {
             status: 503,
-            body: NOT_READY.as_bytes().to_vec(),
+            body: status_body(503, "ServiceUnavailable", NOT_READY),
             uid: None,
             outcome: Outcome::NotReady,
             request: None,
@@ -210,10 +210,22 @@ impl Reply {
         Reply::invalid(None, BadReview::TooLarge { size: None, limit })
     }
 
-    /// The answer to a body that is not a review kanon can answer (400, or 413 for a body
-    /// over the limit), echoing `uid` when it could be read.
+    /// The answer to a body that is not a review kanon can answer: 400 with an
+    /// AdmissionReview saying what is wrong, echoing `uid` when it could be read; or 413, for
+    /// a review over a limit, with a `v1` Status ([`status_body`]), since that is a review
+    /// kube-apiserver does send (its largest objects) and shows the message of only in a
+    /// Status.
     pub fn invalid(uid: Option<String>, error: BadReview) -> Self {
         let status = error.http_status();
+        if status == 413 {
+            return Reply {
+                status,
+                body: status_body(status, error.reason(), &error.to_string()),
+                uid,
+                outcome: Outcome::Invalid(error),
+                request: None,
+            };
+        }
         let body = encode_review(&ResponseOut {
             uid: uid.as_deref().unwrap_or_default(),
             allowed: false,
@@ -490,6 +502,36 @@ fn with_identity<'a>(object: &'a Value, request: &Request, namespaced: bool) -> 
         }
     }
     Cow::Owned(object)
+}
+
+/// A `v1` Status body (`{"apiVersion":"v1","kind":"Status","status":"Failure",...}`) for an
+/// answer that is not HTTP 200. kube-apiserver treats such an answer as the webhook failing
+/// (its `failurePolicy` decides) and quotes the message in the error it returns to its client
+/// only when the body is a Status; otherwise its client reads `the server responded with the
+/// status code 413 but did not return more information`.
+pub fn status_body(code: u16, reason: &str, message: &str) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Empty {}
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Status<'a> {
+        api_version: &'static str,
+        kind: &'static str,
+        metadata: Empty,
+        status: &'static str,
+        message: &'a str,
+        reason: &'a str,
+        code: u16,
+    }
+    encode(&Status {
+        api_version: "v1",
+        kind: "Status",
+        metadata: Empty {},
+        status: "Failure",
+        message,
+        reason,
+        code,
+    })
 }
 
 /// The response AdmissionReview: `{apiVersion, kind, response}`.

@@ -18,8 +18,8 @@
 //!
 //! `operation` and `kind` are empty when the review could not be read. `kind` comes from the
 //! request, and anyone who reaches the webhook port can send a review, so its values are
-//! bounded: the kinds the policies in force select (and kanon's own policy kinds) always have
-//! their own value; any other plausible Kubernetes kind (ASCII letters and digits, starting
+//! bounded: the kinds the policies in force select, kanon's own policy kinds and Kubernetes'
+//! built-in kinds always have their own value; any other plausible Kubernetes kind (ASCII letters and digits, starting
 //! with a letter, at most 63) has its own value until [`MAX_OTHER_KIND_LABELS`] such kinds are
 //! counted, and is counted as `other` after that, as is anything implausible. So reviews with
 //! made-up kinds cannot push the kinds that matter out of the dashboards.
@@ -60,12 +60,101 @@ struct KindLabels {
     others: HashSet<String>,
 }
 
-/// kanon's own kinds, which its validating webhook checks whatever policies are installed.
-const OWN_KINDS: [&str; 4] = [
+/// Kinds that always have their own `kind` label value: kanon's own (its validating webhook
+/// checks them whatever policies are installed) and Kubernetes 1.35's built-in kinds, which a
+/// policy that selects every type (or the `all` webhook rules) sends kanon without naming them.
+const RESERVED_KINDS: &[&str] = &[
+    // kanon
     "ClusterOverridePolicy",
     "OverridePolicy",
     "ClusterValidatePolicy",
     "ValidatePolicy",
+    // core
+    "Binding",
+    "ComponentStatus",
+    "ConfigMap",
+    "Endpoints",
+    "Event",
+    "LimitRange",
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Pod",
+    "PodTemplate",
+    "ReplicationController",
+    "ResourceQuota",
+    "Secret",
+    "Service",
+    "ServiceAccount",
+    // subresources reviews carry
+    "Eviction",
+    "Scale",
+    "TokenRequest",
+    "PodAttachOptions",
+    "PodExecOptions",
+    "PodPortForwardOptions",
+    "PodProxyOptions",
+    "NodeProxyOptions",
+    "ServiceProxyOptions",
+    // workloads
+    "ControllerRevision",
+    "DaemonSet",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "CronJob",
+    "Job",
+    "HorizontalPodAutoscaler",
+    // networking, policy, access
+    "Ingress",
+    "IngressClass",
+    "IPAddress",
+    "NetworkPolicy",
+    "ServiceCIDR",
+    "EndpointSlice",
+    "PodDisruptionBudget",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    // storage
+    "CSIDriver",
+    "CSINode",
+    "CSIStorageCapacity",
+    "StorageClass",
+    "VolumeAttachment",
+    "VolumeAttributesClass",
+    // the control plane's own
+    "MutatingWebhookConfiguration",
+    "ValidatingWebhookConfiguration",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "CustomResourceDefinition",
+    "APIService",
+    "CertificateSigningRequest",
+    "ClusterTrustBundle",
+    "Lease",
+    "LeaseCandidate",
+    "FlowSchema",
+    "PriorityLevelConfiguration",
+    "RuntimeClass",
+    "PriorityClass",
+    "DeviceClass",
+    "DeviceTaintRule",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "ResourceSlice",
+    "StorageVersion",
+    "StorageVersionMigration",
+    "TokenReview",
+    "SelfSubjectReview",
+    "SubjectAccessReview",
+    "SelfSubjectAccessReview",
+    "LocalSubjectAccessReview",
+    "SelfSubjectRulesReview",
 ];
 
 /// The `kind` label value of a request's kind: itself when policies select it, or when it is
@@ -414,7 +503,7 @@ impl Metrics {
             reviews_shed,
             body_bytes,
             kinds: RwLock::new(KindLabels {
-                selected: OWN_KINDS.iter().map(|k| k.to_string()).collect(),
+                selected: RESERVED_KINDS.iter().map(|k| k.to_string()).collect(),
                 others: HashSet::new(),
             }),
             policy_counters: PolicyCounters::default(),
@@ -514,11 +603,12 @@ impl Metrics {
     }
 
     /// The kinds the policies in force select: each keeps its own `kind` label value, however
-    /// many other kinds reviews carry. kanon's own policy kinds always do.
+    /// many other kinds reviews carry. kanon's own policy kinds and Kubernetes' built-in kinds
+    /// always do.
     pub fn set_selected_kinds(&self, kinds: impl IntoIterator<Item = String>) {
         let selected: HashSet<String> = kinds
             .into_iter()
-            .chain(OWN_KINDS.iter().map(|k| k.to_string()))
+            .chain(RESERVED_KINDS.iter().map(|k| k.to_string()))
             .collect();
         let mut labels = self.kinds.write().unwrap_or_else(PoisonError::into_inner);
         labels.others.retain(|kind| !selected.contains(kind));
@@ -661,7 +751,7 @@ mod tests {
                 .map(str::to_string)
                 .collect()
         };
-        metrics.set_selected_kinds(["Deployment".to_string(), "Pod".to_string()]);
+        metrics.set_selected_kinds(["Widget".to_string()]);
         // What a sender chooses is not echoed: free text becomes `other`.
         observe("Pod");
         observe("password=hunter2 {\"x\"}");
@@ -670,16 +760,24 @@ mod tests {
             observe(&format!("Kind{n}"));
         }
         // Kinds the policies select keep their own value after any number of junk kinds, and
-        // so do kanon's own.
+        // so do kanon's own and the built-in ones, which no policy names when it selects every
+        // type.
+        observe("Widget");
         observe("Deployment");
         observe("ClusterValidatePolicy");
         let text = metrics.encode();
         assert!(!text.contains("hunter2"), "{text}");
         let seen = kinds(&text);
-        for kind in ["Pod", "Deployment", "ClusterValidatePolicy", "other"] {
+        for kind in [
+            "Pod",
+            "Widget",
+            "Deployment",
+            "ClusterValidatePolicy",
+            "other",
+        ] {
             assert!(seen.contains(kind), "{kind}: {seen:?}");
         }
-        assert_eq!(seen.len(), MAX_OTHER_KIND_LABELS + 4, "{seen:?}");
+        assert_eq!(seen.len(), MAX_OTHER_KIND_LABELS + 5, "{seen:?}");
         let other = sample(
             &text,
             r#"kanon_admission_requests_total{webhook="validate",operation="CREATE",kind="other",result="allowed"}"#,
@@ -688,9 +786,9 @@ mod tests {
         assert_eq!(other, Some(52.0));
         // A new policy set selects a kind that was counted as `other`: from then on it has
         // its own value.
-        metrics.set_selected_kinds(["StatefulSet".to_string()]);
-        observe("StatefulSet");
-        assert!(kinds(&metrics.encode()).contains("StatefulSet"));
+        metrics.set_selected_kinds(["Gadget".to_string()]);
+        observe("Gadget");
+        assert!(kinds(&metrics.encode()).contains("Gadget"));
     }
 
     #[test]

@@ -58,11 +58,14 @@ async fn a_review_whose_json_takes_too_much_memory_is_refused_by_name() {
     assert!(body.len() < 256 * 1024);
     let response = client.request("POST", "/validate", &body).await.unwrap();
     assert_eq!(response.status, 413, "{}", response.text());
+    // A v1 Status, whose message kube-apiserver quotes to its client.
     let answer = response.json();
-    // Read before the bound was met, the uid cannot be echoed.
-    assert_eq!(answer["response"]["allowed"], false);
-    assert_eq!(answer["response"]["status"]["code"], 413);
-    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert_eq!(answer["kind"], "Status", "{answer}");
+    assert_eq!(answer["apiVersion"], "v1");
+    assert_eq!(answer["status"], "Failure");
+    assert_eq!(answer["reason"], "RequestEntityTooLarge");
+    assert_eq!(answer["code"], 413);
+    let message = answer["message"].as_str().unwrap();
     assert!(
         message.starts_with("the review would take more than 1 MiB once read ("),
         "{message}"
@@ -182,6 +185,7 @@ async fn the_client_cannot_choose_its_own_deadline() {
         .ok();
     let response = dribbler.read_response().await.unwrap();
     assert_eq!(response.status, 408, "{}", response.text());
+    assert_eq!(response.json()["reason"], "Timeout");
     assert_eq!(response.header("connection"), Some("close"));
     let waited = started.elapsed();
     assert!(

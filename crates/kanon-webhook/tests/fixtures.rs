@@ -228,23 +228,34 @@ fn accept(request: &Value, webhook: Webhook, reply: &Reply) -> Accepted {
     }
 }
 
-/// What a 400 (or 413) answer must be: still an AdmissionReview-shaped response, not allowed,
-/// with the HTTP status as `status.code`, the uid when it could be read, and a message.
-/// Returns the message.
+/// What a 400 answer must be: still an AdmissionReview-shaped response, not allowed, with the
+/// HTTP status as `status.code`, the uid when it could be read, and a message; and a 413: a
+/// `v1` Status with the code, a reason and a message (what kube-apiserver quotes to its
+/// client), no uid. Returns the message.
 fn rejected(reply: &Reply, http_status: u16, uid: &str) -> String {
     let text = String::from_utf8_lossy(&reply.body);
     assert_eq!(reply.status, http_status, "{text}");
-    let answer: Value = serde_json::from_slice(&reply.body).unwrap();
-    assert_eq!(answer["apiVersion"], REVIEW_API_VERSION, "{text}");
-    assert_eq!(answer["kind"], REVIEW_KIND, "{text}");
-    let response = &answer["response"];
-    assert_eq!(response["uid"], uid, "{text}");
-    assert_eq!(response["allowed"], false, "{text}");
-    assert!(response.get("patch").is_none(), "{text}");
-    assert!(response.get("patchType").is_none(), "{text}");
-    assert_eq!(response["status"]["code"], http_status, "{text}");
     assert!(matches!(reply.outcome, Outcome::Invalid(_)), "{text}");
-    let message = response["status"]["message"].as_str().unwrap();
+    let answer: Value = serde_json::from_slice(&reply.body).unwrap();
+    let status = if http_status == 413 {
+        assert_eq!(answer["apiVersion"], "v1", "{text}");
+        assert_eq!(answer["kind"], "Status", "{text}");
+        assert_eq!(answer["status"], "Failure", "{text}");
+        assert_eq!(answer["reason"], "RequestEntityTooLarge", "{text}");
+        assert!(answer.get("response").is_none(), "{text}");
+        &answer
+    } else {
+        assert_eq!(answer["apiVersion"], REVIEW_API_VERSION, "{text}");
+        assert_eq!(answer["kind"], REVIEW_KIND, "{text}");
+        let response = &answer["response"];
+        assert_eq!(response["uid"], uid, "{text}");
+        assert_eq!(response["allowed"], false, "{text}");
+        assert!(response.get("patch").is_none(), "{text}");
+        assert!(response.get("patchType").is_none(), "{text}");
+        &response["status"]
+    };
+    assert_eq!(status["code"], http_status, "{text}");
+    let message = status["message"].as_str().unwrap();
     assert!(!message.is_empty(), "{text}");
     message.to_string()
 }

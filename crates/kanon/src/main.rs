@@ -1,5 +1,6 @@
 //! The `kanon` command line.
 
+mod allocator;
 mod apply;
 mod cluster;
 mod inputs;
@@ -12,7 +13,8 @@ use std::process::ExitCode;
 /// mimalloc: the request path allocates and frees many small values per review (the parsed
 /// object, the answer), which glibc's allocator serves markedly slower (BENCHMARKS.md). Built
 /// without transparent huge pages: with them every arena page touched costs 2 MiB of resident
-/// memory (10,000 policies peaked at 66 MiB instead of 49 MiB).
+/// memory (10,000 policies peaked at 66 MiB instead of 49 MiB). `kanon serve` gives freed
+/// memory back to the OS on a schedule of its own ([`allocator`]).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

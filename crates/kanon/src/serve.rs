@@ -221,6 +221,9 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         sandbox,
         ..defaults
     };
+    if let Err(error) = crate::allocator::return_freed_memory() {
+        tracing::warn!(%error, "cannot start the thread that returns freed memory to the OS");
+    }
     // Connections are bounded by the cap above, not by a soft limit of 1024 descriptors.
     match server::raise_open_file_limit() {
         Ok(limit) if limit.now > limit.was => {

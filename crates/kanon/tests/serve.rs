@@ -3,6 +3,7 @@
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
@@ -253,14 +254,19 @@ spec:
         - {op: add, path: /metadata/labels/named, value: \"{{ object.metadata.name }}-by-{{ request.userInfo.username }}\"}
 ";
 
-/// kanon's peak resident memory (VmHWM), in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
+/// A memory figure of `/proc/PID/status` (`VmHWM`, `VmRSS`), in KiB.
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status")
+        .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
+}
+
+/// kanon's peak resident memory (VmHWM), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM")
 }
 
 /// The processes whose parent is `pid`.
@@ -370,4 +376,264 @@ fn a_program_still_running_at_the_deadline_is_stopped_with_its_worker() {
         "kanon still has children: {children:?}"
     );
     assert_eq!(server.stop(), Some(0));
+}
+
+/// The bounds the chart runs kanon with (charts/kanon/values.yaml, `serving`), from which it
+/// derives the container's memory limit.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Serving {
+    max_concurrent_reviews: u64,
+    #[serde(rename = "maxReviewMemoryMiB")]
+    max_review_memory_mib: u64,
+    #[serde(rename = "bodyBufferMiB")]
+    body_buffer_mib: u64,
+    max_connections: u64,
+}
+
+fn chart_serving() -> Serving {
+    #[derive(serde::Deserialize)]
+    struct Values {
+        serving: Serving,
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/kanon/values.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let values: Values = serde_saphyr::from_str(&text).unwrap();
+    values.serving
+}
+
+/// A TLS connection to kanon, trusting its CA.
+type Tls = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+fn tls_client(ca: &str) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
+
+fn connect(addr: &str, config: &Arc<rustls::ClientConfig>) -> std::io::Result<Tls> {
+    let tcp = std::net::TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))?;
+    tcp.set_write_timeout(Some(Duration::from_secs(30)))?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let connection =
+        rustls::ClientConnection::new(config.clone(), name).map_err(std::io::Error::other)?;
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    // Completes the handshake.
+    while stream.conn.is_handshaking() {
+        stream.conn.complete_io(&mut stream.sock)?;
+    }
+    Ok(stream)
+}
+
+/// A Pod CREATE review whose object carries `items` zeros: two bytes each as text, about 80
+/// once read.
+fn dense_review(items: usize) -> Vec<u8> {
+    let text = std::fs::read_to_string(fixture("pod-create.json")).unwrap();
+    let mut review: serde_json::Value = serde_json::from_str(&text).unwrap();
+    review["request"]["object"]["spec"]["junk"] = serde_json::json!([]);
+    let text = serde_json::to_string(&review).unwrap();
+    let zeros = format!("[{}0]", "0,".repeat(items.saturating_sub(1)));
+    text.replacen(r#""junk":[]"#, &format!(r#""junk":{zeros}"#), 1)
+        .into_bytes()
+}
+
+/// POSTs `body` and reads the status line of the answer (the rest is left unread).
+fn post_raw(stream: &mut Tls, path: &str, body: &[u8]) -> std::io::Result<String> {
+    use std::io::{Read as _, Write as _};
+    let head = format!(
+        "POST {path}?timeout=30s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
+    stream.flush()?;
+    let mut answer = Vec::new();
+    let mut buffer = [0_u8; 4096];
+    while !answer.windows(2).any(|w| w == b"\r\n") {
+        let n = stream.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buffer[..n]);
+    }
+    let line = String::from_utf8_lossy(&answer);
+    Ok(line.lines().next().unwrap_or_default().to_string())
+}
+
+const TWO_STEP_POLICY: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: two-steps}
+spec:
+  overrideRules:
+    - overriders:
+        plaintext:
+          - {op: add, path: /metadata/labels/a, value: b}
+          - {op: add, path: /metadata/annotations, value: {c: d}}
+";
+
+/// The chart's memory limit is the sum of kanon's bounds; with every bound hit at once by
+/// hostile clients (the body buffer full of stalled bodies, every evaluation slot busy with
+/// reviews at and over the memory budget, the connection cap reached), kanon's peak stays
+/// within the part of that sum the server holds (the limit less its base and the program
+/// workers, separate processes this load never starts).
+#[test]
+fn every_bound_hit_at_once_stays_within_the_charts_memory_limit() {
+    const MIB: u64 = 1024;
+    let serving = chart_serving();
+    let policies = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("two-steps.yaml"), TWO_STEP_POLICY).unwrap();
+    std::fs::write(policies.path().join("label.yaml"), LABEL_POLICY).unwrap();
+    // Room for the connections the cap allows, in this process and in kanon.
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct we own.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+    let server = Server::start_with(
+        policies.path(),
+        certs.path(),
+        &[
+            "--program-workers",
+            "0",
+            "--max-concurrent-reviews",
+            &serving.max_concurrent_reviews.to_string(),
+            "--max-review-memory-mib",
+            &serving.max_review_memory_mib.to_string(),
+            "--body-buffer-mib",
+            &serving.body_buffer_mib.to_string(),
+            "--max-connections",
+            &serving.max_connections.to_string(),
+        ],
+    );
+    let pid = server.child.id();
+    let addr = server.https.trim_start_matches("https://").to_string();
+    let config = tls_client(&server.ca);
+    let idle = status_kib(pid, "VmRSS");
+    let bound = serving.body_buffer_mib * MIB
+        + serving.max_concurrent_reviews * 2 * serving.max_review_memory_mib * MIB
+        + serving.max_connections * 64;
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = |stop: &Arc<std::sync::atomic::AtomicBool>| {
+        !stop.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let mut threads = Vec::new();
+    // The connection cap: handshaken connections that send nothing (each makes kanon hold its
+    // TLS state), past the cap (the oldest give way).
+    {
+        let (addr, config, stop) = (addr.clone(), config.clone(), stop.clone());
+        let count = serving.max_connections as usize + 64;
+        threads.push(std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for _ in 0..count {
+                if let Ok(stream) = connect(&addr, &config) {
+                    held.push(stream);
+                }
+            }
+            while running(&stop) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            drop(held);
+        }));
+    }
+    // The body buffer: bodies of the largest size declared, nearly all sent, then stalled (and
+    // sent again when kanon gives one up for a waiting body).
+    let stalled = (serving.body_buffer_mib / 8).max(1);
+    for _ in 0..stalled {
+        let (addr, config, stop) = (addr.clone(), config.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            use std::io::Write as _;
+            let body = dense_review(4_000_000);
+            while running(&stop) {
+                let Ok(mut stream) = connect(&addr, &config) else {
+                    continue;
+                };
+                let head = format!(
+                    "POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(&body[..body.len() - 1024]);
+                let _ = stream.flush();
+                // Held until kanon gives it up (the read fails or answers 408).
+                let mut byte = [0_u8; 1];
+                let _ = std::io::Read::read(&mut stream, &mut byte);
+            }
+        }));
+    }
+    // Every slot: reviews over the budget (8 MiB of zeros, refused part way) and just under
+    // it (accepted, and copied once by the two-step policy), on more connections than slots.
+    let mut answers = Vec::new();
+    for n in 0..serving.max_concurrent_reviews * 2 {
+        let (addr, config, stop) = (addr.clone(), config.clone(), stop.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        answers.push(rx);
+        threads.push(std::thread::spawn(move || {
+            // Under the budget with room for its array's last doubling.
+            let body = if n % 2 == 0 {
+                dense_review(4_000_000)
+            } else {
+                dense_review(120_000)
+            };
+            while running(&stop) {
+                let Ok(mut stream) = connect(&addr, &config) else {
+                    continue;
+                };
+                while running(&stop) {
+                    match post_raw(&mut stream, "/mutate", &body) {
+                        Ok(status) => {
+                            let _ = tx.send(status);
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(12));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = peak_rss_kib(pid);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    let statuses: Vec<String> = answers.iter().flat_map(|rx| rx.try_iter()).collect();
+    eprintln!(
+        "kanon under every bound at once: idle {} MiB, peak {} MiB, a rise of {} MiB within {} MiB; {} answers ({} over the budget, {} patched)",
+        idle / MIB,
+        peak / MIB,
+        (peak - idle) / MIB,
+        bound / MIB,
+        statuses.len(),
+        statuses.iter().filter(|s| s.contains(" 413 ")).count(),
+        statuses.iter().filter(|s| s.contains(" 200 ")).count(),
+    );
+    // The load reached kanon: both kinds of review were answered.
+    assert!(statuses.iter().any(|s| s.contains(" 413 ")), "{statuses:?}");
+    assert!(statuses.iter().any(|s| s.contains(" 200 ")), "{statuses:?}");
+    assert!(
+        peak - idle <= bound,
+        "peak {peak} KiB over idle {idle} KiB: more than the {bound} KiB the chart allows for"
+    );
+    // And kanon still answers.
+    assert_eq!(server.get("/readyz").0, "200");
+    server.stop();
 }

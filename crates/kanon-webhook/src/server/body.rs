@@ -2,39 +2,57 @@
 //!
 //! A body's bytes are reserved from the budget before it is read (its `Content-Length`, or the
 //! body limit when it has none) and given back once its JSON has been read, so the bytes held
-//! in bodies never pass the budget, however many clients send at once. When a body needs more
-//! than is left, bodies that have been arriving for a while (longer than [`GRACE`]) at the
-//! slowest rates are given up (their requests get 408 and their connections close) until it
-//! fits: a client that trickles its body cannot keep the budget from kube-apiserver, whose
-//! bodies arrive at once. A body that still does not fit waits, within its review's deadline.
+//! in bodies never pass the budget, however many clients send at once.
+//!
+//! When bodies wait for room, the smallest is served first (then the earliest): the reviews
+//! kube-apiserver sends are a few kilobytes, and a client that fills the budget with bodies of
+//! megabytes cannot make them wait behind its own. To make room for the first in line, bodies
+//! that have stopped arriving (no byte for [`STALLED`]) or have been arriving for longer than
+//! [`GRACE`] are given up, the most stalled first (their requests get 408 and their connections
+//! close): a client that stalls or trickles its bodies cannot keep the budget from
+//! kube-apiserver, whose bodies arrive at once. A body that still finds no room waits within
+//! its review's deadline.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 
 use crate::metrics::Metrics;
 
 /// How long a body may take before it can be given up to make room for another.
 pub(super) const GRACE: Duration = Duration::from_secs(1);
 
+/// How long a body may go without a byte before it can be given up to make room for another.
+pub(super) const STALLED: Duration = Duration::from_millis(100);
+
+/// How often a waiting body looks again for bodies past their grace to give way.
+const RECHECK: Duration = Duration::from_millis(100);
+
 /// The bytes every body being read or waiting to be parsed may take together.
 pub(super) struct BodyBudget {
     capacity: usize,
     metrics: Arc<Metrics>,
     state: Mutex<State>,
-    released: Notify,
 }
 
 struct State {
     used: usize,
     next: u64,
     readers: HashMap<u64, Arc<Reader>>,
+    /// Bodies waiting for room, by (bytes, arrival): the smallest first.
+    waiting: BTreeMap<(usize, u64), oneshot::Sender<Grant>>,
+}
+
+/// Room given to a waiting body.
+struct Grant {
+    id: u64,
+    reader: Arc<Reader>,
 }
 
 /// One body's progress, for choosing which body gives way.
@@ -42,6 +60,8 @@ pub(super) struct Reader {
     started: Instant,
     reserved: usize,
     received: AtomicUsize,
+    /// Microseconds after `started` the last bytes arrived.
+    progressed: AtomicU64,
     /// Read whole: no longer a candidate to give way (it waits for its review's turn).
     done: AtomicBool,
     evicted: AtomicBool,
@@ -49,9 +69,34 @@ pub(super) struct Reader {
 }
 
 impl Reader {
-    /// Bytes per second so far.
-    fn rate(&self) -> f64 {
-        self.received.load(Ordering::Relaxed) as f64 / self.started.elapsed().as_secs_f64()
+    fn new(reserved: usize) -> Arc<Self> {
+        Arc::new(Reader {
+            started: Instant::now(),
+            reserved,
+            received: AtomicUsize::new(0),
+            progressed: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            evicted: AtomicBool::new(false),
+            eviction: Notify::new(),
+        })
+    }
+
+    /// `received` bytes have arrived in all.
+    fn progress(&self, received: usize) {
+        self.received.store(received, Ordering::Relaxed);
+        let micros = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.progressed.store(micros, Ordering::Relaxed);
+    }
+
+    /// How long since the last bytes arrived (since the start, when none has).
+    fn stalled_for(&self) -> Duration {
+        let last = Duration::from_micros(self.progressed.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(last)
+    }
+
+    fn evict(&self) {
+        self.evicted.store(true, Ordering::SeqCst);
+        self.eviction.notify_one();
     }
 
     async fn evicted(&self) {
@@ -71,14 +116,10 @@ pub(super) struct Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        let used = {
-            let mut state = self.budget.state();
-            state.readers.remove(&self.id);
-            state.used = state.used.saturating_sub(self.reader.reserved);
-            state.used
-        };
-        self.budget.metrics.body_bytes_reserved(used);
-        self.budget.released.notify_waiters();
+        let mut state = self.budget.state();
+        state.readers.remove(&self.id);
+        state.used = state.used.saturating_sub(self.reader.reserved);
+        self.budget.settle(&mut state);
     }
 }
 
@@ -100,8 +141,8 @@ impl BodyBudget {
                 used: 0,
                 next: 0,
                 readers: HashMap::new(),
+                waiting: BTreeMap::new(),
             }),
-            released: Notify::new(),
         })
     }
 
@@ -109,61 +150,109 @@ impl BodyBudget {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reserves `bytes` (at most the capacity), giving up slow bodies to make room, waiting
-    /// until `deadline` at most.
+    /// Reserves `bytes` (at most the capacity), waiting until `deadline` at most.
     pub(super) async fn reserve(
         self: &Arc<Self>,
         bytes: usize,
         deadline: tokio::time::Instant,
     ) -> Result<Reservation, Busy> {
         let bytes = bytes.min(self.capacity);
-        loop {
-            // Registered before the state is read, so a release in between is not missed.
-            let released = self.released.notified();
-            tokio::pin!(released);
-            released.as_mut().enable();
-            let evictions = {
-                let mut state = self.state();
-                if state.used + bytes <= self.capacity {
-                    state.used += bytes;
-                    let id = state.next;
-                    state.next += 1;
-                    let reader = Arc::new(Reader {
-                        started: Instant::now(),
-                        reserved: bytes,
-                        received: AtomicUsize::new(0),
-                        done: AtomicBool::new(false),
-                        evicted: AtomicBool::new(false),
-                        eviction: Notify::new(),
-                    });
-                    state.readers.insert(id, reader.clone());
-                    let used = state.used;
-                    drop(state);
-                    self.metrics.body_bytes_reserved(used);
-                    return Ok(Reservation {
-                        budget: self.clone(),
-                        id,
-                        reader,
-                    });
-                }
-                make_room(&state, bytes, self.capacity)
-            };
-            for reader in &evictions {
-                reader.evicted.store(true, Ordering::SeqCst);
-                reader.eviction.notify_one();
+        let (key, granted) = {
+            let mut state = self.state();
+            let id = state.next;
+            state.next += 1;
+            if state.waiting.is_empty() && state.used + bytes <= self.capacity {
+                let reader = self.take(&mut state, id, bytes);
+                return Ok(self.reservation(id, reader));
             }
-            if tokio::time::timeout_at(deadline, released).await.is_err() {
-                return Err(Busy {
+            let (give, granted) = oneshot::channel();
+            state.waiting.insert((bytes, id), give);
+            self.settle(&mut state);
+            ((bytes, id), granted)
+        };
+        tokio::pin!(granted);
+        loop {
+            let recheck = tokio::time::Instant::now() + RECHECK;
+            tokio::select! {
+                grant = &mut granted => match grant {
+                    Ok(grant) => return Ok(self.reservation(grant.id, grant.reader)),
+                    // Never dropped unsent while it waits; go and leave the line.
+                    Err(_) => break,
+                },
+                () = tokio::time::sleep_until(recheck.min(deadline)) => {
+                    if recheck >= deadline {
+                        break;
+                    }
+                    // Bodies may have passed their grace since: make room again.
+                    self.settle(&mut self.state());
+                }
+            }
+        }
+        // Out of time: leave the line, unless room came at the last moment.
+        let mut state = self.state();
+        state.waiting.remove(&key);
+        match granted.try_recv() {
+            Ok(grant) => Ok(self.reservation(grant.id, grant.reader)),
+            Err(_) => {
+                self.settle(&mut state);
+                Err(Busy {
                     wanted: bytes,
                     capacity: self.capacity,
-                });
+                })
+            }
+        }
+    }
+
+    fn reservation(self: &Arc<Self>, id: u64, reader: Arc<Reader>) -> Reservation {
+        Reservation {
+            budget: self.clone(),
+            id,
+            reader,
+        }
+    }
+
+    /// Takes `bytes` of the budget for body `id`.
+    fn take(&self, state: &mut State, id: u64, bytes: usize) -> Arc<Reader> {
+        state.used += bytes;
+        let reader = Reader::new(bytes);
+        state.readers.insert(id, reader.clone());
+        self.metrics.body_bytes_reserved(state.used);
+        reader
+    }
+
+    /// Gives room to waiting bodies, smallest first, as long as they fit; then, when one still
+    /// waits, tells slow bodies to give way for it. Called whenever room may have come.
+    fn settle(&self, state: &mut State) {
+        while let Some(entry) = state.waiting.first_entry() {
+            let (bytes, id) = *entry.key();
+            if state.used + bytes > self.capacity {
+                break;
+            }
+            let give = entry.remove();
+            let reader = self.take(state, id, bytes);
+            if give
+                .send(Grant {
+                    id,
+                    reader: reader.clone(),
+                })
+                .is_err()
+            {
+                // Its review stopped waiting in the meantime.
+                state.readers.remove(&id);
+                state.used -= bytes;
+            }
+        }
+        self.metrics.body_bytes_reserved(state.used);
+        if let Some(&(wanted, _)) = state.waiting.keys().next() {
+            for reader in make_room(state, wanted, self.capacity) {
+                reader.evict();
             }
         }
     }
 }
 
-/// The slowest bodies past their grace whose bytes, with what is free, make room for
-/// `wanted`; none when even all of them would not.
+/// The bodies to give up so that, with what is free, `wanted` fits: stalled ones and ones
+/// past their grace, the most stalled first; none when even all of them would not do.
 fn make_room(state: &State, wanted: usize, capacity: usize) -> Vec<Arc<Reader>> {
     let free = capacity.saturating_sub(state.used);
     // Bodies already told to give way are on their way out: their bytes count as free.
@@ -177,17 +266,14 @@ fn make_room(state: &State, wanted: usize, capacity: usize) -> Vec<Arc<Reader>> 
     if needed == 0 {
         return Vec::new();
     }
-    let mut candidates: Vec<(f64, &Arc<Reader>)> = state
+    let mut candidates: Vec<(Duration, &Arc<Reader>)> = state
         .readers
         .values()
-        .filter(|r| {
-            !r.done.load(Ordering::SeqCst)
-                && !r.evicted.load(Ordering::SeqCst)
-                && r.started.elapsed() > GRACE
-        })
-        .map(|r| (r.rate(), r))
+        .filter(|r| !r.done.load(Ordering::SeqCst) && !r.evicted.load(Ordering::SeqCst))
+        .map(|r| (r.stalled_for(), r))
+        .filter(|(stalled, r)| *stalled >= STALLED || r.started.elapsed() > GRACE)
         .collect();
-    candidates.sort_by(|a, b| a.0.total_cmp(&b.0));
+    candidates.sort_by_key(|(stalled, _)| std::cmp::Reverse(*stalled));
     let mut chosen = Vec::new();
     for (_, reader) in candidates {
         chosen.push(reader.clone());
@@ -234,7 +320,7 @@ pub(super) async fn read(
                 buffer.reserve(reader.reserved.max(data.len()));
             }
             buffer.extend_from_slice(&data);
-            reader.received.store(buffer.len(), Ordering::Relaxed);
+            reader.progress(buffer.len());
         }
     }
     reader.done.store(true, Ordering::SeqCst);
@@ -249,13 +335,16 @@ mod tests {
         tokio::time::Instant::now() + Duration::from_secs(5)
     }
 
+    fn soon() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_millis(50)
+    }
+
     #[tokio::test]
     async fn reservations_never_pass_the_budget() {
         let budget = BodyBudget::new(100, Metrics::new());
         let a = budget.reserve(60, far()).await.unwrap();
         // Too little left, and `a` is in its grace: waits, then gives up at the deadline.
-        let soon = tokio::time::Instant::now() + Duration::from_millis(50);
-        let busy = budget.reserve(60, soon).await.err().unwrap();
+        let busy = budget.reserve(60, soon()).await.err().unwrap();
         assert_eq!((busy.wanted, busy.capacity), (60, 100));
         let b = budget.reserve(40, far()).await.unwrap();
         // Freed: the waiter gets its bytes.
@@ -269,27 +358,102 @@ mod tests {
         waiter.await.unwrap().unwrap();
         drop(b);
         assert_eq!(budget.state().used, 0);
+        assert!(budget.state().waiting.is_empty());
         // More than the capacity is capped at it.
         let all = budget.reserve(1000, far()).await.unwrap();
         assert_eq!(all.reader.reserved, 100);
     }
 
     #[tokio::test]
-    async fn a_slow_body_past_its_grace_gives_way() {
+    async fn the_smallest_waiting_body_is_served_first() {
+        let budget = BodyBudget::new(100, Metrics::new());
+        let full = budget.reserve(100, far()).await.unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for (n, bytes) in [(0, 90), (1, 80), (2, 5)] {
+            let (budget, tx) = (budget.clone(), tx.clone());
+            tokio::spawn(async move {
+                let reservation = budget.reserve(bytes, far()).await.unwrap();
+                tx.send(n).unwrap();
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                drop(reservation);
+            });
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(full);
+        // The 5 bytes and the 80 fit together; then the 90, which came first.
+        let order: Vec<i32> = [rx.recv().await, rx.recv().await, rx.recv().await]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(order, [2, 1, 0]);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_body_gives_way_to_the_one_waiting() {
         let budget = BodyBudget::new(100, Metrics::new());
         let slow = budget.reserve(60, far()).await.unwrap();
         let fast = budget.reserve(40, far()).await.unwrap();
-        slow.reader.received.store(1, Ordering::Relaxed);
-        fast.reader.received.store(39, Ordering::Relaxed);
-        tokio::time::sleep(GRACE + Duration::from_millis(50)).await;
+        // The slow one stalls; the fast one keeps sending.
+        slow.reader.progress(1);
+        let sending = {
+            let reader = fast.reader.clone();
+            tokio::spawn(async move {
+                for n in 0..100 {
+                    reader.progress(n);
+                    tokio::time::sleep(STALLED / 4).await;
+                }
+            })
+        };
+        tokio::time::sleep(STALLED * 2).await;
         let waiter = {
             let budget = budget.clone();
-            tokio::spawn(async move { budget.reserve(50, far()).await.map(|_| ()) })
+            tokio::spawn(async move { budget.reserve(50, far()).await })
         };
         tokio::time::timeout(Duration::from_secs(1), slow.reader.evicted())
             .await
             .expect("the slow body is told to give way");
         assert!(!fast.reader.evicted.load(Ordering::SeqCst));
+        // A bigger body arriving meanwhile does not take the room made for the waiting one.
+        let late = {
+            let budget = budget.clone();
+            tokio::spawn(async move { budget.reserve(60, far()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(slow);
+        let served = waiter.await.unwrap().unwrap();
+        assert_eq!(served.reader.reserved, 50);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!late.is_finished());
+        sending.abort();
+        drop((served, fast));
+        assert_eq!(late.await.unwrap().unwrap().reader.reserved, 60);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_waits_gets_room_once_a_trickling_one_passes_its_grace() {
+        let budget = BodyBudget::new(100, Metrics::new());
+        let slow = budget.reserve(100, far()).await.unwrap();
+        // A byte every little while: never stalled, but past its grace after a second.
+        let trickle = {
+            let reader = slow.reader.clone();
+            tokio::spawn(async move {
+                for n in 0..100 {
+                    reader.progress(n);
+                    tokio::time::sleep(STALLED / 4).await;
+                }
+            })
+        };
+        // It waits from before the slow body's grace ends, with nothing else happening.
+        let started = Instant::now();
+        let waiter = {
+            let budget = budget.clone();
+            tokio::spawn(async move { budget.reserve(10, far()).await.map(|_| ()) })
+        };
+        tokio::time::timeout(GRACE * 2, slow.reader.evicted())
+            .await
+            .expect("the slow body is told to give way once past its grace");
+        assert!(started.elapsed() >= GRACE - Duration::from_millis(50));
+        trickle.abort();
         drop(slow);
         waiter.await.unwrap().unwrap();
     }
@@ -301,9 +465,12 @@ mod tests {
         whole.reader.done.store(true, Ordering::SeqCst);
         tokio::time::sleep(GRACE + Duration::from_millis(50)).await;
         let young = budget.reserve(40, far()).await.unwrap();
-        let soon = tokio::time::Instant::now() + Duration::from_millis(100);
+        // Younger than STALLED: not yet given up, even with nothing received.
+        let soon = tokio::time::Instant::now() + STALLED / 2;
         assert!(budget.reserve(30, soon).await.is_err());
         assert!(!whole.reader.evicted.load(Ordering::SeqCst));
         assert!(!young.reader.evicted.load(Ordering::SeqCst));
+        // Leaving the line on time leaves nothing behind.
+        assert!(budget.state().waiting.is_empty());
     }
 }

@@ -140,7 +140,7 @@ fn not_ready(shared: &Shared, webhook: Webhook) -> (Response<Body>, Option<Strin
             "a review before any policy set is in force: answered 503, so the webhook's failurePolicy applies (further ones are logged at debug level and counted in kanon_admission_requests_total{{result=\"not_ready\"}})"
         );
     }
-    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, admission::NOT_READY);
+    let mut response = reply_response(reply.status, reply.body);
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -200,7 +200,11 @@ async fn review(
                 "kanon is reading other review bodies and has no room for this one's {} bytes (--body-buffer-mib); try again",
                 busy.wanted
             );
-            let mut response = text(StatusCode::SERVICE_UNAVAILABLE, &message);
+            let mut response = failure(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailable",
+                &message,
+            );
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -216,8 +220,9 @@ async fn review(
         Ok(Err(BodyError::TooLarge)) => return too_large(),
         Ok(Err(BodyError::Read(error))) => {
             tracing::warn!(webhook = webhook.path(), %error, "reading the review body failed");
-            let response = text(
+            let response = failure(
                 StatusCode::BAD_REQUEST,
+                "BadRequest",
                 &format!("cannot read the body: {error}"),
             );
             return (closing(response), None);
@@ -230,8 +235,9 @@ async fn review(
             shared
                 .metrics
                 .review_shed(webhook, metrics::ReviewShed::SlowBody);
-            let response = text(
+            let response = failure(
                 StatusCode::REQUEST_TIMEOUT,
+                "Timeout",
                 "the body arrived too slowly while other bodies waited for room",
             );
             return (closing(response), None);
@@ -245,7 +251,10 @@ async fn review(
                 shared.body_timeout.min(timeout)
             );
             tracing::debug!(webhook = webhook.path(), "{message}");
-            return (closing(text(StatusCode::REQUEST_TIMEOUT, &message)), None);
+            return (
+                closing(failure(StatusCode::REQUEST_TIMEOUT, "Timeout", &message)),
+                None,
+            );
         }
     };
 
@@ -254,8 +263,9 @@ async fn review(
         Ok(Ok(slot)) => slot,
         Ok(Err(_closed)) => {
             return (
-                text(
+                failure(
                     StatusCode::SERVICE_UNAVAILABLE,
+                    "ServiceUnavailable",
                     "the server is shutting down",
                 ),
                 None,
@@ -334,7 +344,10 @@ fn timed_out(
         "a review timed out"
     );
     let message = format!("the review timed out after {timeout:?} ({doing})");
-    (text(StatusCode::INTERNAL_SERVER_ERROR, &message), None)
+    (
+        failure(StatusCode::INTERNAL_SERVER_ERROR, "Timeout", &message),
+        None,
+    )
 }
 
 fn reply_response(status: u16, body: Vec<u8>) -> Response<Body> {
@@ -345,6 +358,15 @@ fn reply_response(status: u16, body: Vec<u8>) -> Response<Body> {
         HeaderValue::from_static(admission::CONTENT_TYPE),
     );
     response
+}
+
+/// A webhook answer that is not a verdict: a `v1` Status, whose message kube-apiserver
+/// quotes to its client ([`admission::status_body`]).
+fn failure(status: StatusCode, reason: &str, message: &str) -> Response<Body> {
+    reply_response(
+        status.as_u16(),
+        admission::status_body(status.as_u16(), reason, message),
+    )
 }
 
 /// `response`, telling the client this connection closes (the rest of its body is not read).

@@ -43,6 +43,8 @@ pub struct Kanon {
     pub kubeconfig: PathBuf,
     /// Arguments added to the suite's own.
     pub args: Vec<String>,
+    /// The client certificate and key [`Kanon::get`] presents (for a kanon that requires one).
+    pub client_identity: Option<(PathBuf, PathBuf)>,
 }
 
 impl Kanon {
@@ -57,7 +59,13 @@ impl Kanon {
             log: dir.join("kanon.log"),
             kubeconfig,
             args: Vec::new(),
+            client_identity: None,
         }
+    }
+
+    /// The running process's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Starts the process without waiting for it to be ready.
@@ -120,20 +128,25 @@ impl Kanon {
         let _ = child.wait();
     }
 
-    /// HTTP status of `GET path` over HTTPS, `000` when nothing answers.
+    /// HTTP status of `GET path` over HTTPS (with [`Kanon::client_identity`], if any), `000`
+    /// when nothing answers.
     pub fn get(&self, path: &str) -> String {
-        let out = Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--max-time",
-                "5",
-            ])
-            .arg("--cacert")
-            .arg(self.cert_dir.join("ca.crt"))
+        let mut curl = Command::new("curl");
+        curl.args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+        ])
+        .arg("--cacert")
+        .arg(self.cert_dir.join("ca.crt"));
+        if let Some((cert, key)) = &self.client_identity {
+            curl.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        let out = curl
             .arg(format!("https://127.0.0.1:{}{path}", self.port))
             .output()
             .expect("curl runs");
@@ -174,6 +187,47 @@ impl Kanon {
 impl Drop for Kanon {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// The suite's kanon restarted with a changed configuration; dropping the guard restarts it as
+/// it was (also when the scenario fails).
+pub struct Restarted<'a> {
+    pub env: &'a mut Env,
+    args: Vec<String>,
+    client_identity: Option<(PathBuf, PathBuf)>,
+}
+
+impl<'a> Restarted<'a> {
+    /// Restarts kanon with `args` added.
+    pub fn with(env: &'a mut Env, args: &[&str]) -> Self {
+        Self::changed(env, |kanon| {
+            kanon.args.extend(args.iter().map(|a| a.to_string()))
+        })
+    }
+
+    /// Restarts kanon after `change` (to its arguments or the identity probes present).
+    pub fn changed(env: &'a mut Env, change: impl FnOnce(&mut Kanon)) -> Self {
+        let args = env.kanon.args.clone();
+        let client_identity = env.kanon.client_identity.clone();
+        env.kanon.stop();
+        change(&mut env.kanon);
+        env.kanon.start();
+        Restarted {
+            env,
+            args,
+            client_identity,
+        }
+    }
+}
+
+impl Drop for Restarted<'_> {
+    fn drop(&mut self) {
+        let kanon = &mut self.env.kanon;
+        kanon.stop();
+        kanon.args = std::mem::take(&mut self.args);
+        kanon.client_identity = self.client_identity.take();
+        kanon.start();
     }
 }
 

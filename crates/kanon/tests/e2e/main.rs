@@ -13,6 +13,8 @@ mod chart;
 mod env;
 mod faults;
 mod lifecycle;
+mod limits;
+mod network;
 mod references;
 mod security;
 
@@ -73,6 +75,8 @@ fn main() {
         lifecycle::SCENARIOS,
         references::SCENARIOS,
         security::SCENARIOS,
+        network::SCENARIOS,
+        limits::SCENARIOS,
         chart::SCENARIOS,
         faults::SCENARIOS,
     ]

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::Scenario;
 use crate::admission::{install, policy};
-use crate::env::{Env, text};
+use crate::env::{Env, Restarted, text};
 
 pub const SCENARIOS: &[Scenario] = &[
     (
@@ -195,35 +195,6 @@ fn a_namespaced_policy_reads_only_its_namespace_and_no_secret(env: &mut Env) {
         );
     }
     env.delete_policy("OverridePolicy", Some(mine), "sec-secret-owner");
-}
-
-/// Restarts the suite's kanon with `args` added; the returned guard restarts it without them
-/// (also when the scenario fails).
-struct Restarted<'a> {
-    env: &'a mut Env,
-    added: usize,
-}
-
-impl<'a> Restarted<'a> {
-    fn with(env: &'a mut Env, args: &[&str]) -> Self {
-        env.kanon.stop();
-        env.kanon.args.extend(args.iter().map(|a| a.to_string()));
-        env.kanon.start();
-        Restarted {
-            env,
-            added: args.len(),
-        }
-    }
-}
-
-impl Drop for Restarted<'_> {
-    fn drop(&mut self) {
-        let kanon = &mut self.env.kanon;
-        kanon.stop();
-        let keep = kanon.args.len().saturating_sub(self.added);
-        kanon.args.truncate(keep);
-        kanon.start();
-    }
 }
 
 fn secret_lookups_need_the_operators_flag(env: &mut Env) {
