@@ -87,7 +87,38 @@ pub enum ParseError {
 
 /// Parses `bytes` into the [`Value`] `serde_json::from_slice` would give, charging what it
 /// allocates against `budget`; stops at the first bound passed.
+///
+/// A text too short to pass the memory bound whatever it holds (no JSON text is charged more
+/// than [`MAX_CHARGE_PER_BYTE`] per byte), as every review kube-apiserver sends of an ordinary
+/// object is, is read by serde_json directly, without the meter; only when that fails is it
+/// read again, metered, for the error.
 pub fn parse(bytes: &[u8], budget: &JsonBudget) -> Result<Value, ParseError> {
+    let most = bytes
+        .len()
+        .saturating_mul(MAX_CHARGE_PER_BYTE)
+        .saturating_add(VALUE_SIZE);
+    if most <= budget.memory_bytes
+        && budget.max_depth >= SERDE_JSON_DEPTH
+        && let Ok(value) = serde_json::from_slice(bytes)
+    {
+        return Ok(value);
+    }
+    parse_metered(bytes, budget).map(|(value, _)| value)
+}
+
+/// The most [`parse`] charges for one byte of JSON text (160): the costliest shape is an array
+/// of one element, two bytes of brackets charged the four places its vector starts with
+/// (4 × 80), nested (`[[[0]]]`); a value in a list takes at least two bytes (`0,`) and is
+/// charged its place in a vector that may just have doubled (2 × 80); an object entry takes at
+/// least five (`"":0,`) and is charged about 250.
+/// `tests::no_text_is_charged_more_than_the_most_per_byte` checks the worst shapes.
+pub const MAX_CHARGE_PER_BYTE: usize = 2 * VALUE_SIZE;
+
+/// The nesting serde_json's own reader allows (its recursion limit, 128, counts the root).
+const SERDE_JSON_DEPTH: usize = 127;
+
+/// [`parse`] with the meter, also giving what it charged.
+fn parse_metered(bytes: &[u8], budget: &JsonBudget) -> Result<(Value, usize), ParseError> {
     let meter = Meter::new(budget);
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     // Nesting is bounded by the budget's own depth, with a message that says so.
@@ -100,7 +131,7 @@ pub fn parse(bytes: &[u8], budget: &JsonBudget) -> Result<Value, ParseError> {
     match (parsed, meter.over.take()) {
         (Err(_), Some(over)) => Err(over.into()),
         (Err(error), None) => Err(error.into()),
-        (Ok(value), _) => Ok(value),
+        (Ok(value), _) => Ok((value, meter.used.get())),
     }
 }
 
@@ -376,6 +407,65 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn no_text_is_charged_more_than_the_most_per_byte() {
+        let shapes = [
+            format!("[{}0]", "0,".repeat(100_000)),
+            format!("[{}[]]", "[],".repeat(100_000)),
+            format!("[{}{{}}]", "{},".repeat(100_000)),
+            format!("[{}\"\"]", "\"\",".repeat(100_000)),
+            format!("{{{}\"\":0}}", "\"\":0,".repeat(100_000)),
+            format!(
+                "{{{}\"z\":0}}",
+                (0..100_000)
+                    .map(|n| format!("\"{n:x}\":0,"))
+                    .collect::<String>()
+            ),
+            format!("[{}0]", "[0],".repeat(100_000)),
+            format!("[{}0]", "[[[[[[0]]]]]],".repeat(20_000)),
+            format!("{}0{}", "[".repeat(120), "]".repeat(120)),
+            format!("[{}0]", "{\"\":{\"\":{\"\":[0]}}},".repeat(20_000)),
+            format!("[{}0]", "1e9,".repeat(100_000)),
+            "0".to_string(),
+            "[]".to_string(),
+            "[0]".to_string(),
+            "{\"\":0}".to_string(),
+        ];
+        let room = JsonBudget {
+            memory_bytes: usize::MAX,
+            max_depth: DEFAULT_MAX_DEPTH,
+        };
+        for text in shapes {
+            let (_, charged) = parse_metered(text.as_bytes(), &room).unwrap();
+            let most = text.len() * MAX_CHARGE_PER_BYTE + VALUE_SIZE;
+            assert!(
+                charged <= most,
+                "{}...: charged {charged}, more than {most}",
+                &text[..text.len().min(20)]
+            );
+        }
+    }
+
+    #[test]
+    fn short_texts_read_directly_give_the_same_values_and_errors() {
+        let budget = JsonBudget::default();
+        let text = format!("[{}0]", "0,".repeat(1000));
+        assert!(text.len() * MAX_CHARGE_PER_BYTE < budget.memory_bytes);
+        assert_eq!(
+            parse(text.as_bytes(), &budget).unwrap(),
+            parse_metered(text.as_bytes(), &budget).unwrap().0
+        );
+        // Nesting at the bound: serde_json alone refuses it, the metered reader does not.
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(serde_json::from_str::<Value>(&nested(DEFAULT_MAX_DEPTH)).is_err());
+        assert!(parse(nested(DEFAULT_MAX_DEPTH).as_bytes(), &budget).is_ok());
+        let err = parse(nested(DEFAULT_MAX_DEPTH + 1).as_bytes(), &budget).unwrap_err();
+        assert!(
+            matches!(err, ParseError::OverBudget(OverBudget::Depth { .. })),
+            "{err}"
+        );
     }
 
     #[test]
