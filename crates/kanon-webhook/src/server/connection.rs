@@ -37,9 +37,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use super::Shared;
-use super::probes::Probes;
-use super::routes::{self, Body};
+use super::routes::{self, Body, Routes};
 use crate::metrics::{Metrics, Shed};
 
 /// Connection timeouts.
@@ -49,15 +47,6 @@ pub(super) struct Timeouts {
     pub write: Duration,
     pub idle: Duration,
     pub drain: Duration,
-}
-
-/// Which routes a listener serves.
-#[derive(Clone)]
-pub(super) enum Routes {
-    /// The webhooks and health checks (HTTPS).
-    Webhook(Arc<Shared>),
-    /// `/metrics` and the probes (plain HTTP, its own thread).
-    Probes(Arc<Probes>),
 }
 
 /// The largest buffer hyper keeps for one connection (its default is about 400 KiB): a
@@ -204,6 +193,42 @@ pub(super) async fn accept_loop(
         );
         tasks.shutdown().await;
     }
+}
+
+/// Serves plain HTTP on `listener` from a new thread with a runtime of its own, until
+/// `stopped`: whatever load the main runtime carries, these connections are answered at once.
+pub(super) fn accept_on_own_thread(
+    name: &str,
+    listener: std::net::TcpListener,
+    routes: Routes,
+    connections: Arc<Connections>,
+    timeouts: Timeouts,
+    stopped: watch::Receiver<bool>,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(%error, "cannot start the runtime of a listener's own thread");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let listener = match TcpListener::from_std(listener) {
+                    Ok(listener) => listener,
+                    Err(error) => {
+                        tracing::error!(%error, "cannot serve a listener on its own thread");
+                        return;
+                    }
+                };
+                accept_loop(listener, None, routes, connections, timeouts, stopped).await;
+            });
+        })
 }
 
 /// One connection: the TLS handshake (bounded by the header timeout), then HTTP/1.1 until

@@ -55,8 +55,9 @@ pub use limits::{OpenFileLimit, raise_open_file_limit};
 pub use timeout::MAX_REVIEW_TIMEOUT;
 
 use body::BodyBudget;
-use connection::{Connections, Routes, Timeouts};
-use probes::Heartbeat;
+use connection::{Connections, Timeouts};
+use probes::{Heartbeat, Probes};
+use routes::Routes;
 
 /// How the server listens and what it accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -337,13 +338,14 @@ impl Server {
         };
         let (stop, stopped) = watch::channel(false);
         let heartbeat = Heartbeat::start();
-        let probes = probes::spawn(
+        let probes = connection::accept_on_own_thread(
+            "kanon-probes",
             metrics_listener,
-            probes::Probes {
+            Routes::Probes(Arc::new(Probes {
                 state: shared.state.clone(),
                 metrics: shared.metrics.clone(),
                 heartbeat: heartbeat.clone(),
-            },
+            })),
             Connections::new(probes::MAX_CONNECTIONS, shared.metrics.clone(), "metrics"),
             timeouts,
             stopped.clone(),

@@ -1,7 +1,8 @@
-//! The plain-HTTP listener of `/metrics`, `/healthz` and `/readyz`, on a thread and runtime of
-//! its own: whatever load the webhook port carries (bodies being read, reviews being
-//! evaluated on every core), the kubelet's probes and the metrics scraper are answered at
-//! once.
+//! What the plain-HTTP listener of `/metrics`, `/healthz` and `/readyz` answers from. That
+//! listener runs on a thread and runtime of its own
+//! ([`accept_on_own_thread`](super::connection::accept_on_own_thread)): whatever load the
+//! webhook port carries (bodies being read, reviews being evaluated on every core), the
+//! kubelet's probes and the metrics scraper are answered at once.
 //!
 //! Being apart, its `/healthz` cannot tell by answering that the webhook's runtime still
 //! runs, so it asks: a task on that runtime beats a [`Heartbeat`] every
@@ -10,13 +11,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-
-use super::connection::{self, Connections, Routes, Timeouts};
 use crate::metrics::Metrics;
 use crate::state::PolicyState;
 
@@ -86,48 +82,6 @@ impl Heartbeat {
         let last = Duration::from_millis(self.last.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
     }
-}
-
-/// Serves `listener` on a new thread until `stopped`.
-pub(super) fn spawn(
-    listener: std::net::TcpListener,
-    probes: Probes,
-    connections: Arc<Connections>,
-    timeouts: Timeouts,
-    stopped: watch::Receiver<bool>,
-) -> std::io::Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("kanon-probes".to_string())
-        .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    tracing::error!(%error, "cannot start the metrics and probe listener's runtime");
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                let listener = match TcpListener::from_std(listener) {
-                    Ok(listener) => listener,
-                    Err(error) => {
-                        tracing::error!(%error, "cannot serve the metrics and probe listener");
-                        return;
-                    }
-                };
-                connection::accept_loop(
-                    listener,
-                    None,
-                    Routes::Probes(Arc::new(probes)),
-                    connections,
-                    timeouts,
-                    stopped,
-                )
-                .await;
-            });
-        })
 }
 
 #[cfg(test)]

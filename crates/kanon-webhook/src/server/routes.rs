@@ -14,7 +14,6 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use super::Shared;
 use super::body::{self, BodyError};
-use super::connection::Routes;
 use super::probes::Probes;
 use super::timeout::review_timeout;
 use crate::admission::{self, Reply, Webhook};
@@ -23,6 +22,15 @@ use crate::metrics;
 use crate::slot::Slot;
 
 pub(super) type Body = Full<Bytes>;
+
+/// Which routes a listener serves.
+#[derive(Clone)]
+pub(super) enum Routes {
+    /// The webhooks and health checks (HTTPS).
+    Webhook(Arc<Shared>),
+    /// `/metrics` and the probes (plain HTTP, its own thread).
+    Probes(Arc<Probes>),
+}
 
 /// Routes one request and logs it.
 pub(super) async fn handle(routes: &Routes, request: Request<Incoming>) -> Response<Body> {
