@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Adversarial bench of kanon's webhook port (crates/kanon/benches/adversary.rs): what an
+# Adversarial bench of kanon's webhook port (crates/kanon/benches/adversary/): what an
 # unauthenticated client on the network can do to `kanon serve`, reproduced on loopback, each
 # attack against a fresh kanon (release build), with kanon's RSS and descriptors and the latency
 # of legitimate reviews and probes measured meanwhile. One Markdown table row per attack on
