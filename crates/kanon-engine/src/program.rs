@@ -146,6 +146,7 @@ fn pointer_get(value: &Value, pointer: &str) -> Value {
     if pointer.is_empty() {
         return value.clone();
     }
+    // Checked by the caller: a pointer that is not empty starts with `/`.
     let Some(rest) = pointer.strip_prefix('/') else {
         return Value::UNDEFINED;
     };
@@ -230,10 +231,12 @@ fn cached_jsonpath(
 /// The helpers every program may call. Documented in the README's program reference.
 fn add_helpers(env: &mut Environment<'static>) {
     // jsonpath(value, "$.spec.containers[*].image") → list of matches.
-    // pointer(value, "/a/b~1c") → the value there, or undefined.
+    // pointer(value, "/a/b~1c") → the value there, or undefined; an error for text that is
+    // not a JSON pointer (`resources.limits.memory`), which would otherwise read as absent.
     env.add_function(
         "pointer",
         |value: Value, pointer: String| -> Result<Value, Error> {
+            crate::pointer::check(&pointer).map_err(|e| invalid(format!("pointer(): {e}")))?;
             Ok(pointer_get(&value, &pointer))
         },
     );

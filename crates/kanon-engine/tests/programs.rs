@@ -352,6 +352,7 @@ fn helpers_give_what_they_document() {
             json!({"cpu": "500m", "memory": "1Gi"}),
         ),
         ("pointer(object, '/spec/nope') is defined", json!(false)),
+        ("pointer(object, '') == object", json!(true)),
         (
             "pointer(object, '/spec/nope') | default('fallback')",
             json!("fallback"),
@@ -464,6 +465,15 @@ fn helper_errors_say_what_is_wrong() {
         ("'!!!' | b64decode", "invalid base64"),
         ("'/w==' | b64decode", "decoded base64 is not UTF-8 text"),
         ("jsonpath(object, '$[')", "invalid JSONPath `$[`"),
+        // Text that is not a pointer fails rather than reading as absent.
+        (
+            "pointer(object, 'spec.containers')",
+            "pointer(): `spec.containers` is not a JSON pointer: it must start with `/` (e.g. `/spec/containers`",
+        ),
+        (
+            "pointer(object, '/metadata/labels/a~2b')",
+            "pointer(): `/metadata/labels/a~2b` is not a JSON pointer: `~` at offset",
+        ),
         ("regex_match('a', 'a(')", "invalid regular expression `a(`"),
         ("with_keys([1], {})", "with_keys: expected a map, got array"),
         (
