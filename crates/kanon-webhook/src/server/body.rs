@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::oneshot;
 
+use super::eviction::Eviction;
 use crate::metrics::Metrics;
 
 /// How long a body may take before it can be given up to make room for another.
@@ -64,8 +65,7 @@ pub(super) struct Reader {
     progressed: AtomicU64,
     /// Read whole: no longer a candidate to give way (it waits for its review's turn).
     done: AtomicBool,
-    evicted: AtomicBool,
-    eviction: Notify,
+    eviction: Eviction,
 }
 
 impl Reader {
@@ -76,8 +76,7 @@ impl Reader {
             received: AtomicUsize::new(0),
             progressed: AtomicU64::new(0),
             done: AtomicBool::new(false),
-            evicted: AtomicBool::new(false),
-            eviction: Notify::new(),
+            eviction: Eviction::default(),
         })
     }
 
@@ -92,18 +91,6 @@ impl Reader {
     fn stalled_for(&self) -> Duration {
         let last = Duration::from_micros(self.progressed.load(Ordering::Relaxed));
         self.started.elapsed().saturating_sub(last)
-    }
-
-    fn evict(&self) {
-        self.evicted.store(true, Ordering::SeqCst);
-        self.eviction.notify_one();
-    }
-
-    async fn evicted(&self) {
-        if self.evicted.load(Ordering::SeqCst) {
-            return;
-        }
-        self.eviction.notified().await;
     }
 }
 
@@ -245,7 +232,7 @@ impl BodyBudget {
         self.metrics.body_bytes_reserved(state.used);
         if let Some(&(wanted, _)) = state.waiting.keys().next() {
             for reader in make_room(state, wanted, self.capacity) {
-                reader.evict();
+                reader.eviction.tell();
             }
         }
     }
@@ -259,7 +246,7 @@ fn make_room(state: &State, wanted: usize, capacity: usize) -> Vec<Arc<Reader>> 
     let leaving: usize = state
         .readers
         .values()
-        .filter(|r| r.evicted.load(Ordering::SeqCst))
+        .filter(|r| r.eviction.is_told())
         .map(|r| r.reserved)
         .sum();
     let mut needed = wanted.saturating_sub(free + leaving);
@@ -269,7 +256,7 @@ fn make_room(state: &State, wanted: usize, capacity: usize) -> Vec<Arc<Reader>> 
     let mut candidates: Vec<(Duration, &Arc<Reader>)> = state
         .readers
         .values()
-        .filter(|r| !r.done.load(Ordering::SeqCst) && !r.evicted.load(Ordering::SeqCst))
+        .filter(|r| !r.done.load(Ordering::SeqCst) && !r.eviction.is_told())
         .map(|r| (r.stalled_for(), r))
         .filter(|(stalled, r)| *stalled >= STALLED || r.started.elapsed() > GRACE)
         .collect();
@@ -306,7 +293,7 @@ pub(super) async fn read(
     loop {
         let frame = tokio::select! {
             biased;
-            () = reader.evicted() => return Err(BodyError::Evicted),
+            () = reader.eviction.told() => return Err(BodyError::Evicted),
             frame = body.frame() => frame,
         };
         let Some(frame) = frame else { break };
@@ -409,10 +396,10 @@ mod tests {
             let budget = budget.clone();
             tokio::spawn(async move { budget.reserve(50, far()).await })
         };
-        tokio::time::timeout(Duration::from_secs(1), slow.reader.evicted())
+        tokio::time::timeout(Duration::from_secs(1), slow.reader.eviction.told())
             .await
             .expect("the slow body is told to give way");
-        assert!(!fast.reader.evicted.load(Ordering::SeqCst));
+        assert!(!fast.reader.eviction.is_told());
         // A bigger body arriving meanwhile does not take the room made for the waiting one.
         let late = {
             let budget = budget.clone();
@@ -449,7 +436,7 @@ mod tests {
             let budget = budget.clone();
             tokio::spawn(async move { budget.reserve(10, far()).await.map(|_| ()) })
         };
-        tokio::time::timeout(GRACE * 2, slow.reader.evicted())
+        tokio::time::timeout(GRACE * 2, slow.reader.eviction.told())
             .await
             .expect("the slow body is told to give way once past its grace");
         assert!(started.elapsed() >= GRACE - Duration::from_millis(50));
@@ -468,8 +455,8 @@ mod tests {
         // Younger than STALLED: not yet given up, even with nothing received.
         let soon = tokio::time::Instant::now() + STALLED / 2;
         assert!(budget.reserve(30, soon).await.is_err());
-        assert!(!whole.reader.evicted.load(Ordering::SeqCst));
-        assert!(!young.reader.evicted.load(Ordering::SeqCst));
+        assert!(!whole.reader.eviction.is_told());
+        assert!(!young.reader.eviction.is_told());
         // Leaving the line on time leaves nothing behind.
         assert!(budget.state().waiting.is_empty());
     }

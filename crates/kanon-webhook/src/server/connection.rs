@@ -21,7 +21,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -33,10 +33,11 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::eviction::Eviction;
 use super::routes::{self, Body, Routes};
 use crate::metrics::{Metrics, Shed};
 
@@ -114,7 +115,7 @@ impl Connections {
                     self.metrics.connection_shed(self.listener, Shed::Refused);
                     return None;
                 };
-                victim.evict();
+                victim.eviction.tell();
                 self.metrics.connection_shed(self.listener, Shed::Evicted);
             }
             let id = self.next.fetch_add(1, Ordering::Relaxed);
@@ -263,7 +264,7 @@ async fn connection(
                         return;
                     }
                 },
-                () = activity.evicted() => return,
+                () = activity.eviction.told() => return,
                 () = stopping(stopped.clone()) => return,
             };
             http(stream, peer, routes, &admitted, timeouts, stopped).await;
@@ -335,7 +336,7 @@ async fn http<I>(
                 closing.get_or_insert_with(Instant::now);
                 conn.as_mut().graceful_shutdown();
             }
-            () = activity.evicted() => {
+            () = activity.eviction.told() => {
                 tracing::debug!(%peer, "closing a connection to make room for a new one");
                 return;
             }
@@ -383,8 +384,7 @@ pub(super) struct Activity {
     /// Microseconds after `epoch` (plus one; zero: none) a write found the client's window
     /// full and nothing has been written since.
     write_blocked: AtomicU64,
-    evicted: AtomicBool,
-    eviction: Notify,
+    eviction: Eviction,
 }
 
 impl Activity {
@@ -397,8 +397,7 @@ impl Activity {
             // The connection's start counts as the start of its first request head.
             head_started: AtomicU64::new(1),
             write_blocked: AtomicU64::new(0),
-            evicted: AtomicBool::new(false),
-            eviction: Notify::new(),
+            eviction: Eviction::default(),
         }
     }
 
@@ -466,31 +465,14 @@ impl Activity {
     /// How readily this connection gives way to a new one (lower: first); `None` while a
     /// request is in progress. Connections that never completed a request come first, the
     /// oldest first; then idle ones, the longest idle first.
-    fn eviction_rank(&self) -> Option<(u8, u64)> {
-        if self.busy() || self.evicted.load(Ordering::SeqCst) {
+    fn eviction_rank(&self) -> Option<(u8, Instant)> {
+        if self.busy() || self.eviction.is_told() {
             return None;
         }
         if self.served.load(Ordering::SeqCst) == 0 {
-            // Oldest first: the earliest start (all of these started at their epoch).
-            let age = self.epoch.elapsed().as_micros();
-            return Some((0, u64::MAX - u64::try_from(age).unwrap_or(u64::MAX)));
+            return Some((0, self.epoch));
         }
-        let idle = self.idle_since().elapsed().as_micros();
-        Some((1, u64::MAX - u64::try_from(idle).unwrap_or(u64::MAX)))
-    }
-
-    /// Tells the connection to close now.
-    fn evict(&self) {
-        self.evicted.store(true, Ordering::SeqCst);
-        self.eviction.notify_one();
-    }
-
-    /// Resolves once the connection is told to close.
-    async fn evicted(&self) {
-        if self.evicted.load(Ordering::SeqCst) {
-            return;
-        }
-        self.eviction.notified().await;
+        Some((1, self.idle_since()))
     }
 }
 
@@ -589,8 +571,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         let third = connections.admit().unwrap();
         let fourth = connections.admit().unwrap();
-        assert!(first.activity.evicted.load(Ordering::SeqCst));
-        assert!(!second.activity.evicted.load(Ordering::SeqCst));
+        assert!(first.activity.eviction.is_told());
+        assert!(!second.activity.eviction.is_told());
         assert_eq!(connections.len(), 3);
         // Dropping an evicted connection does not free a second place.
         drop(first);
@@ -607,8 +589,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         let silent = connections.admit().unwrap();
         let _new = connections.admit().unwrap();
-        assert!(silent.activity.evicted.load(Ordering::SeqCst));
-        assert!(!served.activity.evicted.load(Ordering::SeqCst));
+        assert!(silent.activity.eviction.is_told());
+        assert!(!served.activity.eviction.is_told());
     }
 
     #[test]
@@ -620,8 +602,8 @@ mod tests {
         let idle_short = connections.admit().unwrap();
         drop(idle_short.activity.request_started());
         let _new = connections.admit().unwrap();
-        assert!(idle_long.activity.evicted.load(Ordering::SeqCst));
-        assert!(!idle_short.activity.evicted.load(Ordering::SeqCst));
+        assert!(idle_long.activity.eviction.is_told());
+        assert!(!idle_short.activity.eviction.is_told());
     }
 
     #[test]
@@ -632,8 +614,8 @@ mod tests {
         let _busy_a = a.activity.request_started();
         let _busy_b = b.activity.request_started();
         assert!(connections.admit().is_none());
-        assert!(!a.activity.evicted.load(Ordering::SeqCst));
-        assert!(!b.activity.evicted.load(Ordering::SeqCst));
+        assert!(!a.activity.eviction.is_told());
+        assert!(!b.activity.eviction.is_told());
         assert_eq!(connections.len(), 2);
     }
 }

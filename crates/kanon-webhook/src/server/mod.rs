@@ -26,6 +26,7 @@
 
 mod body;
 mod connection;
+mod eviction;
 mod limits;
 mod probes;
 mod routes;
