@@ -39,6 +39,25 @@ pub fn pod(namespace: &str, name: &str, labels: Value) -> Value {
     })
 }
 
+/// A Pod-create AdmissionReview of `pod`, as kube-apiserver sends it.
+pub fn pod_create_review(pod: &Value, uid: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": pod["metadata"]["namespace"],
+            "name": pod["metadata"]["name"],
+            "operation": "CREATE",
+            "userInfo": {"username": "e2e"},
+            "object": pod,
+            "dryRun": false,
+        },
+    })
+}
+
 /// A policy document.
 pub fn policy(kind: &str, namespace: Option<&str>, name: &str, spec: Value) -> Value {
     let mut doc = json!({

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::Scenario;
-use crate::admission::{add_label, install, pod, policy};
+use crate::admission::{add_label, install, pod, pod_create_review, policy};
 use crate::env::{Env, IGNORE_LABEL};
 
 pub const SCENARIOS: &[Scenario] = &[
@@ -73,24 +73,6 @@ fn kanon_stopped_the_apiserver_applies_the_failure_policy(env: &mut Env) {
     env.delete_policy("ClusterOverridePolicy", None, "fault-mark");
 }
 
-/// A pod-create AdmissionReview for `namespace`, as kube-apiserver sends it.
-fn review(namespace: &str, uid: &str) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "e2e"},
-            "object": pod(namespace, "direct", json!({})),
-            "dryRun": false,
-        },
-    })
-}
-
 fn apiserver_restarted_kanon_serves_and_recovers(env: &mut Env) {
     let ns = "fault-restart";
     env.namespace(ns, json!({}));
@@ -109,7 +91,7 @@ fn apiserver_restarted_kanon_serves_and_recovers(env: &mut Env) {
         .expect("the apiserver stops");
     // kanon stays ready and keeps answering with the policies it had.
     assert_eq!(env.kanon.get("/readyz"), "200");
-    let body = review(ns, "during-the-outage").to_string();
+    let body = pod_create_review(&pod(ns, "direct", json!({})), "during-the-outage").to_string();
     let out = Command::new("curl")
         .args([
             "-s",

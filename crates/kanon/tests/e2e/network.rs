@@ -9,32 +9,13 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 use crate::Scenario;
-use crate::admission::{install, pod, policy};
+use crate::admission::{install, pod, pod_create_review, policy};
 use crate::env::{Env, Restarted, text};
 
 pub const SCENARIOS: &[Scenario] = &[(
     "network::with_a_client_ca_only_the_apiservers_certificate_reaches_the_webhook_port",
     with_a_client_ca_only_the_apiservers_certificate_reaches_the_webhook_port,
 )];
-
-/// A Pod-create AdmissionReview of `pod`, as kube-apiserver sends it.
-fn review(pod: &Value, uid: &str) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": pod["metadata"]["namespace"],
-            "name": pod["metadata"]["name"],
-            "operation": "CREATE",
-            "userInfo": {"username": "e2e"},
-            "object": pod,
-            "dryRun": false,
-        },
-    })
-}
 
 /// What a direct POST of a review got: whether curl succeeded, the HTTP status (`000` when no
 /// answer came), the body, and curl's error.
@@ -201,7 +182,7 @@ fn with_a_client_ca_only_the_apiservers_certificate_reaches_the_webhook_port(env
         // Directly, as kube-apiserver: answered.
         let as_apiserver = post(
             env,
-            &review(&forbidden, "as-apiserver"),
+            &pod_create_review(&forbidden, "as-apiserver"),
             Some((&apiserver.0, &apiserver.1)),
         );
         let answer: Value = serde_json::from_str(&as_apiserver.body).unwrap_or(Value::Null);
@@ -211,10 +192,10 @@ fn with_a_client_ca_only_the_apiservers_certificate_reaches_the_webhook_port(env
 
         // Without a certificate, and with one of another CA (under kube-apiserver's very
         // name): the handshake fails, nothing is answered.
-        let anonymous = post(env, &review(&forbidden, "anonymous"), None);
+        let anonymous = post(env, &pod_create_review(&forbidden, "anonymous"), None);
         let foreign = post(
             env,
-            &review(&forbidden, "foreign"),
+            &pod_create_review(&forbidden, "foreign"),
             Some((&foreign_cert, &foreign_key)),
         );
         for (who, posted) in [("no certificate", &anonymous), ("another CA", &foreign)] {
@@ -251,7 +232,7 @@ fn with_a_client_ca_only_the_apiservers_certificate_reaches_the_webhook_port(env
     }
     // Restored: no certificate asked for again.
     assert_eq!(env.kanon.client_identity, None);
-    let anonymous = post(env, &review(&forbidden, "restored"), None);
+    let anonymous = post(env, &pod_create_review(&forbidden, "restored"), None);
     assert_eq!(anonymous.status, "200", "{}", anonymous.error);
     env.delete_policy("ClusterValidatePolicy", None, "net-forbidden");
 }
