@@ -47,13 +47,7 @@ struct State {
     next: u64,
     readers: HashMap<u64, Arc<Reader>>,
     /// Bodies waiting for room, by (bytes, arrival): the smallest first.
-    waiting: BTreeMap<(usize, u64), oneshot::Sender<Grant>>,
-}
-
-/// Room given to a waiting body.
-struct Grant {
-    id: u64,
-    reader: Arc<Reader>,
+    waiting: BTreeMap<(usize, u64), oneshot::Sender<Reservation>>,
 }
 
 /// One body's progress, for choosing which body gives way.
@@ -94,19 +88,39 @@ impl Reader {
     }
 }
 
-/// Bytes of the budget held for one body; dropping it gives them back.
+/// Bytes of the budget held for one body; dropping it gives them back (wherever it is
+/// dropped: also a grant sent to a review that stopped waiting before it received it).
 pub(super) struct Reservation {
-    budget: Arc<BodyBudget>,
+    /// `None` once its bytes were given back by other means (see [`BodyBudget::settle`]).
+    budget: Option<Arc<BodyBudget>>,
     id: u64,
     reader: Arc<Reader>,
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
+        if let Some(budget) = self.budget.take() {
+            let mut state = budget.state();
+            budget.give_back(&mut state, self.id, self.reader.reserved);
+            budget.settle(&mut state);
+        }
+    }
+}
+
+/// A body's place in the line; leaving it (on time, or because its review was dropped
+/// while it waited) takes the place out, so that no one makes room for a body no longer
+/// there.
+struct InLine<'a> {
+    budget: &'a Arc<BodyBudget>,
+    key: (usize, u64),
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
         let mut state = self.budget.state();
-        state.readers.remove(&self.id);
-        state.used = state.used.saturating_sub(self.reader.reserved);
-        self.budget.settle(&mut state);
+        if state.waiting.remove(&self.key).is_some() {
+            self.budget.settle(&mut state);
+        }
     }
 }
 
@@ -144,25 +158,27 @@ impl BodyBudget {
         deadline: tokio::time::Instant,
     ) -> Result<Reservation, Busy> {
         let bytes = bytes.min(self.capacity);
-        let (key, granted) = {
+        let (line, mut granted) = {
             let mut state = self.state();
             let id = state.next;
             state.next += 1;
             if state.waiting.is_empty() && state.used + bytes <= self.capacity {
-                let reader = self.take(&mut state, id, bytes);
-                return Ok(self.reservation(id, reader));
+                return Ok(self.take(&mut state, id, bytes));
             }
             let (give, granted) = oneshot::channel();
             state.waiting.insert((bytes, id), give);
             self.settle(&mut state);
-            ((bytes, id), granted)
+            let line = InLine {
+                budget: self,
+                key: (bytes, id),
+            };
+            (line, granted)
         };
-        tokio::pin!(granted);
         loop {
             let recheck = tokio::time::Instant::now() + RECHECK;
             tokio::select! {
                 grant = &mut granted => match grant {
-                    Ok(grant) => return Ok(self.reservation(grant.id, grant.reader)),
+                    Ok(reservation) => return Ok(reservation),
                     // Never dropped unsent while it waits; go and leave the line.
                     Err(_) => break,
                 },
@@ -176,57 +192,46 @@ impl BodyBudget {
             }
         }
         // Out of time: leave the line, unless room came at the last moment.
-        let mut state = self.state();
-        state.waiting.remove(&key);
-        match granted.try_recv() {
-            Ok(grant) => Ok(self.reservation(grant.id, grant.reader)),
-            Err(_) => {
-                self.settle(&mut state);
-                Err(Busy {
-                    wanted: bytes,
-                    capacity: self.capacity,
-                })
-            }
-        }
+        drop(line);
+        granted.try_recv().map_err(|_| Busy {
+            wanted: bytes,
+            capacity: self.capacity,
+        })
     }
 
-    fn reservation(self: &Arc<Self>, id: u64, reader: Arc<Reader>) -> Reservation {
+    /// Takes `bytes` of the budget for body `id`.
+    fn take(self: &Arc<Self>, state: &mut State, id: u64, bytes: usize) -> Reservation {
+        state.used += bytes;
+        let reader = Reader::new(bytes);
+        state.readers.insert(id, reader.clone());
+        self.metrics.body_bytes_reserved(state.used);
         Reservation {
-            budget: self.clone(),
+            budget: Some(self.clone()),
             id,
             reader,
         }
     }
 
-    /// Takes `bytes` of the budget for body `id`.
-    fn take(&self, state: &mut State, id: u64, bytes: usize) -> Arc<Reader> {
-        state.used += bytes;
-        let reader = Reader::new(bytes);
-        state.readers.insert(id, reader.clone());
-        self.metrics.body_bytes_reserved(state.used);
-        reader
+    /// Gives body `id`'s `bytes` back.
+    fn give_back(&self, state: &mut State, id: u64, bytes: usize) {
+        state.readers.remove(&id);
+        state.used = state.used.saturating_sub(bytes);
     }
 
     /// Gives room to waiting bodies, smallest first, as long as they fit; then, when one still
     /// waits, tells slow bodies to give way for it. Called whenever room may have come.
-    fn settle(&self, state: &mut State) {
+    fn settle(self: &Arc<Self>, state: &mut State) {
         while let Some(entry) = state.waiting.first_entry() {
             let (bytes, id) = *entry.key();
             if state.used + bytes > self.capacity {
                 break;
             }
             let give = entry.remove();
-            let reader = self.take(state, id, bytes);
-            if give
-                .send(Grant {
-                    id,
-                    reader: reader.clone(),
-                })
-                .is_err()
-            {
-                // Its review stopped waiting in the meantime.
-                state.readers.remove(&id);
-                state.used -= bytes;
+            if let Err(mut undelivered) = give.send(self.take(state, id, bytes)) {
+                // Its review stopped waiting in the meantime: the bytes go back here, under
+                // the lock already held, not by the reservation's own drop.
+                undelivered.budget = None;
+                self.give_back(state, id, bytes);
             }
         }
         self.metrics.body_bytes_reserved(state.used);
@@ -443,6 +448,39 @@ mod tests {
         trickle.abort();
         drop(slow);
         waiter.await.unwrap().unwrap();
+    }
+
+    /// Polls `future` once, to put it in the line.
+    async fn poll_once<F: std::future::Future>(future: &mut std::pin::Pin<Box<F>>) {
+        std::future::poll_fn(|cx| {
+            let _ = future.as_mut().poll(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_review_dropped_while_its_body_waits_leaves_nothing_behind() {
+        let budget = BodyBudget::new(100, Metrics::new());
+        let full = budget.reserve(100, far()).await.unwrap();
+        // Dropped in the line: its place goes with it, and no body gives way for it.
+        let mut gone = Box::pin(budget.reserve(10, far()));
+        poll_once(&mut gone).await;
+        assert_eq!(budget.state().waiting.len(), 1);
+        drop(gone);
+        assert!(budget.state().waiting.is_empty());
+        // Dropped after room was sent to it, before it took it: the room comes back.
+        let mut late = Box::pin(budget.reserve(60, far()));
+        poll_once(&mut late).await;
+        drop(full);
+        assert_eq!(
+            budget.state().used,
+            60,
+            "the room was sent to the waiting body"
+        );
+        drop(late);
+        assert_eq!(budget.state().used, 0);
+        assert!(budget.state().readers.is_empty());
     }
 
     #[tokio::test]
