@@ -1,4 +1,5 @@
 //! Repository tasks: `cargo xtask crds` regenerates the committed CRD manifests;
+//! `cargo xtask schema` regenerates the built-in kinds' schema that `kanon-schema` embeds;
 //! `cargo xtask cluster ...` builds and runs the local Kubernetes control plane that kanon's
 //! end-to-end tests use (see the `kanon-control-plane` crate).
 
@@ -16,6 +17,8 @@ usage: cargo xtask <task>
 
 tasks:
   crds                        regenerate the CRD manifests in crds/ and charts/kanon/crds/
+  schema                      regenerate crates/kanon-schema/data/ (Kubernetes' built-in kinds
+                              and types) from a temporary control plane's /openapi/v3
   cluster build               build (first time: 5-15 min) or find the control-plane binaries
   cluster up [--dir DIR] [--no-controller-manager]
                               start etcd, kube-apiserver and kube-controller-manager on
@@ -43,6 +46,7 @@ fn run() -> Result<()> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         ["crds"] => write_crds(),
+        ["schema"] => write_schema(),
         ["cluster", "build"] => cluster_build(),
         ["cluster", "up", rest @ ..] => {
             let (dir, controller_manager) = cluster_options(rest, true)?;
@@ -96,6 +100,66 @@ fn write_crds() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Starts a temporary control plane (no controller manager: nothing here needs one), converts
+/// its `/openapi/v3` and discovery documents with `kanon_schema::generate`, writes the data file
+/// and stops the control plane.
+fn write_schema() -> Result<()> {
+    let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
+    let started = Instant::now();
+    let control_plane = ControlPlane::start(
+        &toolchain,
+        Options {
+            state_dir: None,
+            controller_manager: false,
+            detached: false,
+        },
+    )?;
+    eprintln!(
+        "control plane up in {:.1?}: {}",
+        started.elapsed(),
+        control_plane.server()
+    );
+    let generated =
+        kanon_schema::generate::generate(&mut |path| kubectl_get_raw(&control_plane, path));
+    // Stopped before the result is looked at, so a failed conversion leaves nothing running.
+    control_plane.stop()?;
+    let schema = generated.context("reading the control plane's schema")?;
+    let text = schema.to_json().context("writing the schema as JSON")?;
+    // The file must read back as what was generated, or the staleness check could never pass.
+    let reread = kanon_schema::Schema::from_json(&text).context("reading the written schema")?;
+    if let Some(difference) = reread.first_difference(&schema) {
+        bail!("the written schema reads back differently: {difference}");
+    }
+    let path = repo_root().join(kanon_schema::BUILTIN_PATH);
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    println!(
+        "wrote {} ({} kinds, {} types, {} bytes) from kube-apiserver {} in {:.1?}",
+        path.display(),
+        schema.kinds().len(),
+        schema.types().len(),
+        text.len(),
+        schema.kubernetes_version(),
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// `kubectl get --raw PATH` against `control_plane`: the response body, or kubectl's error.
+fn kubectl_get_raw(control_plane: &ControlPlane, path: &str) -> Result<String, String> {
+    let output = control_plane
+        .kubectl()
+        .args(["get", "--raw", path])
+        .output()
+        .map_err(|e| format!("running kubectl: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "kubectl get --raw {path}: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    String::from_utf8(output.stdout).map_err(|e| format!("the answer is not UTF-8: {e}"))
 }
 
 /// Parses `[--dir DIR]` (and, for `up`, `[--no-controller-manager]`).

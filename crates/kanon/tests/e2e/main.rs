@@ -16,6 +16,7 @@ mod lifecycle;
 mod limits;
 mod network;
 mod references;
+mod schema;
 mod security;
 
 use std::sync::Mutex;
@@ -77,6 +78,7 @@ fn main() {
         security::SCENARIOS,
         network::SCENARIOS,
         limits::SCENARIOS,
+        schema::SCENARIOS,
         chart::SCENARIOS,
         faults::SCENARIOS,
     ]
