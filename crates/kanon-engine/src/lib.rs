@@ -27,6 +27,7 @@ pub mod quantity;
 pub mod refs;
 pub mod request;
 pub mod selector;
+pub mod shape;
 pub mod targets;
 pub mod template;
 

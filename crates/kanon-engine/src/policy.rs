@@ -84,11 +84,26 @@ fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
     }
 }
 
-/// Deserializes `document` as `T`. A type error (with its field path) fails; fields that `T`
-/// does not know are returned beside the value, so they can be reported with every other error.
+/// Checks `document` against `kind`'s schema ([`crate::shape`]), then deserializes it as `T`.
+/// Every problem of the shape check is returned at once: when one of them stops decoding (a
+/// wrong type or value, a missing field) they are the error; unknown fields alone do not, and
+/// are returned beside the value. What serde still rejects is the error at serde's path, in the
+/// shape check's words.
 fn decode_reporting_unknown<T: DeserializeOwned>(
+    kind: PolicyKind,
     document: &Value,
 ) -> Result<(T, Vec<FieldError>), Vec<FieldError>> {
+    use crate::shape::{self, PathStep, Problem};
+    use serde_path_to_error::Segment;
+
+    let problems = shape::check(kind, document);
+    let fatal = problems.iter().any(Problem::is_fatal);
+    let mut reported: Vec<FieldError> = problems.into_iter().map(|p| p.error).collect();
+    if fatal {
+        return Err(reported);
+    }
+    // serde_ignored stays as a second look: a field the schema allows but the type skips is
+    // still reported.
     let mut unknown = Vec::new();
     let mut record = |path: serde_ignored::Path<'_>| {
         let field = ignored_path(&path);
@@ -99,12 +114,30 @@ fn decode_reporting_unknown<T: DeserializeOwned>(
     };
     let de = serde_ignored::Deserializer::new(document.clone(), &mut record);
     let result: Result<T, _> = serde_path_to_error::deserialize(de);
+    for u in unknown {
+        if !reported.iter().any(|r| r.field == u.field) {
+            reported.push(u);
+        }
+    }
     match result {
-        Ok(value) => Ok((value, unknown)),
+        Ok(value) => Ok((value, reported)),
         Err(e) => {
             let field = e.path().to_string();
             let field = if field == "." { String::new() } else { field };
-            Err(vec![FieldError::new(field, e.into_inner().to_string())])
+            let steps: Vec<PathStep> = e
+                .path()
+                .iter()
+                .map_while(|segment| match segment {
+                    Segment::Seq { index } => Some(PathStep::Index(*index)),
+                    Segment::Map { key } => Some(PathStep::Key(key.clone())),
+                    Segment::Enum { variant } => Some(PathStep::Key(variant.clone())),
+                    Segment::Unknown => None,
+                })
+                .collect();
+            let message =
+                shape::explain_decode_error(kind, document, &steps, &e.into_inner().to_string());
+            reported.push(FieldError::new(field, message));
+            Err(reported)
         }
     }
 }
@@ -190,28 +223,30 @@ impl PolicyObject {
         let mut problems = Vec::new();
         kinitiras_leftovers(document, &mut problems);
         let decoded = match kind {
-            PolicyKind::ClusterOverridePolicy => decode_reporting_unknown(document)
+            PolicyKind::ClusterOverridePolicy => decode_reporting_unknown(kind, document)
                 .map(|(p, u)| (PolicyObject::ClusterOverride(p), u)),
-            PolicyKind::OverridePolicy => {
-                decode_reporting_unknown(document).map(|(p, u)| (PolicyObject::Override(p), u))
-            }
-            PolicyKind::ClusterValidatePolicy => decode_reporting_unknown(document)
+            PolicyKind::OverridePolicy => decode_reporting_unknown(kind, document)
+                .map(|(p, u)| (PolicyObject::Override(p), u)),
+            PolicyKind::ClusterValidatePolicy => decode_reporting_unknown(kind, document)
                 .map(|(p, u)| (PolicyObject::ClusterValidate(p), u)),
-            PolicyKind::ValidatePolicy => {
-                decode_reporting_unknown(document).map(|(p, u)| (PolicyObject::Validate(p), u))
-            }
+            PolicyKind::ValidatePolicy => decode_reporting_unknown(kind, document)
+                .map(|(p, u)| (PolicyObject::Validate(p), u)),
         };
-        let (object, unknown) = decoded.map_err(|mut errors| {
-            problems.append(&mut errors);
-            invalid(std::mem::take(&mut problems))
-        })?;
+        let (object, found) = match decoded {
+            Ok((object, found)) => (Some(object), found),
+            Err(found) => (None, found),
+        };
         // A kinitiras field is reported once, with its way out, not also as unknown.
-        for u in unknown {
-            if !problems.iter().any(|p| p.field == u.field) {
-                problems.push(u);
+        let kinitiras = problems.len();
+        for f in found {
+            if !problems[..kinitiras].iter().any(|p| p.field == f.field) {
+                problems.push(f);
             }
         }
-        Ok((object, problems))
+        match object {
+            Some(object) => Ok((object, problems)),
+            None => Err(invalid(problems)),
+        }
     }
 
     /// The policy's identity.

@@ -224,7 +224,7 @@ fn unknown_fields_are_reported_by_path() {
         // Other problems of the same policy are listed too; the unknown fields are exactly these.
         let unknown = errors
             .iter()
-            .filter(|e| e.message == "unknown field")
+            .filter(|e| e.message.starts_with("unknown field"))
             .count();
         assert_eq!(unknown, fields.len(), "{errors:#?}");
     }
@@ -281,7 +281,9 @@ fn kinitiras_cue_is_rejected_naming_program() {
         let cue = errors.iter().filter(|e| e.field.ends_with("ue")).count();
         assert_eq!(cue, fields.len(), "{errors:#?}");
         assert!(
-            !errors.iter().any(|e| e.message == "unknown field"),
+            !errors
+                .iter()
+                .any(|e| e.message.starts_with("unknown field")),
             "{errors:#?}"
         );
         // The decode step itself rejects it.
@@ -334,7 +336,7 @@ fn type_errors_are_reported_with_their_path() {
                 json!({"overrideRules": [add_rule(), {"targetOperations": "CREATE", "overriders": {}}]}),
             ),
             "spec.overrideRules[1].targetOperations",
-            "expected a sequence",
+            "must be a list",
         ),
         (
             cop(
@@ -350,22 +352,22 @@ fn type_errors_are_reported_with_their_path() {
                 json!({"overrideRules": [{"overriders": {"plaintext": [{"op": "add", "path": 3, "value": 1}]}}]}),
             ),
             "spec.overrideRules[0].overriders.plaintext[0].path",
-            "invalid type",
+            "must be a string, not an integer (3)",
         ),
         (
             cop("x", json!({"overrideRules": "none"})),
             "spec.overrideRules",
-            "expected a sequence",
+            "must be a list",
         ),
-        (cop("x", json!({})), "spec", "missing field `overrideRules`"),
-        (cvp("x", json!({})), "spec", "missing field `validateRules`"),
+        (cop("x", json!({})), "spec.overrideRules", "is required"),
+        (cvp("x", json!({})), "spec.validateRules", "is required"),
         (
             cop(
                 "x",
                 json!({"resourceSelectors": [{"kind": "Pod"}], "overrideRules": [add_rule()]}),
             ),
-            "spec.resourceSelectors[0]",
-            "missing field `apiVersion`",
+            "spec.resourceSelectors[0].apiVersion",
+            "is required",
         ),
         (
             cop(
@@ -375,7 +377,7 @@ fn type_errors_are_reported_with_their_path() {
                             "overrideRules": [add_rule()]}),
             ),
             "spec.resourceSelectors[0].labelSelector.matchLabels.a",
-            "expected a string",
+            "must be a string",
         ),
         (
             cop(
@@ -385,7 +387,7 @@ fn type_errors_are_reported_with_their_path() {
                             "overrideRules": [add_rule()]}),
             ),
             "spec.resourceSelectors[0].fieldSelector.matchFields./spec/replicas",
-            "expected a string",
+            "must be a string",
         ),
         (
             cop(
@@ -406,7 +408,7 @@ fn type_errors_are_reported_with_their_path() {
         (
             json!({"apiVersion": API, "kind": "ClusterOverridePolicy", "metadata": {"name": 7}, "spec": {"overrideRules": []}}),
             "metadata.name",
-            "invalid type",
+            "must be a string",
         ),
     ];
     for (doc, field, needle) in rows {
@@ -417,12 +419,12 @@ fn type_errors_are_reported_with_their_path() {
 
 #[test]
 fn missing_metadata_spec_name_and_namespace() {
-    // No metadata or spec at all: a decode error at the root.
+    // No metadata or spec at all: a decode error naming the missing field.
     let no_metadata = json!({"apiVersion": API, "kind": "ClusterOverridePolicy", "spec": {"overrideRules": [add_rule()]}});
-    assert_error(&errors_of(&no_metadata), "", "missing field `metadata`");
+    assert_error(&errors_of(&no_metadata), "metadata", "is required");
     let no_spec =
         json!({"apiVersion": API, "kind": "ClusterOverridePolicy", "metadata": {"name": "x"}});
-    assert_error(&errors_of(&no_spec), "", "missing field `spec`");
+    assert_error(&errors_of(&no_spec), "spec", "is required");
 
     let no_name = json!({"apiVersion": API, "kind": "ClusterOverridePolicy", "metadata": {}, "spec": {"overrideRules": [add_rule()]}});
     assert_error(&errors_of(&no_name), "metadata.name", "is required");
@@ -581,8 +583,8 @@ fn rules_without_an_overrider_or_check() {
             "x",
             json!({"overrideRules": [{"targetOperations": ["CREATE"]}]}),
         )),
-        "spec.overrideRules[0]",
-        "missing field `overriders`",
+        "spec.overrideRules[0].overriders",
+        "is required",
     );
 }
 
