@@ -9,6 +9,7 @@ use kanon_api::{FailurePolicy, Operation, ValidationAction};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::condition::{ConditionMessage, condition_from_output};
 use crate::diff::Changes;
 use crate::index::PolicySet;
 use crate::lookup::{Lookup, ObjectQuery};
@@ -260,6 +261,16 @@ impl Scope<'_, '_> {
     /// form can vouch for the result, else its program.
     async fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<RuleOutput, String> {
         let refs = self.resolve(rule, object).await?;
+        self.run_resolved(rule, object, refs).await
+    }
+
+    /// Runs the rule with its references resolved.
+    async fn run_resolved(
+        &mut self,
+        rule: &RuleProgram,
+        object: &Value,
+        refs: Map<String, Value>,
+    ) -> Result<RuleOutput, String> {
         if let Some(native) = &rule.native
             && let Some(outcome) = native.run(object, &refs, rule.program.limits())
         {
@@ -273,13 +284,13 @@ impl Scope<'_, '_> {
                 .run(&rule.program, input)
                 .await
                 .map(RuleOutput::Program)
-                .map_err(|e| format!("{}: {}", rule.field, e.message));
+                .map_err(|e| rule.error(&e));
         }
         let context = self.context(object, refs).await;
         rule.program
             .run(&context)
             .map(RuleOutput::Program)
-            .map_err(|e| format!("{}: {}", rule.field, e.message))
+            .map_err(|e| rule.error(&e))
     }
 
     /// The variables a program sees, as JSON for a [`crate::host::ProgramHost`]: the same as
@@ -312,9 +323,7 @@ impl Scope<'_, '_> {
                 "{}: a condition cannot run as an override",
                 rule.field
             )),
-            RuleOutput::Program(output) => {
-                patch_from_output(output).map_err(|e| format!("{}: {}", rule.field, e.message))
-            }
+            RuleOutput::Program(output) => patch_from_output(output).map_err(|e| rule.error(&e)),
         }
     }
 
@@ -324,16 +333,77 @@ impl Scope<'_, '_> {
         rule: &RuleProgram,
         object: &Value,
     ) -> Result<ProgramVerdict, String> {
+        if let Some(message) = &rule.message {
+            return self.condition(rule, message, object).await;
+        }
         match self.run(rule, object).await? {
-            RuleOutput::Native(NativeOutcome::Verdict(verdict)) => Ok(verdict),
-            RuleOutput::Native(NativeOutcome::Patch(_)) => Err(format!(
-                "{}: an override template cannot run as a validation",
+            RuleOutput::Native(_) => Err(format!(
+                "{}: a template's native form answered for a program (a defect of kanon)",
                 rule.field
             )),
-            RuleOutput::Program(output) => {
-                verdict_from_output(output).map_err(|e| format!("{}: {}", rule.field, e.message))
-            }
+            RuleOutput::Program(output) => verdict_from_output(output).map_err(|e| rule.error(&e)),
         }
+    }
+
+    /// Runs a validate condition: its check decides, then a denial renders the message, which
+    /// cannot change the verdict (see [`crate::condition`]).
+    async fn condition(
+        &mut self,
+        rule: &RuleProgram,
+        message: &ConditionMessage,
+        object: &Value,
+    ) -> Result<ProgramVerdict, String> {
+        let refs = self.resolve(rule, object).await?;
+        // Kept for the message only when it reads variables.
+        let kept = message.needs_context().then(|| refs.clone());
+        let verdict = match self.run_resolved(rule, object, refs).await? {
+            RuleOutput::Native(NativeOutcome::Verdict(verdict)) => verdict,
+            RuleOutput::Native(NativeOutcome::Patch(_)) => {
+                return Err(format!(
+                    "{}: an override template cannot run as a validation",
+                    rule.field
+                ));
+            }
+            RuleOutput::Program(output) => {
+                condition_from_output(output).map_err(|e| rule.error(&e))?
+            }
+        };
+        if verdict.valid {
+            return Ok(ProgramVerdict {
+                valid: true,
+                ..Default::default()
+            });
+        }
+        let context = match kept {
+            Some(refs) => {
+                use minijinja::value::Serde;
+                let (data, value) = message.variables(&refs, &verdict);
+                // The item `data` was read from (the container, for a path through
+                // `containers[*]`).
+                let item = verdict.item.and_then(|i| {
+                    let (_, data_ref) = rule.refs.iter().find(|(name, _)| *name == "data")?;
+                    data_ref.item_at(object, self.request.old_object.as_ref(), i)
+                });
+                let base = self.context(object, refs).await;
+                let base = match item {
+                    Some(item) => minijinja::context! { item => Serde(item), ..base },
+                    None => base,
+                };
+                Some(match value {
+                    Some(value) => minijinja::context! {
+                        data => Serde(data), value => Serde(value), ..base
+                    },
+                    None => minijinja::context! { data => Serde(data), ..base },
+                })
+            }
+            None => None,
+        };
+        let rendered = message.render(context.as_ref());
+        Ok(ProgramVerdict {
+            valid: false,
+            reason: rendered.text,
+            warnings: rendered.warning.into_iter().collect(),
+        })
     }
 
     /// The rule's references resolved against `object`, by name.

@@ -7,6 +7,7 @@
 //! [`Request`] describes the admission request; [`PolicySet::mutate`],
 //! [`PolicySet::validate`] and [`PolicySet::review`] produce a [`Decision`].
 
+pub mod condition;
 pub mod decision;
 pub mod diff;
 pub mod document;

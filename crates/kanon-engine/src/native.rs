@@ -12,9 +12,9 @@
 //! declines on anything the program would report as an error (a helper's error, a value of an
 //! unexpected type, a structured `valueRef` for a label), on values only minijinja's number
 //! coercion can compare (an integer against a float), near the program's limits (output
-//! size, fuel, nesting of the output) and, for a condition that denies, when the message has
-//! placeholders (the program renders it). `tests/native.rs` runs both on generated inputs and
-//! requires the same operations, verdicts and errors.
+//! size, fuel, nesting of the output). A condition's message is not part of either: it is
+//! rendered apart, after the verdict (see [`crate::condition`]). `tests/native.rs` runs both on
+//! generated inputs and requires the same operations, verdicts and errors.
 
 use std::sync::Arc;
 
@@ -23,10 +23,11 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use kanon_api::Cond;
 use serde_json::{Map, Value};
 
+use crate::condition::ConditionVerdict;
 use crate::helpers;
 use crate::podspec::{self, Edit};
 use crate::pointer::{entry, member};
-use crate::program::{ProgramLimits, ProgramVerdict};
+use crate::program::ProgramLimits;
 
 /// Most entries of a label, annotation or node selector map handled natively (each costs the
 /// program fuel).
@@ -56,7 +57,7 @@ pub enum NativeOutcome {
     /// The operations of an override template.
     Patch(Patch),
     /// The verdict of a condition.
-    Verdict(ProgramVerdict),
+    Verdict(ConditionVerdict),
 }
 
 impl NativeRule {
@@ -71,7 +72,7 @@ impl NativeRule {
     ) -> Option<NativeOutcome> {
         match self {
             NativeRule::Override(o) => o.run(object, refs, limits).map(NativeOutcome::Patch),
-            NativeRule::Condition(c) => c.run(refs, limits).map(NativeOutcome::Verdict),
+            NativeRule::Condition(c) => c.run(refs).map(NativeOutcome::Verdict),
         }
     }
 }
@@ -665,20 +666,11 @@ pub struct NativeCondition {
     pattern: Option<Arc<regex::Regex>>,
     /// Patterns that come from `valueRef`.
     patterns: helpers::RegexCache,
-    /// The reason of a denial when the message has no placeholders; `None`: a denial runs the
-    /// program, which renders the message.
-    reason: Option<String>,
 }
 
 impl NativeCondition {
-    /// A condition; `message` is the denial text as the program holds it.
-    pub(crate) fn new(
-        cond: Cond,
-        compared: Compared,
-        allow: bool,
-        each: bool,
-        message: &str,
-    ) -> Option<Self> {
+    /// A condition; `None` when its program fails on every run.
+    pub(crate) fn new(cond: Cond, compared: Compared, allow: bool, each: bool) -> Option<Self> {
         let pattern = match (&compared, cond) {
             (Compared::Constant(Value::String(p)), Cond::Regex) => {
                 Some(helpers::RegexCache::default().get(p).ok()?)
@@ -687,9 +679,6 @@ impl NativeCondition {
             (Compared::Constant(_), Cond::Regex) => return None,
             _ => None,
         };
-        // `{%- set reason -%}message{%- endset -%}`: text without placeholders, trimmed as
-        // the `-` markers trim it, written by `tojson`.
-        let reason = (!message.contains('{')).then(|| message.trim().to_string());
         Some(NativeCondition {
             cond,
             compared,
@@ -697,11 +686,10 @@ impl NativeCondition {
             each,
             pattern,
             patterns: helpers::RegexCache::default(),
-            reason,
         })
     }
 
-    fn run(&self, refs: &Map<String, Value>, limits: &ProgramLimits) -> Option<ProgramVerdict> {
+    fn run(&self, refs: &Map<String, Value>) -> Option<ConditionVerdict> {
         let present = |name: &str| refs.get(name).filter(|v| !v.is_null());
         let processed;
         let value = match &self.compared {
@@ -716,46 +704,35 @@ impl NativeCondition {
                 }
             },
         };
-        let hit = if self.each {
+        let (hit, item) = if self.each {
+            // An empty selection is one absent value.
             let selected: &[Value] = match present("data") {
-                None => &[],
+                None => &[Value::Null],
                 Some(Value::Array(items)) if items.len() <= MAX_SELECTED => items,
                 Some(_) => return None,
             };
-            // Every value is tested (an error on any one fails the program).
-            let (mut any, mut all) = (false, true);
-            for data in selected {
+            // Every value is tested (an error on any one fails the program); the first that
+            // hits and the first that misses are kept for the message.
+            let (mut first_hit, mut first_miss) = (None, None);
+            for (i, data) in selected.iter().enumerate() {
                 if self.test(Some(data).filter(|d| !d.is_null()), value)? {
-                    any = true;
+                    first_hit.get_or_insert(i);
                 } else {
-                    all = false;
+                    first_miss.get_or_insert(i);
                 }
             }
             if self.allow {
-                all && !selected.is_empty()
+                (first_miss.is_none(), first_miss)
             } else {
-                any
+                (first_hit.is_some(), first_hit)
             }
         } else {
-            self.test(present("data"), value)?
+            (self.test(present("data"), value)?, None)
         };
         let valid = if self.allow { hit } else { !hit };
-        if valid {
-            return Some(ProgramVerdict {
-                valid: true,
-                reason: String::new(),
-                warnings: Vec::new(),
-            });
-        }
-        // The reason is written by `tojson`, within the program's output limit.
-        let reason = self
-            .reason
-            .as_ref()
-            .filter(|r| string_bound(r) + OUTPUT_SLACK <= limits.output_bytes)?;
-        Some(ProgramVerdict {
-            valid: false,
-            reason: reason.clone(),
-            warnings: Vec::new(),
+        Some(ConditionVerdict {
+            valid,
+            item: if valid { None } else { item },
         })
     }
 

@@ -13,6 +13,7 @@ use kanon_api::{
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::condition::ConditionMessage;
 use crate::error::{FieldError, InvalidPolicy};
 use crate::native::NativeRule;
 use crate::plaintext::{self, PlaintextOp};
@@ -358,6 +359,24 @@ pub struct RuleProgram {
     /// Written by the policy's author (a `program` field), not rendered by kanon from a
     /// template: run by the lookup's [`crate::host::ProgramHost`] when it offers one.
     pub authored: bool,
+    /// A validate condition's message, rendered apart from its verdict, on a denial; `None`
+    /// for other rules, whose programs give their verdicts (or operations) whole.
+    pub message: Option<ConditionMessage>,
+}
+
+impl RuleProgram {
+    /// How an error of this rule reads: the field and what went wrong. A template's error
+    /// names the template's own field (its `condition`, for a validate template) without the
+    /// line of the program kanon rendered from it; a hand-written program's names its line.
+    pub fn error(&self, e: &crate::program::ProgramError) -> String {
+        if self.authored {
+            return format!("{}: {}", self.field, e.message);
+        }
+        match &self.message {
+            Some(_) => format!("{}.condition: {}", self.field, e.brief()),
+            None => format!("{}: {}", self.field, e.brief()),
+        }
+    }
 }
 
 /// A template's rendered program, for `kanon render` and the policy status.
@@ -514,6 +533,7 @@ fn compile_override_rules(
                 refs,
                 native: Some(native),
                 authored: false,
+                message: None,
             })
         });
         let program = o.program.as_ref().and_then(|source| {
@@ -531,6 +551,7 @@ fn compile_override_rules(
                 refs: Vec::new(),
                 native: None,
                 authored: true,
+                message: None,
             })
         });
         let plaintext: Vec<PlaintextOp> = o
@@ -580,7 +601,8 @@ fn compile_validate_rules(
                     &format!("{cond_at}.dataRef"),
                     own_namespace,
                     errors,
-                ),
+                )
+                .per_item(),
             )];
             if let Some(v) = &condition.value_ref {
                 refs.push((
@@ -588,12 +610,20 @@ fn compile_validate_rules(
                     CompiledRef::compile(v, &format!("{cond_at}.valueRef"), own_namespace, errors),
                 ));
             }
-            let (source, native) = crate::template::compile_condition(condition, &cond_at, errors)?;
+            let (source, native, message) =
+                crate::template::compile_condition(condition, &cond_at, errors)?;
             let source: Arc<str> = source.into();
             rendered.push(Rendered {
                 field: at.clone(),
                 source: source.clone(),
             });
+            // The message is the second part of what the condition means.
+            if condition.message.is_some() {
+                rendered.push(Rendered {
+                    field: message.field().to_string(),
+                    source: message.source().into(),
+                });
+            }
             let program =
                 compile_program(source, ProgramKind::Validate, native.is_some(), &at, errors)?;
             Some(RuleProgram {
@@ -602,6 +632,7 @@ fn compile_validate_rules(
                 refs,
                 native,
                 authored: false,
+                message: Some(message),
             })
         });
         let program = rule.program.as_ref().and_then(|source| {
@@ -619,6 +650,7 @@ fn compile_validate_rules(
                 refs: Vec::new(),
                 native: None,
                 authored: true,
+                message: None,
             })
         });
         out.push(CompiledValidateRule {

@@ -52,6 +52,8 @@ pub enum ProgramKind {
     Override,
     /// A verdict.
     Validate,
+    /// Text: the denial message of a validate condition.
+    Message,
 }
 
 /// A program that failed to compile or to run.
@@ -60,6 +62,9 @@ pub enum ProgramKind {
 pub struct ProgramError {
     /// What went wrong, with the line when known.
     pub message: String,
+    /// What went wrong without the line and its code, when `message` has them: how to say it
+    /// for a program kanon rendered from a template, whose lines its author never wrote.
+    pub brief: Option<String>,
 }
 
 impl ProgramError {
@@ -67,7 +72,19 @@ impl ProgramError {
     pub fn new(message: impl Into<String>) -> Self {
         ProgramError {
             message: message.into(),
+            brief: None,
         }
+    }
+
+    /// The error of a minijinja failure in `source`.
+    fn from_minijinja(err: &Error, source: &str) -> Self {
+        let (message, brief) = describe(err, source);
+        ProgramError { message, brief }
+    }
+
+    /// What went wrong, without a line of the program.
+    pub fn brief(&self) -> &str {
+        self.brief.as_deref().unwrap_or(&self.message)
     }
 }
 
@@ -75,13 +92,14 @@ impl ProgramError {
 const FAIL_MARK: &str = "\u{2063}fail:";
 
 /// Describes a minijinja error in one line with its line number and the text of that line
-/// (never the debug dump, which would print context values).
-fn describe(err: &Error, source: &str) -> String {
+/// (never the debug dump, which would print context values), and, when there is a line, the
+/// same without it.
+fn describe(err: &Error, source: &str) -> (String, Option<String>) {
     let detail = err.detail().unwrap_or_default();
     if let Some(message) = detail.strip_prefix(FAIL_MARK) {
         return match err.line() {
-            Some(line) => format!("line {line}: {message}"),
-            None => message.to_string(),
+            Some(line) => (format!("line {line}: {message}"), Some(message.to_string())),
+            None => (message.to_string(), None),
         };
     }
     let mut text = match err.kind() {
@@ -95,16 +113,18 @@ fn describe(err: &Error, source: &str) -> String {
         _ if !detail.is_empty() => format!("{}: {detail}", err.kind()),
         _ => err.kind().to_string(),
     };
-    if let Some(line) = err.line() {
-        text = format!("line {line}: {text}");
-        if let Some(code) = source.lines().nth(line.saturating_sub(1)) {
-            let code = code.trim();
-            if !code.is_empty() {
-                text = format!("{text} (in `{}`)", shorten(code, 120));
-            }
+    let Some(line) = err.line() else {
+        return (text, None);
+    };
+    let brief = text.clone();
+    text = format!("line {line}: {text}");
+    if let Some(code) = source.lines().nth(line.saturating_sub(1)) {
+        let code = code.trim();
+        if !code.is_empty() {
+            text = format!("{text} (in `{}`)", shorten(code, 120));
         }
     }
-    text
+    (text, Some(brief))
 }
 
 /// `text` cut to at most `max` bytes (at a character boundary), marked with `…` when cut.
@@ -393,7 +413,21 @@ fn add_helpers(env: &mut Environment<'static>) {
 }
 
 /// A sandboxed environment holding `source` compiled, with the helpers.
-fn environment(source: &str, limits: ProgramLimits) -> Result<Environment<'static>, ProgramError> {
+/// What printing an undefined value does.
+#[derive(Clone, Copy)]
+enum Absent {
+    /// An error (semi-strict): a typo fails loudly.
+    Fails,
+    /// Prints this text, and reading through it gives undefined again (chainable): for
+    /// rendering a message as far as it goes once the strict rendering failed.
+    Prints(&'static str),
+}
+
+fn environment(
+    source: &str,
+    limits: ProgramLimits,
+    absent: Absent,
+) -> Result<Environment<'static>, ProgramError> {
     if source.len() > limits.source_bytes {
         return Err(ProgramError::new(format!(
             "the program is {} bytes long; the limit is {}",
@@ -402,7 +436,19 @@ fn environment(source: &str, limits: ProgramLimits) -> Result<Environment<'stati
         )));
     }
     let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+    match absent {
+        Absent::Fails => env.set_undefined_behavior(UndefinedBehavior::SemiStrict),
+        Absent::Prints(text) => {
+            env.set_undefined_behavior(UndefinedBehavior::Chainable);
+            env.set_formatter(move |out, state, value| {
+                if value.is_undefined() {
+                    out.write_str(text).map_err(Error::from)
+                } else {
+                    minijinja::escape_formatter(out, state, value)
+                }
+            });
+        }
+    }
     env.set_fuel(Some(limits.fuel));
     env.set_recursion_limit(limits.recursion);
     add_helpers(&mut env);
@@ -450,7 +496,7 @@ fn environment(source: &str, limits: ProgramLimits) -> Result<Environment<'stati
         },
     );
     env.add_template_owned(NAME, source.to_string())
-        .map_err(|e| ProgramError::new(describe(&e, source)))?;
+        .map_err(|e| ProgramError::from_minijinja(&e, source))?;
     Ok(env)
 }
 
@@ -508,7 +554,7 @@ impl Program {
         limits: ProgramLimits,
         lazily: bool,
     ) -> Result<Program, ProgramError> {
-        let env = environment(&source, limits)?;
+        let env = environment(&source, limits, Absent::Fails)?;
         Ok(Program {
             env: Arc::new(if lazily {
                 OnceLock::new()
@@ -526,7 +572,7 @@ impl Program {
         if let Some(env) = self.env.get() {
             return Ok(env);
         }
-        let env = environment(&self.source, self.limits)?;
+        let env = environment(&self.source, self.limits, Absent::Fails)?;
         Ok(self.env.get_or_init(|| env))
     }
 
@@ -547,26 +593,19 @@ impl Program {
 
     /// Renders the program with `context` and returns its output text.
     pub fn render(&self, context: &Value) -> Result<String, ProgramError> {
-        let template = self
-            .env()?
-            .get_template(NAME)
-            .map_err(|e| ProgramError::new(describe(&e, &self.source)))?;
-        let mut out = BoundedWriter {
-            buffer: Vec::new(),
-            limit: self.limits.output_bytes,
-        };
-        match template.render_captured_to(context, &mut out) {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::WriteFailure => {
-                return Err(ProgramError::new(format!(
-                    "the program's output exceeds {} bytes",
-                    self.limits.output_bytes
-                )));
-            }
-            Err(e) => return Err(ProgramError::new(describe(&e, &self.source))),
-        }
-        String::from_utf8(out.buffer)
-            .map_err(|_| ProgramError::new("the program's output is not UTF-8"))
+        render_in(self.env()?, &self.source, self.limits, context)
+    }
+
+    /// Renders the program with `context` where an undefined value prints as `absent` instead
+    /// of failing (and reading through it gives undefined again). Builds a second environment
+    /// on each call: for the rare rendering that already failed strictly.
+    pub fn render_leniently(
+        &self,
+        context: &Value,
+        absent: &'static str,
+    ) -> Result<String, ProgramError> {
+        let env = environment(&self.source, self.limits, Absent::Prints(absent))?;
+        render_in(&env, &self.source, self.limits, context)
     }
 
     /// Renders the program and parses its output as a document (YAML or JSON); `None` when the
@@ -598,6 +637,34 @@ impl Program {
             ))),
         }
     }
+}
+
+/// Renders the program held by `env` with `context`, within the output limit of `limits`.
+fn render_in(
+    env: &Environment<'static>,
+    source: &str,
+    limits: ProgramLimits,
+    context: &Value,
+) -> Result<String, ProgramError> {
+    let template = env
+        .get_template(NAME)
+        .map_err(|e| ProgramError::from_minijinja(&e, source))?;
+    let mut out = BoundedWriter {
+        buffer: Vec::new(),
+        limit: limits.output_bytes,
+    };
+    match template.render_captured_to(context, &mut out) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::WriteFailure => {
+            return Err(ProgramError::new(format!(
+                "the program's output exceeds {} bytes",
+                limits.output_bytes
+            )));
+        }
+        Err(e) => return Err(ProgramError::from_minijinja(&e, source)),
+    }
+    String::from_utf8(out.buffer)
+        .map_err(|_| ProgramError::new("the program's output is not UTF-8"))
 }
 
 /// The start of a long output, for error messages.

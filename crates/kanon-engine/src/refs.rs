@@ -26,7 +26,86 @@ enum RefPath {
         text: String,
         query: Option<Arc<JpQuery>>,
         single: bool,
+        /// How a path that selects several nodes reads them as items, when it can.
+        items: Option<Items>,
     },
+}
+
+/// A JSONPath that selects items and then reads the same field of each
+/// (`$.spec.containers[*].resources.limits.memory`): the query up to its last segment that
+/// selects several nodes, and the plain steps after it. Such a path gives one value per
+/// item, null where the item lacks the field: a standard JSONPath would drop those items, and
+/// a condition that every container has a memory limit would never see the container that
+/// has none.
+#[derive(Clone, Debug)]
+struct Items {
+    query: Arc<JpQuery>,
+    tail: Vec<TailStep>,
+}
+
+#[derive(Clone, Debug)]
+enum TailStep {
+    Key(String),
+    Index(usize),
+}
+
+impl Items {
+    /// The items of `query` and the field each is read at, if the path reads a plain field
+    /// (names and non-negative indexes) after its last segment that selects several nodes.
+    fn of(query: &JpQuery) -> Option<Items> {
+        use jsonpath_rust::parser::model::{Segment, Selector};
+        let many = |segment: &Segment| match segment {
+            Segment::Descendant(_) => true,
+            Segment::Selectors(selectors) => {
+                selectors.len() != 1
+                    || matches!(
+                        selectors[0],
+                        Selector::Wildcard | Selector::Slice(..) | Selector::Filter(_)
+                    )
+            }
+            Segment::Selector(s) => {
+                matches!(
+                    s,
+                    Selector::Wildcard | Selector::Slice(..) | Selector::Filter(_)
+                )
+            }
+        };
+        let last = query.segments.iter().rposition(many)?;
+        let mut tail = Vec::new();
+        for segment in &query.segments[last + 1..] {
+            let selector = match segment {
+                Segment::Selector(s) => s,
+                Segment::Selectors(list) if list.len() == 1 => &list[0],
+                _ => return None,
+            };
+            tail.push(match selector {
+                Selector::Name(name) => TailStep::Key(name.clone()),
+                Selector::Index(i) => TailStep::Index(usize::try_from(*i).ok()?),
+                _ => return None,
+            });
+        }
+        Some(Items {
+            query: Arc::new(JpQuery::new(query.segments[..=last].to_vec())),
+            tail,
+        })
+    }
+
+    /// The selected items of `source`.
+    fn select<'s>(&self, source: &'s Value) -> Result<Vec<&'s Value>, String> {
+        Ok(jsonpath_rust::query::js_path_process(&self.query, source)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|r| r.val())
+            .collect())
+    }
+
+    /// The field of `item` the path reads, if the item has it.
+    fn field<'s>(&self, item: &'s Value) -> Option<&'s Value> {
+        self.tail.iter().try_fold(item, |node, step| match step {
+            TailStep::Key(k) => node.get(k.as_str()),
+            TailStep::Index(i) => node.get(*i),
+        })
+    }
 }
 
 /// A string that may hold `{{ expression }}` placeholders.
@@ -174,6 +253,9 @@ pub struct CompiledRef {
     /// The namespace of a namespaced policy, whose `k8s` references may read objects only in
     /// that namespace (and cluster-scoped ones).
     own_namespace: Option<String>,
+    /// A JSONPath through items gives one value per item, null where the item lacks the field
+    /// (see [`Items`]): for the value a condition tests, whose quantifier must see every item.
+    per_item: bool,
 }
 
 /// What a reference is resolved against.
@@ -229,10 +311,13 @@ fn compile_path(path: Option<&str>, field: &str, errors: &mut Vec<FieldError>) -
                 None
             }
         };
+        let single = !selects_many(Some(path));
+        let items = query.as_deref().filter(|_| !single).and_then(Items::of);
         return RefPath::JsonPath {
             text: path.to_string(),
             query,
-            single: !selects_many(Some(path)),
+            single,
+            items,
         };
     }
     if let Err(e) = crate::pointer::check(path) {
@@ -308,7 +393,15 @@ impl CompiledRef {
             target,
             field: field.to_string(),
             own_namespace: own_namespace.map(str::to_string),
+            per_item: false,
         }
+    }
+
+    /// The reference, resolving a JSONPath through items (`$.spec.containers[*].image`) to one
+    /// value per item, null where an item lacks the field, instead of dropping that item.
+    pub fn per_item(mut self) -> Self {
+        self.per_item = true;
+        self
     }
 
     /// Whether resolving needs the program context (for `{{ }}` placeholders).
@@ -351,10 +444,25 @@ impl CompiledRef {
                 text,
                 query,
                 single,
+                items,
             } => {
                 let Some(query) = query else {
                     return Err(format!("{at}.path: `{text}` is not a JSONPath"));
                 };
+                if let Some(items) = items.as_ref().filter(|_| self.per_item) {
+                    let selected = items
+                        .select(source)
+                        .map_err(|e| format!("{at}.path: {e}"))?;
+                    if selected.is_empty() {
+                        return Ok(None);
+                    }
+                    return Ok(Some(Value::Array(
+                        selected
+                            .into_iter()
+                            .map(|item| items.field(item).cloned().unwrap_or(Value::Null))
+                            .collect(),
+                    )));
+                }
                 let found: Vec<&Value> = jsonpath_rust::query::js_path_process(query, source)
                     .map_err(|e| format!("{at}.path: {e}"))?
                     .into_iter()
@@ -367,6 +475,33 @@ impl CompiledRef {
                 }
             }
         })
+    }
+
+    /// The item at `index` of what the reference selects, for a JSONPath that selects items
+    /// (see [`Items`]; for `$.spec.containers[*].image` the container, not its image) in the
+    /// object or its old version; `None` for other paths and sources.
+    pub fn item_at(
+        &self,
+        object: &Value,
+        old_object: Option<&Value>,
+        index: usize,
+    ) -> Option<Value> {
+        let RefPath::JsonPath {
+            items: Some(items), ..
+        } = &self.path
+        else {
+            return None;
+        };
+        let source = match self.source {
+            RefSource::Current => object,
+            RefSource::Old => old_object?,
+            _ => return None,
+        };
+        items
+            .select(source)
+            .ok()?
+            .get(index)
+            .map(|item| (*item).clone())
     }
 
     /// The query for objects of a type, on behalf of the policy in `scope`.

@@ -14,6 +14,7 @@ use kanon_api::{
 };
 use serde_json::Value;
 
+use crate::condition::ConditionMessage;
 use crate::document::scalar_text;
 use crate::error::FieldError;
 use crate::native::{
@@ -552,17 +553,18 @@ pub fn render_condition(
     field: &str,
     errors: &mut Vec<FieldError>,
 ) -> Option<String> {
-    compile_condition(c, field, errors).map(|(source, _)| source)
+    compile_condition(c, field, errors).map(|(source, _, _)| source)
 }
 
-/// Renders a validate `condition` to a program and builds its native form from the same
-/// values (see [`crate::native`]); a condition whose constant `valueProcess` fails has none
-/// (its program fails on every run). Problems go to `errors` under `field`.
+/// Renders a validate `condition` to a program that decides the verdict, builds its native
+/// form from the same values (see [`crate::native`]; a condition whose constant
+/// `valueProcess` fails has none: its program fails on every run) and its message, rendered
+/// apart (see [`crate::condition`]). Problems go to `errors` under `field`.
 pub fn compile_condition(
     c: &ValidateCondition,
     field: &str,
     errors: &mut Vec<FieldError>,
-) -> Option<(String, Option<NativeRule>)> {
+) -> Option<(String, Option<NativeRule>, ConditionMessage)> {
     let before = errors.len();
     let needs_value = !matches!(c.cond, Cond::Exist | Cond::NotExist);
     let constant = c
@@ -643,23 +645,43 @@ pub fn compile_condition(
         }
         Some((op, with))
     });
-    if let Some(message) = &c.message
-        && let Err(e) = crate::program::Program::compile(
-            message,
-            crate::program::ProgramKind::Validate,
-            Default::default(),
-        )
-    {
-        errors.push(FieldError::new(format!("{field}.message"), e.message));
-    }
-    if errors.len() > before {
-        return None;
-    }
     let cond = format!("{:?}", c.cond);
     let allow = c.affect_mode == Some(AffectMode::Allow);
     // A JSONPath that may select several values: each is tested on its own.
-    let each = crate::refs::selects_many(c.data_ref.path.as_deref())
-        && !matches!(c.cond, Cond::Exist | Cond::NotExist);
+    let each = crate::refs::selects_many(c.data_ref.path.as_deref());
+    // The native form compares the same values: the constant (with `valueProcess` applied
+    // once, here) or `refs.value`.
+    let compared = match (&value_expr, &constant, &process) {
+        (None, _, _) => Some(Compared::Nothing),
+        (Some(_), Some(v), None) => Some(Compared::Constant(v.clone())),
+        (Some(_), Some(v), Some((op, with))) => crate::helpers::process_value(v, op, with)
+            .ok()
+            .map(Compared::Constant),
+        (Some(_), None, process) => Some(Compared::Reference(
+            process
+                .as_ref()
+                .map(|(op, with)| (op.to_string(), with.clone())),
+        )),
+    };
+    let default_message = if allow {
+        format!("{cond} condition does not hold")
+    } else {
+        format!("{cond} condition holds")
+    };
+    let rule = field.strip_suffix(".template.condition").unwrap_or(field);
+    let message = ConditionMessage::compile(
+        c.message.as_deref(),
+        default_message,
+        compared.clone().unwrap_or(Compared::Nothing),
+        each,
+        field,
+        rule,
+        errors,
+    );
+    if errors.len() > before {
+        return None;
+    }
+    let message = message?;
     let mut out = format!("{{#- {field}: {cond} -#}}\n");
     if let Some(v) = &value_expr {
         if c.value_ref.is_some() {
@@ -692,61 +714,41 @@ pub fn compile_condition(
     };
     if each {
         // Every selected value is tested: `reject` denies when some value hits, `allow` when
-        // some value misses (or none was selected). `data` is then the value that decides.
+        // some value misses; an empty selection is one absent value. `item` is the index of
+        // the value that decides, which the message sees as `data`.
         out.push_str(
-            "{%- set selected = refs.data if refs.data is defined and refs.data is not none else [] -%}\n",
+            "{%- set selected = refs.data if refs.data is defined and refs.data is not none else [none] -%}\n",
         );
         out.push_str("{%- set found = namespace(any=false, all=true, hit=none, miss=none) -%}\n");
         out.push_str("{%- for data in selected -%}\n");
         let _ = writeln!(out, "{{%- if {test} -%}}");
         out.push_str(
-            "{%- if not found.any %}{% set found.hit = data %}{% endif %}{% set found.any = true -%}\n",
+            "{%- if not found.any %}{% set found.hit = loop.index0 %}{% endif %}{% set found.any = true -%}\n",
         );
         out.push_str("{%- else -%}\n");
         out.push_str(
-            "{%- if found.all %}{% set found.miss = data %}{% endif %}{% set found.all = false -%}\n",
+            "{%- if found.all %}{% set found.miss = loop.index0 %}{% endif %}{% set found.all = false -%}\n",
         );
         out.push_str("{%- endif -%}\n{%- endfor -%}\n");
         if allow {
-            out.push_str("{%- set hit = found.all and selected | length > 0 -%}\n");
-            out.push_str("{%- set data = found.miss -%}\n");
+            out.push_str("{%- set hit = found.all -%}\n");
+            out.push_str("{%- set item = found.miss -%}\n");
         } else {
             out.push_str("{%- set hit = found.any -%}\n");
-            out.push_str("{%- set data = found.hit -%}\n");
+            out.push_str("{%- set item = found.hit -%}\n");
         }
     } else {
         out.push_str("{%- set data = refs.data if refs.data is defined else none -%}\n");
         let _ = writeln!(out, "{{%- set hit = {test} -%}}");
+        out.push_str("{%- set item = none -%}\n");
     }
-    let default_message = if allow {
-        format!("{cond} condition does not hold")
-    } else {
-        format!("{cond} condition holds")
-    };
-    let message = c.message.clone().unwrap_or(default_message);
-    // The message is rendered only for a denial: it may name fields that are absent
-    // whenever the condition does not deny.
+    // The verdict alone: the message is rendered apart, only for a denial.
     let valid = if allow { "hit" } else { "not hit" };
     let _ = writeln!(out, "{{%- if {valid} -%}}");
     out.push_str("{\"valid\": true}\n{%- else -%}\n");
-    let _ = writeln!(out, "{{%- set reason -%}}{message}{{%- endset -%}}");
-    out.push_str("{\"valid\": false, \"reason\": {{ reason | tojson }}}\n{%- endif %}\n");
-    // The native form compares the same values: the constant (with `valueProcess` applied
-    // once, here) or `refs.value`.
-    let compared = match (&value_expr, &constant, &process) {
-        (None, _, _) => Some(Compared::Nothing),
-        (Some(_), Some(v), None) => Some(Compared::Constant(v.clone())),
-        (Some(_), Some(v), Some((op, with))) => crate::helpers::process_value(v, op, with)
-            .ok()
-            .map(Compared::Constant),
-        (Some(_), None, process) => Some(Compared::Reference(
-            process
-                .as_ref()
-                .map(|(op, with)| (op.to_string(), with.clone())),
-        )),
-    };
+    out.push_str("{\"valid\": false, \"item\": {{ item | tojson }}}\n{%- endif %}\n");
     let native = compared
-        .and_then(|compared| NativeCondition::new(c.cond, compared, allow, each, &message))
+        .and_then(|compared| NativeCondition::new(c.cond, compared, allow, each))
         .map(NativeRule::Condition);
-    Some((out, native))
+    Some((out, native, message))
 }

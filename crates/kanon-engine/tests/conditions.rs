@@ -310,9 +310,9 @@ fn ordering_values_that_cannot_be_ordered_is_an_evaluation_error() {
     assert!(!d.allowed);
     assert_eq!(d.messages.len(), 1);
     assert!(
-        d.messages[0]
-            .starts_with("ClusterValidatePolicy/check: spec.validateRules[0].template: line")
-            && d.messages[0].contains("cannot order \"abc\" and 3"),
+        d.messages[0].starts_with(
+            "ClusterValidatePolicy/check: spec.validateRules[0].template.condition: cannot order"
+        ) && d.messages[0].contains("cannot order \"abc\" and 3"),
         "{:?}",
         d.messages
     );
@@ -766,16 +766,214 @@ fn messages_are_templates_over_the_request() {
         "spec.validateRules[0].template.condition.message",
         "syntax error",
     );
-    // A message reading something undefined fails loudly when it runs.
+    // A message reading something undefined does not change the verdict: the denial stands,
+    // the message says what it could, and a warning names the message's field.
     let d = judge(
-        json!({"cond": "Exist", "dataRef": current("/metadata/name"), "message": "{{ object.metadata.nmae }}"}),
+        json!({"cond": "Exist", "dataRef": current("/metadata/name"), "message": "Deployment {{ object.metadata.nmae }} is named"}),
         &object,
     );
     assert!(!d.allowed);
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/check: Deployment <absent> is named"]
+    );
+    assert_eq!(d.warnings.len(), 1, "{d:?}");
     assert!(
-        d.messages[0].contains("undefined value"),
+        d.warnings[0].starts_with(
+            "ClusterValidatePolicy/check: spec.validateRules[0].template.condition.message could not be rendered (line 1: undefined value"
+        ),
         "{:?}",
-        d.messages
+        d.warnings
+    );
+}
+
+/// A Pod created from `generateName`, as controllers and most manifests create them: it has
+/// no `metadata.name` when admission sees it.
+fn generated_pod() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "web-", "namespace": "default"},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]}
+    })
+}
+
+#[test]
+fn a_message_that_cannot_be_rendered_never_turns_a_denial_into_an_admission() {
+    // Under failurePolicy Ignore a failing rule would be skipped: the message must not fail it.
+    let policy = cvp(
+        "owner",
+        json!({"failurePolicy": "Ignore", "validateRules": [{"template": {"type": "condition", "condition": {
+            "cond": "Exist", "dataRef": current("/metadata/ownerReferences"), "affectMode": "allow",
+            "message": "Pod {{ object.metadata.name }} has no controller"}}}]}),
+    );
+    let set = set_of(&[policy]);
+    let d = kanon_engine::block_on(set.validate(&create(&generated_pod()), None, &NoObjects));
+    assert!(!d.allowed, "{d:?}");
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/owner: Pod <absent> has no controller"]
+    );
+    assert!(
+        d.warnings.iter().any(|w| w
+            .contains("spec.validateRules[0].template.condition.message could not be rendered")
+            && w.contains("the denial stands")),
+        "{:?}",
+        d.warnings
+    );
+    assert!(
+        d.policy_results
+            .iter()
+            .all(|r| r.outcome == kanon_engine::PolicyOutcome::Rejected),
+        "{:?}",
+        d.policy_results
+    );
+    // A message that renders nothing useful, or fails outright, falls back to the rule's own
+    // words, naming the rule.
+    for message in [
+        "{{ object.metadata.name }}",
+        "{{ fail('no') }}",
+        "{{ object.metadata.name | upper }} is bad",
+    ] {
+        let d = judge(
+            json!({"cond": "Exist", "dataRef": current("/metadata/ownerReferences"), "affectMode": "allow", "message": message}),
+            &generated_pod(),
+        );
+        assert!(!d.allowed, "{message}: {d:?}");
+        assert_eq!(d.messages.len(), 1, "{message}: {d:?}");
+        assert!(
+            d.messages[0]
+                == "ClusterValidatePolicy/check: spec.validateRules[0]: Exist condition does not hold (its message could not be rendered)"
+                || d.messages[0].contains("<absent>"),
+            "{message}: {:?}",
+            d.messages
+        );
+        assert_eq!(d.warnings.len(), 1, "{message}: {d:?}");
+    }
+    // A message that renders is untouched and warns of nothing.
+    let mut named = generated_pod();
+    named["metadata"]["name"] = json!("web-x1");
+    let d = judge(
+        json!({"cond": "Exist", "dataRef": current("/metadata/ownerReferences"), "affectMode": "allow",
+               "message": "Pod {{ object.metadata.name }} has no controller"}),
+        &named,
+    );
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/check: Pod web-x1 has no controller"]
+    );
+    assert!(d.warnings.is_empty(), "{d:?}");
+}
+
+#[test]
+fn a_message_sees_the_selected_value_that_decided() {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"containers": [
+            {"name": "a", "image": "registry.example.com/a:1.0"},
+            {"name": "b", "image": "docker.io/b:1.0"},
+            {"name": "c", "image": "quay.io/c:1.0"},
+        ]}
+    });
+    // reject: the first value that hits.
+    let d = judge(
+        json!({"cond": "Regex", "dataRef": current("$.spec.containers[*].image"), "value": {"string": "^(docker|quay)\\.io/"},
+               "message": "image {{ data }} comes from a public registry"}),
+        &pod,
+    );
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/check: image docker.io/b:1.0 comes from a public registry"]
+    );
+    // allow: the first value that misses.
+    let d = judge(
+        json!({"cond": "Regex", "dataRef": current("$.spec.containers[*].image"), "value": {"string": "^registry\\.example\\.com/"},
+               "affectMode": "allow", "message": "image {{ data }} is not from {{ value }}"}),
+        &pod,
+    );
+    assert_eq!(
+        d.messages,
+        [
+            "ClusterValidatePolicy/check: image docker.io/b:1.0 is not from ^registry\\.example\\.com/"
+        ]
+    );
+}
+
+/// A Pod whose second container and init container have no memory limit.
+fn pod_with_limits() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "initContainers": [{"name": "setup", "image": "busybox"}],
+            "containers": [
+                {"name": "app", "image": "nginx", "resources": {"limits": {"memory": "1Gi"}}},
+                {"name": "sidecar", "image": "envoy"},
+            ]
+        }
+    })
+}
+
+#[test]
+fn a_quantifier_sees_every_item_even_those_that_lack_the_field() {
+    // Every container has a memory limit: the sidecar has none, so the Pod is denied, and
+    // the message names it through `item`.
+    let every = |path: &str| {
+        json!({"cond": "Exist", "dataRef": current(path), "affectMode": "allow",
+               "message": "container {{ item.name }} has no memory limit"})
+    };
+    let d = judge(
+        every("$.spec.containers[*].resources.limits.memory"),
+        &pod_with_limits(),
+    );
+    assert!(!d.allowed, "{d:?}");
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/check: container sidecar has no memory limit"]
+    );
+    // Init containers too, in one path.
+    let mut pod = pod_with_limits();
+    pod["spec"]["containers"][1]["resources"] = json!({"limits": {"memory": "64Mi"}});
+    assert!(judge(every("$.spec.containers[*].resources.limits.memory"), &pod).allowed);
+    let d = judge(
+        every("$.spec['initContainers','containers'][*].resources.limits.memory"),
+        &pod,
+    );
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/check: container setup has no memory limit"]
+    );
+    // A comparison under `allow` is a miss on an item that lacks the field.
+    let d = judge(
+        json!({"cond": "Lte", "dataRef": current("$.spec.containers[*].resources.limits.memory"),
+               "value": {"string": "2Gi"}, "affectMode": "allow",
+               "message": "container {{ item.name }}: memory limit {{ data }} is over {{ value }}"}),
+        &pod_with_limits(),
+    );
+    assert_eq!(
+        d.messages,
+        ["ClusterValidatePolicy/check: container sidecar: memory limit None is over 2Gi"]
+    );
+    // Under `reject`, one item that has the field denies; none, none does.
+    let privileged = json!({"cond": "Exist", "dataRef": current("$.spec.containers[*].securityContext.privileged"),
+                            "message": "container {{ item.name }} sets privileged"});
+    assert!(judge(privileged.clone(), &pod_with_limits()).allowed);
+    let mut pod = pod_with_limits();
+    pod["spec"]["containers"][1]["securityContext"] = json!({"privileged": false});
+    assert_eq!(
+        judge(privileged, &pod).messages,
+        ["ClusterValidatePolicy/check: container sidecar sets privileged"]
+    );
+    // An empty selection is one absent value: Exist under allow denies, NotExist passes.
+    let mut pod = pod_with_limits();
+    pod["spec"]["containers"] = json!([]);
+    assert!(!judge(every("$.spec.containers[*].resources.limits.memory"), &pod).allowed);
+    assert!(
+        judge(
+            json!({"cond": "NotExist", "dataRef": current("$.spec.containers[*].resources.limits.memory"), "affectMode": "allow"}),
+            &pod
+        )
+        .allowed
     );
 }
 

@@ -633,8 +633,15 @@ fn condition(rng: &mut Rng) -> Value {
             Value::from(*rng.pick(&["allow", "reject"])),
         );
     }
-    match rng.below(6) {
+    match rng.below(7) {
         0 => {}
+        6 => {
+            // The item a selected value was read from, and a name that may be absent.
+            c.insert(
+                "message".into(),
+                json!("{{ item.name | default('-') }} in {{ object.metadata.name }}: {{ data | tojson }}"),
+            );
+        }
         1 => {
             c.insert("message".into(), json!("  plain <reason> & 'quotes'\n"));
         }

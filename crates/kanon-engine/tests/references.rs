@@ -91,7 +91,7 @@ fn show(data_ref: Value) -> Value {
     cvp(
         "show",
         json!({"validateRules": [{"template": {"type": "condition", "condition": {
-            "cond": "Exist", "dataRef": data_ref, "message": "{{ data | tojson }}",
+            "cond": "Exist", "dataRef": data_ref, "message": "{{ refs.data | tojson }}",
         }}}]}),
     )
 }
@@ -689,7 +689,7 @@ fn namespaced_policies_read_only_their_own_namespace() {
             "default",
             "show",
             json!({"validateRules": [{"template": {"type": "condition", "condition": {
-                "cond": "Exist", "dataRef": data_ref, "message": "{{ data | tojson }}",
+                "cond": "Exist", "dataRef": data_ref, "message": "{{ refs.data | tojson }}",
             }}}]}),
         )
     };
@@ -1060,7 +1060,7 @@ fn lookups_say_which_policy_asks_and_where_a_namespaced_one_is_confined() {
         "default",
         "show",
         json!({"validateRules": [{"template": {"type": "condition", "condition": {
-            "cond": "Exist", "dataRef": listing.clone(), "message": "{{ data | tojson }}",
+            "cond": "Exist", "dataRef": listing.clone(), "message": "{{ refs.data | tojson }}",
         }}}]}),
     );
     // Listed without a namespace, a namespaced policy still sees only its own namespace

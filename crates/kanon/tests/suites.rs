@@ -192,6 +192,11 @@ fn render_prints_each_templates_program() {
         "{stdout}"
     );
     assert!(stdout.contains("compare(data, value) > 0"), "{stdout}");
+    // The message is the second part, rendered apart from the verdict (only on a denial).
+    assert!(
+        stdout.contains("# ClusterValidatePolicy/max-replicas spec.validateRules[0].template.condition.message\n{{ object.metadata.name }} wants {{ object.spec.replicas }} replicas\n"),
+        "{stdout}"
+    );
 
     write(
         dir.path(),
