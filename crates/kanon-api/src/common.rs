@@ -355,6 +355,11 @@ pub struct PolicyStatus {
     /// The rule programs that this policy's templates render to, one per templated rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rendered_programs: Vec<RenderedProgram>,
+    /// Likely mistakes found when the policy was compiled, which do not keep it from being in
+    /// force (`field: message`, e.g. a path that no selected kind has, or a validate rule that
+    /// also judges DELETE).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A rule program rendered from a template.

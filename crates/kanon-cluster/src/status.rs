@@ -1,5 +1,6 @@
 //! Policy status: `observedGeneration`, a `Ready` condition (True; or False with every error
-//! by field path) and the programs the policy's templates render to, written on the `status`
+//! by field path), the programs the policy's templates render to and the compiler's warnings,
+//! written on the `status`
 //! subresource by server-side apply under one field manager ([`FIELD_MANAGER`]).
 //!
 //! Written only when it changes: the status a policy should have is compared with the one its
@@ -80,6 +81,15 @@ pub fn desired_status(entry: &Entry, observed: Option<&Value>, now: &str) -> Val
         .collect();
     if !rendered.is_empty() {
         out["renderedPrograms"] = Value::Array(rendered);
+    }
+    let warnings: Vec<Value> = entry
+        .compiled
+        .iter()
+        .flat_map(|c| c.warnings.iter())
+        .map(|w| Value::from(w.to_string()))
+        .collect();
+    if !warnings.is_empty() {
+        out["warnings"] = Value::Array(warnings);
     }
     out
 }

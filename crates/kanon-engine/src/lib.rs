@@ -16,6 +16,7 @@ pub mod helpers;
 pub mod host;
 pub mod index;
 pub mod jsonpath;
+mod kubernetes;
 pub mod lookup;
 pub mod native;
 pub mod plaintext;

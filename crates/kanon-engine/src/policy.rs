@@ -441,6 +441,11 @@ pub struct CompiledPolicy {
     pub defect: Option<Arc<InvalidPolicy>>,
     /// The programs the policy's templates render to, in rule order.
     pub rendered: Vec<Rendered>,
+    /// Likely mistakes that do not make the policy invalid (a path no selected kind has, a
+    /// validate rule that also judges DELETE), by field path: shown by `kanon apply` and
+    /// `kanon test`, returned as admission warnings when the policy is written, and kept in
+    /// its status.
+    pub warnings: Vec<FieldError>,
 }
 
 /// Result of [`compile`]: the compiled policy, which is usable for matching even when invalid,
@@ -760,6 +765,8 @@ pub fn compile(object: &PolicyObject) -> Compiled {
             actions: check_actions(&p.spec.validation_actions, &mut errors),
         },
     };
+    let mut warnings = Vec::new();
+    crate::kubernetes::check(object, &mut errors, &mut warnings);
     let defect = (!errors.is_empty()).then(|| {
         Arc::new(InvalidPolicy {
             policy: id.to_string(),
@@ -776,6 +783,7 @@ pub fn compile(object: &PolicyObject) -> Compiled {
             rules,
             defect,
             rendered,
+            warnings,
         },
         errors,
     }

@@ -22,7 +22,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use kanon_api::{API_VERSION, Operation, PolicyKind};
 use kanon_engine::{
-    Deadline, Decision, Lookup, PolicySet, Request, RequestError, compile_document, policy_kind_of,
+    Deadline, Decision, Lookup, PolicySet, Request, RequestError, compile_document_reporting,
+    policy_kind_of,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -414,22 +415,34 @@ pub async fn decide(
         Webhook::Mutate => policies.mutate_patch(request, lookup).await,
         Webhook::Validate => {
             let mut decision = policies.validate(request, None, lookup).await;
-            if let Some(message) = check_policy_object(request) {
-                decision.allowed = false;
-                decision.messages.insert(0, message);
+            if let Some(check) = check_policy_object(request) {
+                if let Some(message) = check.invalid {
+                    decision.allowed = false;
+                    decision.messages.insert(0, message);
+                }
+                decision.warnings.splice(0..0, check.warnings);
             }
             decision
         }
     }
 }
 
-/// When `request` creates or updates one of kanon's policy objects and that policy does not
-/// compile: the message listing every error (`Kind/name is invalid: field: message; ...`).
+/// What checking a policy object being written found.
+struct PolicyCheck {
+    /// The message listing every error (`Kind/name is invalid: field: message; ...`), when
+    /// the policy does not compile.
+    invalid: Option<String>,
+    /// Its warnings (`Kind/name: field: message`), shown by kubectl.
+    warnings: Vec<String>,
+}
+
+/// When `request` creates or updates one of kanon's policy objects: whether it compiles, and
+/// its warnings.
 ///
 /// Not checked: writes to a subresource (`status`: kanon's own report on a bad policy that got
 /// in must get through) and updates of an object being deleted (removing the last finalizer
 /// of a bad policy must not leave it stuck).
-fn check_policy_object(request: &Request) -> Option<String> {
+fn check_policy_object(request: &Request) -> Option<PolicyCheck> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return None;
     }
@@ -450,13 +463,30 @@ fn check_policy_object(request: &Request) -> Option<String> {
         PolicyKind::from_kind(&request.kind).filter(|_| request.api_version == API_VERSION)?;
     let document = with_identity(object, request, kind.is_namespaced());
     policy_kind_of(&document)?;
-    let invalid = compile_document(&document).err()?;
+    let compiled = match compile_document_reporting(&document) {
+        Ok(compiled) => compiled,
+        Err(invalid) => {
+            return Some(PolicyCheck {
+                invalid: Some(invalid_message(&invalid)),
+                warnings: Vec::new(),
+            });
+        }
+    };
+    let policy = &compiled.policy;
+    Some(PolicyCheck {
+        invalid: policy.defect.as_deref().map(invalid_message),
+        warnings: policy
+            .warnings
+            .iter()
+            .map(|w| format!("{}: {w}", policy.id))
+            .collect(),
+    })
+}
+
+/// `Kind/name is invalid: field: message; ...`.
+fn invalid_message(invalid: &kanon_engine::InvalidPolicy) -> String {
     let errors: Vec<String> = invalid.errors.iter().map(ToString::to_string).collect();
-    Some(format!(
-        "{} is invalid: {}",
-        invalid.policy,
-        errors.join("; ")
-    ))
+    format!("{} is invalid: {}", invalid.policy, errors.join("; "))
 }
 
 /// The object with the `apiVersion`, `kind` and namespace the review gives it, where the

@@ -859,6 +859,34 @@ fn a_bad_policy_is_denied_with_every_error_by_field() {
 }
 
 #[test]
+fn a_policy_with_a_likely_mistake_is_admitted_with_a_warning_kubectl_shows() {
+    let mut policy = good_policy("typo");
+    policy["spec"]["overrideRules"][0]["overriders"]["plaintext"][0]["path"] =
+        json!("/metadata/label/team");
+    let request = policy_review("CREATE", policy, None);
+    let v = accept(
+        &request,
+        Webhook::Validate,
+        &send_json(&request, Webhook::Validate),
+    );
+    assert!(v.allowed, "{:?}", v.message);
+    assert_eq!(
+        v.warnings,
+        [
+            "ClusterOverridePolicy/typo: spec.overrideRules[0].overriders.plaintext[0].path: `/metadata/label/team` does not exist in v1 Pod; did you mean `/metadata/labels/team`?"
+        ]
+    );
+    // A policy without one gets no warning.
+    let request = policy_review("CREATE", good_policy("fine"), None);
+    let v = accept(
+        &request,
+        Webhook::Validate,
+        &send_json(&request, Webhook::Validate),
+    );
+    assert!(v.allowed && v.warnings.is_empty(), "{v:?}");
+}
+
+#[test]
 fn a_bad_policy_is_only_checked_on_validate_create_and_update() {
     // /mutate does not check policies (it labels them, like everything else).
     let request = policy_review("CREATE", bad_policy(), None);

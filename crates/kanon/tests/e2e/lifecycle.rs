@@ -65,8 +65,11 @@ fn status_is_ready_with_the_rendered_programs(env: &mut Env) {
     let first_transition = condition["lastTransitionTime"].clone();
 
     // A new generation is observed; the condition, still True, keeps its transition time.
+    assert!(status["status"].get("warnings").is_none(), "{status}");
+    // It also brings a likely mistake (a path Pods do not have): a warning in the status.
     let mut changed = document.clone();
-    changed["spec"]["overrideRules"] = json!([add_label("tier", "two")]);
+    changed["spec"]["overrideRules"] = json!([add_label("tier", "two"),
+        {"overriders": {"plaintext": [{"op": "add", "path": "/metadata/label/x", "value": "y"}]}}]);
     env.apply_policy(&changed).expect("updated");
     let mut status = Value::Null;
     env.wait_for("observedGeneration 2", Duration::from_secs(10), || {
@@ -77,6 +80,13 @@ fn status_is_ready_with_the_rendered_programs(env: &mut Env) {
     });
     assert_eq!(
         status["status"]["conditions"][0]["lastTransitionTime"], first_transition,
+        "{status}"
+    );
+    assert_eq!(
+        status["status"]["warnings"],
+        json!([
+            "spec.overrideRules[1].overriders.plaintext[0].path: `/metadata/label/x` does not exist in v1 Pod; did you mean `/metadata/labels/x`?"
+        ]),
         "{status}"
     );
     // Written by kanon's field manager only, by server-side apply.
