@@ -324,7 +324,15 @@ async fn fingerprint_only(dir: &Path) -> Fingerprint {
 /// Puts a loaded set in force, or reports why it could not be loaded.
 fn apply(dir: &Path, loaded: Result<PolicySet, Vec<String>>, publisher: &dyn PolicyPublisher) {
     match loaded {
-        Ok(set) => publisher.publish(set, &format!("loaded from {}", dir.display())),
+        Ok(set) => {
+            // Said on every load, so a fix is seen to take.
+            for policy in set.policies() {
+                for warning in &policy.warnings {
+                    tracing::warn!(policy = %policy.id, "{warning}");
+                }
+            }
+            publisher.publish(set, &format!("loaded from {}", dir.display()))
+        }
         Err(problems) => publisher.reject(&problems),
     }
 }

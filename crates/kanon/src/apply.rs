@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::inputs::{Document, read_documents};
+use crate::objects::load_objects;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
@@ -31,9 +32,15 @@ pub struct ApplyArgs {
     /// are then used).
     #[arg(long = "resource", short = 'r', required = true, value_name = "PATH")]
     resources: Vec<PathBuf>,
-    /// Objects that stand for the cluster: Namespaces (for namespaceSelector) and objects
-    /// that references look up.
-    #[arg(long = "context", short = 'c', value_name = "PATH")]
+    /// Objects that stand for the cluster: Namespaces (for namespaceSelector), owners and
+    /// objects that `k8s` references look up. `--objects` is the same flag (as on
+    /// `kanon serve`).
+    #[arg(
+        long = "context",
+        visible_alias = "objects",
+        short = 'c',
+        value_name = "PATH"
+    )]
     context: Vec<PathBuf>,
     /// The admission operation for plain resources.
     #[arg(long, default_value = "CREATE", value_parser = parse_op, value_name = "OP")]
@@ -60,6 +67,18 @@ pub(crate) struct ResourceId {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) namespace: Option<String>,
     pub(crate) name: String,
+}
+
+impl ResourceId {
+    /// The identity of the request's resource.
+    pub(crate) fn of(request: &Request) -> Self {
+        ResourceId {
+            api_version: request.api_version.clone(),
+            kind: request.kind.clone(),
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+        }
+    }
 }
 
 /// One resource's verdict.
@@ -112,19 +131,21 @@ pub fn run(args: &ApplyArgs) -> ExitCode {
     }
 }
 
-/// The policies under `paths`, compiled; every problem found is bad input.
+/// The policies under `paths`, compiled; every problem found is bad input. Their warnings
+/// (likely mistakes that do not make a policy invalid) go to standard error.
 pub(crate) fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
-    kanon_webhook::source::load_policies(paths).map_err(BadInput)
+    let policies = kanon_webhook::source::load_policies(paths).map_err(BadInput)?;
+    for policy in policies.policies() {
+        for warning in &policy.warnings {
+            eprintln!("warning: {}: {warning}", policy.id);
+        }
+    }
+    Ok(policies)
 }
 
+/// The objects under `paths` that stand for the cluster ([`load_objects`]).
 pub(crate) fn load_context(paths: &[PathBuf]) -> Result<ObjectStore, BadInput> {
-    let mut store = ObjectStore::new();
-    for doc in read_documents(paths).map_err(|e| e.to_string())? {
-        store
-            .insert(doc.value.clone())
-            .map_err(|e| format!("{}: context {e}", doc.origin()))?;
-    }
-    Ok(store)
+    load_objects(paths).map_err(|e| BadInput::from(e.to_string()))
 }
 
 /// `(apiVersion, kind, namespace, name)` of an object, for pairing old and new versions.
@@ -144,21 +165,31 @@ pub(crate) fn identity(value: &Value) -> (String, String, String, String) {
     )
 }
 
+/// Whether the document is an AdmissionReview (which brings its own operation and old object)
+/// rather than a plain object.
+pub(crate) fn is_review(doc: &Document) -> bool {
+    doc.value.get("kind").and_then(Value::as_str) == Some("AdmissionReview")
+}
+
+/// The previous version of `doc` among `old`: the one with its apiVersion, kind, namespace
+/// and name.
+pub(crate) fn paired_old(doc: &Document, old: &[Document]) -> Option<Value> {
+    let id = identity(&doc.value);
+    old.iter()
+        .find(|o| identity(&o.value) == id)
+        .map(|o| o.value.clone())
+}
+
 pub(crate) fn build_request(
     doc: &Document,
     operation: Operation,
     old: &[Document],
 ) -> Result<Request, String> {
-    let is_review = doc.value.get("kind").and_then(Value::as_str) == Some("AdmissionReview");
-    if is_review {
+    if is_review(doc) {
         return Request::from_admission_review(&doc.value)
             .map_err(|e| format!("{}: {e}", doc.origin()));
     }
-    let id = identity(&doc.value);
-    let old_object = old
-        .iter()
-        .find(|o| identity(&o.value) == id)
-        .map(|o| o.value.clone());
+    let old_object = paired_old(doc, old);
     Request::from_objects(operation, Some(doc.value.clone()), old_object).map_err(|e| {
         let hint = if operation == Operation::Update {
             " (give it with --old-resource)"
@@ -182,6 +213,22 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
     evaluate_documents(&policies, &context, &resources, &old, args.operation)
 }
 
+/// Evaluates one request as the webhook would; `source` says where it came from.
+pub(crate) fn evaluate_request(
+    policies: &PolicySet,
+    context: &ObjectStore,
+    request: &Request,
+    source: String,
+) -> Verdict {
+    let decision = kanon_engine::block_on(policies.review(request, context));
+    Verdict {
+        resource: ResourceId::of(request),
+        source,
+        operation: request.operation,
+        decision,
+    }
+}
+
 /// Evaluates each resource document (an object, or an AdmissionReview) as the webhook would.
 pub(crate) fn evaluate_documents(
     policies: &PolicySet,
@@ -200,18 +247,7 @@ pub(crate) fn evaluate_documents(
                 continue;
             }
         };
-        let decision = kanon_engine::block_on(policies.review(&request, context));
-        verdicts.push(Verdict {
-            resource: ResourceId {
-                api_version: request.api_version.clone(),
-                kind: request.kind.clone(),
-                namespace: request.namespace.clone(),
-                name: request.name.clone(),
-            },
-            source: doc.origin(),
-            operation: request.operation,
-            decision,
-        });
+        verdicts.push(evaluate_request(policies, context, &request, doc.origin()));
     }
     if problems.is_empty() {
         Ok(verdicts)

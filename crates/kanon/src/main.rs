@@ -4,6 +4,7 @@ mod allocator;
 mod apply;
 mod cluster;
 mod inputs;
+mod objects;
 mod render;
 mod serve;
 mod suite;

@@ -1,9 +1,10 @@
 //! `kanon serve`: the admission webhook. In a cluster (the default) its policies come from the
 //! policy custom resources ([`crate::cluster`]); standalone (`--policies DIR`) they come from
-//! files, reloaded on change, with no cluster.
+//! files, reloaded on change, with no cluster, and the objects policies look up from
+//! `--objects` files ([`crate::objects`]), reloaded the same way.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +12,13 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use kanon_cluster::ClusterMetrics;
 use kanon_cluster::certificates::CertificateMetrics;
-use kanon_engine::{Lookup, NoObjects};
+use kanon_engine::{Lookup, NoObjects, ObjectStore};
 use kanon_webhook::metrics::Metrics;
 use kanon_webhook::sandbox::SandboxConfig;
 use kanon_webhook::server::{self, ServerConfig};
 use kanon_webhook::{PolicyState, Publisher};
+
+use crate::objects::{self, LiveObjects};
 
 /// Log formats.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
@@ -35,6 +38,12 @@ pub struct ServeArgs {
     /// from the cluster.
     #[arg(long, value_name = "DIR")]
     policies: Option<PathBuf>,
+    /// Standalone mode: objects that stand for the cluster (files or directories, read
+    /// recursively; repeat for several): Namespaces for namespaceSelector, owners and the
+    /// objects `k8s` references read. Reloaded when they change, like the policies. The same
+    /// flag as `kanon apply --objects` (`--context` there).
+    #[arg(long = "objects", value_name = "PATH", requires = "policies")]
+    objects: Vec<PathBuf>,
     #[command(flatten)]
     cluster: crate::cluster::ClusterArgs,
     /// Where the serving certificate is: `tls.crt` and `tls.key` are used (and reloaded when
@@ -171,6 +180,26 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: draining in-flight reviews");
 }
 
+/// The objects of `--objects`, loaded once before the server starts (an error there is a
+/// startup error), with the fingerprint their reloads start from; `None` without the flag.
+fn load_standalone_objects(
+    paths: &[PathBuf],
+) -> Result<Option<(ObjectStore, objects::Fingerprint)>, String> {
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    if paths.iter().any(|p| p == Path::new("-")) {
+        return Err(
+            "--objects -: standard input cannot be watched for changes; give files or directories"
+                .into(),
+        );
+    }
+    // Taken before loading, so that a change made while loading is seen by the first check.
+    let print = objects::fingerprint(paths);
+    let store = objects::load_objects(paths).map_err(|e| format!("--objects: {e}"))?;
+    Ok(Some((store, print)))
+}
+
 /// Runs `kanon serve` until SIGTERM; exit status 2 on bad arguments or a server that cannot
 /// start.
 pub fn run(args: &ServeArgs) -> ExitCode {
@@ -183,6 +212,13 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     // One crypto provider for the whole process, chosen before any TLS configuration exists.
     let _ = rustls::crypto::ring::default_provider().install_default();
     init_logging(args.log_format);
+    let standalone_objects = match load_standalone_objects(&args.objects) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -250,7 +286,20 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     Arc::new(publisher),
                     interval,
                 ));
-                lookup = Arc::new(NoObjects);
+                lookup = match standalone_objects {
+                    Some((store, print)) => {
+                        tracing::info!(objects = store.len(), "objects loaded");
+                        let live = Arc::new(LiveObjects::new(store));
+                        tokio::spawn(objects::watch_objects(
+                            args.objects.clone(),
+                            live.clone(),
+                            interval,
+                            print,
+                        ));
+                        live
+                    }
+                    None => Arc::new(NoObjects),
+                };
             }
             None => {
                 let cluster_metrics = ClusterMetrics::new();

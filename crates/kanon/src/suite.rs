@@ -6,30 +6,48 @@
 //! name: labels                     # optional; defaults to the folder
 //! policies: [policies/]            # paths relative to the suite file
 //! resources: [resources/]
-//! context: [context/]              # optional: Namespaces and objects references read
+//! context: [context/]              # optional (alias `objects`): Namespaces and objects
+//!                                  # references read
 //! operation: CREATE                # optional, default CREATE; per case too
-//! oldResources: [old/]             # optional, for UPDATE
+//! oldResources: [old/]             # optional: previous versions, paired by identity
 //! cases:
 //!   - resource: {kind: Pod, namespace: shop, name: web-0}   # apiVersion optional
+//!     operation: UPDATE            # optional
+//!     oldResource: old/web-0.yaml  # optional: this case's old object (a path or an object)
 //!     allowed: true
-//!     messages: [...]              # exact, optional
-//!     warnings: [...]              # exact, optional
+//!     messages: [...]              # every message, in order; optional
+//!     messagesInclude: [...]       # some of the messages, in any order; optional
+//!     warnings: [...]              # every warning, in order; optional
+//!     warningsInclude: [...]       # some of the warnings; optional
 //!     appliedPolicies: [...]       # exact, optional
 //!     auditAnnotations: {...}      # exact, optional
 //!     patch: [...]                 # exact, optional
 //!     patched: {...}               # a subset of the patched object, optional
 //! ```
+//!
+//! An entry of the message and warning lists is a string (the whole text), `{contains: TEXT}`
+//! (a part of it) or `{matches: REGEX}` (a regular expression found in it).
+//!
+//! Each case evaluates only the resource it selects, so only the resources of UPDATE cases
+//! need an old version.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
 use kanon_api::Operation;
+use kanon_engine::{PolicySet, Request};
+use regex::Regex;
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::apply::{BadInput, Verdict, evaluate_documents, load_context, load_policies};
-use crate::inputs::read_documents;
+use crate::apply::{
+    BadInput, ResourceId, Verdict, evaluate_request, is_review, load_context, load_policies,
+    paired_old,
+};
+use crate::inputs::{Document, read_documents};
 
 /// Arguments of `kanon test`.
 #[derive(Debug, Args)]
@@ -47,7 +65,8 @@ struct Suite {
     name: Option<String>,
     policies: Vec<PathBuf>,
     resources: Vec<PathBuf>,
-    #[serde(default)]
+    /// `objects` reads as `kanon serve --objects` and `kanon apply --objects` do.
+    #[serde(default, alias = "objects")]
     context: Vec<PathBuf>,
     #[serde(default)]
     old_resources: Vec<PathBuf>,
@@ -65,13 +84,152 @@ fn default_operation() -> String {
 struct Case {
     resource: CaseResource,
     operation: Option<String>,
+    /// A path relative to the suite (one document), or the object itself.
+    old_resource: Option<Value>,
     allowed: Option<bool>,
-    messages: Option<Vec<String>>,
-    warnings: Option<Vec<String>>,
+    messages: Option<Vec<Expect>>,
+    messages_include: Option<Vec<Expect>>,
+    warnings: Option<Vec<Expect>>,
+    warnings_include: Option<Vec<Expect>>,
     applied_policies: Option<Vec<String>>,
     audit_annotations: Option<serde_json::Map<String, Value>>,
     patch: Option<Value>,
     patched: Option<Value>,
+}
+
+/// An expected message or warning, as written in a suite.
+#[derive(Debug, Clone)]
+enum Expect {
+    /// A string: the whole text.
+    Exact(String),
+    /// `{contains: TEXT}`: a part of the text.
+    Contains(String),
+    /// `{matches: REGEX}`: a regular expression found in the text.
+    Matches(String),
+}
+
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ExpectVisitor;
+
+        impl<'de> Visitor<'de> for ExpectVisitor {
+            type Value = Expect;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string (the whole text), {contains: TEXT} or {matches: REGEX}")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Expect, E> {
+                Ok(Expect::Exact(text.to_string()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Expect, A::Error> {
+                const KEYS: &[&str] = &["contains", "matches"];
+                let Some(key) = map.next_key::<String>()? else {
+                    return Err(de::Error::custom(
+                        "an empty map: give {contains: TEXT} or {matches: REGEX}",
+                    ));
+                };
+                let expect = match key.as_str() {
+                    "contains" => Expect::Contains(map.next_value()?),
+                    "matches" => Expect::Matches(map.next_value()?),
+                    other => return Err(de::Error::unknown_field(other, KEYS)),
+                };
+                if let Some(extra) = map.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "give one of `contains` and `matches` per entry, not `{key}` and `{extra}` (write two entries)"
+                    )));
+                }
+                Ok(expect)
+            }
+        }
+
+        deserializer.deserialize_any(ExpectVisitor)
+    }
+}
+
+/// An [`Expect`] ready to test texts with (its regular expression compiled).
+#[derive(Debug)]
+enum Matcher {
+    Exact(String),
+    Contains(String),
+    Matches(Regex),
+}
+
+impl Matcher {
+    /// Compiles `expect`; an invalid regular expression is an error saying why.
+    fn compile(expect: &Expect) -> Result<Matcher, String> {
+        Ok(match expect {
+            Expect::Exact(text) => Matcher::Exact(text.clone()),
+            Expect::Contains(text) => Matcher::Contains(text.clone()),
+            Expect::Matches(pattern) => Matcher::Matches(Regex::new(pattern).map_err(|e| {
+                // regex's message draws the pattern over several lines; its last says why.
+                let text = e.to_string();
+                let why = text.lines().last().unwrap_or_default();
+                format!(
+                    "`{pattern}` is not a valid regular expression: {}",
+                    why.trim().trim_start_matches("error: ")
+                )
+            })?),
+        })
+    }
+
+    fn accepts(&self, text: &str) -> bool {
+        match self {
+            Matcher::Exact(expected) => expected == text,
+            Matcher::Contains(part) => text.contains(part.as_str()),
+            Matcher::Matches(regex) => regex.is_match(text),
+        }
+    }
+}
+
+impl fmt::Display for Matcher {
+    // As a suite writes it (exact texts as a list of strings prints them).
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Matcher::Exact(text) => write!(f, "{text:?}"),
+            Matcher::Contains(text) => write!(f, "{{contains: {text:?}}}"),
+            Matcher::Matches(regex) => write!(f, "{{matches: {:?}}}", regex.as_str()),
+        }
+    }
+}
+
+/// `[a, b]` of matchers.
+fn show(matchers: &[Matcher]) -> String {
+    let shown: Vec<String> = matchers.iter().map(Matcher::to_string).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+/// The compiled message and warning expectations of a case.
+#[derive(Debug, Default)]
+struct TextChecks {
+    messages: Option<Vec<Matcher>>,
+    messages_include: Option<Vec<Matcher>>,
+    warnings: Option<Vec<Matcher>>,
+    warnings_include: Option<Vec<Matcher>>,
+}
+
+impl TextChecks {
+    /// Compiles the lists of `case`; every invalid entry is a problem naming its field.
+    fn compile(case: &Case, problems: &mut Vec<String>) -> TextChecks {
+        let mut list = |field: &str, entries: &Option<Vec<Expect>>| {
+            let entries = entries.as_ref()?;
+            let mut compiled = Vec::with_capacity(entries.len());
+            for (i, entry) in entries.iter().enumerate() {
+                match Matcher::compile(entry) {
+                    Ok(m) => compiled.push(m),
+                    Err(e) => problems.push(format!("{field}[{i}].matches: {e}")),
+                }
+            }
+            Some(compiled)
+        };
+        TextChecks {
+            messages: list("messages", &case.messages),
+            messages_include: list("messagesInclude", &case.messages_include),
+            warnings: list("warnings", &case.warnings),
+            warnings_include: list("warningsInclude", &case.warnings_include),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -91,15 +249,49 @@ impl CaseResource {
         }
     }
 
-    fn selects(&self, v: &Verdict) -> bool {
-        self.kind == v.resource.kind
-            && self.name == v.resource.name
-            && self.namespace == v.resource.namespace
+    /// `[apiVersion ]Kind [namespace/]name`, as [`describe`] names the suite's resources.
+    fn describe(&self) -> String {
+        let mut text = String::new();
+        if let Some(api_version) = &self.api_version {
+            text.push_str(api_version);
+            text.push(' ');
+        }
+        text.push_str(&self.kind);
+        text.push(' ');
+        if let Some(ns) = &self.namespace {
+            text.push_str(ns);
+            text.push('/');
+        }
+        text.push_str(&self.name);
+        text
+    }
+
+    fn selects(&self, id: &ResourceId) -> bool {
+        self.kind == id.kind
+            && self.name == id.name
+            && self.namespace == id.namespace
             && self
                 .api_version
                 .as_ref()
-                .is_none_or(|a| *a == v.resource.api_version)
+                .is_none_or(|a| *a == id.api_version)
     }
+}
+
+/// `[apiVersion ]Kind [namespace/]name` of a resource.
+fn describe(id: &ResourceId, with_api_version: bool) -> String {
+    let mut text = String::new();
+    if with_api_version {
+        text.push_str(&id.api_version);
+        text.push(' ');
+    }
+    text.push_str(&id.kind);
+    text.push(' ');
+    if let Some(ns) = &id.namespace {
+        text.push_str(ns);
+        text.push('/');
+    }
+    text.push_str(&id.name);
+    text
 }
 
 /// Finds suite files under `path` (or `path` itself when it is one), in name order.
@@ -169,8 +361,43 @@ fn check_list(
     }
 }
 
+/// Every text of `actual`, in order, each matching the entry at its place in `expected`.
+fn check_texts(
+    what: &str,
+    expected: &Option<Vec<Matcher>>,
+    actual: &[String],
+    failures: &mut Vec<String>,
+) {
+    if let Some(e) = expected
+        && (e.len() != actual.len() || e.iter().zip(actual).any(|(m, a)| !m.accepts(a)))
+    {
+        failures.push(format!("{what}: expected {}, got {actual:?}", show(e)));
+    }
+}
+
+/// Each entry of `expected` matching at least one text of `actual`.
+fn check_included(
+    what: &str,
+    expected: &Option<Vec<Matcher>>,
+    actual: &[String],
+    failures: &mut Vec<String>,
+) {
+    let Some(e) = expected else { return };
+    let missing: Vec<&Matcher> = e
+        .iter()
+        .filter(|m| !actual.iter().any(|a| m.accepts(a)))
+        .collect();
+    if !missing.is_empty() {
+        let shown: Vec<String> = missing.iter().map(|m| m.to_string()).collect();
+        failures.push(format!(
+            "{what}: nothing matches {}, got {actual:?}",
+            shown.join(", ")
+        ));
+    }
+}
+
 /// The differences between a case's expectations and a verdict.
-fn judge(case: &Case, verdict: &Verdict) -> Vec<String> {
+fn judge(case: &Case, texts: &TextChecks, verdict: &Verdict) -> Vec<String> {
     let d = &verdict.decision;
     let mut failures = Vec::new();
     if let Some(allowed) = case.allowed
@@ -181,8 +408,20 @@ fn judge(case: &Case, verdict: &Verdict) -> Vec<String> {
             d.allowed, d.messages
         ));
     }
-    check_list("messages", &case.messages, &d.messages, &mut failures);
-    check_list("warnings", &case.warnings, &d.warnings, &mut failures);
+    check_texts("messages", &texts.messages, &d.messages, &mut failures);
+    check_included(
+        "messagesInclude",
+        &texts.messages_include,
+        &d.messages,
+        &mut failures,
+    );
+    check_texts("warnings", &texts.warnings, &d.warnings, &mut failures);
+    check_included(
+        "warningsInclude",
+        &texts.warnings_include,
+        &d.warnings,
+        &mut failures,
+    );
     check_list(
         "appliedPolicies",
         &case.applied_policies,
@@ -223,52 +462,226 @@ struct Tally {
     failed: usize,
 }
 
-fn run_suite(file: &Path, tally: &mut Tally) -> Result<(), String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let suite: Suite = serde_saphyr::from_str(&text)
-        .map_err(|e| format!("{}: {}", file.display(), e.without_snippet()))?;
-    let dir = file.parent().unwrap_or(Path::new("."));
-    let rel = |paths: &[PathBuf]| paths.iter().map(|p| dir.join(p)).collect::<Vec<_>>();
-    let name = suite
-        .name
-        .clone()
-        .unwrap_or_else(|| dir.display().to_string());
-    let bad =
-        |BadInput(problems): BadInput| format!("{}: {}", file.display(), problems.join("\n  "));
-    let policies = load_policies(&rel(&suite.policies)).map_err(bad)?;
-    let context = load_context(&rel(&suite.context)).map_err(bad)?;
-    let resources = read_documents(&rel(&suite.resources)).map_err(|e| e.to_string())?;
-    let old = read_documents(&rel(&suite.old_resources)).map_err(|e| e.to_string())?;
-    let parse_op = |text: &str| {
-        kanon_engine::parse_operation(text).map_err(|e| format!("{}: {e}", file.display()))
-    };
-    let default_op = parse_op(&suite.operation)?;
-    // Evaluate once per operation the cases use.
-    let mut by_operation: Vec<(Operation, Vec<Verdict>)> = Vec::new();
-    for case in &suite.cases {
-        let op = match &case.operation {
-            Some(o) => parse_op(o)?,
-            None => default_op,
+/// A resource of the suite and who it is (for an AdmissionReview, the object it reviews).
+struct Candidate<'d> {
+    doc: &'d Document,
+    id: ResourceId,
+}
+
+/// The identity of every resource document; a document that cannot be evaluated is a problem.
+fn candidates(docs: &[Document]) -> Result<Vec<Candidate<'_>>, Vec<String>> {
+    let mut found = Vec::with_capacity(docs.len());
+    let mut problems = Vec::new();
+    for doc in docs {
+        // The request's own constructors, so that identity and validity are the webhook's.
+        let request = if is_review(doc) {
+            Request::from_admission_review(&doc.value)
+        } else {
+            Request::from_objects(Operation::Create, Some(doc.value.clone()), None)
         };
-        if !by_operation.iter().any(|(o, _)| *o == op) {
-            let verdicts =
-                evaluate_documents(&policies, &context, &resources, &old, op).map_err(bad)?;
-            by_operation.push((op, verdicts));
+        match request {
+            Ok(r) => found.push(Candidate {
+                doc,
+                id: ResourceId::of(&r),
+            }),
+            Err(e) => problems.push(format!("{}: {e}", doc.origin())),
         }
-        let verdicts = &by_operation
-            .iter()
-            .find(|(o, _)| *o == op)
-            .map(|(_, v)| v)
-            .ok_or("unreachable")?;
-        let label = format!("{name}: {} {}", op, case.resource.label());
-        let matching: Vec<&Verdict> = verdicts
-            .iter()
-            .filter(|v| case.resource.selects(v))
-            .collect();
-        let failures = match matching.as_slice() {
-            [verdict] => judge(case, verdict),
-            [] => vec!["no such resource in the suite's resources".to_string()],
-            _ => vec!["several resources match; give apiVersion too".to_string()],
+    }
+    if problems.is_empty() {
+        Ok(found)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The most resources a "not found" failure lists.
+const LISTED: usize = 10;
+
+/// Why no resource of the suite is `wanted`: what there is, nearest first, with a "did you
+/// mean" when one is a likely misspelling.
+fn not_found(wanted: &CaseResource, candidates: &[Candidate]) -> String {
+    let target = wanted.describe();
+    let with_api_version = wanted.api_version.is_some();
+    let mut known: Vec<(usize, String)> = candidates
+        .iter()
+        .map(|c| {
+            let text = describe(&c.id, with_api_version);
+            (kanon_schema::edit_distance(&target, &text), text)
+        })
+        .collect();
+    known.sort();
+    known.dedup();
+    let Some((distance, nearest)) = known.first() else {
+        return format!("no {target} in the suite's resources: they hold no resource");
+    };
+    let mut text = format!("no {target} in the suite's resources; ");
+    // A misspelling changes a few characters of the name (or the kind, or the namespace):
+    // a third of the name's length at most.
+    if *distance <= (wanted.name.chars().count() / 3).max(1) {
+        text.push_str(&format!("did you mean {nearest}? There are: "));
+    } else {
+        text.push_str("there are: ");
+    }
+    let listed: Vec<&str> = known.iter().take(LISTED).map(|(_, t)| t.as_str()).collect();
+    text.push_str(&listed.join(", "));
+    if known.len() > LISTED {
+        text.push_str(&format!(" and {} more", known.len() - LISTED));
+    }
+    text
+}
+
+/// What a case runs: its request, or a failure to report without evaluating anything.
+enum Planned {
+    Run {
+        request: Box<Request>,
+        source: String,
+    },
+    Fail(String),
+}
+
+/// What every case of a suite shares.
+struct SuiteInputs<'d> {
+    dir: &'d Path,
+    candidates: Vec<Candidate<'d>>,
+    old: &'d [Document],
+    default_op: Operation,
+}
+
+/// The old object a case gives itself: the one document of a file relative to the suite, or
+/// an object written in place.
+fn own_old_object(value: &Value, dir: &Path) -> Result<Value, String> {
+    match value {
+        Value::String(path) => {
+            let docs = read_documents(&[dir.join(path)]).map_err(|e| e.to_string())?;
+            match <[Document; 1]>::try_from(docs) {
+                Ok([doc]) => Ok(doc.value),
+                Err(docs) => Err(format!(
+                    "{path} holds {} documents; give a file with exactly one",
+                    docs.len()
+                )),
+            }
+        }
+        Value::Object(_) => Ok(value.clone()),
+        _ => Err("give a file path (relative to the suite file) or the object itself".into()),
+    }
+}
+
+/// Everything a case needs before it runs: its operation, its message and warning matchers,
+/// its old object and its request. Every problem (bad input: exit status 2) is named by field.
+fn plan(
+    case: &Case,
+    inputs: &SuiteInputs,
+) -> Result<(Operation, TextChecks, Planned), Vec<String>> {
+    let mut problems = Vec::new();
+    let op = match &case.operation {
+        Some(text) => match kanon_engine::parse_operation(text) {
+            Ok(op) => op,
+            Err(e) => {
+                problems.push(format!("operation: {e}"));
+                inputs.default_op
+            }
+        },
+        None => inputs.default_op,
+    };
+    let texts = TextChecks::compile(case, &mut problems);
+    let own_old = match &case.old_resource {
+        None => None,
+        Some(_) if matches!(op, Operation::Create | Operation::Connect) => {
+            problems.push(format!(
+                "oldResource: a {op} has no old object (set `operation: UPDATE`, or DELETE, where it is the object being deleted)"
+            ));
+            None
+        }
+        Some(value) => match own_old_object(value, inputs.dir) {
+            Ok(object) => Some(object),
+            Err(e) => {
+                problems.push(format!("oldResource: {e}"));
+                None
+            }
+        },
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let matching: Vec<&Candidate> = inputs
+        .candidates
+        .iter()
+        .filter(|c| case.resource.selects(&c.id))
+        .collect();
+    let doc = match matching.as_slice() {
+        [one] => one.doc,
+        [] => {
+            return Ok((
+                op,
+                texts,
+                Planned::Fail(not_found(&case.resource, &inputs.candidates)),
+            ));
+        }
+        several => {
+            let sources: Vec<String> = several.iter().map(|c| c.doc.origin()).collect();
+            let hint = if case.resource.api_version.is_none() {
+                "; give apiVersion too"
+            } else {
+                ""
+            };
+            return Ok((
+                op,
+                texts,
+                Planned::Fail(format!(
+                    "several resources match ({}){hint}",
+                    sources.join(", ")
+                )),
+            ));
+        }
+    };
+    let request = if is_review(doc) {
+        if case.old_resource.is_some() {
+            return Err(vec![format!(
+                "oldResource: {} is an AdmissionReview, which brings its own old object",
+                doc.origin()
+            )]);
+        }
+        Request::from_admission_review(&doc.value).map_err(|e| e.to_string())
+    } else {
+        let old = own_old.or_else(|| paired_old(doc, inputs.old));
+        Request::from_objects(op, Some(doc.value.clone()), old).map_err(|e| {
+            let hint = if op == Operation::Update {
+                " (give the case an `oldResource`, or the suite's `oldResources` a previous version of it)"
+            } else {
+                ""
+            };
+            format!("{e}{hint}")
+        })
+    };
+    match request {
+        Ok(request) => Ok((
+            op,
+            texts,
+            Planned::Run {
+                request: Box::new(request),
+                source: doc.origin(),
+            },
+        )),
+        Err(e) => Err(vec![format!("{}: {e}", doc.origin())]),
+    }
+}
+
+/// Runs the planned cases: evaluates each one's resource, prints PASS or FAIL.
+fn run_cases(
+    name: &str,
+    policies: &PolicySet,
+    context: &kanon_engine::ObjectStore,
+    planned: Vec<(&Case, Operation, TextChecks, Planned)>,
+    tally: &mut Tally,
+) {
+    for (case, op, texts, plan) in planned {
+        let label = format!("{name}: {op} {}", case.resource.label());
+        let failures = match plan {
+            Planned::Run { request, source } => {
+                let verdict = evaluate_request(policies, context, &request, source);
+                judge(case, &texts, &verdict)
+            }
+            Planned::Fail(why) => vec![why],
         };
         if failures.is_empty() {
             tally.passed += 1;
@@ -281,6 +694,49 @@ fn run_suite(file: &Path, tally: &mut Tally) -> Result<(), String> {
             }
         }
     }
+}
+
+fn run_suite(file: &Path, tally: &mut Tally) -> Result<(), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let suite: Suite = serde_saphyr::from_str(&text)
+        .map_err(|e| format!("{}: {}", file.display(), e.without_snippet()))?;
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let rel = |paths: &[PathBuf]| paths.iter().map(|p| dir.join(p)).collect::<Vec<_>>();
+    let name = suite
+        .name
+        .clone()
+        .unwrap_or_else(|| dir.display().to_string());
+    let bad = |problems: Vec<String>| format!("{}: {}", file.display(), problems.join("\n  "));
+    let policies = load_policies(&rel(&suite.policies)).map_err(|BadInput(p)| bad(p))?;
+    let context = load_context(&rel(&suite.context)).map_err(|BadInput(p)| bad(p))?;
+    let resources = read_documents(&rel(&suite.resources)).map_err(|e| e.to_string())?;
+    let old = read_documents(&rel(&suite.old_resources)).map_err(|e| e.to_string())?;
+    let default_op = kanon_engine::parse_operation(&suite.operation)
+        .map_err(|e| bad(vec![format!("operation: {e}")]))?;
+    let inputs = SuiteInputs {
+        dir,
+        candidates: candidates(&resources).map_err(bad)?,
+        old: &old,
+        default_op,
+    };
+    // Every case is checked before any runs, so a bad suite reports every problem and no
+    // verdict.
+    let mut problems = Vec::new();
+    let mut planned = Vec::with_capacity(suite.cases.len());
+    for (i, case) in suite.cases.iter().enumerate() {
+        match plan(case, &inputs) {
+            Ok((op, texts, run)) => planned.push((case, op, texts, run)),
+            Err(found) => {
+                let op = case.operation.as_deref().unwrap_or(&suite.operation);
+                let at = format!("cases[{i}] ({op} {})", case.resource.label());
+                problems.extend(found.into_iter().map(|p| format!("{at}: {p}")));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(bad(problems));
+    }
+    run_cases(&name, &policies, &context, planned, tally);
     Ok(())
 }
 

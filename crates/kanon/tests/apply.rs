@@ -147,6 +147,21 @@ fn namespace_selector_needs_the_namespace_from_context() {
         ])
     );
     assert_eq!(deploy["patch"], json!([]));
+
+    // `--objects` is the same flag as `--context` (its name on `kanon serve`).
+    let (code, verdicts) = apply_json(&[
+        "--policy",
+        "examples/policies",
+        "--resource",
+        "examples/resources/deployment-api.yaml",
+        "--objects",
+        "examples/context",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        verdict(&verdicts, "api")["appliedPolicies"],
+        json!(["ClusterOverridePolicy/prod-deployments"])
+    );
 }
 
 #[test]
@@ -406,4 +421,38 @@ fn crds_command_prints_the_committed_crds() {
         );
     }
     assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 4);
+}
+
+#[test]
+fn likely_mistakes_in_a_policy_are_warned_about_on_stderr() {
+    // A path Pods do not have, in a rule that also judges DELETE: in force, with two warnings.
+    let policy = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata:
+  name: node
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: Pod}
+  validateRules:
+  - template:
+      type: condition
+      condition:
+        cond: Exist
+        affectMode: allow
+        dataRef: {from: current, path: /spec/nodename}
+";
+    let dir = temp_files(&[("policy.yaml", policy), ("pod.yaml", POD)]);
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let out = kanon(&["apply", "-p", &path("policy.yaml"), "-r", &path("pod.yaml")]);
+    let err = stderr(&out);
+    // The rule is in force: the Pod has no nodeName, so it is denied.
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("warning: ClusterValidatePolicy/node: spec.validateRules[0].template.condition.dataRef.path: `/spec/nodename` does not exist in v1 Pod; did you mean `/spec/nodeName`?"),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: ClusterValidatePolicy/node: spec.validateRules[0].targetOperations: is not set"),
+        "{err}"
+    );
 }

@@ -113,6 +113,17 @@ impl Server {
         panic!("kanon serve did not get there in time");
     }
 
+    /// Sends SIGTERM and returns the exit status and what kanon wrote to stderr.
+    fn stop_with_stderr(mut self) -> (Option<i32>, String) {
+        let stderr = self.child.stderr.take();
+        let code = self.stop();
+        let mut text = String::new();
+        if let Some(mut stderr) = stderr {
+            let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        }
+        (code, text)
+    }
+
     /// Sends SIGTERM and returns the exit status.
     fn stop(mut self) -> Option<i32> {
         let _ = Command::new("kill")
@@ -192,6 +203,280 @@ fn serves_reviews_reloads_policies_and_stops_on_sigterm() {
     );
 
     assert_eq!(server.stop(), Some(0));
+}
+
+/// Pods in namespaces labelled env=prod need a `team` label.
+const PROD_TEAM_POLICY: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: prod-needs-team}
+spec:
+  namespaceSelector:
+    matchLabels: {env: prod}
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - template:
+      type: condition
+      condition:
+        cond: NotExist
+        dataRef: {from: current, path: /metadata/labels/team}
+        message: 'Pod {{ object.metadata.name }} in {{ object.metadata.namespace }} has no team label'
+";
+
+/// A Pod's `env` label must be the name of a registered environment: a ConfigMap of
+/// `platform` found by label selector (a `k8s` reference that lists objects).
+const REGISTERED_ENV_POLICY: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: registered-envs}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - template:
+      type: condition
+      condition:
+        cond: NotIn
+        dataRef: {from: current, path: /metadata/labels/env}
+        valueRef:
+          from: k8s
+          path: '$[*].data.name'
+          k8s:
+            apiVersion: v1
+            kind: ConfigMap
+            namespace: platform
+            labelSelector:
+              matchLabels: {example.com/registry: env}
+        message: 'environment {{ object.metadata.labels.env }} is not registered'
+";
+
+fn namespaces(shop_env: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Namespace
+metadata: {{name: payments, labels: {{env: prod}}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: shop, labels: {{env: {shop_env}}}}}
+"
+    )
+}
+
+const ENVIRONMENTS: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: env-test
+  namespace: platform
+  labels: {example.com/registry: env}
+data: {name: test}
+";
+
+/// The Pod CREATE review of the fixture, moved to `namespace` with the `env` label `env`,
+/// written into `dir`.
+fn pod_review(dir: &Path, namespace: &str, env: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(fixture("pod-create.json")).unwrap();
+    let mut review: serde_json::Value = serde_json::from_str(&text).unwrap();
+    review["request"]["namespace"] = namespace.into();
+    review["request"]["object"]["metadata"]["namespace"] = namespace.into();
+    review["request"]["object"]["metadata"]["labels"]["env"] = env.into();
+    let path = dir.join(format!("review-{namespace}-{env}.json"));
+    std::fs::write(&path, serde_json::to_vec(&review).unwrap()).unwrap();
+    path
+}
+
+/// (allowed, message) of a `/validate` answer.
+fn verdict_of(server: &Server, review: &Path) -> (bool, String) {
+    let (code, answer) = server.post("/validate", review);
+    assert_eq!(code, "200", "{answer}");
+    let response = &answer["response"];
+    (
+        response["allowed"]
+            .as_bool()
+            .unwrap_or_else(|| panic!("{answer}")),
+        response["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+#[test]
+fn standalone_objects_stand_for_the_cluster_and_are_reloaded() {
+    let policies = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let objects = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("prod.yaml"), PROD_TEAM_POLICY).unwrap();
+    std::fs::write(policies.path().join("envs.yaml"), REGISTERED_ENV_POLICY).unwrap();
+    // A file and a directory, each given with its own --objects.
+    let namespaces_file = objects.path().join("namespaces.yaml");
+    std::fs::write(&namespaces_file, namespaces("staging")).unwrap();
+    let platform = objects.path().join("platform");
+    std::fs::create_dir(&platform).unwrap();
+    std::fs::write(platform.join("environments.yaml"), ENVIRONMENTS).unwrap();
+    let server = Server::start_with(
+        policies.path(),
+        certs.path(),
+        &[
+            "--objects",
+            &namespaces_file.display().to_string(),
+            "--objects",
+            &platform.display().to_string(),
+        ],
+    );
+
+    // namespaceSelector over the given Namespaces: payments is env=prod, so its Pod without a
+    // team is judged and denied; shop is env=staging, so its Pod is not judged.
+    let (allowed, message) = verdict_of(&server, &pod_review(work.path(), "payments", "test"));
+    assert!(!allowed);
+    assert_eq!(
+        message,
+        "ClusterValidatePolicy/prod-needs-team: Pod nginx in payments has no team label"
+    );
+    let in_shop = pod_review(work.path(), "shop", "test");
+    assert_eq!(verdict_of(&server, &in_shop), (true, String::new()));
+    // A namespace the objects do not hold: its labels are unknown, and the policy
+    // (failurePolicy Fail) denies saying so.
+    let (allowed, message) = verdict_of(&server, &pod_review(work.path(), "nowhere", "test"));
+    assert!(!allowed);
+    assert!(
+        message.contains("namespaceSelector: namespace `nowhere` was not found"),
+        "{message}"
+    );
+    // A `k8s` reference by label selector lists the given ConfigMaps: `test` is registered,
+    // `qa` is not.
+    let (allowed, message) = verdict_of(&server, &pod_review(work.path(), "shop", "qa"));
+    assert!(!allowed);
+    assert_eq!(
+        message,
+        "ClusterValidatePolicy/registered-envs: environment qa is not registered"
+    );
+
+    // The objects are reloaded on change, like the policies: shop becomes env=prod.
+    std::fs::write(&namespaces_file, namespaces("prod")).unwrap();
+    server.wait_until(|s| !verdict_of(s, &in_shop).0);
+    assert_eq!(
+        verdict_of(&server, &in_shop).1,
+        "ClusterValidatePolicy/prod-needs-team: Pod nginx in shop has no team label"
+    );
+    // A broken objects file is reported, and the last good objects keep serving.
+    std::fs::write(&namespaces_file, "apiVersion: v1\nmetadata: {name: shop}\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(!verdict_of(&server, &in_shop).0);
+    let (code, stderr) = server.stop_with_stderr();
+    assert_eq!(code, Some(0));
+    assert!(
+        stderr.contains("cannot reload the objects; the previous objects stay")
+            && stderr.contains(&format!(
+                "{}: object has no kind",
+                namespaces_file.display()
+            )),
+        "{stderr}"
+    );
+}
+
+/// Runs `kanon serve --policies DIR` with `extra` until it exits (within 30 s): its exit
+/// status and stderr.
+fn serve_until_exit(policies: &Path, certs: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["serve", "--policies"])
+        .arg(policies)
+        .arg("--cert-dir")
+        .arg(certs)
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kanon serve starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            let out = child.wait_with_output().unwrap();
+            return (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("kanon serve {extra:?} kept running");
+}
+
+#[test]
+fn bad_objects_stop_standalone_serve_at_startup() {
+    let policies = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let objects = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("prod.yaml"), PROD_TEAM_POLICY).unwrap();
+    let missing = objects.path().join("missing.yaml");
+    let no_kind = objects.path().join("no-kind.yaml");
+    std::fs::write(
+        &no_kind,
+        format!(
+            "{}---\napiVersion: v1\nmetadata: {{name: x}}\n",
+            namespaces("prod")
+        ),
+    )
+    .unwrap();
+    let not_yaml = objects.path().join("not-yaml.yaml");
+    std::fs::write(
+        &not_yaml,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: [\n",
+    )
+    .unwrap();
+    let empty = objects.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let show = |p: &Path| p.display().to_string();
+    for (path, want) in [
+        (
+            show(&missing),
+            format!("error: --objects: {}: No such file", show(&missing)),
+        ),
+        (
+            show(&no_kind),
+            format!(
+                "error: --objects: {} (document 3): object has no kind (an object needs apiVersion, kind and metadata.name)",
+                show(&no_kind)
+            ),
+        ),
+        (
+            show(&not_yaml),
+            format!(
+                "error: --objects: {}: invalid YAML at line 3",
+                show(&not_yaml)
+            ),
+        ),
+        (
+            show(&empty),
+            format!(
+                "error: --objects: {}: no .yaml, .yml or .json file found",
+                show(&empty)
+            ),
+        ),
+        (
+            "-".to_string(),
+            "error: --objects -: standard input cannot be watched".to_string(),
+        ),
+    ] {
+        let (code, stderr) = serve_until_exit(policies.path(), certs.path(), &["--objects", &path]);
+        assert_eq!(code, Some(2), "{path}: {stderr}");
+        assert!(stderr.contains(&want), "expected `{want}` in:\n{stderr}");
+    }
+
+    // Cluster mode reads the cluster: --objects is for standalone mode only.
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["serve", "--objects"])
+        .arg(&no_kind)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("required arguments were not provided") && stderr.contains("--policies"),
+        "{stderr}"
+    );
 }
 
 #[test]

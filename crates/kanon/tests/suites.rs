@@ -108,7 +108,10 @@ cases:
         "patched: /metadata/labels/app.kubernetes.io~1managed-by: expected \"someone-else\", found \"kanon\""
     );
     assert_eq!(lines[4], "FAIL replicas: CREATE Deployment/default/missing");
-    assert_eq!(lines[5].trim(), "no such resource in the suite's resources");
+    assert_eq!(
+        lines[5].trim(),
+        "no Deployment default/missing in the suite's resources; there are: Deployment default/big, Deployment default/small"
+    );
     assert_eq!(*lines.last().unwrap(), "2 passed, 2 failed");
 }
 
@@ -168,6 +171,401 @@ fn bad_suites_are_bad_input() {
         "{}",
         text(&out.stderr)
     );
+}
+
+/// Runs `kanon test` on the suite `s/` and returns (exit code, stdout, stderr).
+fn run_suite(dir: &Path) -> (Option<i32>, String, String) {
+    let out = kanon(dir, &["test", "s"]);
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// The lines of `stdout` from the one about `case` up to the next case.
+fn report_of<'a>(stdout: &'a str, case: &str) -> Vec<&'a str> {
+    let mut lines = stdout.lines().skip_while(|l| !l.ends_with(case));
+    let mut found: Vec<&str> = lines.next().into_iter().collect();
+    found.extend(lines.take_while(|l| l.starts_with(' ')).map(str::trim));
+    found
+}
+
+#[test]
+fn messages_and_warnings_match_exactly_by_part_or_by_regex() {
+    let dir = suite_dir();
+    // One policy denies with a message, another warns (validationActions Warn).
+    write(
+        dir.path(),
+        "s/policies/warn.yaml",
+        &REPLICAS
+            .replace("name: max-replicas", "name: replicas-warning")
+            .replace("spec:\n", "spec:\n  validationActions: [Warn]\n")
+            .replace("value: {integer: 3}", "value: {integer: 4}")
+            .replace("wants", "should not want"),
+    );
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        r#"name: texts
+policies: [policies/]
+resources: [resources.yaml]
+cases:
+  # Passing: exact, a part, a regex (unanchored), a mixed list, and some among many.
+  - resource: {kind: Deployment, namespace: default, name: big}
+    messages: ["ClusterValidatePolicy/max-replicas: big wants 5 replicas"]
+    warnings: [{contains: "should not want 5"}]
+  - resource: {kind: Deployment, namespace: default, name: big}
+    messages: [{matches: 'wants [0-9]+ replicas$'}]
+    warnings: [{matches: '^ClusterValidatePolicy/replicas-warning: '}]
+  - resource: {kind: Deployment, namespace: default, name: big}
+    messagesInclude: [{contains: max-replicas}]
+    warningsInclude: ["ClusterValidatePolicy/replicas-warning: big should not want 5 replicas"]
+  - resource: {kind: Deployment, namespace: default, name: small}
+    messages: []
+    messagesInclude: []
+    warnings: []
+  # Failing: a part that is not there; a regex that does not match; a list whose length
+  # differs; an included entry matching nothing.
+  - resource: {kind: Deployment, namespace: default, name: big}
+    messages: [{contains: "wants 6"}]
+  - resource: {kind: Deployment, namespace: default, name: big}
+    warnings: [{matches: '^big'}]
+  - resource: {kind: Deployment, namespace: default, name: big}
+    messages: [{contains: max-replicas}, {contains: max-replicas}]
+  - resource: {kind: Deployment, namespace: default, name: small}
+    messagesInclude: [{matches: 'replicas'}]
+"#,
+    );
+    let (code, stdout, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert_eq!(
+        lines,
+        [
+            "PASS texts: CREATE Deployment/default/big",
+            "PASS texts: CREATE Deployment/default/big",
+            "PASS texts: CREATE Deployment/default/big",
+            "PASS texts: CREATE Deployment/default/small",
+            "FAIL texts: CREATE Deployment/default/big",
+            "FAIL texts: CREATE Deployment/default/big",
+            "FAIL texts: CREATE Deployment/default/big",
+            "FAIL texts: CREATE Deployment/default/small",
+            "4 passed, 4 failed",
+        ],
+        "{stdout}"
+    );
+    let reasons: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with(' '))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            r#"messages: expected [{contains: "wants 6"}], got ["ClusterValidatePolicy/max-replicas: big wants 5 replicas"]"#,
+            r#"warnings: expected [{matches: "^big"}], got ["ClusterValidatePolicy/replicas-warning: big should not want 5 replicas"]"#,
+            r#"messages: expected [{contains: "max-replicas"}, {contains: "max-replicas"}], got ["ClusterValidatePolicy/max-replicas: big wants 5 replicas"]"#,
+            r#"messagesInclude: nothing matches {matches: "replicas"}, got []"#,
+        ],
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_regex_or_matcher_names_the_case_and_the_field() {
+    let dir = suite_dir();
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "policies: [policies/]
+resources: [resources.yaml]
+cases:
+  - resource: {kind: Deployment, namespace: default, name: small}
+    allowed: true
+  - resource: {kind: Deployment, namespace: default, name: big}
+    messages: [exact, {matches: 'wants (5'}]
+    warningsInclude: [{matches: '[z-a]'}]
+",
+    );
+    let (code, stdout, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    // Nothing ran: a bad suite reports every problem and no verdict.
+    assert!(!stdout.contains("PASS"), "{stdout}");
+    assert!(
+        stderr.contains("cases[1] (CREATE Deployment/default/big): messages[1].matches: `wants (5` is not a valid regular expression: unclosed group"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cases[1] (CREATE Deployment/default/big): warningsInclude[0].matches: `[z-a]` is not a valid regular expression: invalid character class range"),
+        "{stderr}"
+    );
+
+    // An entry that is neither a string nor {contains} / {matches}.
+    for (entry, want) in [
+        (
+            "{contain: x}",
+            "unknown field `contain`, expected one of contains, matches",
+        ),
+        (
+            "{contains: x, matches: y}",
+            "give one of `contains` and `matches` per entry",
+        ),
+        (
+            "[x]",
+            "expected a string (the whole text), {contains: TEXT} or {matches: REGEX}",
+        ),
+    ] {
+        write(
+            dir.path(),
+            "s/kanon-test.yaml",
+            &format!(
+                "policies: [policies/]\nresources: [resources.yaml]\ncases:\n  - resource: {{kind: Deployment, namespace: default, name: big}}\n    messages: [{entry}]\n"
+            ),
+        );
+        let (code, _, stderr) = run_suite(dir.path());
+        assert_eq!(code, Some(2), "{entry}: {stderr}");
+        assert!(stderr.contains(want), "{entry}: {stderr}");
+        assert!(stderr.contains("line 5"), "{entry}: {stderr}");
+    }
+}
+
+/// Records the old replicas on UPDATE and denies halving them: only an old object gives either.
+const SCALE_DOWN: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata:
+  name: gradual
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment}
+  validateRules:
+  - targetOperations: [UPDATE]
+    template:
+      type: condition
+      condition:
+        cond: Lt
+        dataRef: {from: current, path: /spec/replicas}
+        valueRef: {from: old, path: /spec/replicas}
+        valueProcess: {operation: '*', operationWith: '0.5'}
+        message: 'from {{ oldObject.spec.replicas }} to {{ object.spec.replicas }}'
+";
+
+#[test]
+fn an_update_case_brings_its_own_old_object() {
+    let dir = suite_dir();
+    write(dir.path(), "s/policies/gradual.yaml", SCALE_DOWN);
+    write(
+        dir.path(),
+        "s/earlier/small.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: small, namespace: default}\nspec:\n  replicas: 4\n",
+    );
+    // No oldResources at all: `big` never needs an old version, `small` brings its own, from
+    // a file and written in place.
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "name: own-old
+policies: [policies/]
+resources: [resources.yaml]
+cases:
+  - resource: {kind: Deployment, namespace: default, name: big}
+    allowed: false
+  - resource: {kind: Deployment, namespace: default, name: small}
+    operation: UPDATE
+    oldResource: earlier/small.yaml
+    allowed: false
+    messagesInclude: ['ClusterValidatePolicy/gradual: from 4 to 1']
+  - resource: {kind: Deployment, namespace: default, name: small}
+    operation: UPDATE
+    oldResource:
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: small, namespace: default}
+      spec: {replicas: 2}
+    allowed: true
+    messages: []
+",
+    );
+    let (code, stdout, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "PASS own-old: CREATE Deployment/default/big",
+            "PASS own-old: UPDATE Deployment/default/small",
+            "PASS own-old: UPDATE Deployment/default/small",
+            "3 passed, 0 failed",
+        ]
+    );
+
+    // The suite-wide way still works, and a case's own old object wins over it.
+    write(
+        dir.path(),
+        "s/old/all.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: small, namespace: default}\nspec:\n  replicas: 10\n",
+    );
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "name: suite-old
+policies: [policies/]
+resources: [resources.yaml]
+oldResources: [old/]
+operation: UPDATE
+cases:
+  - resource: {kind: Deployment, namespace: default, name: small}
+    messages: ['ClusterValidatePolicy/gradual: from 10 to 1']
+  - resource: {kind: Deployment, namespace: default, name: small}
+    oldResource: earlier/small.yaml
+    messages: ['ClusterValidatePolicy/gradual: from 4 to 1']
+",
+    );
+    let (code, stdout, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.ends_with("2 passed, 0 failed\n"), "{stdout}");
+
+    // Bad input, each named by case and field: an UPDATE with no old object anywhere (`big`
+    // is not in old/), an old object on CREATE, a file that is not there, and one with two
+    // documents.
+    write(
+        dir.path(),
+        "s/earlier/two.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n",
+    );
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "policies: [policies/]
+resources: [resources.yaml]
+oldResources: [old/]
+cases:
+  - resource: {kind: Deployment, namespace: default, name: big}
+    operation: UPDATE
+  - resource: {kind: Deployment, namespace: default, name: small}
+    oldResource: earlier/small.yaml
+  - resource: {kind: Deployment, namespace: default, name: small}
+    operation: UPDATE
+    oldResource: earlier/nothing.yaml
+  - resource: {kind: Deployment, namespace: default, name: small}
+    operation: UPDATE
+    oldResource: earlier/two.yaml
+",
+    );
+    let (code, stdout, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(2), "{stdout}{stderr}");
+    assert!(!stdout.contains("PASS"), "{stdout}");
+    for want in [
+        "cases[0] (UPDATE Deployment/default/big): ",
+        "resources.yaml: UPDATE needs an old object (give the case an `oldResource`, or the suite's `oldResources` a previous version of it)",
+        "cases[1] (CREATE Deployment/default/small): oldResource: a CREATE has no old object (set `operation: UPDATE`, or DELETE, where it is the object being deleted)",
+        "cases[2] (UPDATE Deployment/default/small): oldResource: ",
+        "earlier/nothing.yaml: No such file",
+        "cases[3] (UPDATE Deployment/default/small): oldResource: earlier/two.yaml holds 2 documents; give a file with exactly one",
+    ] {
+        assert!(stderr.contains(want), "expected `{want}` in:\n{stderr}");
+    }
+}
+
+#[test]
+fn a_resource_not_in_the_suite_lists_those_there_are_nearest_first() {
+    let dir = suite_dir();
+    write(
+        dir.path(),
+        "s/more.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: payments, namespace: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: checkout, namespace: shop}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: payments, namespace: shop}
+",
+    );
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "name: names
+policies: [policies/]
+resources: [resources.yaml, more.yaml]
+cases:
+  - resource: {kind: Deployment, namespace: shop, name: paymnts}
+    allowed: true
+  - resource: {kind: Deploymnet, namespace: shop, name: checkout}
+    allowed: true
+  - resource: {kind: StatefulSet, namespace: shop, name: db}
+    allowed: true
+  - resource: {apiVersion: apps/v2, kind: Deployment, namespace: shop, name: checkout}
+    allowed: true
+",
+    );
+    let (code, stdout, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert_eq!(
+        report_of(&stdout, "Deployment/shop/paymnts"),
+        [
+            "FAIL names: CREATE Deployment/shop/paymnts",
+            "no Deployment shop/paymnts in the suite's resources; did you mean Deployment shop/payments? There are: Deployment shop/payments, Deployment shop/checkout, Pod shop/payments, Deployment default/big, Deployment default/small",
+        ]
+    );
+    assert_eq!(
+        report_of(&stdout, "Deploymnet/shop/checkout")[1],
+        "no Deploymnet shop/checkout in the suite's resources; did you mean Deployment shop/checkout? There are: Deployment shop/checkout, Deployment shop/payments, Deployment default/big, Deployment default/small, Pod shop/payments"
+    );
+    // Nothing near: the list alone.
+    assert!(
+        report_of(&stdout, "StatefulSet/shop/db")[1]
+            .starts_with("no StatefulSet shop/db in the suite's resources; there are: "),
+        "{stdout}"
+    );
+    // With an apiVersion the list shows apiVersions, the one that differs included.
+    assert!(
+        report_of(&stdout, "Deployment/shop/checkout")[1].starts_with(
+            "no apps/v2 Deployment shop/checkout in the suite's resources; did you mean apps/v1 Deployment shop/checkout? There are: apps/v1 Deployment shop/checkout, "
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_suites_objects_are_its_context() {
+    let dir = suite_dir();
+    // max-replicas only in namespaces labelled env=prod.
+    write(
+        dir.path(),
+        "s/policies/replicas.yaml",
+        &REPLICAS.replace(
+            "spec:\n",
+            "spec:\n  namespaceSelector:\n    matchLabels: {env: prod}\n",
+        ),
+    );
+    write(
+        dir.path(),
+        "s/cluster/namespaces.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {env: prod}}\n",
+    );
+    // `objects:` is `context:` under the name `kanon serve --objects` uses.
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "policies: [policies/]
+resources: [resources.yaml]
+objects: [cluster/]
+cases:
+  - resource: {kind: Deployment, namespace: default, name: big}
+    messages: ['ClusterValidatePolicy/max-replicas: big wants 5 replicas']
+",
+    );
+    let (code, stdout, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    // Both names at once is one too many.
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "policies: [policies/]\nresources: [resources.yaml]\nobjects: [cluster/]\ncontext: [cluster/]\ncases: []\n",
+    );
+    let (code, _, stderr) = run_suite(dir.path());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("duplicate field `context`"), "{stderr}");
 }
 
 #[test]
