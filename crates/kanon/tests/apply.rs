@@ -456,3 +456,58 @@ spec:
         "{err}"
     );
 }
+
+/// Every policy under `examples/mistakes/` gets what its `# kanon says (error|warning): TEXT`
+/// header says: an error makes `kanon apply` exit 2 with that text, a warning is printed and the
+/// policy applies.
+#[test]
+fn every_mistake_in_the_examples_is_caught_as_its_header_says() {
+    let dir = repo().join("examples/mistakes");
+    let mut seen = 0;
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("examples/mistakes")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    entries.sort();
+    for file in entries {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        let (kind, said) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# kanon says ("))
+            .and_then(|l| l.split_once("): "))
+            .unwrap_or_else(|| panic!("{} has no `# kanon says` header", file.display()));
+        let out = kanon(&[
+            "apply",
+            "-p",
+            &file.to_string_lossy(),
+            "-r",
+            "examples/resources",
+        ]);
+        let err = stderr(&out);
+        match kind {
+            "error" => {
+                assert_eq!(out.status.code(), Some(2), "{}: {err}", file.display());
+                // `error: FILE: Kind/name is invalid:`, then one error per line.
+                assert!(
+                    err.starts_with("error:") && err.lines().any(|l| l.trim() == said.trim()
+                        || l.trim().starts_with(said.trim())),
+                    "{}: expected an error with {said:?}\n{err}",
+                    file.display()
+                );
+            }
+            "warning" => {
+                assert_ne!(out.status.code(), Some(2), "{}: {err}", file.display());
+                assert!(
+                    err.lines()
+                        .any(|l| l.starts_with("warning:") && l.contains(said)),
+                    "{}: expected a warning with {said:?}\n{err}",
+                    file.display()
+                );
+            }
+            other => panic!("{}: unknown kind {other}", file.display()),
+        }
+        seen += 1;
+    }
+    assert!(seen >= 6, "only {seen} mistakes checked");
+}
