@@ -173,12 +173,14 @@ pub struct OverrideTemplate {
     /// What the template changes.
     #[serde(rename = "type")]
     pub type_: OverrideTemplateType,
-    /// `add`, `replace` or `remove`.
+    /// `add`, `replace`, `remove` or `default`.
     pub operation: TemplateOperation,
-    /// For `annotations`, `labels` and `nodeSelector`: the key (any key, `/` and `.` included).
+    /// For `annotations`, `labels` and `nodeSelector`: the key (any key, `/` and `.`
+    /// included). For `field`: a JSON pointer below where `within` starts
+    /// (`/securityContext/runAsNonRoot`, `/metadata/annotations/a~1b`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    /// The value to set; a `stringMap` sets several keys.
+    /// The value to set; a `stringMap` sets several keys (or, for `field`, an object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<ConstantValue>,
     /// Where the value to set comes from.
@@ -197,7 +199,11 @@ pub struct OverrideTemplate {
     /// For `affinity`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
-    /// Containers the template applies to (`resources`, `resourcesOversell`); empty: all.
+    /// For `field`: where `path` starts; `object` (default) when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<FieldWithin>,
+    /// Containers the template applies to (`resources`, `resourcesOversell`, and `field`
+    /// within `containers`), among both the containers and the init containers; empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub container_names: Vec<String>,
 }
@@ -213,27 +219,48 @@ pub enum OverrideTemplateType {
     Labels,
     /// The pod spec's `nodeSelector`.
     NodeSelector,
-    /// Containers' `resources`.
+    /// The `resources` of the containers and init containers.
     Resources,
-    /// Containers' requests derived from their limits.
+    /// The requests of the containers and init containers, derived from their limits.
     ResourcesOversell,
     /// The pod spec's `tolerations`.
     Tolerations,
     /// The pod spec's `affinity`.
     Affinity,
+    /// Any field, named by the JSON pointer `path` below `within`.
+    Field,
+}
+
+/// Where the `path` of a `field` template starts: `object` (the default), `podSpec` or
+/// `containers`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum FieldWithin {
+    /// The object's root.
+    #[default]
+    Object,
+    /// The pod spec, wherever the kind keeps it (Pod `/spec`, workloads
+    /// `/spec/template/spec`, CronJob `/spec/jobTemplate/spec/template/spec`); kinds without
+    /// one are left alone.
+    PodSpec,
+    /// Each container and init container of the pod spec, narrowed by `containerNames`.
+    Containers,
 }
 
 /// Template operations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TemplateOperation {
-    /// Set (maps) or insert (lists).
+    /// Set (maps, fields) or insert (lists).
     #[default]
     Add,
-    /// Set (maps) or replace the matching entries (lists).
+    /// Set (maps, fields) or replace the matching entries (lists).
     Replace,
-    /// Delete the key or the matching entries, if present.
+    /// Delete the key, field or matching entries, if present.
     Remove,
+    /// Set only what is absent (or null), creating missing parents; never overwrite a value
+    /// the object has. Tolerations and affinity: only where the pod spec has none.
+    Default,
 }
 
 /// Factors for `resourcesOversell`, each strictly between 0 and 1, written as a number or a

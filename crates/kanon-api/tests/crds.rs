@@ -626,13 +626,20 @@ fn closed_enums_are_present() {
                 "resourcesOversell",
                 "tolerations",
                 "affinity",
+                "field",
             ],
         );
         assert_enum(
             &s,
             kind,
             "spec.overrideRules[].overriders.template.operation",
-            &["add", "replace", "remove"],
+            &["add", "replace", "remove", "default"],
+        );
+        assert_enum(
+            &s,
+            kind,
+            "spec.overrideRules[].overriders.template.within",
+            &["object", "podSpec", "containers"],
         );
         assert_enum(
             &s,

@@ -222,3 +222,291 @@ pub fn without_keys(map: Value, keys: &[Value]) -> Result<Value, String> {
     }
     Ok(Value::Object(base))
 }
+
+/// Whether `map` has no value under `key`: no entry, or `null` (which Kubernetes reads as
+/// unset). What `default` operations fill in.
+pub(crate) fn absent_in(map: &serde_json::Map<String, Value>, key: &str) -> bool {
+    crate::pointer::entry(map, key).is_none_or(Value::is_null)
+}
+
+/// `with_defaults(map, keys)`: `map` (an object, or null for none) with the entries of `keys`
+/// set where `map` has none (no entry, or `null`); its own values stay. Existing keys keep
+/// their place, new ones follow in order.
+pub fn with_defaults(map: Value, keys: Value) -> Result<Value, String> {
+    let mut base = match map {
+        Value::Object(m) => m,
+        Value::Null => serde_json::Map::new(),
+        other => {
+            return Err(format!(
+                "with_defaults: expected a map, got {}",
+                crate::document::type_name(&other)
+            ));
+        }
+    };
+    match keys {
+        Value::Object(add) => {
+            for (key, value) in add {
+                if absent_in(&base, &key) {
+                    base.insert(key, value);
+                }
+            }
+        }
+        other => {
+            return Err(format!(
+                "with_defaults: expected a map of keys, got {}",
+                crate::document::type_name(&other)
+            ));
+        }
+    }
+    Ok(Value::Object(base))
+}
+
+/// The one operation a `field` template makes, as [`field_op`] works it out.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FieldOp {
+    /// `{"op": "add", "path": path, "value": value}`: the value set, or the first missing
+    /// parent with the value nested in it.
+    Add {
+        /// Where, in the whole object.
+        path: String,
+        /// What.
+        value: Value,
+    },
+    /// `{"op": "remove", "path": path}`.
+    Remove {
+        /// Where, in the whole object.
+        path: String,
+    },
+}
+
+impl FieldOp {
+    /// The operation as RFC 6902 JSON.
+    pub fn into_json(self) -> Value {
+        let mut op = serde_json::Map::new();
+        match self {
+            FieldOp::Add { path, value } => {
+                op.insert("op".into(), Value::from("add"));
+                op.insert("path".into(), Value::String(path));
+                op.insert("value".into(), value);
+            }
+            FieldOp::Remove { path } => {
+                op.insert("op".into(), Value::from("remove"));
+                op.insert("path".into(), Value::String(path));
+            }
+        }
+        Value::Object(op)
+    }
+}
+
+/// A pointer for messages: the object's root has the empty pointer, which reads as nothing.
+fn shown_pointer(pointer: &str) -> String {
+    if pointer.is_empty() {
+        "the object".to_string()
+    } else {
+        format!("`{pointer}`")
+    }
+}
+
+/// `field_op(doc, base, path, value, op)`: the operation that edits the field at `path` (a
+/// JSON pointer below `doc`, which sits at the pointer `base` of the object), or `None` when
+/// nothing changes:
+///
+/// - `add`, `replace`: set `value` (unless the field already equals it), creating missing
+///   parents: an `add` of the first missing (or null) parent with the value nested in it;
+/// - `default`: the same, only where the field is absent or null;
+/// - `remove`: remove the field if present (null included); a missing parent means absent.
+///
+/// `doc` and every parent along `path` that is present must be an object: anything else (a
+/// string, a list) is an error naming its pointer, never a silent skip. Operations' paths are
+/// `base` followed by `path` as written (its escapes kept).
+pub fn field_op(
+    doc: &Value,
+    base: &str,
+    path: &str,
+    value: Option<&Value>,
+    edit: crate::podspec::Edit,
+) -> Result<Option<FieldOp>, String> {
+    use crate::podspec::Edit;
+    crate::pointer::check(base).map_err(|e| format!("field_op: base: {e}"))?;
+    crate::pointer::check(path).map_err(|e| format!("field_op: path: {e}"))?;
+    if path.is_empty() {
+        return Err("field_op: the path is empty; name a field below the document".into());
+    }
+    let value = match (edit, value) {
+        (Edit::Remove, _) => None,
+        (_, Some(v)) if !v.is_null() => Some(v),
+        _ => return Err(format!("field_op: no value to set at `{base}{path}`")),
+    };
+    let verb = if edit == Edit::Remove {
+        "remove"
+    } else {
+        "set"
+    };
+    let mut node = doc;
+    // `path[..offset]` names `node`.
+    let mut offset = 0;
+    loop {
+        let Value::Object(map) = node else {
+            let kind = crate::document::type_name(node);
+            let article = if matches!(kind, "array" | "object") {
+                "an"
+            } else {
+                "a"
+            };
+            let kind = if kind == "null" {
+                "null".to_string()
+            } else {
+                format!("{article} {kind}")
+            };
+            return Err(format!(
+                "{} is {kind}, not an object: cannot {verb} `{base}{path}`",
+                shown_pointer(&format!("{base}{}", &path[..offset]))
+            ));
+        };
+        let rest = &path[offset + 1..];
+        let raw = rest.split('/').next().unwrap_or_default();
+        let end = offset + 1 + raw.len();
+        let key = if raw.contains('~') {
+            std::borrow::Cow::Owned(raw.replace("~1", "/").replace("~0", "~"))
+        } else {
+            std::borrow::Cow::Borrowed(raw)
+        };
+        let child = crate::pointer::entry(map, &key);
+        let Some(value) = value else {
+            // Remove: a missing parent or field is absent already.
+            match child {
+                Some(_) if end == path.len() => {
+                    return Ok(Some(FieldOp::Remove {
+                        path: format!("{base}{path}"),
+                    }));
+                }
+                None | Some(Value::Null) => return Ok(None),
+                Some(next) => {
+                    node = next;
+                    offset = end;
+                }
+            }
+            continue;
+        };
+        match child {
+            // The field itself: kept (default) or set unless equal (add, replace).
+            Some(now) if end == path.len() && !now.is_null() => {
+                return Ok(
+                    (edit != Edit::Default && now != value).then(|| FieldOp::Add {
+                        path: format!("{base}{path}"),
+                        value: value.clone(),
+                    }),
+                );
+            }
+            Some(next) if !next.is_null() => {
+                node = next;
+                offset = end;
+            }
+            // Absent (or null) here: one `add` creates it with what lies below.
+            _ => {
+                return Ok(Some(FieldOp::Add {
+                    path: format!("{base}{}", &path[..end]),
+                    value: nested(&path[end..], value),
+                }));
+            }
+        }
+    }
+}
+
+/// `value` nested in objects, one per token of `pointer` (`/a/b`, 1 → `{"a": {"b": 1}}`).
+fn nested(pointer: &str, value: &Value) -> Value {
+    if pointer.is_empty() {
+        return value.clone();
+    }
+    // `pointer` starts with `/`: the tokens follow it, innermost last.
+    pointer[1..].rsplit('/').fold(value.clone(), |inner, raw| {
+        let mut map = serde_json::Map::with_capacity(1);
+        map.insert(raw.replace("~1", "/").replace("~0", "~"), inner);
+        Value::Object(map)
+    })
+}
+
+#[cfg(test)]
+mod field_tests {
+    use super::*;
+    use crate::podspec::Edit;
+    use serde_json::json;
+
+    fn op(doc: Value, path: &str, edit: Edit) -> Result<Option<Value>, String> {
+        field_op(&doc, "/spec", path, Some(&json!(true)), edit).map(|o| o.map(FieldOp::into_json))
+    }
+
+    #[test]
+    fn creates_missing_parents_and_keeps_defaults() {
+        assert_eq!(
+            op(json!({}), "/securityContext/runAsNonRoot", Edit::Default),
+            Ok(Some(
+                json!({"op": "add", "path": "/spec/securityContext", "value": {"runAsNonRoot": true}})
+            ))
+        );
+        assert_eq!(
+            op(
+                json!({"securityContext": null}),
+                "/securityContext/a~1b",
+                Edit::Add
+            ),
+            Ok(Some(
+                json!({"op": "add", "path": "/spec/securityContext", "value": {"a/b": true}})
+            ))
+        );
+        assert_eq!(
+            op(
+                json!({"securityContext": {"runAsNonRoot": false}}),
+                "/securityContext/runAsNonRoot",
+                Edit::Default
+            ),
+            Ok(None)
+        );
+        assert_eq!(
+            op(
+                json!({"securityContext": {"runAsNonRoot": false}}),
+                "/securityContext/runAsNonRoot",
+                Edit::Replace
+            ),
+            Ok(Some(
+                json!({"op": "add", "path": "/spec/securityContext/runAsNonRoot", "value": true})
+            ))
+        );
+        assert_eq!(
+            op(json!({"x": true}), "/x", Edit::Add),
+            Ok(None),
+            "equal already"
+        );
+    }
+
+    #[test]
+    fn removes_what_is_present() {
+        let remove = |doc: Value, path: &str| {
+            field_op(&doc, "", path, None, Edit::Remove).map(|o| o.map(FieldOp::into_json))
+        };
+        assert_eq!(
+            remove(json!({"a": {"b": null}}), "/a/b"),
+            Ok(Some(json!({"op": "remove", "path": "/a/b"})))
+        );
+        assert_eq!(remove(json!({"a": null}), "/a/b"), Ok(None));
+        assert_eq!(remove(json!({}), "/a/b"), Ok(None));
+    }
+
+    #[test]
+    fn a_parent_that_is_no_object_is_an_error() {
+        let err = op(
+            json!({"securityContext": "x"}),
+            "/securityContext/a",
+            Edit::Default,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "`/spec/securityContext` is a string, not an object: cannot set `/spec/securityContext/a`"
+        );
+        let err = field_op(&json!({"a": [1]}), "", "/a/0", None, Edit::Remove).unwrap_err();
+        assert!(err.starts_with("`/a` is an array, not an object"), "{err}");
+        let err = op(json!("oops"), "/a", Edit::Add).unwrap_err();
+        assert!(err.starts_with("`/spec` is a string"), "{err}");
+    }
+}

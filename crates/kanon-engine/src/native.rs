@@ -11,8 +11,9 @@
 //! from the program's it declines ([`NativeRule::run`] gives `None`) and the program runs. It
 //! declines on anything the program would report as an error (a helper's error, a value of an
 //! unexpected type, a structured `valueRef` for a label), on values only minijinja's number
-//! coercion can compare (an integer against a float), near the program's limits (output
-//! size, fuel, nesting of the output). A condition's message is not part of either: it is
+//! coercion can compare (an integer against a float), on a `field` value holding a float its
+//! output would not give back exactly, near the program's limits (output size, fuel, nesting
+//! of the output). A condition's message is not part of either: it is
 //! rendered apart, after the verdict (see [`crate::condition`]). `tests/native.rs` runs both on
 //! generated inputs and requires the same operations, verdicts and errors.
 
@@ -20,7 +21,7 @@ use std::sync::Arc;
 
 use json_patch::jsonptr::{Pointer, PointerBuf};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
-use kanon_api::Cond;
+use kanon_api::{Cond, FieldWithin};
 use serde_json::{Map, Value};
 
 use crate::condition::ConditionVerdict;
@@ -32,7 +33,8 @@ use crate::program::ProgramLimits;
 /// Most entries of a label, annotation or node selector map handled natively (each costs the
 /// program fuel).
 const MAX_MAP_ENTRIES: usize = 10_000;
-/// Most containers handled natively (the program's loop costs fuel per container).
+/// Most containers and init containers, together, handled natively (the program's loop costs
+/// fuel per container).
 const MAX_CONTAINERS: usize = 128;
 /// Most values a JSONPath `dataRef` may select for a native condition.
 const MAX_SELECTED: usize = 1_000;
@@ -107,6 +109,29 @@ pub(crate) enum MapEdit {
     Set(Value),
     /// Set this key to the text of `refs.value`.
     SetFromRef(String),
+    /// Set these entries where the map has none (`default`).
+    Default(Value),
+    /// Set this key to the text of `refs.value` where the map has none (`default`).
+    DefaultFromRef(String),
+}
+
+/// The value a `field` template sets.
+#[derive(Clone, Debug)]
+pub(crate) enum FieldValue {
+    /// None: `remove`.
+    Nothing,
+    /// A constant, and whether the program's output gives it back exactly ([`reparses`]).
+    Constant { value: Value, reparses: bool },
+    /// `refs.value`; absent or null changes nothing.
+    Reference,
+}
+
+impl FieldValue {
+    /// A constant value.
+    pub(crate) fn constant(value: Value) -> Self {
+        let reparses = reparses(&value);
+        FieldValue::Constant { value, reparses }
+    }
 }
 
 /// How a template edits each selected container's `resources`.
@@ -146,6 +171,17 @@ enum Change {
         /// the template alone: worked out once, with its [`value_bound`] (`None`: too deep).
         from_absent: (Value, Option<usize>),
     },
+    Field(FieldChange),
+}
+
+/// A `field` template: the field at `path` below `within` (containers narrowed by `names`).
+#[derive(Clone, Debug)]
+struct FieldChange {
+    within: FieldWithin,
+    names: Vec<String>,
+    path: String,
+    value: FieldValue,
+    op: Edit,
 }
 
 impl NativeOverride {
@@ -178,6 +214,25 @@ impl NativeOverride {
         }
     }
 
+    /// `field`: the field at `path` below `within` (containers narrowed by `names`).
+    pub(crate) fn field(
+        within: FieldWithin,
+        names: Vec<String>,
+        path: String,
+        value: FieldValue,
+        op: Edit,
+    ) -> Self {
+        NativeOverride {
+            change: Change::Field(FieldChange {
+                within,
+                names,
+                path,
+                value,
+                op,
+            }),
+        }
+    }
+
     fn run(
         &self,
         object: &Value,
@@ -196,6 +251,7 @@ impl NativeOverride {
                 op,
                 from_absent,
             } => spec_field_change(*field, template, *op, from_absent, object, &mut ops)?,
+            Change::Field(field) => field.run(object, refs, &mut ops)?,
         }
         Some(Patch(ops.list))
     }
@@ -467,7 +523,29 @@ fn map_change(
             }
             updated
         }
-        MapEdit::SetFromRef(key) => {
+        MapEdit::Default(updates) => {
+            let Value::Object(set) = updates else {
+                return None;
+            };
+            // Only the keys the map lacks, one `add` each: the same object in the end as the
+            // program's one `add` of `with_defaults(current, updates)`, charged as that.
+            let mut missing = set
+                .iter()
+                .filter(|(key, _)| helpers::absent_in(entries, key))
+                .peekable();
+            if missing.peek().is_none() {
+                return Some(());
+            }
+            if present {
+                return ops.set_keys(
+                    &path,
+                    current,
+                    missing.map(|(key, value)| (key.as_str(), value.clone())),
+                );
+            }
+            helpers::with_defaults(current.clone(), updates.clone()).ok()?
+        }
+        MapEdit::SetFromRef(key) | MapEdit::DefaultFromRef(key) => {
             let text = match refs.get("value") {
                 None | Some(Value::Null) => return Some(()),
                 Some(Value::String(s)) => s.clone(),
@@ -477,12 +555,58 @@ fn map_change(
                 // Floats (as minijinja writes them) and structures (an error): the program.
                 Some(_) => return None,
             };
+            if matches!(edit, MapEdit::DefaultFromRef(_)) && !helpers::absent_in(entries, key) {
+                return Some(());
+            }
             let mut updates = Map::new();
             updates.insert(key.clone(), Value::String(text));
             helpers::with_keys(current.clone(), Value::Object(updates)).ok()?
         }
     };
     ops.add(path, updated)
+}
+
+/// Calls `each` with the pod spec's pointer, the list's name (`containers`, then
+/// `initContainers`), the index and each container the program's loop selects (by
+/// `names`, all when empty). `None` where the program's loop could go otherwise: a list that
+/// is not one, a container that is not an object, a name that is not a string, more
+/// containers than [`MAX_CONTAINERS`].
+fn each_container(
+    object: &Value,
+    names: &[String],
+    mut each: impl FnMut(&'static Pointer, &'static str, usize, &Value) -> Option<()>,
+) -> Option<()> {
+    let Some((spec_path, spec)) = podspec::pod_spec(object) else {
+        return Some(());
+    };
+    const LISTS: [&str; 2] = ["containers", "initContainers"];
+    let mut lists: [&[Value]; 2] = [&[], &[]];
+    for (list, name) in lists.iter_mut().zip(LISTS) {
+        match member(spec, name) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => *list = items,
+            Some(_) => return None,
+        }
+    }
+    if lists.iter().map(|l| l.len()).sum::<usize>() > MAX_CONTAINERS {
+        return None;
+    }
+    for (list, name) in lists.into_iter().zip(LISTS) {
+        for (i, container) in list.iter().enumerate() {
+            let Value::Object(fields) = container else {
+                return None;
+            };
+            if !names.is_empty() {
+                match entry(fields, "name") {
+                    Some(Value::String(name)) if names.contains(name) => {}
+                    Some(Value::String(_)) => continue,
+                    _ => return None,
+                }
+            }
+            each(spec_path, name, i, container)?;
+        }
+    }
+    Some(())
 }
 
 /// resources, resourcesOversell: each selected container's `resources`, one `add` each.
@@ -493,36 +617,17 @@ fn containers_change(
     object: &Value,
     ops: &mut Ops,
 ) -> Option<()> {
-    let Some((spec_path, spec)) = podspec::pod_spec(object) else {
-        return Some(());
-    };
-    let containers = match member(spec, "containers") {
-        None => return Some(()),
-        Some(Value::Array(list)) if list.len() <= MAX_CONTAINERS => list,
-        // null, not a list, or a loop long enough to cost the program noticeable fuel.
-        Some(_) => return None,
-    };
     let empty = Value::Object(Map::new());
-    for (i, container) in containers.iter().enumerate() {
-        let Value::Object(container) = container else {
-            return None;
-        };
-        if !names.is_empty() {
-            match entry(container, "name") {
-                Some(Value::String(name)) if names.contains(name) => {}
-                Some(Value::String(_)) => continue,
-                _ => return None,
-            }
-        }
+    each_container(object, names, |spec_path, list, i, container| {
         // `c.resources | default({})`: absent is an empty map, null stays null.
-        let resources = entry(container, "resources");
+        let resources = member(container, "resources");
         let current = resources.unwrap_or(&empty);
         // Oversell of no resources (absent or `{}`, not null): no limit to scale, no request to
         // remove; the program's result is `{}` again, no change.
         if matches!(edit, ContainerEdit::Oversell(..))
             && current.as_object().is_some_and(Map::is_empty)
         {
-            continue;
+            return Some(());
         }
         if let Some(Value::Object(present)) = resources {
             // Only the sections the program changes, as `add`s into the existing resources
@@ -550,13 +655,12 @@ fn containers_change(
                     }
                 }))?;
                 if equal {
-                    continue;
+                    return Some(());
                 }
                 let sections = sections
                     .into_iter()
                     .filter_map(|(name, value)| Some((name, value?)));
-                ops.set_keys(&resources_path(spec_path, i), current, sections)?;
-                continue;
+                return ops.set_keys(&resources_path(spec_path, list, i), current, sections);
             }
         }
         let updated = match edit {
@@ -564,18 +668,67 @@ fn containers_change(
             ContainerEdit::Oversell(factors, _) => podspec::oversold(current, factors, op).ok()?,
         };
         if changes(&updated, current)? {
-            ops.add(resources_path(spec_path, i), updated)?;
+            ops.add(resources_path(spec_path, list, i), updated)?;
         }
-    }
-    Some(())
+        Some(())
+    })
 }
 
-/// `<spec>/containers/<index>/resources`.
-fn resources_path(spec: &Pointer, index: usize) -> String {
-    crate::pointer::join(
-        spec.as_str(),
-        &["containers", &index.to_string(), "resources"],
-    )
+/// `<spec>/<list>/<index>/resources`.
+fn resources_path(spec: &Pointer, list: &str, index: usize) -> String {
+    crate::pointer::join(spec.as_str(), &[list, &index.to_string(), "resources"])
+}
+
+/// Whether the program's output gives `value` back as it is: `tojson` writes a float in its
+/// shortest form, which serde_json reads back to the nearest float only mostly.
+fn reparses(value: &Value) -> bool {
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            serde_json::from_str::<Value>(&n.to_string()).is_ok_and(|back| &back == value)
+        }
+        Value::Array(items) => items.iter().all(reparses),
+        Value::Object(map) => map.values().all(reparses),
+        _ => true,
+    }
+}
+
+impl FieldChange {
+    /// The one operation `field_op` works out, for the object, its pod spec or each selected
+    /// container.
+    fn run(&self, object: &Value, refs: &Map<String, Value>, ops: &mut Ops) -> Option<()> {
+        // A value the program's output would not give back exactly: the program.
+        let value = match &self.value {
+            FieldValue::Nothing => None,
+            FieldValue::Constant { value, reparses } if *reparses => Some(value),
+            FieldValue::Constant { .. } => return None,
+            FieldValue::Reference => match refs.get("value") {
+                None | Some(Value::Null) => return Some(()),
+                Some(value) if reparses(value) => Some(value),
+                Some(_) => return None,
+            },
+        };
+        let mut one = |doc: &Value, base: &str| -> Option<()> {
+            // An error (a parent that is no object) is the program's to report.
+            match helpers::field_op(doc, base, &self.path, value, self.op).ok()? {
+                None => Some(()),
+                Some(helpers::FieldOp::Add { path, value }) => ops.add(path, value),
+                Some(helpers::FieldOp::Remove { path }) => ops.remove(path),
+            }
+        };
+        match self.within {
+            FieldWithin::Object => one(object, ""),
+            FieldWithin::PodSpec => match podspec::pod_spec(object) {
+                Some((spec_path, spec)) => one(spec, spec_path.as_str()),
+                None => Some(()),
+            },
+            FieldWithin::Containers => {
+                each_container(object, &self.names, |spec_path, list, i, container| {
+                    let base = crate::pointer::join(spec_path.as_str(), &[list, &i.to_string()]);
+                    one(container, &base)
+                })
+            }
+        }
+    }
 }
 
 impl SpecField {

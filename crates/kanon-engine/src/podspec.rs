@@ -59,7 +59,7 @@ mod tests {
     }
 }
 
-/// The three template operations, as the helpers take them.
+/// The four template operations, as the helpers take them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Edit {
     /// Set (maps) or insert (lists).
@@ -68,18 +68,31 @@ pub enum Edit {
     Replace,
     /// Delete keys or matching entries.
     Remove,
+    /// Set only what is absent (or null); lists only where there is none.
+    Default,
 }
 
 impl Edit {
-    /// Parses `add`, `replace` or `remove`.
+    /// Parses `add`, `replace`, `remove` or `default`.
     pub fn parse(text: &str) -> Result<Edit, String> {
         match text {
             "add" => Ok(Edit::Add),
             "replace" => Ok(Edit::Replace),
             "remove" => Ok(Edit::Remove),
+            "default" => Ok(Edit::Default),
             other => Err(format!(
-                "unknown operation `{other}`; use add, replace or remove"
+                "unknown operation `{other}`; use add, replace, remove or default"
             )),
+        }
+    }
+
+    /// The operation's name, as programs pass it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Edit::Add => "add",
+            Edit::Replace => "replace",
+            Edit::Remove => "remove",
+            Edit::Default => "default",
         }
     }
 }
@@ -96,8 +109,9 @@ fn text(value: &Value) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// A container's `resources` with the template's requests and limits set (add, replace) or
-/// their keys removed (remove). Empty sections are dropped.
+/// A container's `resources` with the template's requests and limits set (add, replace), set
+/// where the container has none of that name (default) or their keys removed (remove). Empty
+/// sections are dropped.
 pub fn resources_with(current: &Value, template: &Value, edit: Edit) -> Value {
     let mut result = object(current);
     for (section, value) in resources_sections(current, template, edit) {
@@ -137,6 +151,11 @@ pub fn resources_sections(
                 Edit::Add | Edit::Replace => {
                     target.insert(name.clone(), quantity.clone());
                 }
+                // The container's own value stays (`cpu: 200m` is not a default's to change).
+                Edit::Default if crate::helpers::absent_in(&target, name) => {
+                    target.insert(name.clone(), quantity.clone());
+                }
+                Edit::Default => {}
                 Edit::Remove => {
                     target.shift_remove(name);
                 }
@@ -151,8 +170,8 @@ pub fn resources_sections(
 }
 
 /// A container's `resources` with each request set to its limit × factor, rounded up to whole
-/// millicores (CPU) or units (bytes), on add and replace; or
-/// removed (remove). Resources without a limit are left alone.
+/// millicores (CPU) or units (bytes), on add and replace (on default only where the container
+/// has no such request); or removed (remove). Resources without a limit are left alone.
 pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, String> {
     let mut result = object(current);
     // Taken out of `result` (not copied again); put back under the same key, in the same place.
@@ -215,8 +234,8 @@ pub(crate) fn oversold_requests_by<'f>(
 }
 
 /// Sets each request to its limit × factor, rounded up to whole millicores (CPU) or units
-/// (bytes), on add and replace; removes the requests named on remove. Resources without a
-/// limit are left alone.
+/// (bytes), on add and replace, and on default where there is no such request; removes the
+/// requests named on remove. Resources without a limit are left alone.
 fn oversell_into<'f>(
     requests: &mut Map<String, Value>,
     limits: Option<&Map<String, Value>>,
@@ -228,7 +247,8 @@ fn oversell_into<'f>(
             Edit::Remove => {
                 requests.shift_remove(name);
             }
-            Edit::Add | Edit::Replace => {
+            Edit::Default if !crate::helpers::absent_in(requests, name) => {}
+            Edit::Add | Edit::Replace | Edit::Default => {
                 let Some(limit) = limits.and_then(|limits| crate::pointer::entry(limits, name))
                 else {
                     continue;
@@ -290,12 +310,16 @@ fn toleration_matches(existing: &Value, template: &Value, edit: Edit) -> bool {
 
 /// A pod spec's tolerations edited by the template's: `add` appends those not already present,
 /// `replace` swaps each matching entry for its template (or sets the whole list when nothing
-/// matches), `remove` drops the matching entries. `null` when the result is empty.
+/// matches), `remove` drops the matching entries, `default` sets the template's only where
+/// there are none (no list, or an empty one). `null` when the result is empty.
 pub fn tolerations_with(current: &Value, template: &Value, edit: Edit) -> Value {
     let mut list: Vec<Value> = current.as_array().cloned().unwrap_or_default();
     let wanted: Vec<Value> = template.as_array().cloned().unwrap_or_default();
     match edit {
         Edit::Add => append_missing(&mut list, wanted),
+        // A pod spec's own tolerations, whatever they are, are not a default's to extend.
+        Edit::Default if !list.is_empty() => {}
+        Edit::Default => append_missing(&mut list, wanted),
         Edit::Replace => {
             let any_match = wanted
                 .iter()
@@ -328,7 +352,8 @@ fn terms_with(current: Option<&Value>, template: &Value, edit: Edit) -> Option<V
         .unwrap_or_default();
     let wanted: Vec<Value> = template.as_array().cloned().unwrap_or_default();
     match edit {
-        Edit::Add => append_missing(&mut list, wanted),
+        // `default` sets a whole affinity only where there is none (see affinity_with).
+        Edit::Add | Edit::Default => append_missing(&mut list, wanted),
         Edit::Replace => list = wanted,
         Edit::Remove if wanted.is_empty() => list.clear(),
         Edit::Remove => list.retain(|e| !wanted.contains(e)),
@@ -337,8 +362,15 @@ fn terms_with(current: Option<&Value>, template: &Value, edit: Edit) -> Option<V
 }
 
 /// A pod spec's affinity edited by the template's, term list by term list (node, pod and
-/// anti-affinity; required and preferred). `null` when the result is empty.
+/// anti-affinity; required and preferred); `default` sets it as `add` would only where the pod
+/// spec has none (no affinity, or `{}`), and leaves any other as it is. `null` when the result
+/// is empty.
 pub fn affinity_with(current: &Value, template: &Value, edit: Edit) -> Value {
+    if edit == Edit::Default
+        && let Some(present) = current.as_object().filter(|a| !a.is_empty())
+    {
+        return Value::Object(present.clone());
+    }
     let mut affinity = object(current);
     for (kind, sections) in template.as_object().into_iter().flatten() {
         let mut target = affinity.get(kind).map(object).unwrap_or_default();

@@ -328,6 +328,38 @@ fn add_helpers(env: &mut Environment<'static>) {
                 .map_err(invalid)
         },
     );
+    // with_defaults(map, {"k": "v"}) → a copy of map with those keys set where it has none.
+    env.add_function(
+        "with_defaults",
+        |map: Value, keys: Value| -> Result<Value, Error> {
+            crate::helpers::with_defaults(to_json(&map)?, to_json(&keys)?)
+                .map(|v| Value::from(Serde(v)))
+                .map_err(invalid)
+        },
+    );
+    // field_op(doc, base, "/a/b", value, op) → the operation that sets (add, replace,
+    // default) or removes (remove) the field at /a/b of doc (found at the pointer base),
+    // creating missing parents; none when nothing changes.
+    env.add_function(
+        "field_op",
+        |doc: Value,
+         base: String,
+         path: String,
+         value: Value,
+         op: String|
+         -> Result<Value, Error> {
+            let edit = crate::podspec::Edit::parse(&op).map_err(invalid)?;
+            let value = if value.is_undefined() || value.is_none() {
+                None
+            } else {
+                Some(to_json(&value)?)
+            };
+            let found =
+                crate::helpers::field_op(&to_json(&doc)?, &base, &path, value.as_ref(), edit)
+                    .map_err(invalid)?;
+            Ok(found.map_or(Value::from(()), |op| Value::from(Serde(op.into_json()))))
+        },
+    );
     // pod_spec_pointer(object) → where the kind keeps its pod spec, or undefined.
     env.add_function(
         "pod_spec_pointer",

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kanon_api::{
-    AffectMode, ArithmeticOp, Cond, ConstantValue, OverrideTemplate, OverrideTemplateType,
-    TemplateOperation, ValidateCondition,
+    AffectMode, ArithmeticOp, Cond, ConstantValue, FieldWithin, OverrideTemplate,
+    OverrideTemplateType, TemplateOperation, ValidateCondition,
 };
 use serde_json::Value;
 
@@ -18,7 +18,8 @@ use crate::condition::ConditionMessage;
 use crate::document::scalar_text;
 use crate::error::FieldError;
 use crate::native::{
-    Compared, ContainerEdit, MapAt, MapEdit, NativeCondition, NativeOverride, NativeRule, SpecField,
+    Compared, ContainerEdit, FieldValue, MapAt, MapEdit, NativeCondition, NativeOverride,
+    NativeRule, SpecField,
 };
 use crate::podspec::Edit;
 use crate::quantity::Decimal;
@@ -148,6 +149,7 @@ pub fn compile_override(
         TemplateOperation::Add => ("add", Edit::Add),
         TemplateOperation::Replace => ("replace", Edit::Replace),
         TemplateOperation::Remove => ("remove", Edit::Remove),
+        TemplateOperation::Default => ("default", Edit::Default),
     };
     let kind = match t.type_ {
         OverrideTemplateType::Annotations => "annotations",
@@ -157,39 +159,20 @@ pub fn compile_override(
         OverrideTemplateType::ResourcesOversell => "resourcesOversell",
         OverrideTemplateType::Tolerations => "tolerations",
         OverrideTemplateType::Affinity => "affinity",
+        OverrideTemplateType::Field => "field",
     };
+    let keyed = matches!(
+        t.type_,
+        OverrideTemplateType::Annotations
+            | OverrideTemplateType::Labels
+            | OverrideTemplateType::NodeSelector
+            | OverrideTemplateType::Field
+    );
     // Fields that belong to other template types are mistakes worth naming.
     let stray = [
-        (
-            "path",
-            t.path.is_some(),
-            matches!(
-                t.type_,
-                OverrideTemplateType::Annotations
-                    | OverrideTemplateType::Labels
-                    | OverrideTemplateType::NodeSelector
-            ),
-        ),
-        (
-            "value",
-            t.value.is_some(),
-            matches!(
-                t.type_,
-                OverrideTemplateType::Annotations
-                    | OverrideTemplateType::Labels
-                    | OverrideTemplateType::NodeSelector
-            ),
-        ),
-        (
-            "valueRef",
-            t.value_ref.is_some(),
-            matches!(
-                t.type_,
-                OverrideTemplateType::Annotations
-                    | OverrideTemplateType::Labels
-                    | OverrideTemplateType::NodeSelector
-            ),
-        ),
+        ("path", t.path.is_some(), keyed),
+        ("value", t.value.is_some(), keyed),
+        ("valueRef", t.value_ref.is_some(), keyed),
         (
             "resources",
             t.resources.is_some(),
@@ -211,11 +194,18 @@ pub fn compile_override(
             t.type_ == OverrideTemplateType::Affinity,
         ),
         (
+            "within",
+            t.within.is_some(),
+            t.type_ == OverrideTemplateType::Field,
+        ),
+        (
             "containerNames",
             !t.container_names.is_empty(),
             matches!(
                 t.type_,
-                OverrideTemplateType::Resources | OverrideTemplateType::ResourcesOversell
+                OverrideTemplateType::Resources
+                    | OverrideTemplateType::ResourcesOversell
+                    | OverrideTemplateType::Field
             ),
         ),
     ];
@@ -264,7 +254,7 @@ pub fn compile_override(
                     }
                 }
             }
-            containers_program(
+            resources_program(
                 &mut out,
                 t,
                 &format!(
@@ -315,7 +305,7 @@ pub fn compile_override(
                 ));
             }
             let factors = Value::Object(factors);
-            containers_program(
+            resources_program(
                 &mut out,
                 t,
                 &format!(
@@ -373,6 +363,7 @@ pub fn compile_override(
             );
             Some(NativeOverride::spec_field(SpecField::Affinity, json, edit))
         }
+        OverrideTemplateType::Field => field_program(t, field, edit, errors, &mut out),
     };
     out.push_str("{{ acc.ops | tojson }}\n");
     let native = native.filter(|_| errors.len() == before)?;
@@ -446,6 +437,7 @@ fn string_map_program(
         },
         (None, Some(_), Some(k)) => {
             // A missing reference changes nothing; a structured one cannot be a label.
+            let default = t.operation == TemplateOperation::Default;
             out.push_str("{%- if refs.value is defined and refs.value is not none -%}\n");
             let _ = writeln!(
                 out,
@@ -456,12 +448,25 @@ fn string_map_program(
                 "{{%- set updates = {{{}: refs.value if refs.value is string else refs.value | tojson}} -%}}",
                 Value::String(k.clone())
             );
-            let _ = writeln!(
-                out,
-                "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_keys(current, updates)}}] -%}}"
-            );
+            if default {
+                out.push_str("{%- if with_defaults(current, updates) != current %}\n");
+                let _ = writeln!(
+                    out,
+                    "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_defaults(current, updates)}}] -%}}"
+                );
+                out.push_str("{%- endif %}\n");
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_keys(current, updates)}}] -%}}"
+                );
+            }
             out.push_str("{%- endif %}\n{%- endif %}\n");
-            return Some(MapEdit::SetFromRef(k.clone()));
+            return Some(if default {
+                MapEdit::DefaultFromRef(k.clone())
+            } else {
+                MapEdit::SetFromRef(k.clone())
+            });
         }
         (None, None, _) => {
             errors.push(FieldError::new(field, "set value or valueRef"));
@@ -476,39 +481,180 @@ fn string_map_program(
         }
     };
     let updates: Value = serde_json::from_str(&updates).unwrap_or(Value::Null);
+    // `default` sets only the keys the map lacks; `add` and `replace` set them all.
+    let default = t.operation == TemplateOperation::Default;
+    let merge = if default {
+        "with_defaults"
+    } else {
+        "with_keys"
+    };
     let _ = writeln!(out, "{{%- set updates = {} -%}}", literal(&updates));
-    out.push_str("{%- if with_keys(current, updates) != current %}\n");
+    let _ = writeln!(out, "{{%- if {merge}(current, updates) != current %}}");
     let _ = writeln!(
         out,
-        "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": with_keys(current, updates)}}] -%}}"
+        "{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": {path_expr}, \"value\": {merge}(current, updates)}}] -%}}"
     );
     out.push_str("{%- endif %}\n{%- endif %}\n");
-    Some(MapEdit::Set(updates))
+    Some(if default {
+        MapEdit::Default(updates)
+    } else {
+        MapEdit::Set(updates)
+    })
 }
 
-/// Loops over the pod spec's containers (narrowed by `containerNames`) and sets each one's
-/// `resources` to `expr` (evaluated with `c` bound to the container).
-fn containers_program(out: &mut String, t: &OverrideTemplate, expr: &str) {
+/// Opens the pod spec: `spec_path` and `spec` are bound inside, and kinds without a pod spec
+/// skip what follows (closed by [`close_pod_spec`]).
+fn open_pod_spec(out: &mut String) {
     out.push_str(
         "{%- set spec_path = pod_spec_pointer(object) -%}\n{%- if spec_path is defined -%}\n",
     );
     out.push_str("{%- set spec = pointer(object, spec_path) -%}\n");
-    let names = Value::from(t.container_names.clone());
+}
+
+/// Closes [`open_pod_spec`].
+fn close_pod_spec(out: &mut String) {
+    out.push_str("{%- endif %}\n");
+}
+
+/// Loops over the pod spec's containers, then its init containers, both narrowed by
+/// `containerNames`, with `c` bound to the container, `list` to its list's name and `i` to its
+/// index; writes `body` for each. A list that is absent or null has no containers. (Ephemeral
+/// containers are not touched: they take no resources and are added through their own
+/// subresource.)
+fn containers_program(out: &mut String, names: &[String], body: &str) {
+    open_pod_spec(out);
+    let names = Value::from(names.to_vec());
     let _ = writeln!(out, "{{%- set names = {} -%}}", literal(&names));
-    out.push_str("{%- for i in range(spec.containers | default([]) | length) -%}\n{%- set c = spec.containers[i] -%}\n");
+    out.push_str("{%- for list in [\"containers\", \"initContainers\"] -%}\n");
+    out.push_str("{%- set items = spec[list] if spec[list] is defined and spec[list] is not none else [] -%}\n");
+    out.push_str("{%- for i in range(items | length) -%}\n{%- set c = items[i] -%}\n");
     out.push_str("{%- if names | length == 0 or c.name in names -%}\n");
-    let _ = writeln!(out, "{{%- set updated = {expr} -%}}");
-    out.push_str("{%- if updated != (c.resources | default({})) %}\n");
-    out.push_str("{%- set acc.ops = acc.ops + [{\"op\": \"add\", \"path\": spec_path ~ \"/containers/\" ~ i ~ \"/resources\", \"value\": updated}] -%}\n");
-    out.push_str("{%- endif -%}\n{%- endif -%}\n{%- endfor -%}\n{%- endif %}\n");
+    out.push_str(body);
+    out.push_str("{%- endif -%}\n{%- endfor -%}\n{%- endfor -%}\n");
+    close_pod_spec(out);
+}
+
+/// Sets each selected container's `resources` to `expr` (evaluated with `c` bound to the
+/// container).
+fn resources_program(out: &mut String, t: &OverrideTemplate, expr: &str) {
+    let mut body = String::new();
+    let _ = writeln!(body, "{{%- set updated = {expr} -%}}");
+    body.push_str("{%- if updated != (c.resources | default({})) %}\n");
+    body.push_str("{%- set acc.ops = acc.ops + [{\"op\": \"add\", \"path\": spec_path ~ \"/\" ~ list ~ \"/\" ~ i ~ \"/resources\", \"value\": updated}] -%}\n");
+    body.push_str("{%- endif -%}\n");
+    containers_program(out, &t.container_names, &body);
+}
+
+/// `field`: one `field_op` call for the object, its pod spec, or each selected container.
+/// Returns the native form.
+fn field_program(
+    t: &OverrideTemplate,
+    field: &str,
+    edit: Edit,
+    errors: &mut Vec<FieldError>,
+    out: &mut String,
+) -> Option<NativeOverride> {
+    let before = errors.len();
+    let within = t.within.unwrap_or_default();
+    let path = match t.path.as_deref() {
+        None | Some("") => {
+            errors.push(FieldError::new(
+                format!("{field}.path"),
+                "is required for type field: a JSON pointer such as /securityContext/runAsNonRoot",
+            ));
+            None
+        }
+        Some(path) => match crate::pointer::check(path) {
+            Ok(()) => Some(path),
+            Err(e) => {
+                errors.push(FieldError::new(format!("{field}.path"), e));
+                None
+            }
+        },
+    };
+    if within != FieldWithin::Containers && !t.container_names.is_empty() {
+        errors.push(FieldError::new(
+            format!("{field}.containerNames"),
+            "is used by type field only with within: containers",
+        ));
+    }
+    let constant = t
+        .value
+        .as_ref()
+        .and_then(|v| constant_json(v, &format!("{field}.value"), errors));
+    let value = match (edit, t.value.is_some(), t.value_ref.is_some()) {
+        (Edit::Remove, false, false) => Some(FieldValue::Nothing),
+        (Edit::Remove, value, _) => {
+            let name = if value { "value" } else { "valueRef" };
+            errors.push(FieldError::new(
+                format!("{field}.{name}"),
+                "remove takes no value",
+            ));
+            None
+        }
+        (_, true, true) => {
+            errors.push(FieldError::new(field, "set value or valueRef, not both"));
+            None
+        }
+        (_, true, false) => constant.map(FieldValue::constant),
+        (_, false, true) => Some(FieldValue::Reference),
+        (_, false, false) => {
+            errors.push(FieldError::new(
+                field,
+                format!("{} sets a value: set value or valueRef", edit.as_str()),
+            ));
+            None
+        }
+    };
+    if errors.len() > before {
+        return None;
+    }
+    let (path, value) = (path?, value?);
+    let value_expr = match &value {
+        FieldValue::Nothing => "none".to_string(),
+        FieldValue::Constant { value, .. } => literal(value),
+        FieldValue::Reference => "refs.value".to_string(),
+    };
+    let reference = matches!(value, FieldValue::Reference);
+    if reference {
+        // A missing reference changes nothing.
+        out.push_str("{%- if refs.value is defined and refs.value is not none -%}\n");
+    }
+    let call = |doc: &str, base: &str| {
+        format!(
+            "{{%- set found = field_op({doc}, {base}, {}, {value_expr}, {}) -%}}\n{{%- if found is not none %}}{{% set acc.ops = acc.ops + [found] %}}{{% endif -%}}\n",
+            Value::from(path),
+            literal(&Value::from(edit.as_str()))
+        )
+    };
+    match within {
+        FieldWithin::Object => out.push_str(&call("object", "\"\"")),
+        FieldWithin::PodSpec => {
+            open_pod_spec(out);
+            out.push_str(&call("spec", "spec_path"));
+            close_pod_spec(out);
+        }
+        FieldWithin::Containers => containers_program(
+            out,
+            &t.container_names,
+            &call("c", "spec_path ~ \"/\" ~ list ~ \"/\" ~ i"),
+        ),
+    }
+    if reference {
+        out.push_str("{%- endif %}\n");
+    }
+    Some(NativeOverride::field(
+        within,
+        t.container_names.clone(),
+        path.to_string(),
+        value,
+        edit,
+    ))
 }
 
 /// Sets one field of the pod spec to `expr` (evaluated with `spec` bound to the pod spec).
 fn pod_spec_program(out: &mut String, expr: &str, name: &str) {
-    out.push_str(
-        "{%- set spec_path = pod_spec_pointer(object) -%}\n{%- if spec_path is defined -%}\n",
-    );
-    out.push_str("{%- set spec = pointer(object, spec_path) -%}\n");
+    open_pod_spec(out);
     let _ = writeln!(out, "{{%- set updated = {expr} -%}}");
     let _ = writeln!(out, "{{%- if updated != (spec.{name} | default(none)) %}}");
     let _ = writeln!(
@@ -519,7 +665,8 @@ fn pod_spec_program(out: &mut String, expr: &str, name: &str) {
         out,
         "{{%- else -%}}\n{{%- set acc.ops = acc.ops + [{{\"op\": \"add\", \"path\": spec_path ~ \"/{name}\", \"value\": updated}}] -%}}"
     );
-    out.push_str("{%- endif %}\n{%- endif %}\n{%- endif %}\n");
+    out.push_str("{%- endif %}\n{%- endif %}\n");
+    close_pod_spec(out);
 }
 
 /// The operand of a `valueProcess`: an integer, a decimal string or a percentage.

@@ -186,7 +186,24 @@ fn container(rng: &mut Rng, i: usize) -> Value {
             c.insert("resources".into(), Value::Object(r));
         }
     }
+    if let Some(context) = security_context(rng) {
+        c.insert("securityContext".into(), context);
+    }
     Value::Object(c)
+}
+
+/// A `securityContext` as a pod spec or a container may hold it, for `field` templates:
+/// usually absent, sometimes null, empty, set, or not an object at all.
+fn security_context(rng: &mut Rng) -> Option<Value> {
+    match rng.below(12) {
+        0 => Some(Value::Null),
+        1 => Some(json!({})),
+        2 => Some(json!({"runAsNonRoot": false, "allowPrivilegeEscalation": true})),
+        3 => Some(json!({"runAsNonRoot": true, "runAsUser": 1000})),
+        4 => Some(json!("restricted")),
+        5 => Some(json!({"allowPrivilegeEscalation": null})),
+        _ => None,
+    }
 }
 
 fn toleration(rng: &mut Rng) -> Value {
@@ -299,6 +316,25 @@ fn pod_spec(rng: &mut Rng) -> Value {
             let list = (0..n).map(|i| container(rng, i)).collect();
             spec.insert("containers".into(), Value::Array(list));
         }
+    }
+    match rng.below(10) {
+        0..=4 => {}
+        5 => {
+            spec.insert("initContainers".into(), Value::Null);
+        }
+        6 => {
+            spec.insert("initContainers".into(), json!([]));
+        }
+        _ => {
+            // Named after the containers' names, so containerNames select across both lists.
+            let list = (0..1 + rng.below(2))
+                .map(|i| container(rng, 2 + i))
+                .collect();
+            spec.insert("initContainers".into(), Value::Array(list));
+        }
+    }
+    if let Some(context) = security_context(rng) {
+        spec.insert("securityContext".into(), context);
     }
     if let Some(m) = map_field(rng) {
         spec.insert("nodeSelector".into(), m);
@@ -435,7 +471,33 @@ fn object(rng: &mut Rng) -> Value {
 // Templates and conditions
 // ---------------------------------------------------------------------------------------------
 
-const OPERATIONS: &[&str] = &["add", "replace", "remove"];
+const OPERATIONS: &[&str] = &["add", "replace", "remove", "default"];
+
+/// Pointers a `field` template may name, below the object, its pod spec or a container:
+/// present and absent, with missing parents, escaped keys, and parents that are lists or
+/// scalars (an error).
+const FIELD_PATHS: &[&str] = &[
+    "/securityContext/runAsNonRoot",
+    "/securityContext/allowPrivilegeEscalation",
+    "/securityContext",
+    "/metadata/annotations/a~1b",
+    "/metadata/labels/team",
+    "/metadata/name",
+    "/spec/securityContext/runAsNonRoot",
+    "/spec/template/spec/securityContext/runAsNonRoot",
+    "/nodeSelector/a~1b",
+    "/resources/limits/cpu",
+    "/dnsConfig/options",
+    "/image",
+    "/name/x",
+    "/containers/0/image",
+    "/extra/a",
+    "/extra/a/b",
+    "/extra/map/x~0y",
+    "/extra/list/0",
+    "/new/deep/a~1b/c",
+    "/",
+];
 
 /// Paths a `valueRef` or `dataRef` may read: pointers and JSONPaths, present or absent, of
 /// every type, some selecting several values.
@@ -575,6 +637,24 @@ fn override_template(rng: &mut Rng, kind: &str) -> Value {
         }
         "affinity" => {
             t.insert("affinity".into(), affinity(rng));
+        }
+        "field" => {
+            let within = *rng.pick(&["", "object", "podSpec", "containers", "containers"]);
+            if !within.is_empty() {
+                t.insert("within".into(), Value::from(within));
+            }
+            t.insert("path".into(), Value::from(*rng.pick(FIELD_PATHS)));
+            // Remove takes no value; now and then one anyway (a compile error).
+            if operation != "remove" || rng.chance(5) {
+                if rng.chance(70) {
+                    t.insert("value".into(), constant(rng));
+                } else {
+                    t.insert("valueRef".into(), reference(rng));
+                }
+            }
+            if within == "containers" {
+                t.insert("containerNames".into(), json!(container_names(rng)));
+            }
         }
         other => panic!("{other}"),
     }
@@ -922,6 +1002,12 @@ fn tolerations_and_affinity_agree_with_their_programs() {
         let tally = override_cases(kind, 0xC33 + i as u64, 70);
         assert_mostly_native(kind, &tally);
     }
+}
+
+#[test]
+fn fields_agree_with_their_programs() {
+    let tally = override_cases("field", 0xE55, 200);
+    assert_mostly_native("field", &tally);
 }
 
 #[test]

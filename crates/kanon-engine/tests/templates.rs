@@ -1,6 +1,7 @@
 //! Override templates rendered to rule programs: annotations, labels, nodeSelector,
-//! resources, resourcesOversell, tolerations and affinity, each with add, replace and remove,
-//! on every kind that keeps a pod spec (Pod, workloads with `spec.template`, CronJob).
+//! resources, resourcesOversell, tolerations, affinity and field, each with add, replace,
+//! remove and default, on every kind that keeps a pod spec (Pod, workloads with
+//! `spec.template`, CronJob).
 
 mod common;
 
@@ -458,6 +459,8 @@ fn templates_on_objects_without_a_pod_spec_change_nothing() {
         json!({"type": "resourcesOversell", "operation": "add", "resourcesOversell": {"cpuFactor": "0.5"}}),
         json!({"type": "tolerations", "operation": "add", "tolerations": [{"key": "a", "operator": "Exists"}]}),
         json!({"type": "affinity", "operation": "add", "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}}}),
+        json!({"type": "field", "within": "podSpec", "operation": "default", "path": "/a", "value": {"string": "b"}}),
+        json!({"type": "field", "within": "containers", "operation": "add", "path": "/a", "value": {"string": "b"}}),
     ];
     for template in templates {
         let d = run(template.clone(), &service);
@@ -976,4 +979,490 @@ fn templates_and_plaintext_in_one_block_run_template_first() {
     let d = mutate_create(&set, &object);
     assert!(d.allowed, "{d:?}");
     assert_eq!(patched(&d)["metadata"]["labels"]["stage"], "plaintext");
+}
+
+// ---------------------------------------------------------------------------------------------
+// default: set only what is absent
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn resources_default_keeps_a_containers_own_request_and_sets_what_is_missing() {
+    let spec = json!({"containers": [
+        {"name": "app", "image": "nginx", "resources": {"requests": {"cpu": "200m"}, "limits": {"memory": "1Gi"}}},
+        {"name": "bare", "image": "busybox"},
+    ]});
+    let template = |operation: &str| {
+        json!({"type": "resources", "operation": operation, "resources": {
+            "requests": {"cpu": "100m", "memory": "64Mi"},
+            "limits": {"memory": "128Mi"},
+        }})
+    };
+    for (kind, at_spec) in KINDS {
+        let object = holding(kind, spec.clone());
+        let d = run(template("default"), &object);
+        assert_eq!(
+            container_resources(&d, at_spec),
+            vec![
+                // The Pod's own `cpu: 200m` request and memory limit stay; the missing memory
+                // request is set.
+                json!({"requests": {"cpu": "200m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}}),
+                json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}),
+            ],
+            "default on {kind}"
+        );
+        // `add` still overwrites: the request becomes 100m.
+        let d = run(template("add"), &object);
+        assert_eq!(
+            container_resources(&d, at_spec)[0]["requests"]["cpu"],
+            "100m",
+            "{kind}"
+        );
+        // Nothing absent: no patch.
+        let full = holding(
+            kind,
+            json!({"containers": [{"name": "app", "image": "nginx", "resources": {
+                "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}}}]}),
+        );
+        let d = run(template("default"), &full);
+        assert!(d.patch.0.is_empty(), "{kind}: {d:?}");
+    }
+}
+
+#[test]
+fn oversell_default_sets_a_request_only_where_there_is_none() {
+    let spec = json!({"containers": [
+        {"name": "app", "image": "nginx", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "300m"}}},
+    ]});
+    let d = run(
+        json!({"type": "resourcesOversell", "operation": "default",
+               "resourcesOversell": {"cpuFactor": "0.5", "memoryFactor": "0.5"}}),
+        &holding("Pod", spec),
+    );
+    assert_eq!(
+        patched(&d)["spec"]["containers"][0]["resources"]["requests"],
+        json!({"cpu": "300m", "memory": "512Mi"})
+    );
+}
+
+#[test]
+fn string_map_default_keeps_an_existing_value() {
+    for (kind, spec) in KINDS {
+        for template_type in ["labels", "annotations", "nodeSelector"] {
+            let pointer = map_pointer(template_type, spec);
+            // (map before (null: absent), map after)
+            let rows = [
+                (json!(null), json!({"app": "other", "team": "a"})),
+                (json!({"app": "web"}), json!({"app": "web", "team": "a"})),
+                (
+                    json!({"team": "b", "app": "web"}),
+                    json!({"team": "b", "app": "web"}),
+                ),
+                // A null value is no value.
+                (
+                    json!({"team": null, "x": "y"}),
+                    json!({"team": "a", "x": "y", "app": "other"}),
+                ),
+            ];
+            for (before, after) in rows {
+                let object = with(holding(kind, pod_spec()), &pointer, before.clone());
+                let d = run(
+                    json!({"type": template_type, "operation": "default",
+                           "value": {"stringMap": {"app": "other", "team": "a"}}}),
+                    &object,
+                );
+                assert_eq!(
+                    at(patched(&d), &pointer),
+                    after,
+                    "{template_type} on {kind} with {before}"
+                );
+                if before == after {
+                    assert!(d.patch.0.is_empty(), "{d:?}");
+                }
+            }
+        }
+    }
+    // One key, and a valueRef: only where absent.
+    let object = holding("Pod", pod_spec());
+    let d = run(
+        json!({"type": "labels", "operation": "default", "path": "app", "value": {"string": "x"}}),
+        &object,
+    );
+    assert!(d.patch.0.is_empty(), "{d:?}");
+    let d = run(
+        json!({"type": "annotations", "operation": "default", "path": "owner",
+               "valueRef": {"from": "current", "path": "/metadata/labels/app"}}),
+        &object,
+    );
+    assert_eq!(
+        patched(&d)["metadata"]["annotations"],
+        json!({"owner": "web"})
+    );
+    let annotated = with(object, "/metadata/annotations", json!({"owner": "me"}));
+    let d = run(
+        json!({"type": "annotations", "operation": "default", "path": "owner",
+               "valueRef": {"from": "current", "path": "/metadata/labels/app"}}),
+        &annotated,
+    );
+    assert!(d.patch.0.is_empty(), "{d:?}");
+}
+
+#[test]
+fn tolerations_and_affinity_default_only_where_the_pod_spec_has_none() {
+    let gpu = json!({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"});
+    let spot = json!({"key": "spot", "operator": "Exists"});
+    let affinity = node_required(json!([zone_term("a")]));
+    let other = node_required(json!([zone_term("b")]));
+    for (kind, spec) in KINDS {
+        let tolerations = format!("{spec}/tolerations");
+        for (before, after) in [
+            (json!(null), json!([gpu])),
+            (json!([]), json!([gpu])),
+            (json!([spot]), json!([spot])),
+        ] {
+            let object = with(holding(kind, pod_spec()), &tolerations, before.clone());
+            let d = run(
+                json!({"type": "tolerations", "operation": "default", "tolerations": [gpu]}),
+                &object,
+            );
+            assert_eq!(at(patched(&d), &tolerations), after, "{kind} {before}");
+        }
+        let pointer = format!("{spec}/affinity");
+        for (before, after) in [
+            (json!(null), affinity.clone()),
+            (json!({}), affinity.clone()),
+            (other.clone(), other.clone()),
+        ] {
+            let object = with(holding(kind, pod_spec()), &pointer, before.clone());
+            let d = run(
+                json!({"type": "affinity", "operation": "default", "affinity": affinity}),
+                &object,
+            );
+            assert_eq!(at(patched(&d), &pointer), after, "{kind} {before}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// init containers
+// ---------------------------------------------------------------------------------------------
+
+/// A pod spec with an init container and two containers, none with resources.
+fn spec_with_init() -> Value {
+    json!({
+        "initContainers": [{"name": "migrate", "image": "flyway"}],
+        "containers": [
+            {"name": "app", "image": "nginx"},
+            {"name": "sidecar", "image": "envoy", "resources": {"limits": {"cpu": "1"}}},
+        ],
+    })
+}
+
+#[test]
+fn resources_cover_init_containers() {
+    for (kind, at_spec) in KINDS {
+        let object = holding(kind, spec_with_init());
+        let d = run(
+            json!({"type": "resources", "operation": "add", "resources": {"requests": {"cpu": "50m"}}}),
+            &object,
+        );
+        assert_eq!(
+            at(
+                patched(&d),
+                &format!("{at_spec}/initContainers/0/resources")
+            ),
+            json!({"requests": {"cpu": "50m"}}),
+            "{kind}"
+        );
+        assert_eq!(
+            container_resources(&d, at_spec),
+            vec![
+                json!({"requests": {"cpu": "50m"}}),
+                json!({"limits": {"cpu": "1"}, "requests": {"cpu": "50m"}}),
+            ]
+        );
+        // containerNames narrows across both lists (the patch follows the object's key order).
+        let d = run(
+            json!({"type": "resources", "operation": "default", "containerNames": ["migrate", "sidecar"],
+                   "resources": {"requests": {"cpu": "50m"}}}),
+            &object,
+        );
+        assert_eq!(
+            patch_of(&d),
+            json!([
+                {"op": "add", "path": format!("{at_spec}/initContainers/0/resources"), "value": {"requests": {"cpu": "50m"}}},
+                {"op": "add", "path": format!("{at_spec}/containers/1/resources/requests"), "value": {"cpu": "50m"}},
+            ]),
+            "{kind}"
+        );
+    }
+    // Oversell too.
+    let spec = json!({"initContainers": [{"name": "migrate", "image": "flyway",
+                                          "resources": {"limits": {"cpu": "1"}}}]});
+    let d = run(
+        json!({"type": "resourcesOversell", "operation": "add", "resourcesOversell": {"cpuFactor": "0.5"}}),
+        &holding("Pod", spec),
+    );
+    assert_eq!(
+        patch_of(&d),
+        json!([{"op": "add", "path": "/spec/initContainers/0/resources/requests", "value": {"cpu": "500m"}}])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// field
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn field_within_pod_spec_on_every_kind() {
+    let run_as_non_root = |operation: &str| {
+        json!({"type": "field", "within": "podSpec", "path": "/securityContext/runAsNonRoot",
+               "operation": operation, "value": {"boolean": true}})
+    };
+    for (kind, spec) in KINDS {
+        // The missing parent is created, in one operation.
+        let object = holding(kind, pod_spec());
+        let d = run(run_as_non_root("default"), &object);
+        assert_eq!(
+            patch_of(&d),
+            json!([{"op": "add", "path": format!("{spec}/securityContext"), "value": {"runAsNonRoot": true}}]),
+            "{kind}"
+        );
+        // An existing parent gains the field; its other fields stay.
+        let object = with(
+            holding(kind, pod_spec()),
+            &format!("{spec}/securityContext"),
+            json!({"runAsUser": 1000}),
+        );
+        let d = run(run_as_non_root("default"), &object);
+        assert_eq!(
+            at(patched(&d), &format!("{spec}/securityContext")),
+            json!({"runAsUser": 1000, "runAsNonRoot": true}),
+            "{kind}"
+        );
+        // An existing value: default keeps it, add and replace set it, remove removes it.
+        let object = with(
+            holding(kind, pod_spec()),
+            &format!("{spec}/securityContext"),
+            json!({"runAsNonRoot": false, "runAsUser": 1000}),
+        );
+        let d = run(run_as_non_root("default"), &object);
+        assert!(d.patch.0.is_empty(), "{kind}: {d:?}");
+        for operation in ["add", "replace"] {
+            let d = run(run_as_non_root(operation), &object);
+            assert_eq!(
+                at(patched(&d), &format!("{spec}/securityContext")),
+                json!({"runAsNonRoot": true, "runAsUser": 1000}),
+                "{operation} on {kind}"
+            );
+        }
+        let remove = json!({"type": "field", "within": "podSpec", "path": "/securityContext/runAsNonRoot",
+                            "operation": "remove"});
+        let d = run(remove.clone(), &object);
+        assert_eq!(
+            at(patched(&d), &format!("{spec}/securityContext")),
+            json!({"runAsUser": 1000}),
+            "{kind}"
+        );
+        // Removing what is not there: no patch, missing parents included.
+        let d = run(remove, &holding(kind, pod_spec()));
+        assert!(d.patch.0.is_empty(), "{kind}: {d:?}");
+    }
+    // A kind without a pod spec is left alone.
+    let service =
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": metadata(), "spec": {}});
+    let d = run(run_as_non_root("add"), &service);
+    assert!(d.patch.0.is_empty(), "{d:?}");
+}
+
+#[test]
+fn field_within_containers_covers_init_containers_and_narrows_by_name() {
+    let spec = json!({
+        "initContainers": [{"name": "migrate", "image": "flyway"}],
+        "containers": [
+            {"name": "app", "image": "nginx", "securityContext": {"allowPrivilegeEscalation": true}},
+            {"name": "sidecar", "image": "envoy", "securityContext": {"runAsUser": 7}},
+        ],
+    });
+    let template = |operation: &str, names: Value| {
+        json!({"type": "field", "within": "containers", "path": "/securityContext/allowPrivilegeEscalation",
+               "operation": operation, "value": {"boolean": false}, "containerNames": names})
+    };
+    for (kind, at_spec) in KINDS {
+        let object = holding(kind, spec.clone());
+        let d = run(template("default", json!([])), &object);
+        assert_eq!(
+            patch_of(&d),
+            json!([
+                {"op": "add", "path": format!("{at_spec}/initContainers/0/securityContext"), "value": {"allowPrivilegeEscalation": false}},
+                {"op": "add", "path": format!("{at_spec}/containers/1/securityContext/allowPrivilegeEscalation"), "value": false},
+            ]),
+            "{kind}"
+        );
+        // The app container's own `true` stays under default, and is replaced under add.
+        assert_eq!(
+            at(
+                patched(&d),
+                &format!("{at_spec}/containers/0/securityContext")
+            ),
+            json!({"allowPrivilegeEscalation": true})
+        );
+        let d = run(template("add", json!(["app", "migrate"])), &object);
+        assert_eq!(
+            patch_of(&d),
+            json!([
+                {"op": "add", "path": format!("{at_spec}/initContainers/0/securityContext"), "value": {"allowPrivilegeEscalation": false}},
+                {"op": "replace", "path": format!("{at_spec}/containers/0/securityContext/allowPrivilegeEscalation"), "value": false},
+            ]),
+            "{kind}"
+        );
+        let d = run(
+            json!({"type": "field", "within": "containers", "path": "/securityContext/allowPrivilegeEscalation",
+                   "operation": "remove", "containerNames": ["app", "sidecar"]}),
+            &object,
+        );
+        assert_eq!(
+            patch_of(&d),
+            json!([{"op": "remove", "path": format!("{at_spec}/containers/0/securityContext/allowPrivilegeEscalation")}]),
+            "{kind}"
+        );
+    }
+}
+
+#[test]
+fn field_within_the_object_takes_any_key() {
+    let template = |operation: &str| {
+        json!({"type": "field", "path": "/metadata/annotations/a~1b", "operation": operation,
+               "value": {"string": "x"}})
+    };
+    let object = holding("Pod", pod_spec());
+    let d = run(template("default"), &object);
+    assert_eq!(
+        patch_of(&d),
+        json!([{"op": "add", "path": "/metadata/annotations", "value": {"a/b": "x"}}])
+    );
+    let annotated = with(
+        object.clone(),
+        "/metadata/annotations",
+        json!({"a/b": "mine"}),
+    );
+    let d = run(template("default"), &annotated);
+    assert!(d.patch.0.is_empty(), "{d:?}");
+    let d = run(template("replace"), &annotated);
+    assert_eq!(patched(&d)["metadata"]["annotations"], json!({"a/b": "x"}));
+    // Structured values, several missing parents at once, and `within: object` spelled out.
+    let d = run(
+        json!({"type": "field", "within": "object", "path": "/spec/dnsConfig/options",
+               "operation": "add", "value": {"stringSlice": ["ndots:2"]}}),
+        &object,
+    );
+    assert_eq!(
+        patched(&d)["spec"]["dnsConfig"],
+        json!({"options": ["ndots:2"]})
+    );
+    // A valueRef: copied where present, nothing where the reference is absent.
+    let copy = |from: &str| {
+        json!({"type": "field", "path": "/metadata/annotations/owner", "operation": "add",
+               "valueRef": {"from": "current", "path": from}})
+    };
+    let d = run(copy("/metadata/labels"), &object);
+    assert_eq!(
+        patched(&d)["metadata"]["annotations"],
+        json!({"owner": {"app": "web"}})
+    );
+    let d = run(copy("/metadata/missing"), &object);
+    assert!(d.patch.0.is_empty(), "{d:?}");
+}
+
+#[test]
+fn field_through_a_parent_that_is_no_object_is_an_evaluation_error() {
+    let set = set_of(&[template_policy(
+        json!({"type": "field", "within": "podSpec", "path": "/securityContext/runAsNonRoot",
+               "operation": "default", "value": {"boolean": true}}),
+    )]);
+    for (kind, spec) in KINDS {
+        let object = with(
+            holding(kind, pod_spec()),
+            &format!("{spec}/securityContext"),
+            json!("restricted"),
+        );
+        let d = mutate_create(&set, &object);
+        assert!(!d.allowed, "{kind}: {d:?}");
+        assert_eq!(
+            d.messages,
+            [format!(
+                "ClusterOverridePolicy/tpl: spec.overrideRules[0].overriders.template: `{spec}/securityContext` is a string, not an object: cannot set `{spec}/securityContext/runAsNonRoot`"
+            )],
+            "{kind}"
+        );
+    }
+    // Lists are no objects either: containers are reached with `within: containers`.
+    let set = set_of(&[template_policy(
+        json!({"type": "field", "path": "/spec/containers/0/image", "operation": "remove"}),
+    )]);
+    let d = mutate_create(&set, &holding("Pod", pod_spec()));
+    assert!(!d.allowed);
+    assert!(
+        d.messages[0].contains("`/spec/containers` is an array, not an object"),
+        "{:?}",
+        d.messages
+    );
+}
+
+#[test]
+fn field_templates_are_checked_when_the_policy_is_written() {
+    let at = |name: &str| format!("spec.overrideRules[0].overriders.template{name}");
+    let cases = [
+        (
+            json!({"type": "field", "operation": "add", "value": {"string": "x"}}),
+            at(".path"),
+            "is required for type field",
+        ),
+        (
+            json!({"type": "field", "operation": "add", "path": "metadata.labels.a", "value": {"string": "x"}}),
+            at(".path"),
+            "is not a JSON pointer",
+        ),
+        (
+            json!({"type": "field", "operation": "add", "path": "/a~2b", "value": {"string": "x"}}),
+            at(".path"),
+            "must be followed by",
+        ),
+        (
+            json!({"type": "field", "operation": "default", "path": "/a"}),
+            at(""),
+            "default sets a value: set value or valueRef",
+        ),
+        (
+            json!({"type": "field", "operation": "add", "path": "/a", "value": {"string": "x"},
+                   "valueRef": {"from": "current", "path": "/b"}}),
+            at(""),
+            "set value or valueRef, not both",
+        ),
+        (
+            json!({"type": "field", "operation": "remove", "path": "/a", "value": {"string": "x"}}),
+            at(".value"),
+            "remove takes no value",
+        ),
+        (
+            json!({"type": "field", "within": "podSpec", "operation": "add", "path": "/a",
+                   "value": {"string": "x"}, "containerNames": ["app"]}),
+            at(".containerNames"),
+            "only with within: containers",
+        ),
+        (
+            json!({"type": "labels", "within": "podSpec", "operation": "add", "path": "a", "value": {"string": "x"}}),
+            at(".within"),
+            "is not used by type labels",
+        ),
+        (
+            json!({"type": "field", "operation": "add", "path": "/a", "value": {"string": "x"},
+                   "resources": {"limits": {"cpu": "1"}}}),
+            at(".resources"),
+            "is not used by type field",
+        ),
+    ];
+    for (template, field, needle) in cases {
+        let errors = compile_errors(&template_policy(template));
+        assert_error(&errors, &field, needle);
+    }
 }
