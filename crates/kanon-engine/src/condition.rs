@@ -12,8 +12,18 @@ use serde_json::{Map, Value};
 
 use crate::error::FieldError;
 use crate::helpers;
-use crate::native::Compared;
 use crate::program::{Program, ProgramError, ProgramKind, ProgramLimits};
+
+/// What a condition compares `dataRef`'s value with.
+#[derive(Clone, Debug)]
+pub(crate) enum Compared {
+    /// Nothing (`Exist`, `NotExist`).
+    Nothing,
+    /// A constant, `valueProcess` already applied.
+    Constant(Value),
+    /// `refs.value`, then `valueProcess` (operation and operand) if any.
+    Reference(Option<(String, String)>),
+}
 
 /// What a condition's check found.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use kanon_api::{Cond, FieldWithin};
 use serde_json::{Map, Value};
 
-use crate::condition::ConditionVerdict;
+use crate::condition::{Compared, ConditionVerdict};
 use crate::helpers;
 use crate::podspec::{self, Edit};
 use crate::pointer::{entry, member};
@@ -794,17 +794,6 @@ fn spec_field_change(
 // ---------------------------------------------------------------------------------------------
 // Conditions
 // ---------------------------------------------------------------------------------------------
-
-/// What a condition compares `dataRef`'s value with.
-#[derive(Clone, Debug)]
-pub(crate) enum Compared {
-    /// Nothing (`Exist`, `NotExist`).
-    Nothing,
-    /// A constant, `valueProcess` already applied.
-    Constant(Value),
-    /// `refs.value`, then `valueProcess` (operation and operand) if any.
-    Reference(Option<(String, String)>),
-}
 
 /// The native form of a validate `condition`.
 #[derive(Clone, Debug)]

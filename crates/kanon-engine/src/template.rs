@@ -14,12 +14,12 @@ use kanon_api::{
 };
 use serde_json::Value;
 
-use crate::condition::ConditionMessage;
+use crate::condition::{Compared, ConditionMessage};
 use crate::document::scalar_text;
 use crate::error::FieldError;
 use crate::native::{
-    Compared, ContainerEdit, FieldValue, MapAt, MapEdit, NativeCondition, NativeOverride,
-    NativeRule, SpecField,
+    ContainerEdit, FieldValue, MapAt, MapEdit, NativeCondition, NativeOverride, NativeRule,
+    SpecField,
 };
 use crate::podspec::Edit;
 use crate::quantity::Decimal;
