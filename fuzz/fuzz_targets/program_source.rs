@@ -50,15 +50,18 @@ fuzz_target!(|data: &[u8]| {
     let Ok(source) = std::str::from_utf8(source) else {
         return;
     };
-    let kind = if choice & 1 == 0 {
-        ProgramKind::Override
-    } else {
-        ProgramKind::Validate
+    let kind = match choice % 3 {
+        0 => ProgramKind::Override,
+        1 => ProgramKind::Validate,
+        _ => ProgramKind::Message,
     };
     if let Ok(program) = Program::compile(source, kind, LIMITS) {
         let context = json_value(Arc::new(CONTEXT.clone()));
         let _ = program.render(&context);
+        // A message whose strict rendering fails is rendered again with absent values shown.
+        let _ = program.render_leniently(&context, "<absent>");
         match program.run(&context) {
+            _ if kind == ProgramKind::Message => {}
             Ok(output) if kind == ProgramKind::Override => {
                 if let Ok(patch) = patch_from_output(output) {
                     let mut object = kanon_fuzz::web_pod();
@@ -85,6 +88,17 @@ fuzz_target!(|data: &[u8]| {
             "spec": {
                 "validationActions": ["Deny", "Audit"],
                 "validateRules": [{"program": source}],
+            },
+        }),
+           // A condition that denies, so its message is rendered.
+        ProgramKind::Message => json!({
+            "apiVersion": api, "kind": "ClusterValidatePolicy", "metadata": {"name": "fuzz"},
+            "spec": {
+                "validationActions": ["Deny", "Warn"],
+                "validateRules": [{"template": {"type": "condition", "condition": {
+                    "cond": "Exist", "dataRef": {"from": "current", "path": "$.spec.containers[*].image"},
+                    "message": source,
+                }}}],
             },
         }),
     };

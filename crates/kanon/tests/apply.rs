@@ -490,8 +490,10 @@ fn every_mistake_in_the_examples_is_caught_as_its_header_says() {
                 assert_eq!(out.status.code(), Some(2), "{}: {err}", file.display());
                 // `error: FILE: Kind/name is invalid:`, then one error per line.
                 assert!(
-                    err.starts_with("error:") && err.lines().any(|l| l.trim() == said.trim()
-                        || l.trim().starts_with(said.trim())),
+                    err.starts_with("error:")
+                        && err
+                            .lines()
+                            .any(|l| l.trim() == said.trim() || l.trim().starts_with(said.trim())),
                     "{}: expected an error with {said:?}\n{err}",
                     file.display()
                 );

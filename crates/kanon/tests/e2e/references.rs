@@ -207,7 +207,7 @@ fn k8s_objects_by_name_and_by_selector(env: &mut Env) {
                     "dataRef": {"from": "k8s", "path": "$[*].metadata.name", "k8s": {
                         "apiVersion": "v1", "kind": "ConfigMap", "namespace": ns,
                         "labelSelector": {"matchLabels": {"kind": "limits"}}}},
-                    "message": "limits found: {{ data | join(',') }}",
+                    "message": "limits found: {{ refs.data | join(',') }}",
                 }}}],
             }),
         ),
