@@ -3,6 +3,9 @@
 //! - [`reflector`]: watches of the four policy kinds and of Namespace metadata; each changed
 //!   policy is compiled (only the changed ones) and the new set is handed to a
 //!   [`kanon_engine::PolicyPublisher`], once every watch has listed once.
+//! - [`custom_kinds`]: a watch of CustomResourceDefinitions, giving the custom kinds (and
+//!   their schemas) that policies' kinds and paths are checked against besides the built-in
+//!   ones; when they change, every policy's warnings are recomputed.
 //! - [`status`]: each policy's `status` (`observedGeneration`, `Ready`, rendered programs),
 //!   written by server-side apply only when it changes.
 //! - [`objects`], [`http`] and [`lookup`]: the engine's [`kanon_engine::Lookup`] over the
@@ -18,6 +21,7 @@
 
 mod backoff;
 pub mod certificates;
+pub mod custom_kinds;
 pub mod http;
 pub mod lookup;
 pub mod metrics;

@@ -1,5 +1,6 @@
 //! The engine's [`Lookup`] in a cluster: Namespaces from the Namespace cache, other objects
-//! through the [`ObjectReader`], HTTP services through [`HttpLookups`].
+//! through the [`ObjectReader`], HTTP services through [`HttpLookups`], the kinds a policy being
+//! written is checked against from [`CustomKinds`].
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use kanon_engine::lookup::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
 use kanon_engine::{Lookup, LookupError};
 use serde_json::Value;
 
+use crate::custom_kinds::CustomKinds;
 use crate::http::{HttpLookups, TokenSource};
 use crate::metrics::{ClusterMetrics, LookupSource};
 use crate::namespaces::NamespaceCache;
@@ -18,6 +20,7 @@ pub struct ClusterLookup {
     objects: Arc<ObjectReader>,
     http: HttpLookups,
     metrics: ClusterMetrics,
+    kinds: Option<CustomKinds>,
 }
 
 impl ClusterLookup {
@@ -33,7 +36,15 @@ impl ClusterLookup {
             objects,
             http,
             metrics,
+            kinds: None,
         }
+    }
+
+    /// The lookup, with `kinds` for checking policy objects being written (without it, the
+    /// built-in kinds alone).
+    pub fn with_kinds(mut self, kinds: CustomKinds) -> Self {
+        self.kinds = Some(kinds);
+        self
     }
 
     fn is_namespace(query: &ObjectQuery<'_>) -> bool {
@@ -94,5 +105,9 @@ impl Lookup for ClusterLookup {
 
     fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
         Box::pin(self.http.call(call))
+    }
+
+    fn kinds(&self) -> Option<kanon_engine::Kinds> {
+        self.kinds.as_ref().and_then(CustomKinds::current)
     }
 }

@@ -8,7 +8,7 @@
 //! | `kanon_lookup_errors_total` | `source`, `reason` | failed lookups (`not_synced`, `timed_out`, `forbidden`, `unknown_type`, `unavailable`, `failed`) |
 //! | `kanon_policy_compilations_total` | `result` | policies compiled from the cluster (`ready`, `invalid`) |
 //! | `kanon_policies_invalid` | | policies in force that did not compile (`Ready=False`) |
-//! | `kanon_policy_watch_errors_total` | `kind` | errors of the policy and namespace watches (each retried) |
+//! | `kanon_policy_watch_errors_total` | `kind` | errors of the policy, namespace and CustomResourceDefinition watches (each retried) |
 //! | `kanon_status_writes_total` | `result` | policy status writes (`written`, `failed`) |
 //!
 //! `source` is `k8s` (objects read through the apiserver), `namespace` (the namespace cache)

@@ -3,6 +3,11 @@
 //! changed; a new [`PolicySet`] is then built from the shared compiled policies, so one change
 //! costs one compilation and an index build, not a recompilation of every policy.
 //!
+//! Kinds and paths are checked against the kinds known in the cluster, custom ones included
+//! ([`ClusterPolicies::set_kinds`]). When those change, only the warnings are recomputed (the
+//! one part of a compilation that custom kinds affect): one kinds check per policy, no
+//! recompilation and no new set.
+//!
 //! Pure bookkeeping, no I/O: the reflector feeds it watch events and publishes what it builds,
 //! which is what makes it testable without an apiserver.
 
@@ -10,7 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kanon_api::PolicyKind;
-use kanon_engine::{CompiledPolicy, FieldError, PolicyId, PolicySet, compile_document_reporting};
+use kanon_engine::{
+    CompiledPolicy, FieldError, Kinds, PolicyId, PolicyObject, PolicySet, compile, compile_with,
+    kinds_warnings,
+};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
@@ -26,6 +34,12 @@ pub struct Entry {
     pub compiled: Option<Arc<CompiledPolicy>>,
     /// Every problem found, by field path; empty when the policy is ready.
     pub errors: Vec<FieldError>,
+    /// Likely mistakes, by field path: the compiled policy's warnings, recomputed when the
+    /// known kinds change (so they may differ from `compiled`'s, which are those of its
+    /// compilation).
+    pub warnings: Vec<FieldError>,
+    /// The decoded object, kept to recompute `warnings`; `None` when it could not be read.
+    pub object: Option<Arc<PolicyObject>>,
     /// The object's `status` as last seen in a watch event.
     pub observed_status: Option<Value>,
 }
@@ -45,6 +59,8 @@ pub enum Applied {
 #[derive(Debug, Default)]
 pub struct ClusterPolicies {
     entries: BTreeMap<PolicyId, Entry>,
+    /// The kinds policies are checked against; `None`: the built-in ones.
+    kinds: Option<Kinds>,
     /// Kinds that have been listed completely at least once.
     synced: BTreeSet<PolicyKind>,
     /// During a relist of a kind: the policies of that kind it has delivered so far.
@@ -120,9 +136,22 @@ impl ClusterPolicies {
             map.insert("apiVersion".into(), Value::from(kanon_api::API_VERSION));
             map.insert("kind".into(), Value::from(kind.as_str()));
         }
-        let (compiled, errors) = match compile_document_reporting(&object) {
-            Ok(c) => (Some(Arc::new(c.policy)), c.errors),
-            Err(invalid) => (None, invalid.errors),
+        let (compiled, errors, warnings, decoded) = match PolicyObject::decode_reporting(&object) {
+            Ok((decoded, problems)) => {
+                let compiled = match &self.kinds {
+                    Some(kinds) => compile_with(&decoded, kinds),
+                    None => compile(&decoded),
+                }
+                .with_decode_problems(problems);
+                let warnings = compiled.policy.warnings.clone();
+                (
+                    Some(Arc::new(compiled.policy)),
+                    compiled.errors,
+                    warnings,
+                    Some(Arc::new(decoded)),
+                )
+            }
+            Err(invalid) => (None, invalid.errors, Vec::new(), None),
         };
         let verb = if self.entries.contains_key(&id) {
             "updated"
@@ -137,10 +166,31 @@ impl ClusterPolicies {
                 generation,
                 compiled,
                 errors,
+                warnings,
+                object: decoded,
                 observed_status,
             },
         );
         Applied::Compiled(id)
+    }
+
+    /// The kinds policies are checked against changed (custom kinds came, went or changed):
+    /// recomputes every policy's warnings; the policies whose warnings changed. Errors and
+    /// the policy set do not depend on custom kinds, so nothing is recompiled.
+    pub fn set_kinds(&mut self, kinds: Kinds) -> Vec<PolicyId> {
+        let mut changed = Vec::new();
+        for (id, entry) in &mut self.entries {
+            let Some(object) = &entry.object else {
+                continue;
+            };
+            let warnings = kinds_warnings(object, &kinds);
+            if warnings != entry.warnings {
+                entry.warnings = warnings;
+                changed.push(id.clone());
+            }
+        }
+        self.kinds = Some(kinds);
+        changed
     }
 
     /// A policy object of `kind` was deleted; whether it was known.

@@ -10,6 +10,11 @@
 //! - Events that arrive together are handled together and published once.
 //! - When the apiserver goes away, the watches retry with backoff and the last set keeps
 //!   serving; when they come back they relist, and policies deleted meanwhile are dropped.
+//! - Policies are checked against the kinds the cluster serves ([`CustomKinds`]); when those
+//!   change, every policy's warnings are recomputed here (off the request path: one kinds
+//!   check per policy, at most once per batch of CRD changes) and the statuses that differ are
+//!   written. Statuses wait until the CRDs have been listed once (or their watch has failed),
+//!   so that a starting replica does not write statuses without the custom kinds' warnings.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -25,6 +30,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::backoff::WatchBackoff;
+use crate::custom_kinds::CustomKinds;
 use crate::metrics::ClusterMetrics;
 use crate::namespaces::NamespaceCache;
 pub use crate::policies::policy_resource;
@@ -44,6 +50,8 @@ pub struct Reflector {
     /// Where what each webhook must see goes after each new set (mutating, validating), for
     /// the webhook configurations' rules; `None`: not needed.
     pub targets: Option<watch::Sender<(Targets, Targets)>>,
+    /// The kinds the cluster serves, custom ones included; `None`: the built-in kinds only.
+    pub kinds: Option<CustomKinds>,
     /// Metrics.
     pub metrics: ClusterMetrics,
 }
@@ -61,7 +69,7 @@ struct Loop {
 
 impl Reflector {
     /// Runs until the runtime stops.
-    pub async fn run(self) {
+    pub async fn run(mut self) {
         let streams = PolicyKind::ALL.map(|kind| {
             let api: Api<DynamicObject> =
                 Api::all_with(self.client.clone(), &policy_resource(kind));
@@ -77,6 +85,10 @@ impl Reflector {
             sent: HashMap::new(),
             published: false,
         };
+        let mut kinds = self.kinds.take();
+        if let Some(known) = kinds.as_ref().and_then(CustomKinds::current) {
+            state.policies.set_kinds(known);
+        }
         let mut namespaces_synced = self.namespaces.is_synced();
         loop {
             tokio::select! {
@@ -90,6 +102,13 @@ impl Reflector {
                 }
                 _ = self.namespaces.wait_synced(), if !namespaces_synced => {
                     namespaces_synced = true;
+                }
+                Some(known) = kinds_changed(&mut kinds) => {
+                    let changed = state.policies.set_kinds(known);
+                    if !changed.is_empty() {
+                        tracing::info!(policies = changed.len(), "the known kinds changed the warnings of some policies");
+                    }
+                    state.touched.extend(changed);
                 }
             }
             if !(namespaces_synced && state.policies.synced()) {
@@ -120,7 +139,10 @@ impl Reflector {
                 self.metrics.set_invalid(state.policies.invalid());
                 state.published = true;
             }
-            self.update_statuses(&mut state);
+            // Statuses wait for the custom kinds, whose warnings they carry.
+            if kinds.as_ref().is_none_or(CustomKinds::is_settled) {
+                self.update_statuses(&mut state);
+            }
         }
     }
 
@@ -213,5 +235,16 @@ impl Reflector {
                 status: desired,
             });
         }
+    }
+}
+
+/// The kinds, once they change (or settle); never, without a CRD watch.
+async fn kinds_changed(kinds: &mut Option<CustomKinds>) -> Option<kanon_engine::Kinds> {
+    match kinds {
+        Some(kinds) => {
+            kinds.changed().await;
+            kinds.current()
+        }
+        None => std::future::pending().await,
     }
 }

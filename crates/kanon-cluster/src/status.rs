@@ -83,9 +83,8 @@ pub fn desired_status(entry: &Entry, observed: Option<&Value>, now: &str) -> Val
         out["renderedPrograms"] = Value::Array(rendered);
     }
     let warnings: Vec<Value> = entry
-        .compiled
+        .warnings
         .iter()
-        .flat_map(|c| c.warnings.iter())
         .map(|w| Value::from(w.to_string()))
         .collect();
     if !warnings.is_empty() {

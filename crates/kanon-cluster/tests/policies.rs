@@ -195,3 +195,117 @@ fn invalid_policies_are_kept_with_their_errors_and_unreadable_objects_left_out()
     );
     assert_eq!(policies.len(), 1);
 }
+
+/// The kinds of a cluster whose CRD `widgets.example.com` serves `Widget` with these spec
+/// fields.
+fn kinds_with_widgets(fields: &[&str]) -> kanon_engine::Kinds {
+    let properties: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|f| (f.to_string(), json!({"type": "string"})))
+        .collect();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"},
+                 "scope": "Namespaced",
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {"type": "object", "properties": properties}}}}}]},
+    });
+    let builtin = kanon_schema::Schema::builtin().unwrap();
+    let widgets = kanon_schema::CustomResource::from_crd(&crd).unwrap();
+    let custom = kanon_schema::Schema::from_custom_resources(builtin, [&widgets]).unwrap();
+    kanon_engine::Kinds::with_custom(builtin, Arc::new(custom))
+}
+
+/// A ClusterValidatePolicy on Widgets whose condition reads `path`.
+fn widget_policy(name: &str, path: &str) -> Value {
+    json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1",
+        "kind": "ClusterValidatePolicy",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 1},
+        "spec": {"resourceSelectors": [{"apiVersion": "example.com/v1", "kind": "Widget"}],
+                 "validateRules": [{"targetOperations": ["CREATE", "UPDATE"], "template": {"type": "condition",
+                     "condition": {"cond": "Exist", "dataRef": {"from": "current", "path": path},
+                                   "affectMode": "allow"}}}]},
+    })
+}
+
+fn warnings_of(policies: &ClusterPolicies, id: &PolicyId) -> Vec<String> {
+    policies
+        .get(id)
+        .map(|e| e.warnings.iter().map(ToString::to_string).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn warnings_follow_the_custom_kinds_without_a_recompilation() {
+    let mut policies = synced();
+    policies.apply(
+        PolicyKind::ClusterValidatePolicy,
+        widget_policy("size", "/spec/szie"),
+    );
+    policies.apply(
+        PolicyKind::ClusterValidatePolicy,
+        widget_policy("other", "/spec/color"),
+    );
+    let size = id(PolicyKind::ClusterValidatePolicy, None, "size");
+    let other = id(PolicyKind::ClusterValidatePolicy, None, "other");
+    let _ = policies.take_changes();
+    // Without the CRD, Widgets are not judged.
+    assert!(warnings_of(&policies, &size).is_empty());
+    let compiled_before = policies
+        .get(&size)
+        .and_then(|e| e.compiled.clone())
+        .unwrap();
+
+    // The CRD arrives: the typo is a warning naming the CRD's field; the other policy's path
+    // exists, so only `size` changed.
+    let changed = policies.set_kinds(kinds_with_widgets(&["size", "color"]));
+    assert_eq!(changed, std::slice::from_ref(&size));
+    assert_eq!(
+        warnings_of(&policies, &size),
+        [
+            "spec.validateRules[0].template.condition.dataRef.path: `/spec/szie` does not exist in example.com/v1 Widget; did you mean `/spec/size`?"
+        ]
+    );
+    let entry = policies.get(&size).unwrap();
+    let status = kanon_cluster::status::desired_status(entry, None, "t0");
+    assert_eq!(
+        status["warnings"][0]
+            .as_str()
+            .map(|w| w.contains("did you mean `/spec/size`?")),
+        Some(true),
+        "{status}"
+    );
+    // Nothing was recompiled and the set did not change.
+    assert!(Arc::ptr_eq(
+        entry.compiled.as_ref().unwrap(),
+        &compiled_before
+    ));
+    assert_eq!(policies.take_changes(), None);
+    // The same kinds again change nothing.
+    assert!(
+        policies
+            .set_kinds(kinds_with_widgets(&["size", "color"]))
+            .is_empty()
+    );
+
+    // A policy written now is compiled with the custom kinds.
+    policies.apply(
+        PolicyKind::ClusterValidatePolicy,
+        widget_policy("late", "/spec/colr"),
+    );
+    let late = id(PolicyKind::ClusterValidatePolicy, None, "late");
+    assert_eq!(warnings_of(&policies, &late).len(), 1);
+
+    // The CRD changes so that `other`'s path is gone and `szie` is spelt as the field is: the
+    // warnings follow.
+    let mut changed = policies.set_kinds(kinds_with_widgets(&["szie"]));
+    changed.sort();
+    assert_eq!(changed, [late.clone(), other.clone(), size.clone()]);
+    assert!(warnings_of(&policies, &size).is_empty());
+    assert!(warnings_of(&policies, &other)[0].contains("`/spec/color` does not exist"));
+    let status = kanon_cluster::status::desired_status(policies.get(&size).unwrap(), None, "t0");
+    assert!(status.get("warnings").is_none(), "{status}");
+}

@@ -20,6 +20,8 @@ fn ready_entry(generation: i64) -> Entry {
         generation: Some(generation),
         compiled: Some(Arc::new(compile_document(&document).unwrap())),
         errors: Vec::new(),
+        warnings: Vec::new(),
+        object: None,
         observed_status: None,
     }
 }

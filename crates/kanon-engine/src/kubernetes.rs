@@ -7,13 +7,20 @@
 //! policy selects (`/spec/replica`) is a warning naming the nearest real field — a warning,
 //! since custom resources and later Kubernetes versions have fields this schema does not know.
 //! So is a validate rule without `targetOperations`, which judges DELETE too.
+//!
+//! In a cluster the check also knows the custom kinds its CustomResourceDefinitions serve
+//! ([`Kinds`]): paths in them are checked the same way, and a kind named wrongly in a group a
+//! CRD serves (`widget`, `Widget` at a version no CRD serves) is a warning, never an error: a
+//! CRD may be installed after the policy, and its versions change. Kinds of groups no CRD
+//! serves are not judged. Custom kinds never add errors, so a policy's errors do not depend on
+//! them (see [`crate::kinds_warnings`]).
 
 use jsonpath_rust::parser::model::{Segment, Selector};
 use kanon_api::{
     ClusterOverridePolicy, ClusterValidatePolicy, OverrideRule, RefSource, ResourceRefer,
     ResourceSelector, ValidateRule,
 };
-use kanon_schema::{Kind, KindSuggestion, Resolution, Schema};
+use kanon_schema::{KindSuggestion, Kinds, KnownKind, Resolution};
 
 use crate::error::FieldError;
 use crate::policy::PolicyObject;
@@ -21,18 +28,15 @@ use crate::policy::PolicyObject;
 /// Most paths one JSONPath union expands to for checking (`['a','b'][*]['c','d']` is four).
 const MAX_ALTERNATIVES: usize = 16;
 
-/// Checks `object` against the built-in kinds: problems that make it select or read nothing
-/// go to `errors`, likely mistakes to `warnings`. Does nothing if the schema cannot be loaded
-/// (it is embedded and checked by tests, so that is a defect of the build, not of the policy).
+/// Checks `object` against `kinds`: problems that make it select or read nothing go to
+/// `errors` (built-in kinds only), likely mistakes to `warnings`.
 pub(crate) fn check(
     object: &PolicyObject,
+    kinds: &Kinds,
     errors: &mut Vec<FieldError>,
     warnings: &mut Vec<FieldError>,
 ) {
-    let Ok(schema) = Schema::builtin() else {
-        return;
-    };
-    let checker = Checker { schema };
+    let checker = Checker { kinds };
     let (selectors, override_rules, validate_rules): (_, &[OverrideRule], &[ValidateRule]) =
         match object {
             PolicyObject::ClusterOverride(ClusterOverridePolicy { spec, .. }) => {
@@ -86,30 +90,31 @@ pub(crate) fn check(
     }
 }
 
-/// The kinds a policy selects, as far as the schema knows them.
-struct Selected<'s> {
-    kinds: Vec<&'s Kind>,
-    /// Some selected kind is not built in (or the policy selects every kind): a path cannot
-    /// be judged, since it may belong to that kind.
+/// The kinds a policy selects, as far as the known kinds go.
+struct Selected<'k> {
+    kinds: Vec<KnownKind<'k>>,
+    /// Some selected kind is not known (or the policy selects every kind): a path cannot be
+    /// judged, since it may belong to that kind.
     open: bool,
 }
 
-struct Checker {
-    schema: &'static Schema,
+struct Checker<'k> {
+    kinds: &'k Kinds,
 }
 
-impl Checker {
-    /// Whether `api_version`'s group is one Kubernetes serves (`v1` is the core group).
-    fn builtin_group(&self, api_version: &str) -> bool {
-        let group = api_version
-            .rsplit_once('/')
-            .map_or("", |(group, _)| group)
-            .to_lowercase();
-        self.schema.kinds().iter().any(|k| k.group() == group)
+/// `api_version` with its group lowercased (`Apps/v1` is still the `apps` group to the
+/// apiserver's discovery, but no kind of it is served under that spelling).
+fn lowercase_group(api_version: &str) -> String {
+    match api_version.rsplit_once('/') {
+        Some((group, version)) => format!("{}/{version}", group.to_lowercase()),
+        None => api_version.to_string(),
     }
+}
 
-    /// The built-in kind `api_version`/`kind` names. A name that is wrong for a built-in group
-    /// is an error at `field` with what was meant; one in another group (a custom resource)
+impl<'k> Checker<'k> {
+    /// The known kind `api_version`/`kind` names. A name that is wrong for a built-in group
+    /// is an error at `field` with what was meant; one that is wrong for a custom group (a
+    /// CRD serves the group, and a kind of it is near) is a warning; any other unknown name
     /// gives `None`.
     fn kind(
         &self,
@@ -117,16 +122,26 @@ impl Checker {
         kind: &str,
         field: &str,
         errors: &mut Vec<FieldError>,
-    ) -> Option<&'static Kind> {
-        if let Some(found) = self.schema.kind(api_version, kind) {
+        warnings: &mut Vec<FieldError>,
+    ) -> Option<KnownKind<'k>> {
+        if let Some(found) = self.kinds.kind(api_version, kind) {
             return Some(found);
         }
         // An empty name is reported where the selector is compiled.
-        if api_version.is_empty() || kind.is_empty() || !self.builtin_group(api_version) {
+        if api_version.is_empty() || kind.is_empty() {
             return None;
         }
-        let version = self.schema.kubernetes_version();
-        let suggestion = self.schema.suggest_kind(api_version, kind);
+        let grouped = lowercase_group(api_version);
+        if self.kinds.is_custom_group(&grouped) {
+            self.custom_kind_warning(api_version, kind, field, warnings);
+            return None;
+        }
+        if !self.kinds.is_builtin_group(&grouped) {
+            return None;
+        }
+        let schema = self.kinds.builtin_schema();
+        let version = schema.kubernetes_version();
+        let suggestion = schema.suggest_kind(api_version, kind);
         let core_version = api_version.starts_with('v')
             && api_version[1..].starts_with(|c: char| c.is_ascii_digit());
         if !api_version.contains('/') && !core_version && suggestion.is_none() {
@@ -146,8 +161,7 @@ impl Checker {
                 "Kubernetes {version} serves no kind `{kind}` at `{api_version}` (kinds are case-sensitive); {suggestion}"
             ),
             None => {
-                let served: Vec<&str> = self
-                    .schema
+                let served: Vec<&str> = schema
                     .kinds()
                     .iter()
                     .filter(|k| k.api_version == api_version)
@@ -167,21 +181,53 @@ impl Checker {
         None
     }
 
+    /// Warns at `field` when `api_version`/`kind`, in a group a CRD serves, is near a kind of
+    /// that group: probably a misspelling, or a version the CRD does not serve (yet).
+    fn custom_kind_warning(
+        &self,
+        api_version: &str,
+        kind: &str,
+        field: &str,
+        warnings: &mut Vec<FieldError>,
+    ) {
+        let grouped = lowercase_group(api_version);
+        let suggestion = self.kinds.suggest_custom_kind(&grouped, kind).or_else(|| {
+            // Served exactly as named but for the group's case.
+            let found = self.kinds.kind(&grouped, kind)?;
+            Some(KindSuggestion::ServedAt(vec![found.kind]))
+        });
+        let message = match suggestion {
+            Some(suggestion @ KindSuggestion::ServedAt(_)) => format!(
+                "no CustomResourceDefinition serves `{kind}` at `{api_version}`: {suggestion}"
+            ),
+            Some(suggestion @ KindSuggestion::DidYouMean(_)) => format!(
+                "no CustomResourceDefinition serves a kind `{kind}` at `{api_version}` (kinds are case-sensitive); {suggestion}"
+            ),
+            None => return,
+        };
+        warnings.push(FieldError::new(field, message));
+    }
+
     /// Checks the selectors' kinds and field selectors; the kinds they select.
     fn selectors(
         &self,
         selectors: &[ResourceSelector],
         errors: &mut Vec<FieldError>,
         warnings: &mut Vec<FieldError>,
-    ) -> Selected<'static> {
+    ) -> Selected<'k> {
         let mut selected = Selected {
             kinds: Vec::new(),
             open: selectors.is_empty(),
         };
         for (i, s) in selectors.iter().enumerate() {
             let at = format!("spec.resourceSelectors[{i}]");
-            let Some(kind) = self.kind(&s.api_version, &s.kind, &format!("{at}.kind"), errors)
-            else {
+            let Some(kind) = self.kind(
+                &s.api_version,
+                &s.kind,
+                &format!("{at}.kind"),
+                errors,
+                warnings,
+            ) else {
                 selected.open = true;
                 continue;
             };
@@ -219,7 +265,7 @@ impl Checker {
     /// or the kind a `k8s` reference names.
     fn reference(
         &self,
-        selected: &Selected<'static>,
+        selected: &Selected<'k>,
         reference: &ResourceRefer,
         field: &str,
         errors: &mut Vec<FieldError>,
@@ -243,6 +289,7 @@ impl Checker {
                     &target.kind,
                     &format!("{field}.k8s.kind"),
                     errors,
+                    warnings,
                 );
                 // A label selector gives a list of objects; the path then reads that list.
                 if let Some(kind) = kind.filter(|_| target.label_selector.is_none()) {
@@ -262,7 +309,7 @@ impl Checker {
     /// reported where they are compiled.
     fn path(
         &self,
-        selected: &Selected<'static>,
+        selected: &Selected<'k>,
         path: &str,
         field: &str,
         warnings: &mut Vec<FieldError>,
@@ -277,7 +324,7 @@ impl Checker {
         for segments in &alternatives {
             let mut misses = Vec::new();
             for kind in &selected.kinds {
-                match self.schema.resolve(kind, &segments.names) {
+                match kind.resolve(&segments.names) {
                     Resolution::NoSuchField { depth, .. } if segments.wild.contains(&depth) => {
                         // A wildcard over an object's fields: any field will do.
                         return;
@@ -297,7 +344,7 @@ impl Checker {
             let kinds: Vec<String> = selected
                 .kinds
                 .iter()
-                .map(|k| format!("{} {}", k.api_version, k.kind))
+                .map(|k| format!("{} {}", k.kind.api_version, k.kind.kind))
                 .collect();
             let shown = kanon_schema::pointer(segments.names.iter().map(String::as_str));
             let mut message = format!(
@@ -324,8 +371,8 @@ impl Checker {
                         }
                         _ => message.push_str(&format!(
                             " ({} {}: {at} has {})",
-                            kind.api_version,
-                            kind.kind,
+                            kind.kind.api_version,
+                            kind.kind.kind,
                             fields
                                 .iter()
                                 .take(24)

@@ -37,11 +37,14 @@ pub use decision::{Decision, PolicyOutcome, PolicyResult};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use index::{DuplicatePolicy, PolicySet};
+pub use kanon_schema::Kinds;
 pub use lookup::{
     HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery,
     ObjectStore, block_on,
 };
-pub use policy::{CompiledPolicy, PolicyId, PolicyObject, compile, policy_kind_of};
+pub use policy::{
+    CompiledPolicy, PolicyId, PolicyObject, compile, compile_with, kinds_warnings, policy_kind_of,
+};
 pub use publish::PolicyPublisher;
 pub use request::{Deadline, Request, RequestError, parse_operation};
 pub use targets::{Targets, WebhookKind};
@@ -58,19 +61,20 @@ pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, 
 /// Decodes and compiles one policy document, keeping a policy that has errors (unknown
 /// fields, bad programs, ...) usable for matching, with every error in its `defect`: what a
 /// cluster does with a bad policy that got past admission. Only a document that cannot be
-/// read at all is an error.
+/// read at all is an error. Kinds and paths are checked against the built-in kinds.
 pub fn compile_document_reporting(
     document: &serde_json::Value,
 ) -> Result<policy::Compiled, InvalidPolicy> {
-    let (object, mut problems) = PolicyObject::decode_reporting(document)?;
-    let mut compiled = compile(&object);
-    if !problems.is_empty() {
-        problems.append(&mut compiled.errors);
-        compiled.errors = problems;
-        compiled.policy.defect = Some(std::sync::Arc::new(InvalidPolicy {
-            policy: compiled.policy.id.to_string(),
-            errors: compiled.errors.clone(),
-        }));
-    }
-    Ok(compiled)
+    let (object, problems) = PolicyObject::decode_reporting(document)?;
+    Ok(compile(&object).with_decode_problems(problems))
+}
+
+/// [`compile_document_reporting`], checking kinds and paths against `kinds` (built-in and
+/// custom; see [`compile_with`]).
+pub fn compile_document_reporting_with(
+    document: &serde_json::Value,
+    kinds: &Kinds,
+) -> Result<policy::Compiled, InvalidPolicy> {
+    let (object, problems) = PolicyObject::decode_reporting(document)?;
+    Ok(compile_with(&object, kinds).with_decode_problems(problems))
 }

@@ -237,6 +237,13 @@ pub trait Lookup: Send + Sync {
     fn programs(&self) -> Option<&dyn crate::host::ProgramHost> {
         None
     }
+
+    /// The kinds a policy object being written is checked against (see
+    /// [`crate::compile_with`]): in a cluster, the built-in kinds and the custom ones its
+    /// CustomResourceDefinitions serve. `None`, the default: the built-in kinds alone.
+    fn kinds(&self) -> Option<kanon_schema::Kinds> {
+        None
+    }
 }
 
 impl<T: Lookup + ?Sized> Lookup for Arc<T> {
@@ -258,6 +265,10 @@ impl<T: Lookup + ?Sized> Lookup for Arc<T> {
 
     fn programs(&self) -> Option<&dyn crate::host::ProgramHost> {
         (**self).programs()
+    }
+
+    fn kinds(&self) -> Option<kanon_schema::Kinds> {
+        (**self).kinds()
     }
 }
 

@@ -10,6 +10,7 @@ use kanon_api::{
     OverridePolicy, OverrideRule, PolicyKind, ResourceSelector, ValidatePolicy, ValidateRule,
     ValidationAction,
 };
+use kanon_schema::Kinds;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -457,6 +458,25 @@ pub struct Compiled {
     pub errors: Vec<FieldError>,
 }
 
+impl Compiled {
+    /// Puts `problems` found while decoding the document (unknown fields, ...) ahead of the
+    /// compile errors, and marks the policy defective when there are any: what
+    /// [`crate::compile_document_reporting`] does with
+    /// [`PolicyObject::decode_reporting`]'s problems.
+    pub fn with_decode_problems(mut self, mut problems: Vec<FieldError>) -> Compiled {
+        if problems.is_empty() {
+            return self;
+        }
+        problems.append(&mut self.errors);
+        self.errors = problems;
+        self.policy.defect = Some(Arc::new(InvalidPolicy {
+            policy: self.policy.id.to_string(),
+            errors: self.errors.clone(),
+        }));
+        self
+    }
+}
+
 /// Common parts of the four specs, borrowed.
 struct SpecParts<'a> {
     selectors: &'a [ResourceSelector],
@@ -693,8 +713,35 @@ fn check_actions(
 }
 
 /// Compiles a decoded policy: checks every field and builds matchers and rules. The result is
-/// usable even when there are errors (see [`CompiledPolicy::defect`]).
+/// usable even when there are errors (see [`CompiledPolicy::defect`]). Kinds and paths are
+/// checked against Kubernetes' built-in kinds; [`compile_with`] knows custom ones too.
 pub fn compile(object: &PolicyObject) -> Compiled {
+    match Kinds::builtin() {
+        Ok(kinds) => compile_checked(object, Some(&kinds)),
+        // The schema is embedded and checked by tests: failing to load it is a defect of the
+        // build, not of the policy, which then compiles without the kind checks.
+        Err(_) => compile_checked(object, None),
+    }
+}
+
+/// [`compile`], checking kinds and paths against `kinds`: the built-in ones and, in a
+/// cluster, the custom ones its CustomResourceDefinitions serve. Custom kinds only ever add
+/// warnings, so the errors are those of [`compile`].
+pub fn compile_with(object: &PolicyObject, kinds: &Kinds) -> Compiled {
+    compile_checked(object, Some(kinds))
+}
+
+/// The [`CompiledPolicy::warnings`] that [`compile_with`] gives `object` with `kinds`, without
+/// compiling the rest: they are the only part of its result that depends on the custom kinds,
+/// so this is how a compiled policy's warnings follow a change of the custom kinds.
+pub fn kinds_warnings(object: &PolicyObject, kinds: &Kinds) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    crate::kubernetes::check(object, kinds, &mut errors, &mut warnings);
+    warnings
+}
+
+fn compile_checked(object: &PolicyObject, kinds: Option<&Kinds>) -> Compiled {
     let id = object.id();
     let mut errors = Vec::new();
     if id.name.is_empty() {
@@ -766,7 +813,9 @@ pub fn compile(object: &PolicyObject) -> Compiled {
         },
     };
     let mut warnings = Vec::new();
-    crate::kubernetes::check(object, &mut errors, &mut warnings);
+    if let Some(kinds) = kinds {
+        crate::kubernetes::check(object, kinds, &mut errors, &mut warnings);
+    }
     let defect = (!errors.is_empty()).then(|| {
         Arc::new(InvalidPolicy {
             policy: id.to_string(),

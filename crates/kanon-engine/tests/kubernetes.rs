@@ -195,3 +195,170 @@ fn a_k8s_reference_to_a_built_in_kind_named_wrongly_is_an_error() {
     );
     assert!(warnings(&reference("ConfigMap", "/data/x")).is_empty());
 }
+
+/// The kinds of a cluster with one CRD: `widgets.example.com`, serving `Widget` at
+/// `example.com/v1`.
+fn cluster_kinds() -> kanon_engine::Kinds {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object",
+                "properties": {"spec": {"type": "object", "properties": {
+                    "replicas": {"type": "integer"},
+                    "color": {"type": "string", "enum": ["red", "blue"]}
+                }}}
+            }}}]
+        }
+    });
+    let builtin = kanon_schema::Schema::builtin().unwrap();
+    let widgets = kanon_schema::CustomResource::from_crd(&crd).unwrap();
+    let custom = kanon_schema::Schema::from_custom_resources(builtin, [&widgets]).unwrap();
+    kanon_engine::Kinds::with_custom(builtin, std::sync::Arc::new(custom))
+}
+
+/// Compiles `doc` knowing `kinds`: its errors and warnings, as `field: message`.
+fn checked_with(doc: &Value, kinds: &kanon_engine::Kinds) -> (Vec<String>, Vec<String>) {
+    let compiled = kanon_engine::compile_document_reporting_with(doc, kinds).unwrap();
+    let text = |list: &[kanon_engine::FieldError]| list.iter().map(ToString::to_string).collect();
+    (text(&compiled.errors), text(&compiled.policy.warnings))
+}
+
+fn widgets(api_version: &str, kind: &str) -> Value {
+    json!([{"apiVersion": api_version, "kind": kind}])
+}
+
+#[test]
+fn a_path_a_custom_kind_lacks_is_a_warning_naming_the_nearest_field() {
+    let kinds = cluster_kinds();
+    let doc = condition_on(widgets("example.com/v1", "Widget"), exists("/spec/replcas"));
+    let (errors, warnings) = checked_with(&doc, &kinds);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(
+        warnings,
+        [
+            "spec.validateRules[0].template.condition.dataRef.path: `/spec/replcas` does not exist in example.com/v1 Widget; did you mean `/spec/replicas`?"
+        ]
+    );
+    // The built-ins alone know nothing of Widgets: nothing to say.
+    assert!(self::warnings(&doc).is_empty());
+    // Real paths, ObjectMeta's included, are fine; so is one any selected kind has.
+    for path in ["/spec/replicas", "/metadata/labels/app", "$.spec.color"] {
+        let doc = condition_on(widgets("example.com/v1", "Widget"), exists(path));
+        assert_eq!(checked_with(&doc, &kinds).1, Vec::<String>::new(), "{path}");
+    }
+    let both = json!([{"apiVersion": "apps/v1", "kind": "Deployment"},
+                      {"apiVersion": "example.com/v1", "kind": "Widget"}]);
+    let doc = condition_on(both.clone(), exists("/spec/template/spec/containers"));
+    assert_eq!(checked_with(&doc, &kinds).1, Vec::<String>::new());
+    let doc = condition_on(both, exists("/spec/replica"));
+    let (_, warnings) = checked_with(&doc, &kinds);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(
+            "does not exist in any selected kind (apps/v1 Deployment, example.com/v1 Widget)"
+        ),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_custom_kind_named_wrongly_is_a_warning_never_an_error() {
+    let kinds = cluster_kinds();
+    let kind_warning = |api_version: &str, kind: &str| {
+        let doc = condition_on(widgets(api_version, kind), exists("/spec/anything"));
+        let (errors, warnings) = checked_with(&doc, &kinds);
+        assert!(errors.is_empty(), "{errors:?}");
+        warnings
+    };
+    assert_eq!(
+        kind_warning("example.com/v1", "widget"),
+        [
+            "spec.resourceSelectors[0].kind: no CustomResourceDefinition serves a kind `widget` at `example.com/v1` (kinds are case-sensitive); did you mean `Widget` (example.com/v1)?"
+        ]
+    );
+    assert_eq!(
+        kind_warning("example.com/v2", "Widget"),
+        [
+            "spec.resourceSelectors[0].kind: no CustomResourceDefinition serves `Widget` at `example.com/v2`: `Widget` is served at `example.com/v1`"
+        ]
+    );
+    let found = kind_warning("Example.com/v1", "Widget");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("is served at `example.com/v1`"),
+        "{found:?}"
+    );
+    // Nothing near in the group (perhaps a CRD still to come), or a group no CRD serves: not
+    // judged, and the unknown kind leaves paths unjudged too.
+    assert!(kind_warning("example.com/v1", "Gizmo").is_empty());
+    assert!(kind_warning("other.io/v1", "Widgte").is_empty());
+    // A built-in kind named wrongly stays an error.
+    let doc = condition_on(widgets("apps/v1", "Deploymnet"), exists("/spec/x"));
+    let (errors, _) = checked_with(&doc, &kinds);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("did you mean `Deployment`"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_k8s_reference_to_a_custom_kind_is_checked_too() {
+    let kinds = cluster_kinds();
+    let reference = |kind: &str, path: &str| {
+        condition_on(
+            deployments(),
+            json!({"cond": "Exist", "dataRef": {"from": "k8s", "path": path,
+                   "k8s": {"apiVersion": "example.com/v1", "kind": kind, "name": "w", "namespace": "ns"}}}),
+        )
+    };
+    let (errors, warnings) = checked_with(&reference("Widget", "/spec/colour"), &kinds);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("spec.validateRules[0].template.condition.dataRef.path: `/spec/colour` does not exist in example.com/v1 Widget; did you mean `/spec/color`?"),
+        "{warnings:?}"
+    );
+    let (errors, warnings) = checked_with(&reference("Widgets", "/spec/color"), &kinds);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("spec.validateRules[0].template.condition.dataRef.k8s.kind:"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn kinds_warnings_are_the_warnings_compile_with_gives() {
+    let kinds = cluster_kinds();
+    let builtin = kanon_engine::Kinds::builtin().unwrap();
+    for doc in [
+        condition_on(widgets("example.com/v1", "Widget"), exists("/spec/replcas")),
+        condition_on(
+            widgets("example.com/v1", "widget"),
+            exists("/spec/replicas"),
+        ),
+        condition_on(deployments(), exists("/spec/replica")),
+        cvp(
+            "no-operations",
+            json!({"resourceSelectors": widgets("example.com/v1", "Widget"),
+                   "validateRules": [{"template": {"type": "condition", "condition": exists("/spec/x")}}]}),
+        ),
+    ] {
+        let (object, _) = kanon_engine::PolicyObject::decode_reporting(&doc).unwrap();
+        for kinds in [&kinds, &builtin] {
+            let compiled = kanon_engine::compile_with(&object, kinds);
+            assert_eq!(
+                kanon_engine::kinds_warnings(&object, kinds),
+                compiled.policy.warnings,
+                "{doc}"
+            );
+        }
+    }
+}

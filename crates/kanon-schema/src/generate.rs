@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::model::{Kind, List, ListType, MapType, Object, Scalar, SchemaFile, Shape, Type};
+use crate::convert::{Dialect, collect_refs, convert};
+use crate::model::{Kind, SchemaFile, Type};
 use crate::{LoadError, Schema};
 
 /// Why a schema could not be generated.
@@ -71,6 +72,7 @@ pub fn generate(
         .ok_or_else(|| unexpected("/version", "no `gitVersion`"))?
         .to_string();
     let custom = custom_group_versions(fetch)?;
+    let builtin = builtin_group_versions(fetch)?;
     let index = get(fetch, "/openapi/v3")?;
     let paths = index
         .get("paths")
@@ -83,11 +85,17 @@ pub fn generate(
         let Some((group, version)) = group_version(key) else {
             continue;
         };
-        if custom.contains(&(group.to_string(), version.to_string())) {
+        let gv = (group.to_string(), version.to_string());
+        if custom.contains(&gv) {
             continue;
         }
         let document_path = format!("/openapi/v3/{key}");
-        let document = get(fetch, &document_path)?;
+        let document = match get(fetch, &document_path) {
+            Ok(document) => document,
+            // The index may still list the group of a CRD deleted a moment ago, gone by now.
+            Err(_) if !builtin.contains(&gv) => continue,
+            Err(e) => return Err(e),
+        };
         let schemas = document
             .pointer("/components/schemas")
             .and_then(Value::as_object)
@@ -217,6 +225,39 @@ fn custom_group_versions(
     Ok(custom)
 }
 
+/// The group-versions kube-apiserver registers as its own at start (APIServices labelled
+/// `kube-aggregator.kubernetes.io/automanaged: onstart`, with no backing service): a document of
+/// one of these that cannot be read is an error, while one of another group (a CRD deleted
+/// between listing the CRDs and reading the OpenAPI index) is skipped.
+fn builtin_group_versions(
+    fetch: &mut dyn FnMut(&str) -> Result<String, String>,
+) -> Result<BTreeSet<(String, String)>, GenerateError> {
+    let mut builtin = BTreeSet::new();
+    let path = "/apis/apiregistration.k8s.io/v1/apiservices";
+    for service in items(&get(fetch, path)?, path)? {
+        let onstart = service
+            .pointer("/metadata/labels/kube-aggregator.kubernetes.io~1automanaged")
+            .and_then(Value::as_str)
+            == Some("onstart");
+        if !onstart
+            || service
+                .pointer("/spec/service")
+                .is_some_and(|s| !s.is_null())
+        {
+            continue;
+        }
+        // The core group's APIService (`v1.`) has no group.
+        let group = service
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = service.pointer("/spec/version").and_then(Value::as_str);
+        let version = version.ok_or_else(|| unexpected(path, "an APIService without a version"))?;
+        builtin.insert((group.to_string(), version.to_string()));
+    }
+    Ok(builtin)
+}
+
 /// The `items` of a list response.
 fn items<'v>(list: &'v Value, path: &str) -> Result<&'v Vec<Value>, GenerateError> {
     list.get("items")
@@ -257,44 +298,6 @@ fn root_type(
     }
 }
 
-/// Keywords that carry nothing the schema keeps: prose, defaults (admission sees defaulted
-/// objects), the kind a component belongs to (taken from discovery instead) and union
-/// discriminators.
-const IGNORED: &[&str] = &[
-    "description",
-    "default",
-    "example",
-    "title",
-    "externalDocs",
-    "x-kubernetes-group-version-kind",
-    "x-kubernetes-unions",
-];
-
-/// Keywords the converter reads.
-const READ: &[&str] = &[
-    "$ref",
-    "allOf",
-    "oneOf",
-    "type",
-    "format",
-    "enum",
-    "nullable",
-    "items",
-    "properties",
-    "additionalProperties",
-    "required",
-    "x-kubernetes-int-or-string",
-    "x-kubernetes-preserve-unknown-fields",
-    "x-kubernetes-embedded-resource",
-    "x-kubernetes-map-type",
-    "x-kubernetes-list-type",
-    "x-kubernetes-list-map-keys",
-    "x-kubernetes-patch-strategy",
-    "x-kubernetes-patch-merge-key",
-];
-
-const REF_PREFIX: &str = "#/components/schemas/";
-
 /// Converts the components of one group-version document into `types`.
 struct Converter<'a> {
     /// The document's server path, for messages.
@@ -321,7 +324,8 @@ impl Converter<'_> {
                     &format!("`{name}` is referred to but not defined"),
                 )
             })?;
-            let ty = convert(schema, &name).map_err(|message| unexpected(self.path, &message))?;
+            let ty = convert(schema, &name, Dialect::OpenApi)
+                .map_err(|message| unexpected(self.path, &message))?;
             collect_refs(&ty, &mut pending);
             match self.types.get(&name) {
                 Some(known) if *known != ty => {
@@ -340,224 +344,8 @@ impl Converter<'_> {
     }
 }
 
-/// Adds the names every reference inside `ty` refers to.
-fn collect_refs(ty: &Type, out: &mut Vec<String>) {
-    match &ty.shape {
-        Shape::Ref(target) => out.push(target.clone()),
-        Shape::Object(object) => object.fields.values().for_each(|f| collect_refs(f, out)),
-        Shape::Map(values) => collect_refs(values, out),
-        Shape::List(list) => collect_refs(&list.items, out),
-        _ => {}
-    }
-}
-
-/// The component name of a `$ref`.
-fn ref_name(reference: &Value, at: &str) -> Result<String, String> {
-    reference
-        .as_str()
-        .and_then(|r| r.strip_prefix(REF_PREFIX))
-        .map(str::to_string)
-        .ok_or_else(|| format!("{at}: `$ref` {reference} is not a component reference"))
-}
-
-/// Converts one OpenAPI schema object; `at` names where it is, for messages
-/// (`io.k8s.api.core.v1.PodSpec.containers[]`).
-fn convert(node: &Value, at: &str) -> Result<Type, String> {
-    let map = node
-        .as_object()
-        .ok_or_else(|| format!("{at}: a schema that is not an object"))?;
-    if let Some(keyword) = map
-        .keys()
-        .find(|k| !READ.contains(&k.as_str()) && !IGNORED.contains(&k.as_str()))
-    {
-        return Err(format!(
-            "{at}: the keyword `{keyword}` is not supported; teach kanon-schema's converter"
-        ));
-    }
-    let text = |key: &str| -> Result<Option<String>, String> {
-        match map.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("{at}: `{key}` is {other}, not a string")),
-        }
-    };
-    let flag = |key: &str| -> Result<bool, String> {
-        match map.get(key) {
-            None => Ok(false),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(format!("{at}: `{key}` is {other}, not a boolean")),
-        }
-    };
-    let strings = |key: &str| -> Result<Vec<String>, String> {
-        match map.get(key) {
-            None => Ok(Vec::new()),
-            Some(Value::Array(values)) => values
-                .iter()
-                .map(|v| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .ok_or_else(|| format!("{at}: `{key}` holds {v}, not a string"))
-                })
-                .collect(),
-            Some(other) => Err(format!("{at}: `{key}` is {other}, not a list")),
-        }
-    };
-
-    let type_name = text("type")?;
-    // A component reference is `$ref` itself, or (where the field adds a description or a
-    // default, which `$ref` may not have beside it) an `allOf` of exactly one `$ref`.
-    let reference = match (map.get("$ref"), map.get("allOf")) {
-        (Some(reference), None) => Some(ref_name(reference, at)?),
-        (None, Some(Value::Array(all))) => match all.as_slice() {
-            [Value::Object(only)] if only.len() == 1 => match only.get("$ref") {
-                Some(reference) => Some(ref_name(reference, at)?),
-                None => return Err(format!("{at}: an `allOf` other than one `$ref`")),
-            },
-            _ => return Err(format!("{at}: an `allOf` other than one `$ref`")),
-        },
-        (None, None) => None,
-        _ => {
-            return Err(format!(
-                "{at}: `$ref` with `allOf`, or an `allOf` not a list"
-            ));
-        }
-    };
-    let list_type = text("x-kubernetes-list-type")?;
-    let list_map_keys = strings("x-kubernetes-list-map-keys")?;
-    let required = strings("required")?;
-    let is = |wanted: &str| type_name.as_deref() == Some(wanted);
-    // A Go `[]byte` tagged `listType=atomic` is published as a base64 string with the tag
-    // still on it (APIService `caBundle`); a string is replaced whole anyway, so the tag says
-    // nothing and is dropped. On any other non-array it would be a mistake to look at.
-    let byte_string = is("string") && text("format")?.as_deref() == Some("byte");
-    let list_type = list_type.filter(|t| !(byte_string && t == "atomic"));
-    if (list_type.is_some() || !list_map_keys.is_empty()) && !is("array") {
-        return Err(format!(
-            "{at}: a list type on a schema that is not an array"
-        ));
-    }
-    let has_properties = is("object") && map.contains_key("properties");
-    if !required.is_empty() && !has_properties {
-        return Err(format!("{at}: `required` on a schema without properties"));
-    }
-
-    let shape = if let Some(target) = reference {
-        if type_name.is_some() || map.contains_key("oneOf") {
-            return Err(format!("{at}: a reference with its own `type` or `oneOf`"));
-        }
-        Shape::Ref(target)
-    } else if flag("x-kubernetes-int-or-string")? {
-        Shape::IntOrString
-    } else if let Some(one_of) = map.get("oneOf") {
-        if type_name.is_some() {
-            return Err(format!("{at}: `oneOf` beside `type`"));
-        }
-        one_of_shape(one_of, at)?
-    } else {
-        match type_name.as_deref() {
-            None => Shape::Any,
-            Some("boolean") => Shape::Boolean,
-            Some("integer") => Shape::Integer,
-            Some("number") => Shape::Number,
-            Some("string") => Shape::String,
-            Some("array") => {
-                let items = map
-                    .get("items")
-                    .ok_or_else(|| format!("{at}: an array without `items`"))?;
-                let list_type = match list_type.as_deref() {
-                    None => None,
-                    Some("atomic") => Some(ListType::Atomic),
-                    Some("set") => Some(ListType::Set),
-                    Some("map") => Some(ListType::Map(list_map_keys)),
-                    Some(other) => return Err(format!("{at}: list type `{other}`")),
-                };
-                Shape::List(List {
-                    items: Box::new(convert(items, &format!("{at}[]"))?),
-                    list_type,
-                })
-            }
-            Some("object") => match (map.get("properties"), map.get("additionalProperties")) {
-                (Some(_), Some(_)) => {
-                    return Err(format!(
-                        "{at}: both `properties` and `additionalProperties`"
-                    ));
-                }
-                (Some(properties), None) => {
-                    let properties = properties
-                        .as_object()
-                        .ok_or_else(|| format!("{at}: `properties` is not an object"))?;
-                    let fields = properties
-                        .iter()
-                        .map(|(name, field)| {
-                            Ok((name.clone(), convert(field, &format!("{at}.{name}"))?))
-                        })
-                        .collect::<Result<BTreeMap<_, _>, String>>()?;
-                    Shape::Object(Object { fields, required })
-                }
-                (None, Some(Value::Bool(true))) => Shape::Map(Box::new(Type::new(Shape::Any))),
-                (None, Some(values @ Value::Object(_))) => {
-                    Shape::Map(Box::new(convert(values, &format!("{at}{{}}"))?))
-                }
-                (None, Some(other)) => {
-                    return Err(format!("{at}: `additionalProperties` is {other}"));
-                }
-                // No fields named: free-form (`RawExtension`, `FieldsV1`).
-                (None, None) => Shape::Object(Object::default()),
-            },
-            Some(other) => return Err(format!("{at}: type `{other}`")),
-        }
-    };
-    let map_type = match text("x-kubernetes-map-type")?.as_deref() {
-        None => None,
-        Some("atomic") => Some(MapType::Atomic),
-        Some("granular") => Some(MapType::Granular),
-        Some(other) => return Err(format!("{at}: map type `{other}`")),
-    };
-    Ok(Type {
-        shape,
-        format: text("format")?,
-        enum_values: strings("enum")?,
-        nullable: flag("nullable")?,
-        preserve_unknown_fields: flag("x-kubernetes-preserve-unknown-fields")?,
-        embedded_resource: flag("x-kubernetes-embedded-resource")?,
-        map_type,
-        patch_strategy: text("x-kubernetes-patch-strategy")?,
-        patch_merge_key: text("x-kubernetes-patch-merge-key")?,
-    })
-}
-
-/// A `oneOf` of bare scalar types: integer-or-string is [`Shape::IntOrString`], any other mix
-/// (`Quantity`: string or number) is [`Shape::OneOf`].
-fn one_of_shape(one_of: &Value, at: &str) -> Result<Shape, String> {
-    let alternatives = one_of
-        .as_array()
-        .ok_or_else(|| format!("{at}: `oneOf` is not a list"))?;
-    let mut scalars = alternatives
-        .iter()
-        .map(|alternative| {
-            let only_type = alternative
-                .as_object()
-                .filter(|m| m.keys().all(|k| k == "type" || k == "description"));
-            only_type
-                .and_then(|m| m.get("type"))
-                .and_then(Value::as_str)
-                .and_then(Scalar::from_name)
-                .ok_or_else(|| format!("{at}: a `oneOf` alternative other than a scalar type"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    scalars.sort();
-    scalars.dedup();
-    Ok(if scalars == [Scalar::Integer, Scalar::String] {
-        Shape::IntOrString
-    } else {
-        Shape::OneOf(scalars)
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -568,61 +356,5 @@ mod tests {
         assert_eq!(group_version("api"), None);
         assert_eq!(group_version("openid/v1/jwks"), None);
         assert_eq!(group_version(".well-known/openid-configuration"), None);
-    }
-
-    #[test]
-    fn converts_the_shapes_kubernetes_uses() -> Result<(), String> {
-        let containers = json!({
-            "type": "array",
-            "description": "ignored",
-            "items": {"default": {}, "allOf": [{"$ref": "#/components/schemas/io.k8s.api.core.v1.Container"}]},
-            "x-kubernetes-list-map-keys": ["name"],
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-patch-merge-key": "name",
-            "x-kubernetes-patch-strategy": "merge"
-        });
-        let ty = convert(&containers, "containers")?;
-        let Shape::List(list) = &ty.shape else {
-            return Err(format!("not a list: {ty:?}"));
-        };
-        assert_eq!(
-            list.list_type,
-            Some(ListType::Map(vec!["name".to_string()]))
-        );
-        assert_eq!(
-            list.items.shape,
-            Shape::Ref("io.k8s.api.core.v1.Container".to_string())
-        );
-        assert_eq!(ty.patch_merge_key.as_deref(), Some("name"));
-
-        let int_or_string =
-            json!({"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}]});
-        assert_eq!(convert(&int_or_string, "x")?.shape, Shape::IntOrString);
-        let quantity = json!({"oneOf": [{"type": "string"}, {"type": "number"}]});
-        assert_eq!(
-            convert(&quantity, "x")?.shape,
-            Shape::OneOf(vec![Scalar::Number, Scalar::String])
-        );
-        let labels = json!({"type": "object", "additionalProperties": {"type": "string", "default": ""}, "x-kubernetes-map-type": "atomic"});
-        let ty = convert(&labels, "x")?;
-        assert_eq!(ty.shape, Shape::Map(Box::new(Type::new(Shape::String))));
-        assert_eq!(ty.map_type, Some(MapType::Atomic));
-        assert_eq!(convert(&json!({}), "x")?.shape, Shape::Any);
-        let raw = json!({"type": "object"});
-        assert_eq!(convert(&raw, "x")?.shape, Shape::Object(Object::default()));
-        Ok(())
-    }
-
-    #[test]
-    fn refuses_what_it_would_drop_unseen() {
-        for schema in [
-            json!({"type": "string", "maxLength": 3}),
-            json!({"allOf": [{"$ref": "#/components/schemas/A"}, {"$ref": "#/components/schemas/B"}]}),
-            json!({"type": "string", "x-kubernetes-list-type": "set"}),
-            json!({"type": "array"}),
-            json!({"$ref": "https://elsewhere/A"}),
-        ] {
-            assert!(convert(&schema, "x").is_err(), "{schema}");
-        }
     }
 }

@@ -13,6 +13,10 @@
 //!
 //! Descriptions, defaults and validation limits are left out.
 //!
+//! Custom kinds are read at run time from CustomResourceDefinitions ([`CustomResource`],
+//! [`Schema::from_custom_resources`]) into the same model, and [`Kinds`] looks a kind up among
+//! the built-in ones and the custom ones together.
+//!
 //! ```
 //! let schema = kanon_schema::Schema::builtin()?;
 //! let deployment = schema.kind("apps/v1", "Deployment").ok_or("no Deployment")?;
@@ -23,9 +27,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod convert;
+mod crd;
 mod distance;
 #[cfg(feature = "generate")]
 pub mod generate;
+mod kinds;
 mod model;
 mod render;
 mod resolve;
@@ -34,7 +41,9 @@ mod suggest;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
+pub use crd::{CrdError, CustomResource};
 pub use distance::{edit_distance, nearest};
+pub use kinds::{Kinds, KnownKind, Origin};
 pub use model::{Kind, List, ListType, MapType, Object, Scalar, Shape, Type};
 pub use resolve::{Resolution, Site, parse_pointer, pointer};
 pub use suggest::KindSuggestion;

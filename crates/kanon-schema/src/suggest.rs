@@ -53,26 +53,41 @@ impl Schema {
         if self.kind(api_version, kind).is_some() {
             return None;
         }
-        let served: Vec<&Kind> = self.kinds_named(kind).collect();
-        if !served.is_empty() {
-            return Some(KindSuggestion::ServedAt(served));
-        }
-        let lower = kind.to_lowercase();
-        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
-        self.kinds()
-            .iter()
-            .map(|candidate| {
-                let distance = edit_distance(&lower, &candidate.kind.to_lowercase());
-                let rank = (
-                    distance,
-                    candidate.api_version != api_version,
-                    candidate.group() != group,
-                );
-                (rank, candidate)
-            })
-            .filter(|((distance, _, _), _)| *distance <= max_distance(kind))
-            // The first of equal ranks wins: the kinds are sorted, so this is stable.
-            .min_by_key(|(rank, _)| *rank)
-            .map(|(_, candidate)| KindSuggestion::DidYouMean(candidate))
+        suggest_among(self.kinds(), api_version, kind)
     }
+}
+
+/// What `api_version` and `kind` (found in none of `candidates`) probably meant, among
+/// `candidates` (sorted): the same kind at other apiVersions, else the nearest in spelling,
+/// ignoring case, a few edits at most (one at `api_version` first, then one in the same group).
+pub(crate) fn suggest_among<'s>(
+    candidates: impl IntoIterator<Item = &'s Kind> + Clone,
+    api_version: &str,
+    kind: &str,
+) -> Option<KindSuggestion<'s>> {
+    let served: Vec<&Kind> = candidates
+        .clone()
+        .into_iter()
+        .filter(|candidate| candidate.kind == kind)
+        .collect();
+    if !served.is_empty() {
+        return Some(KindSuggestion::ServedAt(served));
+    }
+    let lower = kind.to_lowercase();
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    candidates
+        .into_iter()
+        .map(|candidate| {
+            let distance = edit_distance(&lower, &candidate.kind.to_lowercase());
+            let rank = (
+                distance,
+                candidate.api_version != api_version,
+                candidate.group() != group,
+            );
+            (rank, candidate)
+        })
+        .filter(|((distance, _, _), _)| *distance <= max_distance(kind))
+        // The first of equal ranks wins: the kinds are sorted, so this is stable.
+        .min_by_key(|(rank, _)| *rank)
+        .map(|(_, candidate)| KindSuggestion::DidYouMean(candidate))
 }

@@ -23,7 +23,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use kanon_api::{API_VERSION, Operation, PolicyKind};
 use kanon_engine::{
     Deadline, Decision, Lookup, PolicySet, Request, RequestError, compile_document_reporting,
-    policy_kind_of,
+    compile_document_reporting_with, policy_kind_of,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -415,7 +415,7 @@ pub async fn decide(
         Webhook::Mutate => policies.mutate_patch(request, lookup).await,
         Webhook::Validate => {
             let mut decision = policies.validate(request, None, lookup).await;
-            if let Some(check) = check_policy_object(request) {
+            if let Some(check) = check_policy_object(request, lookup) {
                 if let Some(message) = check.invalid {
                     decision.allowed = false;
                     decision.messages.insert(0, message);
@@ -437,12 +437,12 @@ struct PolicyCheck {
 }
 
 /// When `request` creates or updates one of kanon's policy objects: whether it compiles, and
-/// its warnings.
+/// its warnings (with the custom kinds `lookup` knows, in a cluster).
 ///
 /// Not checked: writes to a subresource (`status`: kanon's own report on a bad policy that got
 /// in must get through) and updates of an object being deleted (removing the last finalizer
 /// of a bad policy must not leave it stuck).
-fn check_policy_object(request: &Request) -> Option<PolicyCheck> {
+fn check_policy_object(request: &Request, lookup: &dyn Lookup) -> Option<PolicyCheck> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return None;
     }
@@ -463,7 +463,11 @@ fn check_policy_object(request: &Request) -> Option<PolicyCheck> {
         PolicyKind::from_kind(&request.kind).filter(|_| request.api_version == API_VERSION)?;
     let document = with_identity(object, request, kind.is_namespaced());
     policy_kind_of(&document)?;
-    let compiled = match compile_document_reporting(&document) {
+    let compiled = match lookup.kinds() {
+        Some(kinds) => compile_document_reporting_with(&document, &kinds),
+        None => compile_document_reporting(&document),
+    };
+    let compiled = match compiled {
         Ok(compiled) => compiled,
         Err(invalid) => {
             return Some(PolicyCheck {

@@ -107,6 +107,10 @@ impl Lookup for BoundedLookup<'_> {
     fn programs(&self) -> Option<&dyn ProgramHost> {
         self.sandbox.map(|_| self as &dyn ProgramHost)
     }
+
+    fn kinds(&self) -> Option<kanon_engine::Kinds> {
+        self.inner.kinds()
+    }
 }
 
 impl ProgramHost for BoundedLookup<'_> {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use kanon_cluster::ClusterMetrics;
 use kanon_cluster::certificates::{CertificateConfig, CertificateMetrics, Certificates};
+use kanon_cluster::custom_kinds::CustomKinds;
 use kanon_cluster::http::{HttpConfig, HttpLookups};
 use kanon_cluster::lookup::ClusterLookup;
 use kanon_cluster::namespaces::NamespaceCache;
@@ -297,6 +298,8 @@ pub async fn start(
         None => Vec::new(),
     };
     let namespaces = NamespaceCache::start(client.clone(), metrics.clone());
+    // Optional: without the permission, policies are checked against built-in kinds only.
+    let kinds = CustomKinds::start(client.clone(), metrics.clone());
     let objects = Arc::new(ObjectReader::new(
         client.clone(),
         ObjectConfig {
@@ -351,11 +354,12 @@ pub async fn start(
             namespaces: namespaces.clone(),
             status,
             targets,
+            kinds: Some(kinds.clone()),
             metrics: metrics.clone(),
         }
         .run(),
     );
     Ok(Started {
-        lookup: Arc::new(ClusterLookup::new(namespaces, objects, http, metrics)),
+        lookup: Arc::new(ClusterLookup::new(namespaces, objects, http, metrics).with_kinds(kinds)),
     })
 }

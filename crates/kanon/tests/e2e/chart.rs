@@ -298,5 +298,16 @@ fn a_missing_permission_is_reported_by_name(env: &mut Env) {
         log.contains("missing permission: patch clusteroverridepolicies.policy.kanon.dev/status (writing policy status)"),
         "{log}"
     );
+    // Nor may it watch CustomResourceDefinitions: said once (the watch keeps retrying
+    // quietly), and it serves on with the built-in kinds.
+    let forbidden = "kanon may not list and watch customresourcedefinitions.apiextensions.k8s.io";
+    env.wait_for(
+        "the forbidden CRD watch reported",
+        Duration::from_secs(10),
+        || limited.log_tail(400).contains(forbidden),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let log = limited.log_tail(400);
+    assert_eq!(log.matches(forbidden).count(), 1, "{log}");
     limited.stop();
 }

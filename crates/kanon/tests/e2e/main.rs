@@ -10,6 +10,7 @@
 
 mod admission;
 mod chart;
+mod custom_kinds;
 mod env;
 mod faults;
 mod lifecycle;
@@ -74,6 +75,7 @@ fn main() {
     let scenarios: Vec<Scenario> = [
         admission::SCENARIOS,
         lifecycle::SCENARIOS,
+        custom_kinds::SCENARIOS,
         references::SCENARIOS,
         security::SCENARIOS,
         network::SCENARIOS,

@@ -1,0 +1,142 @@
+//! The kinds a check knows: the built-in ones, and in a cluster the custom ones its
+//! CustomResourceDefinitions serve.
+
+use std::sync::Arc;
+
+use crate::suggest::suggest_among;
+use crate::{Kind, KindSuggestion, LoadError, Resolution, Schema};
+
+/// Where a [`KnownKind`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A built-in kind of the embedded schema.
+    BuiltIn,
+    /// A custom kind, served by a CustomResourceDefinition.
+    Custom,
+}
+
+/// A kind found in [`Kinds`], with the schema that holds its types.
+#[derive(Debug, Clone, Copy)]
+pub struct KnownKind<'k> {
+    /// The kind.
+    pub kind: &'k Kind,
+    /// The schema it belongs to; its types are resolved there.
+    pub schema: &'k Schema,
+    /// Built in or custom.
+    pub origin: Origin,
+}
+
+impl PartialEq for KnownKind<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.origin == other.origin && self.kind == other.kind
+    }
+}
+
+impl Eq for KnownKind<'_> {}
+
+impl<'k> KnownKind<'k> {
+    /// [`Schema::resolve`] in the kind's own schema.
+    pub fn resolve<S: AsRef<str>>(&self, path: &[S]) -> Resolution<'k> {
+        self.schema.resolve(self.kind, path)
+    }
+}
+
+/// The built-in kinds, overlaid with custom ones (see
+/// [`Schema::from_custom_resources`]). A group the built-in schema serves is never looked up
+/// among the custom kinds, so custom kinds cannot shadow or add to a built-in group. Cheap to
+/// clone: the custom schema is shared.
+#[derive(Debug, Clone)]
+pub struct Kinds {
+    builtin: &'static Schema,
+    custom: Option<Arc<Schema>>,
+}
+
+/// The group of an apiVersion, empty for the core group's `v1`.
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+impl Kinds {
+    /// The embedded built-in kinds alone; fails only as [`Schema::builtin`] does.
+    pub fn builtin() -> Result<Kinds, LoadError> {
+        Ok(Kinds::new(Schema::builtin()?))
+    }
+
+    /// The kinds of `builtin` alone.
+    pub fn new(builtin: &'static Schema) -> Kinds {
+        Kinds {
+            builtin,
+            custom: None,
+        }
+    }
+
+    /// The kinds of `builtin`, and those of `custom` in the groups `builtin` does not serve.
+    pub fn with_custom(builtin: &'static Schema, custom: Arc<Schema>) -> Kinds {
+        Kinds {
+            builtin,
+            custom: Some(custom),
+        }
+    }
+
+    /// The built-in schema.
+    pub fn builtin_schema(&self) -> &'static Schema {
+        self.builtin
+    }
+
+    /// The custom kinds' schema, if there is one.
+    pub fn custom_schema(&self) -> Option<&Schema> {
+        self.custom.as_deref()
+    }
+
+    /// Whether `api_version`'s group (`apps` of `apps/v1`, the core group of `v1`) is one the
+    /// built-in schema serves (exactly: groups are lowercase).
+    pub fn is_builtin_group(&self, api_version: &str) -> bool {
+        let group = group_of(api_version);
+        self.builtin.kinds().iter().any(|k| k.group() == group)
+    }
+
+    /// Whether `api_version`'s group is served by a custom kind (and is not built in).
+    pub fn is_custom_group(&self, api_version: &str) -> bool {
+        let group = group_of(api_version);
+        !self.is_builtin_group(api_version)
+            && self
+                .custom
+                .as_deref()
+                .is_some_and(|custom| custom.kinds().iter().any(|k| k.group() == group))
+    }
+
+    /// The kind `kind` at `api_version`, matched exactly: a built-in one, else a custom one
+    /// in a group that is not built in.
+    pub fn kind(&self, api_version: &str, kind: &str) -> Option<KnownKind<'_>> {
+        if let Some(found) = self.builtin.kind(api_version, kind) {
+            return Some(KnownKind {
+                kind: found,
+                schema: self.builtin,
+                origin: Origin::BuiltIn,
+            });
+        }
+        if self.is_builtin_group(api_version) {
+            return None;
+        }
+        let custom = self.custom.as_deref()?;
+        custom.kind(api_version, kind).map(|found| KnownKind {
+            kind: found,
+            schema: custom,
+            origin: Origin::Custom,
+        })
+    }
+
+    /// For an `api_version` and `kind` in a custom group ([`is_custom_group`](Self::is_custom_group))
+    /// that [`kind`](Self::kind) does not find: the same kind at the group's other versions,
+    /// else the group's kind nearest in spelling, ignoring case. Only kinds of the same group
+    /// are suggested; `None` when nothing is near.
+    pub fn suggest_custom_kind(&self, api_version: &str, kind: &str) -> Option<KindSuggestion<'_>> {
+        if !self.is_custom_group(api_version) || self.kind(api_version, kind).is_some() {
+            return None;
+        }
+        let custom = self.custom.as_deref()?;
+        let group = group_of(api_version);
+        let same_group = custom.kinds().iter().filter(|k| k.group() == group);
+        suggest_among(same_group, api_version, kind)
+    }
+}
