@@ -223,12 +223,6 @@ pub fn without_keys(map: Value, keys: &[Value]) -> Result<Value, String> {
     Ok(Value::Object(base))
 }
 
-/// Whether `map` has no value under `key`: no entry, or `null` (which Kubernetes reads as
-/// unset). What `default` operations fill in.
-pub(crate) fn absent_in(map: &serde_json::Map<String, Value>, key: &str) -> bool {
-    crate::pointer::entry(map, key).is_none_or(Value::is_null)
-}
-
 /// `with_defaults(map, keys)`: `map` (an object, or null for none) with the entries of `keys`
 /// set where `map` has none (no entry, or `null`); its own values stay. Existing keys keep
 /// their place, new ones follow in order.
@@ -246,7 +240,7 @@ pub fn with_defaults(map: Value, keys: Value) -> Result<Value, String> {
     match keys {
         Value::Object(add) => {
             for (key, value) in add {
-                if absent_in(&base, &key) {
+                if crate::pointer::absent_in(&base, &key) {
                     base.insert(key, value);
                 }
             }

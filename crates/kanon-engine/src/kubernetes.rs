@@ -16,38 +16,38 @@
 //! them (see [`crate::kinds_warnings`]).
 
 use jsonpath_rust::parser::model::{Segment, Selector};
-use kanon_api::{
-    ClusterOverridePolicy, ClusterValidatePolicy, OverrideRule, RefSource, ResourceRefer,
-    ResourceSelector, ValidateRule,
-};
+use kanon_api::{OverrideRule, RefSource, ResourceRefer, ResourceSelector, ValidateRule};
 use kanon_schema::{KindSuggestion, Kinds, KnownKind, Resolution};
 
 use crate::error::FieldError;
-use crate::policy::PolicyObject;
 
 /// Most paths one JSONPath union expands to for checking (`['a','b'][*]['c','d']` is four).
 const MAX_ALTERNATIVES: usize = 16;
 
-/// Checks `object` against `kinds`: problems that make it select or read nothing go to
-/// `errors` (built-in kinds only), likely mistakes to `warnings`.
+/// What the check reads of a policy: its selectors and rules.
+pub(crate) struct Written<'a> {
+    /// `spec.resourceSelectors`.
+    pub selectors: &'a [ResourceSelector],
+    /// `spec.overrideRules` (none for a validate policy).
+    pub override_rules: &'a [OverrideRule],
+    /// `spec.validateRules` (none for an override policy).
+    pub validate_rules: &'a [ValidateRule],
+}
+
+/// Checks a policy as `written` against `kinds`: problems that make it select or read nothing
+/// go to `errors` (built-in kinds only), likely mistakes to `warnings`.
 pub(crate) fn check(
-    object: &PolicyObject,
+    written: Written<'_>,
     kinds: &Kinds,
     errors: &mut Vec<FieldError>,
     warnings: &mut Vec<FieldError>,
 ) {
     let checker = Checker { kinds };
-    let (selectors, override_rules, validate_rules): (_, &[OverrideRule], &[ValidateRule]) =
-        match object {
-            PolicyObject::ClusterOverride(ClusterOverridePolicy { spec, .. }) => {
-                (&spec.resource_selectors, &spec.override_rules, &[])
-            }
-            PolicyObject::Override(p) => (&p.spec.resource_selectors, &p.spec.override_rules, &[]),
-            PolicyObject::ClusterValidate(ClusterValidatePolicy { spec, .. }) => {
-                (&spec.resource_selectors, &[], &spec.validate_rules)
-            }
-            PolicyObject::Validate(p) => (&p.spec.resource_selectors, &[], &p.spec.validate_rules),
-        };
+    let Written {
+        selectors,
+        override_rules,
+        validate_rules,
+    } = written;
     let selected = checker.selectors(selectors, errors, warnings);
     for (i, rule) in override_rules.iter().enumerate() {
         for (j, op) in rule.overriders.plaintext.iter().enumerate() {

@@ -531,7 +531,7 @@ fn map_change(
             // program's one `add` of `with_defaults(current, updates)`, charged as that.
             let mut missing = set
                 .iter()
-                .filter(|(key, _)| helpers::absent_in(entries, key))
+                .filter(|(key, _)| crate::pointer::absent_in(entries, key))
                 .peekable();
             if missing.peek().is_none() {
                 return Some(());
@@ -555,7 +555,9 @@ fn map_change(
                 // Floats (as minijinja writes them) and structures (an error): the program.
                 Some(_) => return None,
             };
-            if matches!(edit, MapEdit::DefaultFromRef(_)) && !helpers::absent_in(entries, key) {
+            if matches!(edit, MapEdit::DefaultFromRef(_))
+                && !crate::pointer::absent_in(entries, key)
+            {
                 return Some(());
             }
             let mut updates = Map::new();

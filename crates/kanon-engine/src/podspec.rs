@@ -152,7 +152,7 @@ pub fn resources_sections(
                     target.insert(name.clone(), quantity.clone());
                 }
                 // The container's own value stays (`cpu: 200m` is not a default's to change).
-                Edit::Default if crate::helpers::absent_in(&target, name) => {
+                Edit::Default if crate::pointer::absent_in(&target, name) => {
                     target.insert(name.clone(), quantity.clone());
                 }
                 Edit::Default => {}
@@ -247,7 +247,7 @@ fn oversell_into<'f>(
             Edit::Remove => {
                 requests.shift_remove(name);
             }
-            Edit::Default if !crate::helpers::absent_in(requests, name) => {}
+            Edit::Default if !crate::pointer::absent_in(requests, name) => {}
             Edit::Add | Edit::Replace | Edit::Default => {
                 let Some(limit) = limits.and_then(|limits| crate::pointer::entry(limits, name))
                 else {

@@ -117,6 +117,12 @@ pub(crate) fn entry<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Va
     }
 }
 
+/// Whether `map` has no value under `key`: no entry, or `null` (which Kubernetes reads as
+/// unset). What `default` operations fill in.
+pub(crate) fn absent_in(map: &Map<String, Value>, key: &str) -> bool {
+    entry(map, key).is_none_or(Value::is_null)
+}
+
 /// `value.get(key)` for an object's member (`None` for anything else), as [`entry`] searches.
 pub(crate) fn member<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
     match value {

@@ -251,6 +251,33 @@ impl PolicyObject {
         }
     }
 
+    /// Its selectors and rules, for the check against Kubernetes' kinds.
+    fn written(&self) -> crate::kubernetes::Written<'_> {
+        use crate::kubernetes::Written;
+        match self {
+            PolicyObject::ClusterOverride(p) => Written {
+                selectors: &p.spec.resource_selectors,
+                override_rules: &p.spec.override_rules,
+                validate_rules: &[],
+            },
+            PolicyObject::Override(p) => Written {
+                selectors: &p.spec.resource_selectors,
+                override_rules: &p.spec.override_rules,
+                validate_rules: &[],
+            },
+            PolicyObject::ClusterValidate(p) => Written {
+                selectors: &p.spec.resource_selectors,
+                override_rules: &[],
+                validate_rules: &p.spec.validate_rules,
+            },
+            PolicyObject::Validate(p) => Written {
+                selectors: &p.spec.resource_selectors,
+                override_rules: &[],
+                validate_rules: &p.spec.validate_rules,
+            },
+        }
+    }
+
     /// The policy's identity.
     pub fn id(&self) -> PolicyId {
         let (kind, meta) = match self {
@@ -737,7 +764,7 @@ pub fn compile_with(object: &PolicyObject, kinds: &Kinds) -> Compiled {
 pub fn kinds_warnings(object: &PolicyObject, kinds: &Kinds) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
-    crate::kubernetes::check(object, kinds, &mut errors, &mut warnings);
+    crate::kubernetes::check(object.written(), kinds, &mut errors, &mut warnings);
     warnings
 }
 
@@ -814,7 +841,7 @@ fn compile_checked(object: &PolicyObject, kinds: Option<&Kinds>) -> Compiled {
     };
     let mut warnings = Vec::new();
     if let Some(kinds) = kinds {
-        crate::kubernetes::check(object, kinds, &mut errors, &mut warnings);
+        crate::kubernetes::check(object.written(), kinds, &mut errors, &mut warnings);
     }
     let defect = (!errors.is_empty()).then(|| {
         Arc::new(InvalidPolicy {
