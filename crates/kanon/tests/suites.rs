@@ -621,10 +621,18 @@ fn the_example_suites_pass() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let summary = stdout.lines().last().unwrap_or_default();
     assert!(summary.ends_with(" passed, 0 failed"), "{summary}");
+    // The examples are written as policies should be: kanon warns of nothing in them.
+    let stderr = text(&out.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
     // Every template type, operator and suite folder is exercised.
     for suite in [
         "plaintext",
         "templates",
+        "templates-defaults",
         "conditions",
         "programs",
         "references",
