@@ -1,5 +1,5 @@
-//! Evaluation of a request against a [`PolicySet`]: overrides (patches) and validations
-//! (verdicts), with each policy's failure policy deciding what its errors do.
+//! Evaluation of a request against a [`PolicySet`](crate::PolicySet): overrides (patches)
+//! and validations (verdicts), with each policy's failure policy deciding what its errors do.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::condition::{ConditionMessage, condition_from_output};
 use crate::diff::Changes;
-use crate::index::PolicySet;
+use crate::index::Indexed;
 use crate::lookup::{Lookup, ObjectQuery};
 use crate::native::NativeOutcome;
 use crate::plaintext;
@@ -39,7 +39,8 @@ pub struct Decision {
     /// changed, on DELETE, and when denied.
     pub patch: json_patch::Patch,
     /// The final object (the object received when nothing changed or the request is denied);
-    /// the old object on DELETE. `None` from [`PolicySet::validate`], which changes nothing.
+    /// the old object on DELETE. `None` from [`PolicySet::validate`](crate::PolicySet::validate),
+    /// which changes nothing.
     pub patched: Option<Value>,
     /// What each policy that met the request did, in order (for metrics and logs).
     #[serde(skip)]
@@ -590,230 +591,216 @@ fn audit_key(policy: &CompiledPolicy) -> String {
     key
 }
 
-impl PolicySet {
-    /// Runs the override policies on the request: every applicable policy in order, each
-    /// seeing the result of the previous one. A failing policy's changes are discarded; under
-    /// `Fail` the request is denied, under `Ignore` a warning is added. DELETE is never
-    /// patched.
-    pub async fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        let Some(original) = request
-            .object
-            .as_ref()
-            .filter(|_| request.operation != Operation::Delete)
-        else {
-            return Decision::allow(request.subject().cloned());
-        };
-        let (mut decision, working, changes) = self
-            .override_object(
-                request,
-                Cow::Borrowed(original),
-                Changes::tracking(),
-                lookup,
-            )
-            .await;
-        match working {
-            Cow::Owned(working) if decision.allowed => {
-                decision.patch = changes.diff_from(original, &working);
-                decision.patched = Some(working);
-            }
-            _ => decision.patched = Some(original.clone()),
+/// [`PolicySet::mutate`](crate::PolicySet::mutate).
+pub(crate) async fn mutate(set: Indexed<'_>, request: &Request, lookup: &dyn Lookup) -> Decision {
+    let Some(original) = request
+        .object
+        .as_ref()
+        .filter(|_| request.operation != Operation::Delete)
+    else {
+        return Decision::allow(request.subject().cloned());
+    };
+    let (mut decision, working, changes) = override_object(
+        set,
+        request,
+        Cow::Borrowed(original),
+        Changes::tracking(),
+        lookup,
+    )
+    .await;
+    match working {
+        Cow::Owned(working) if decision.allowed => {
+            decision.patch = changes.diff_from(original, &working);
+            decision.patched = Some(working);
         }
-        decision
+        _ => decision.patched = Some(original.clone()),
     }
+    decision
+}
 
-    /// [`PolicySet::mutate`] for an admission answer, which needs the patch but neither the
-    /// original object nor the changed one: takes the request's object (`request.object` is
-    /// `None` afterwards) and changes it in place, saving only what the operations reach (the
-    /// values at their targets, or the top-level fields they lie in; [`Changes`]), so the
-    /// object is never copied whole; values added where nothing was move from the changed
-    /// object into the patch. `patched` is always `None`: apply `patch` to the object for it.
-    pub async fn mutate_patch(&self, request: &mut Request, lookup: &dyn Lookup) -> Decision {
-        if request.operation == Operation::Delete {
-            return Decision::allow(None);
-        }
-        let Some(object) = request.object.take() else {
-            return Decision::allow(None);
-        };
-        let request = &*request;
-        let (mut decision, working, changes) = self
-            .override_object(request, Cow::Owned(object), Changes::saving(), lookup)
-            .await;
-        if decision.allowed
-            && !changes.is_empty()
-            && let Some(patch) = changes.into_diff(working.into_owned())
-        {
-            decision.patch = patch;
-        }
-        decision
+/// [`PolicySet::mutate_patch`](crate::PolicySet::mutate_patch).
+pub(crate) async fn mutate_patch(
+    set: Indexed<'_>,
+    request: &mut Request,
+    lookup: &dyn Lookup,
+) -> Decision {
+    if request.operation == Operation::Delete {
+        return Decision::allow(None);
     }
-
-    /// Runs the override policies on `working`: every applicable policy in order, each seeing
-    /// the result of the previous one, each operation recorded in `changes` before it applies.
-    /// A borrowed `working` is copied only once a policy runs.
-    async fn override_object<'v>(
-        &self,
-        request: &Request,
-        mut working: Cow<'v, Value>,
-        mut changes: Changes,
-        lookup: &dyn Lookup,
-    ) -> (Decision, Cow<'v, Value>, Changes) {
-        let mut decision = Decision::allow(None);
-        let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
-        let candidates = self.override_candidates(
-            &request.api_version,
-            &request.kind,
-            request.namespace.as_deref(),
-        );
-        // Policies select on the object as it came, not on earlier policies' changes, so which
-        // apply is known before the object changes.
-        let mut selected = Vec::new();
-        {
-            let view = request.view(&working);
-            for policy in candidates {
-                let applies = applies(policy, &view, request.operation, &mut namespaces).await;
-                selected.push((policy, applies));
-            }
-        }
-        for (policy, applies) in selected {
-            if !decision.settle(policy, applies, request) {
-                continue;
-            }
-            let object = working.to_mut();
-            // Each step is atomic, so a policy of one step needs no copy to roll back.
-            let steps: usize = match &policy.rules {
-                PolicyRules::Override(rules) => rules
-                    .iter()
-                    .filter(|r| r.operations.contains(request.operation))
-                    .map(|r| r.steps())
-                    .sum(),
-                PolicyRules::Validate { .. } => 0,
-            };
-            let before = (steps > 1).then(|| object.clone());
-            let mut scope = Scope {
-                request,
-                lookup,
-                namespaces: &mut namespaces,
-                policy,
-            };
-            match run_override(policy, &mut scope, object, &mut changes).await {
-                Ok(applied) => {
-                    decision.applied_policies.push(String::from(&*policy.label));
-                    decision.record(
-                        policy,
-                        PolicyOutcome::Mutated {
-                            patched: applied > 0,
-                        },
-                    );
-                }
-                Err(e) => {
-                    if let Some(before) = before {
-                        *object = before;
-                    }
-                    decision.policy_error(policy, &e);
-                }
-            }
-        }
-        (decision, working, changes)
+    let Some(object) = request.object.take() else {
+        return Decision::allow(None);
+    };
+    let request = &*request;
+    let (mut decision, working, changes) =
+        override_object(set, request, Cow::Owned(object), Changes::saving(), lookup).await;
+    if decision.allowed
+        && !changes.is_empty()
+        && let Some(patch) = changes.into_diff(working.into_owned())
+    {
+        decision.patch = patch;
     }
+    decision
+}
 
-    /// Runs the validate policies on the request (on `object` in place of the request's own
-    /// object when given, e.g. the result of [`PolicySet::mutate`]). All applicable policies
-    /// are evaluated, in order, and every rejection is reported. The decision carries no
-    /// `patched` object: validation changes nothing, and copying it would cost every request.
-    pub async fn validate(
-        &self,
-        request: &Request,
-        object: Option<&Value>,
-        lookup: &dyn Lookup,
-    ) -> Decision {
-        let subject = object.or(request.subject());
-        let mut decision = Decision::allow(None);
-        let Some(subject) = subject else {
-            return decision;
-        };
-        let view = request.view(subject);
-        let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
-        let candidates = self.validate_candidates(
-            &request.api_version,
-            &request.kind,
-            request.namespace.as_deref(),
-        );
+/// Runs the override policies on `working`: every applicable policy in order, each seeing
+/// the result of the previous one, each operation recorded in `changes` before it applies.
+/// A borrowed `working` is copied only once a policy runs.
+async fn override_object<'v>(
+    set: Indexed<'_>,
+    request: &Request,
+    mut working: Cow<'v, Value>,
+    mut changes: Changes,
+    lookup: &dyn Lookup,
+) -> (Decision, Cow<'v, Value>, Changes) {
+    let mut decision = Decision::allow(None);
+    let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
+    let candidates = set.override_candidates(
+        &request.api_version,
+        &request.kind,
+        request.namespace.as_deref(),
+    );
+    // Policies select on the object as it came, not on earlier policies' changes, so which
+    // apply is known before the object changes.
+    let mut selected = Vec::new();
+    {
+        let view = request.view(&working);
         for policy in candidates {
-            if !decision.runs(policy, &view, request, &mut namespaces).await {
-                continue;
-            }
-            let mut scope = Scope {
-                request,
-                lookup,
-                namespaces: &mut namespaces,
-                policy,
-            };
-            let (reasons, warnings) = match run_validate(policy, &mut scope, subject).await {
-                Ok(found) => found,
-                Err(message) => {
-                    decision.policy_error(policy, &message);
-                    continue;
-                }
-            };
-            decision.applied_policies.push(String::from(&*policy.label));
-            let outcome = if reasons.is_empty() {
-                PolicyOutcome::Passed
-            } else {
-                PolicyOutcome::Rejected
-            };
-            decision.record(policy, outcome);
-            decision
-                .warnings
-                .extend(warnings.into_iter().map(|w| format!("{}: {w}", policy.id)));
-            if reasons.is_empty() {
-                continue;
-            }
-            let PolicyRules::Validate { actions, .. } = &policy.rules else {
-                continue;
-            };
-            for action in actions {
-                match action {
-                    ValidationAction::Deny => {
-                        decision.allowed = false;
-                        decision
-                            .messages
-                            .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
-                    }
-                    ValidationAction::Warn => {
-                        decision
-                            .warnings
-                            .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
-                    }
-                    ValidationAction::Audit => {
-                        decision
-                            .audit_annotations
-                            .insert(audit_key(policy), reasons.join("; "));
-                    }
-                }
-            }
+            let applies = applies(policy, &view, request.operation, &mut namespaces).await;
+            selected.push((policy, applies));
         }
-        decision
     }
-
-    /// What kube-apiserver would make of the request with kanon installed: the override
-    /// policies mutate the object, then the validate policies judge the result.
-    pub async fn review(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        let mut decision = self.mutate(request, lookup).await;
-        if !decision.allowed {
-            return decision;
+    for (policy, applies) in selected {
+        if !decision.settle(policy, applies, request) {
+            continue;
         }
-        let judged = match request.operation {
-            Operation::Delete => self.validate(request, None, lookup).await,
-            _ => {
-                self.validate(request, decision.patched.as_ref(), lookup)
-                    .await
+        let object = working.to_mut();
+        // Each step is atomic, so a policy of one step needs no copy to roll back.
+        let steps: usize = match &policy.rules {
+            PolicyRules::Override(rules) => rules
+                .iter()
+                .filter(|r| r.operations.contains(request.operation))
+                .map(|r| r.steps())
+                .sum(),
+            PolicyRules::Validate { .. } => 0,
+        };
+        let before = (steps > 1).then(|| object.clone());
+        let mut scope = Scope {
+            request,
+            lookup,
+            namespaces: &mut namespaces,
+            policy,
+        };
+        match run_override(policy, &mut scope, object, &mut changes).await {
+            Ok(applied) => {
+                decision.applied_policies.push(String::from(&*policy.label));
+                decision.record(
+                    policy,
+                    PolicyOutcome::Mutated {
+                        patched: applied > 0,
+                    },
+                );
+            }
+            Err(e) => {
+                if let Some(before) = before {
+                    *object = before;
+                }
+                decision.policy_error(policy, &e);
+            }
+        }
+    }
+    (decision, working, changes)
+}
+
+/// [`PolicySet::validate`](crate::PolicySet::validate).
+pub(crate) async fn validate(
+    set: Indexed<'_>,
+    request: &Request,
+    object: Option<&Value>,
+    lookup: &dyn Lookup,
+) -> Decision {
+    let subject = object.or(request.subject());
+    let mut decision = Decision::allow(None);
+    let Some(subject) = subject else {
+        return decision;
+    };
+    let view = request.view(subject);
+    let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
+    let candidates = set.validate_candidates(
+        &request.api_version,
+        &request.kind,
+        request.namespace.as_deref(),
+    );
+    for policy in candidates {
+        if !decision.runs(policy, &view, request, &mut namespaces).await {
+            continue;
+        }
+        let mut scope = Scope {
+            request,
+            lookup,
+            namespaces: &mut namespaces,
+            policy,
+        };
+        let (reasons, warnings) = match run_validate(policy, &mut scope, subject).await {
+            Ok(found) => found,
+            Err(message) => {
+                decision.policy_error(policy, &message);
+                continue;
             }
         };
-        decision.merge(judged);
-        if !decision.allowed {
-            decision.patch = json_patch::Patch(Vec::new());
-            decision.patched = request.subject().cloned();
-        }
+        decision.applied_policies.push(String::from(&*policy.label));
+        let outcome = if reasons.is_empty() {
+            PolicyOutcome::Passed
+        } else {
+            PolicyOutcome::Rejected
+        };
+        decision.record(policy, outcome);
         decision
+            .warnings
+            .extend(warnings.into_iter().map(|w| format!("{}: {w}", policy.id)));
+        if reasons.is_empty() {
+            continue;
+        }
+        let PolicyRules::Validate { actions, .. } = &policy.rules else {
+            continue;
+        };
+        for action in actions {
+            match action {
+                ValidationAction::Deny => {
+                    decision.allowed = false;
+                    decision
+                        .messages
+                        .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
+                }
+                ValidationAction::Warn => {
+                    decision
+                        .warnings
+                        .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
+                }
+                ValidationAction::Audit => {
+                    decision
+                        .audit_annotations
+                        .insert(audit_key(policy), reasons.join("; "));
+                }
+            }
+        }
     }
+    decision
+}
+
+/// [`PolicySet::review`](crate::PolicySet::review).
+pub(crate) async fn review(set: Indexed<'_>, request: &Request, lookup: &dyn Lookup) -> Decision {
+    let mut decision = mutate(set, request, lookup).await;
+    if !decision.allowed {
+        return decision;
+    }
+    let judged = match request.operation {
+        Operation::Delete => validate(set, request, None, lookup).await,
+        _ => validate(set, request, decision.patched.as_ref(), lookup).await,
+    };
+    decision.merge(judged);
+    if !decision.allowed {
+        decision.patch = json_patch::Patch(Vec::new());
+        decision.patched = request.subject().cloned();
+    }
+    decision
 }

@@ -1,18 +1,13 @@
-//! The compiled policy set and its index: built once per policy change, it hands each request
-//! the policies that can select its type, in evaluation order, so that the cost of a request
-//! depends on the policies for its kind and namespace, not on all policies.
+//! The index of a [`PolicySet`](crate::PolicySet): built once per policy change, it hands each
+//! request the policies that can select its type, in evaluation order, so that the cost of a
+//! request depends on the policies for its kind and namespace, not on all policies.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use kanon_api::PolicyKind;
 
-use crate::policy::{CompiledPolicy, PolicyId};
-
-/// Two policies with the same identity were given.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0} is defined more than once")]
-pub struct DuplicatePolicy(pub String);
+use crate::policy::CompiledPolicy;
 
 /// Candidates by type: `apiVersion` → `kind` → policy positions (already merged with `any`),
 /// and the policies whose selectors accept every type.
@@ -79,13 +74,15 @@ impl TypeIndex {
 
 /// The policies of one webhook (override or validate): cluster-wide, then per namespace.
 #[derive(Debug, Default)]
-struct WebhookIndex {
+pub(crate) struct WebhookIndex {
     cluster: TypeIndex,
     namespaced: HashMap<String, TypeIndex>,
 }
 
 impl WebhookIndex {
-    fn build(
+    /// The index of the policies of `cluster_kind` and `namespaced_kind` among `policies`
+    /// (given in evaluation order; positions are indexes into it).
+    pub(crate) fn build(
         policies: &[Arc<CompiledPolicy>],
         cluster_kind: PolicyKind,
         namespaced_kind: PolicyKind,
@@ -114,7 +111,9 @@ impl WebhookIndex {
         }
     }
 
-    fn candidates<'a>(
+    /// Positions of the policies that may select an object of this type in this namespace,
+    /// in evaluation order.
+    pub(crate) fn candidates<'a>(
         &'a self,
         api_version: &str,
         kind: &str,
@@ -128,94 +127,44 @@ impl WebhookIndex {
     }
 }
 
-/// An immutable, compiled set of policies with its index. Swap it whole when policies change.
-/// Policies are shared (`Arc`), so a new set after one change reuses every unchanged
-/// policy's compiled form.
-#[derive(Debug, Default)]
-pub struct PolicySet {
-    policies: Vec<Arc<CompiledPolicy>>,
-    overrides: WebhookIndex,
-    validates: WebhookIndex,
+/// The policies of a set with their indexes, as evaluation reads them: the policies that may
+/// select an object, in evaluation order.
+#[derive(Clone, Copy)]
+pub(crate) struct Indexed<'a> {
+    /// Every policy, in evaluation order; the indexes hold positions in it.
+    pub(crate) policies: &'a [Arc<CompiledPolicy>],
+    /// The override policies' index.
+    pub(crate) overrides: &'a WebhookIndex,
+    /// The validate policies' index.
+    pub(crate) validates: &'a WebhookIndex,
 }
 
-impl PolicySet {
-    /// Builds the set. Policies are ordered by kind (ClusterOverridePolicy, OverridePolicy,
-    /// ClusterValidatePolicy, ValidatePolicy), then namespace, then name; that order is the
-    /// evaluation order.
-    pub fn build(policies: Vec<CompiledPolicy>) -> Result<Self, DuplicatePolicy> {
-        Self::build_shared(policies.into_iter().map(Arc::new).collect())
-    }
-
-    /// [`PolicySet::build`] from shared policies: what a source that keeps its compiled
-    /// policies between sets (the cluster's reflectors) builds each new set from.
-    pub fn build_shared(mut policies: Vec<Arc<CompiledPolicy>>) -> Result<Self, DuplicatePolicy> {
-        policies.sort_by(|a, b| a.id.cmp(&b.id));
-        if let Some(pair) = policies.windows(2).find(|w| w[0].id == w[1].id) {
-            return Err(DuplicatePolicy(pair[0].id.to_string()));
-        }
-        let overrides = WebhookIndex::build(
-            &policies,
-            PolicyKind::ClusterOverridePolicy,
-            PolicyKind::OverridePolicy,
-        );
-        let validates = WebhookIndex::build(
-            &policies,
-            PolicyKind::ClusterValidatePolicy,
-            PolicyKind::ValidatePolicy,
-        );
-        Ok(PolicySet {
-            policies,
-            overrides,
-            validates,
-        })
-    }
-
-    /// Every policy, in evaluation order.
-    pub fn policies(&self) -> &[Arc<CompiledPolicy>] {
-        &self.policies
-    }
-
-    /// Number of policies.
-    pub fn len(&self) -> usize {
-        self.policies.len()
-    }
-
-    /// Whether the set is empty.
-    pub fn is_empty(&self) -> bool {
-        self.policies.is_empty()
-    }
-
-    /// A policy by identity.
-    pub fn get(&self, id: &PolicyId) -> Option<&CompiledPolicy> {
-        self.policies
-            .binary_search_by(|p| p.id.cmp(id))
-            .ok()
-            .map(|i| self.policies[i].as_ref())
-    }
-
+impl<'a> Indexed<'a> {
     /// Override policies that may select an object of this type in this namespace, in
     /// evaluation order (the selectors still have to be checked).
-    pub fn override_candidates<'a>(
-        &'a self,
+    pub(crate) fn override_candidates(
+        self,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
     ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        let policies = self.policies;
         self.overrides
             .candidates(api_version, kind, namespace)
-            .map(|i| self.policies[i as usize].as_ref())
+            .map(move |i| policies[i as usize].as_ref())
     }
 
     /// Validate policies that may select an object of this type in this namespace, in
     /// evaluation order.
-    pub fn validate_candidates<'a>(
-        &'a self,
+    pub(crate) fn validate_candidates(
+        self,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
     ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        let policies = self.policies;
         self.validates
             .candidates(api_version, kind, namespace)
-            .map(|i| self.policies[i as usize].as_ref())
+            .map(move |i| policies[i as usize].as_ref())
     }
 }

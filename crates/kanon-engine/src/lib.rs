@@ -29,6 +29,7 @@ pub mod quantity;
 pub mod refs;
 pub mod request;
 pub mod selector;
+pub mod set;
 pub mod shape;
 pub mod targets;
 pub mod template;
@@ -36,7 +37,6 @@ pub mod template;
 pub use decision::{Decision, PolicyOutcome, PolicyResult};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
-pub use index::{DuplicatePolicy, PolicySet};
 pub use kanon_schema::Kinds;
 pub use lookup::{
     HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery,
@@ -47,6 +47,7 @@ pub use policy::{
 };
 pub use publish::PolicyPublisher;
 pub use request::{Deadline, Request, RequestError, parse_operation};
+pub use set::{DuplicatePolicy, PolicySet};
 pub use targets::{Targets, WebhookKind};
 
 /// Decodes and compiles one policy document; the error lists every problem by field path.

@@ -3,7 +3,7 @@
 //! [`PolicyPublisher`], which puts it in force (and owns readiness, metrics and logs of sets).
 //! Neither side knows the other.
 
-use crate::index::PolicySet;
+use crate::set::PolicySet;
 
 /// Puts policy sets in force.
 pub trait PolicyPublisher: Send + Sync {

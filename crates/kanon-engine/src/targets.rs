@@ -3,10 +3,10 @@
 //! into the `rules` of kanon's webhook configurations.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kanon_api::{Operation, PolicyKind};
 
-use crate::index::PolicySet;
 use crate::policy::{CompiledPolicy, OperationSet, PolicyRules};
 
 /// Which of kanon's two webhooks.
@@ -63,38 +63,36 @@ fn policy_operations(policy: &CompiledPolicy) -> OperationSet {
         .fold(OperationSet::NONE, OperationSet::union)
 }
 
-impl PolicySet {
-    /// What `webhook` must be called for, from every policy of its kinds.
-    pub fn targets(&self, webhook: WebhookKind) -> Targets {
-        let mut types: BTreeMap<(String, String), OperationSet> = BTreeMap::new();
-        let mut every_type = OperationSet::NONE;
-        for policy in self.policies() {
-            let mutating = matches!(
-                policy.id.kind,
-                PolicyKind::ClusterOverridePolicy | PolicyKind::OverridePolicy
-            );
-            if mutating != (webhook == WebhookKind::Mutating) {
-                continue;
-            }
-            let ops = policy_operations(policy);
-            if policy.selectors.is_empty() {
-                every_type = every_type.union(ops);
-                continue;
-            }
-            for s in &policy.selectors {
-                let entry = types
-                    .entry((s.api_version.clone(), s.kind.clone()))
-                    .or_insert(OperationSet::NONE);
-                *entry = entry.union(ops);
-            }
+/// What `webhook` must be called for, from every policy of its kinds among `policies`.
+pub(crate) fn targets(policies: &[Arc<CompiledPolicy>], webhook: WebhookKind) -> Targets {
+    let mut types: BTreeMap<(String, String), OperationSet> = BTreeMap::new();
+    let mut every_type = OperationSet::NONE;
+    for policy in policies {
+        let mutating = matches!(
+            policy.id.kind,
+            PolicyKind::ClusterOverridePolicy | PolicyKind::OverridePolicy
+        );
+        if mutating != (webhook == WebhookKind::Mutating) {
+            continue;
         }
-        Targets {
-            types: types
-                .into_iter()
-                .map(|(k, ops)| (k, operations(ops)))
-                .filter(|(_, ops)| !ops.is_empty())
-                .collect(),
-            every_type: operations(every_type),
+        let ops = policy_operations(policy);
+        if policy.selectors.is_empty() {
+            every_type = every_type.union(ops);
+            continue;
         }
+        for s in &policy.selectors {
+            let entry = types
+                .entry((s.api_version.clone(), s.kind.clone()))
+                .or_insert(OperationSet::NONE);
+            *entry = entry.union(ops);
+        }
+    }
+    Targets {
+        types: types
+            .into_iter()
+            .map(|(k, ops)| (k, operations(ops)))
+            .filter(|(_, ops)| !ops.is_empty())
+            .collect(),
+        every_type: operations(every_type),
     }
 }

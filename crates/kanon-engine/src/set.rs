@@ -1,0 +1,161 @@
+//! The policy set: the compiled policies in evaluation order with their index, and what a
+//! request gets from them. Its public face lives here; the index is in [`crate::index`], the
+//! evaluation in [`crate::decision`], the webhook targets in [`crate::targets`].
+
+use std::sync::Arc;
+
+use kanon_api::PolicyKind;
+use serde_json::Value;
+
+use crate::decision::{self, Decision};
+use crate::index::{Indexed, WebhookIndex};
+use crate::lookup::Lookup;
+use crate::policy::{CompiledPolicy, PolicyId};
+use crate::request::Request;
+use crate::targets::{self, Targets, WebhookKind};
+
+/// Two policies with the same identity were given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is defined more than once")]
+pub struct DuplicatePolicy(pub String);
+
+/// An immutable, compiled set of policies with its index. Swap it whole when policies change.
+/// Policies are shared (`Arc`), so a new set after one change reuses every unchanged
+/// policy's compiled form.
+#[derive(Debug, Default)]
+pub struct PolicySet {
+    policies: Vec<Arc<CompiledPolicy>>,
+    overrides: WebhookIndex,
+    validates: WebhookIndex,
+}
+
+impl PolicySet {
+    /// Builds the set. Policies are ordered by kind (ClusterOverridePolicy, OverridePolicy,
+    /// ClusterValidatePolicy, ValidatePolicy), then namespace, then name; that order is the
+    /// evaluation order.
+    pub fn build(policies: Vec<CompiledPolicy>) -> Result<Self, DuplicatePolicy> {
+        Self::build_shared(policies.into_iter().map(Arc::new).collect())
+    }
+
+    /// [`PolicySet::build`] from shared policies: what a source that keeps its compiled
+    /// policies between sets (the cluster's reflectors) builds each new set from.
+    pub fn build_shared(mut policies: Vec<Arc<CompiledPolicy>>) -> Result<Self, DuplicatePolicy> {
+        policies.sort_by(|a, b| a.id.cmp(&b.id));
+        if let Some(pair) = policies.windows(2).find(|w| w[0].id == w[1].id) {
+            return Err(DuplicatePolicy(pair[0].id.to_string()));
+        }
+        let overrides = WebhookIndex::build(
+            &policies,
+            PolicyKind::ClusterOverridePolicy,
+            PolicyKind::OverridePolicy,
+        );
+        let validates = WebhookIndex::build(
+            &policies,
+            PolicyKind::ClusterValidatePolicy,
+            PolicyKind::ValidatePolicy,
+        );
+        Ok(PolicySet {
+            policies,
+            overrides,
+            validates,
+        })
+    }
+
+    /// Every policy, in evaluation order.
+    pub fn policies(&self) -> &[Arc<CompiledPolicy>] {
+        &self.policies
+    }
+
+    /// Number of policies.
+    pub fn len(&self) -> usize {
+        self.policies.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+
+    /// A policy by identity.
+    pub fn get(&self, id: &PolicyId) -> Option<&CompiledPolicy> {
+        self.policies
+            .binary_search_by(|p| p.id.cmp(id))
+            .ok()
+            .map(|i| self.policies[i].as_ref())
+    }
+
+    /// Override policies that may select an object of this type in this namespace, in
+    /// evaluation order (the selectors still have to be checked).
+    pub fn override_candidates<'a>(
+        &'a self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        self.indexed()
+            .override_candidates(api_version, kind, namespace)
+    }
+
+    /// Validate policies that may select an object of this type in this namespace, in
+    /// evaluation order.
+    pub fn validate_candidates<'a>(
+        &'a self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        self.indexed()
+            .validate_candidates(api_version, kind, namespace)
+    }
+
+    /// The policies and their indexes, as evaluation reads them.
+    fn indexed(&self) -> Indexed<'_> {
+        Indexed {
+            policies: &self.policies,
+            overrides: &self.overrides,
+            validates: &self.validates,
+        }
+    }
+
+    /// Runs the override policies on the request: every applicable policy in order, each
+    /// seeing the result of the previous one. A failing policy's changes are discarded; under
+    /// `Fail` the request is denied, under `Ignore` a warning is added. DELETE is never
+    /// patched.
+    pub async fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
+        decision::mutate(self.indexed(), request, lookup).await
+    }
+
+    /// [`PolicySet::mutate`] for an admission answer, which needs the patch but neither the
+    /// original object nor the changed one: takes the request's object (`request.object` is
+    /// `None` afterwards) and changes it in place, saving only what the operations reach (the
+    /// values at their targets, or the top-level fields they lie in; [`Changes`]), so the
+    /// object is never copied whole; values added where nothing was move from the changed
+    /// object into the patch. `patched` is always `None`: apply `patch` to the object for it.
+    pub async fn mutate_patch(&self, request: &mut Request, lookup: &dyn Lookup) -> Decision {
+        decision::mutate_patch(self.indexed(), request, lookup).await
+    }
+
+    /// Runs the validate policies on the request (on `object` in place of the request's own
+    /// object when given, e.g. the result of [`PolicySet::mutate`]). All applicable policies
+    /// are evaluated, in order, and every rejection is reported. The decision carries no
+    /// `patched` object: validation changes nothing, and copying it would cost every request.
+    pub async fn validate(
+        &self,
+        request: &Request,
+        object: Option<&Value>,
+        lookup: &dyn Lookup,
+    ) -> Decision {
+        decision::validate(self.indexed(), request, object, lookup).await
+    }
+
+    /// What kube-apiserver would make of the request with kanon installed: the override
+    /// policies mutate the object, then the validate policies judge the result.
+    pub async fn review(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
+        decision::review(self.indexed(), request, lookup).await
+    }
+
+    /// What `webhook` must be called for, from every policy of its kinds.
+    pub fn targets(&self, webhook: WebhookKind) -> Targets {
+        targets::targets(&self.policies, webhook)
+    }
+}
