@@ -2,12 +2,14 @@
 //! memory [`budget`], the engine's verdict, AdmissionReview bytes out, in exactly the shape
 //! kube-apiserver accepts), the HTTPS
 //! [`server`] that moves those bytes, its [`tls`] certificates, [`metrics`], and the policy
-//! [`source`] read from files with the [`state`] that publishes policy sets to requests.
+//! [`source`] read from files (and kept in step with them by [`poll`]) with the [`state`] that
+//! publishes policy sets to requests.
 
 pub mod admission;
 pub mod budget;
 pub mod lookup;
 pub mod metrics;
+pub mod poll;
 pub mod sandbox;
 pub mod server;
 pub mod slot;

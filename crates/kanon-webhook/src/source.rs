@@ -8,10 +8,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use kanon_engine::{PolicyPublisher, PolicySet, compile_document, policy_kind_of};
 use serde_json::Value;
+
+use crate::poll::{Fingerprint, fingerprint, poll_files};
 
 /// A document and where it came from.
 #[derive(Debug, Clone)]
@@ -76,7 +78,11 @@ fn is_hidden(path: &Path) -> bool {
 /// The document files under `dir`, recursively, in name order. With `skip_hidden`, entries
 /// whose name starts with `.` are left out (a mounted ConfigMap holds every file twice more,
 /// under `..data/` and `..<timestamp>/`).
-fn collect_files(dir: &Path, skip_hidden: bool, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
+pub(crate) fn collect_files(
+    dir: &Path,
+    skip_hidden: bool,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), InputError> {
     let read_err = |source| InputError::Read {
         path: dir.display().to_string(),
         source,
@@ -251,76 +257,6 @@ pub fn load_directory(dir: &Path) -> Result<PolicySet, Vec<String>> {
     PolicySet::build(compiled).map_err(|e| vec![e.to_string()])
 }
 
-/// What a directory's policy files look like from outside: each file's path, size,
-/// modification time (and, on Unix, inode), or why the directory could not be listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Fingerprint {
-    Files(Vec<FileStamp>),
-    Unreadable(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    path: PathBuf,
-    /// `None` when the file vanished between listing and looking.
-    meta: Option<(u64, Option<SystemTime>, u64)>,
-}
-
-fn fingerprint(dir: &Path) -> Fingerprint {
-    let mut files = Vec::new();
-    if let Err(e) = collect_files(dir, true, &mut files) {
-        return Fingerprint::Unreadable(e.to_string());
-    }
-    Fingerprint::Files(
-        files
-            .into_iter()
-            .map(|path| {
-                // Follows symlinks: a ConfigMap's files are links into a directory that is
-                // swapped whole.
-                let meta = std::fs::metadata(&path)
-                    .ok()
-                    .map(|m| (m.len(), m.modified().ok(), inode(&m)));
-                FileStamp { path, meta }
-            })
-            .collect(),
-    )
-}
-
-#[cfg(unix)]
-fn inode(meta: &std::fs::Metadata) -> u64 {
-    std::os::unix::fs::MetadataExt::ino(meta)
-}
-
-#[cfg(not(unix))]
-fn inode(_: &std::fs::Metadata) -> u64 {
-    0
-}
-
-/// Fingerprints `dir`, then loads it, off the async threads. A panic while loading is a
-/// failure like any other.
-async fn fingerprint_and_load(dir: &Path) -> (Fingerprint, Result<PolicySet, Vec<String>>) {
-    let dir = dir.to_path_buf();
-    let shown = dir.display().to_string();
-    tokio::task::spawn_blocking(move || {
-        let print = fingerprint(&dir);
-        (print, load_directory(&dir))
-    })
-    .await
-    .unwrap_or_else(|e| {
-        (
-            Fingerprint::Unreadable(format!("load failed: {e}")),
-            Err(vec![format!("{shown}: loading the policies failed: {e}")]),
-        )
-    })
-}
-
-async fn fingerprint_only(dir: &Path) -> Fingerprint {
-    let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || fingerprint(&dir))
-        .await
-        .unwrap_or_else(|e| Fingerprint::Unreadable(format!("fingerprint failed: {e}")))
-}
-
 /// Puts a loaded set in force, or reports why it could not be loaded.
 fn apply(dir: &Path, loaded: Result<PolicySet, Vec<String>>, publisher: &dyn PolicyPublisher) {
     match loaded {
@@ -340,31 +276,41 @@ fn apply(dir: &Path, loaded: Result<PolicySet, Vec<String>>, publisher: &dyn Pol
 /// Serves the policies in `dir` through `publisher`: loads them once, then every `interval`
 /// looks at the policy files (paths, sizes, modification times) and, when anything changed
 /// and has stayed unchanged for one more interval (so that a file caught half-written is not
-/// loaded), loads them again. A good set is published; a bad one is rejected with every
-/// problem, and the last good set (or none: not ready) stays. Runs until the task is dropped.
+/// loaded), loads them again ([`crate::poll::poll_files`]). A good set is published; a bad one
+/// is rejected with every problem, and the last good set (or none: not ready) stays. Runs
+/// until the task is dropped.
 pub async fn watch_directory(
     dir: PathBuf,
     publisher: Arc<dyn PolicyPublisher>,
     interval: Duration,
 ) {
-    let (mut loaded_print, loaded) = fingerprint_and_load(&dir).await;
-    apply(&dir, loaded, publisher.as_ref());
-    let mut last_print = loaded_print.clone();
-    let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(1)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await; // the first tick is immediate
-    loop {
-        ticks.tick().await;
-        let print = fingerprint_only(&dir).await;
-        let settled = print == last_print;
-        last_print = print;
-        if !settled || last_print == loaded_print {
-            continue;
+    let paths = vec![dir.clone()];
+    let first = {
+        let paths = paths.clone();
+        tokio::task::spawn_blocking(move || (fingerprint(&paths, true), load_directory(&paths[0])))
+            .await
+    };
+    let shown = dir.display().to_string();
+    let failed = |e: String| -> Result<PolicySet, Vec<String>> {
+        Err(vec![format!("{shown}: loading the policies failed: {e}")])
+    };
+    let loaded_print = match first {
+        Ok((print, loaded)) => {
+            apply(&dir, loaded, publisher.as_ref());
+            print
         }
-        tracing::debug!(dir = %dir.display(), "policy files changed; loading them");
-        let (print, loaded) = fingerprint_and_load(&dir).await;
-        loaded_print = print;
-        last_print = loaded_print.clone();
-        apply(&dir, loaded, publisher.as_ref());
-    }
+        Err(e) => {
+            apply(&dir, failed(e.to_string()), publisher.as_ref());
+            Fingerprint::Unreadable(format!("load failed: {e}"))
+        }
+    };
+    poll_files(
+        paths,
+        true,
+        interval,
+        loaded_print,
+        |paths| load_directory(&paths[0]),
+        |loaded| apply(&dir, loaded.unwrap_or_else(failed), publisher.as_ref()),
+    )
+    .await;
 }

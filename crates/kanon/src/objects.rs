@@ -4,12 +4,13 @@
 //! all load them with [`load_objects`]; `kanon serve` serves them through [`LiveObjects`], kept
 //! in step with the files by [`watch_objects`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use kanon_engine::lookup::{LookupFuture, ObjectQuery};
 use kanon_engine::{Lookup, ObjectStore};
+use kanon_webhook::poll::{Fingerprint, poll_files};
 use kanon_webhook::source::InputError;
 use serde_json::Value;
 
@@ -89,115 +90,44 @@ impl Lookup for LiveObjects {
     }
 }
 
-/// What the objects files look like from outside: every file under the paths (in name order)
-/// with its size, modification time and inode, or why a path could not be listed. Any change
-/// is a reason to load again; a change that leaves the objects as they were costs one load.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fingerprint(Result<Vec<FileStamp>, String>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    path: PathBuf,
-    /// `None` when the file vanished between listing and looking.
-    meta: Option<(u64, Option<SystemTime>, u64)>,
-}
-
-fn stamp_files(path: &Path, out: &mut Vec<FileStamp>) -> Result<(), String> {
-    // Follows symlinks: a mounted ConfigMap's files are links into a directory swapped whole.
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if meta.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .and_then(|entries| entries.map(|e| e.map(|e| e.path())).collect())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        entries.sort();
-        for entry in entries {
-            stamp_files(&entry, out)?;
-        }
-    } else {
-        out.push(FileStamp {
-            path: path.to_path_buf(),
-            meta: Some((meta.len(), meta.modified().ok(), inode(&meta))),
-        });
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn inode(meta: &std::fs::Metadata) -> u64 {
-    std::os::unix::fs::MetadataExt::ino(meta)
-}
-
-#[cfg(not(unix))]
-fn inode(_: &std::fs::Metadata) -> u64 {
-    0
-}
-
-/// Fingerprints the files under `paths`.
-pub fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
-    let mut files = Vec::new();
-    for path in paths {
-        if let Err(e) = stamp_files(path, &mut files) {
-            return Fingerprint(Err(e));
-        }
-    }
-    Fingerprint(Ok(files))
-}
-
 /// Keeps `live` in step with the objects under `paths`, as `kanon serve` does with its
-/// policy directory: every `interval` it fingerprints the files and, when they changed and
-/// stayed unchanged for one more interval (so a file caught half-written is not loaded),
-/// loads them again. Good objects replace the served ones; on an error the last good objects
-/// stay, and the error is logged naming the file and document. `loaded` is the fingerprint
-/// taken before the objects `live` serves were loaded. Runs until the task is dropped.
+/// policy directory ([`poll_files`]): when the files changed and stayed unchanged for one more
+/// interval, they are loaded again. Good objects replace the served ones; on an error the last
+/// good objects stay, and the error is logged naming the file and document. `loaded` is the
+/// fingerprint taken before the objects `live` serves were loaded ([`fingerprint`]). Runs
+/// until the task is dropped.
 pub async fn watch_objects(
     paths: Vec<PathBuf>,
     live: Arc<LiveObjects>,
     interval: Duration,
     loaded: Fingerprint,
 ) {
-    let paths = Arc::new(paths);
-    let mut loaded_print = loaded;
-    let mut last_print = loaded_print.clone();
-    let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(1)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await; // the first tick is immediate
-    loop {
-        ticks.tick().await;
-        let print = {
-            let paths = paths.clone();
-            match tokio::task::spawn_blocking(move || fingerprint(&paths)).await {
-                Ok(print) => print,
-                Err(e) => Fingerprint(Err(format!("fingerprint failed: {e}"))),
-            }
-        };
-        let settled = print == last_print;
-        last_print = print;
-        if !settled || last_print == loaded_print {
-            continue;
-        }
-        let reload = {
-            let paths = paths.clone();
-            tokio::task::spawn_blocking(move || (fingerprint(&paths), load_objects(&paths))).await
-        };
-        let (print, loaded) = match reload {
-            Ok(done) => done,
-            Err(e) => {
-                tracing::error!(error = %e, "loading the objects failed; the previous objects stay");
-                continue;
-            }
-        };
-        loaded_print = print;
-        last_print = loaded_print.clone();
-        match loaded {
-            Ok(store) => {
+    poll_files(
+        paths,
+        false,
+        interval,
+        loaded,
+        load_objects,
+        |loaded| match loaded {
+            Ok(Ok(store)) => {
                 tracing::info!(objects = store.len(), "objects reloaded");
                 live.replace(store);
             }
-            Err(error) => {
+            Ok(Err(error)) => {
                 tracing::error!(%error, "cannot reload the objects; the previous objects stay");
             }
-        }
-    }
+            Err(error) => {
+                tracing::error!(%error, "loading the objects failed; the previous objects stay");
+            }
+        },
+    )
+    .await;
+}
+
+/// The fingerprint of the objects files under `paths`, taken before loading them, that
+/// [`watch_objects`] starts from.
+pub fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
+    kanon_webhook::poll::fingerprint(paths, false)
 }
 
 #[cfg(test)]

@@ -184,7 +184,7 @@ async fn shutdown_signal() {
 /// startup error), with the fingerprint their reloads start from; `None` without the flag.
 fn load_standalone_objects(
     paths: &[PathBuf],
-) -> Result<Option<(ObjectStore, objects::Fingerprint)>, String> {
+) -> Result<Option<(ObjectStore, kanon_webhook::poll::Fingerprint)>, String> {
     if paths.is_empty() {
         return Ok(None);
     }
