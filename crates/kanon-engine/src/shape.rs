@@ -751,37 +751,15 @@ fn suggestion<'a, S: AsRef<str> + ?Sized + 'a>(
         .map(|(_, k)| k)
 }
 
-/// The optimal string alignment distance between `a` and `b` (insertions, deletions,
-/// substitutions and swaps of neighbours, each counting one), or `None` when it is over `limit`.
+/// The edit distance between `a` and `b` ([`kanon_schema::edit_distance`]: insertions,
+/// deletions, substitutions and swaps of neighbours), or `None` when it is over `limit`.
 fn edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
     // Unequal lengths cost at least their difference: this also keeps a huge unknown key from
     // costing a quadratic comparison.
-    if a.len().abs_diff(b.len()) > limit {
+    if a.chars().count().abs_diff(b.chars().count()) > limit {
         return None;
     }
-    let width = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * width];
-    for (i, row) in d.chunks_mut(width).enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d.iter_mut().take(width).enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[(i - 1) * width + j] + 1)
-                .min(d[i * width + j - 1] + 1)
-                .min(d[(i - 1) * width + j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[(i - 2) * width + j - 2] + 1);
-            }
-            d[i * width + j] = best;
-        }
-    }
-    let distance = d[a.len() * width + b.len()];
+    let distance = kanon_schema::edit_distance(a, b);
     (distance <= limit).then_some(distance)
 }
 
