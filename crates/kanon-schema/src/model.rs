@@ -74,7 +74,7 @@ pub struct Type {
 
 impl Type {
     /// A type of `shape` with no other attribute.
-    pub fn new(shape: Shape) -> Type {
+    pub const fn new(shape: Shape) -> Type {
         Type {
             shape,
             format: None,

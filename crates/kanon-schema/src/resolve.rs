@@ -244,17 +244,7 @@ impl ListType {
 }
 
 /// A free-form type, for the site of a kind whose root type the schema lacks.
-static ANY: Type = Type {
-    shape: Shape::Any,
-    format: None,
-    enum_values: Vec::new(),
-    nullable: false,
-    preserve_unknown_fields: false,
-    embedded_resource: false,
-    map_type: None,
-    patch_strategy: None,
-    patch_merge_key: None,
-};
+static ANY: Type = Type::new(Shape::Any);
 
 #[cfg(test)]
 mod tests {
