@@ -262,21 +262,24 @@ impl Scope<'_, '_> {
     /// form can vouch for the result, else its program.
     async fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<RuleOutput, String> {
         let refs = self.resolve(rule, object).await?;
-        self.run_resolved(rule, object, refs).await
-    }
-
-    /// Runs the rule with its references resolved.
-    async fn run_resolved(
-        &mut self,
-        rule: &RuleProgram,
-        object: &Value,
-        refs: Map<String, Value>,
-    ) -> Result<RuleOutput, String> {
         if let Some(native) = &rule.native
             && let Some(outcome) = native.run(object, &refs, rule.program.limits())
         {
             return Ok(RuleOutput::Native(outcome));
         }
+        self.run_program(rule, object, refs)
+            .await
+            .map(RuleOutput::Program)
+    }
+
+    /// Runs the rule's program (in the lookup's program host, for a hand-written one): its
+    /// output.
+    async fn run_program(
+        &mut self,
+        rule: &RuleProgram,
+        object: &Value,
+        refs: Map<String, Value>,
+    ) -> Result<Option<Value>, String> {
         if rule.authored
             && let Some(host) = self.lookup.programs()
         {
@@ -284,14 +287,10 @@ impl Scope<'_, '_> {
             return host
                 .run(&rule.program, input)
                 .await
-                .map(RuleOutput::Program)
                 .map_err(|e| rule.error(&e));
         }
         let context = self.context(object, refs).await;
-        rule.program
-            .run(&context)
-            .map(RuleOutput::Program)
-            .map_err(|e| rule.error(&e))
+        rule.program.run(&context).map_err(|e| rule.error(&e))
     }
 
     /// The variables a program sees, as JSON for a [`crate::host::ProgramHost`]: the same as
@@ -355,20 +354,29 @@ impl Scope<'_, '_> {
         object: &Value,
     ) -> Result<ProgramVerdict, String> {
         let refs = self.resolve(rule, object).await?;
-        // Kept for the message only when it reads variables.
-        let kept = message.needs_context().then(|| refs.clone());
-        let verdict = match self.run_resolved(rule, object, refs).await? {
-            RuleOutput::Native(NativeOutcome::Verdict(verdict)) => verdict,
-            RuleOutput::Native(NativeOutcome::Patch(_)) => {
+        let native = rule
+            .native
+            .as_ref()
+            .and_then(|native| native.run(object, &refs, rule.program.limits()));
+        let (verdict, kept) = match native {
+            // The native form only borrows the references: they stay for the message.
+            Some(NativeOutcome::Verdict(verdict)) => (verdict, Some(refs)),
+            Some(NativeOutcome::Patch(_)) => {
                 return Err(format!(
                     "{}: an override template cannot run as a validation",
                     rule.field
                 ));
             }
-            RuleOutput::Program(output) => {
-                condition_from_output(output).map_err(|e| rule.error(&e))?
+            None => {
+                // The program takes the references: a copy stays for the message only when it
+                // reads variables.
+                let kept = message.needs_context().then(|| refs.clone());
+                let output = self.run_program(rule, object, refs).await?;
+                let verdict = condition_from_output(output).map_err(|e| rule.error(&e))?;
+                (verdict, kept)
             }
         };
+        let kept = kept.filter(|_| message.needs_context());
         if verdict.valid {
             return Ok(ProgramVerdict {
                 valid: true,
