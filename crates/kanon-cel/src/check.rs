@@ -1,0 +1,715 @@
+//! The type checker: infers every expression's type from the declarations, as cel-go's checker
+//! does, and reports what it cannot type (an undeclared name, a call no overload takes, a field
+//! a type does not have, a list mixing types) with the place and cel-go's wording.
+//!
+//! Generic overloads (`size(list(A))`) are instantiated with fresh type variables and unified
+//! with the arguments; `dyn` unifies with everything, so expressions over untyped JSON are
+//! checked only as far as their types are known.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::ast::{Comprehension, Expr, ExprKind, Literal, operators};
+use crate::env::{Env, Overload};
+use crate::error::Issue;
+use crate::types::Type;
+
+/// The types the checker found: the whole expression's, and each node's by id.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub result: Type,
+    pub types: HashMap<u32, Type>,
+}
+
+/// Where object types get their fields: a Kubernetes schema, or nothing (every field `dyn`).
+pub trait ObjectTypes: Send + Sync + std::fmt::Debug {
+    /// The type of `field` in the object type `type_name`: `None` when the type is not known
+    /// here (its fields are then `dyn`), `Some(None)` when it is known and has no such field.
+    fn field(&self, type_name: &str, field: &str) -> Option<Option<Type>>;
+}
+
+pub(crate) fn check(env: &Env, expr: &Expr) -> Result<Checked, Vec<Issue>> {
+    let mut checker = Checker {
+        env,
+        scopes: Vec::new(),
+        substitution: HashMap::new(),
+        fresh: 0,
+        issues: Vec::new(),
+        types: HashMap::new(),
+    };
+    let result = checker.check(expr);
+    if !checker.issues.is_empty() {
+        return Err(checker.issues);
+    }
+    if env.homogeneous_literals {
+        let mut issues = Vec::new();
+        visit_literals(expr, &checker, &mut issues);
+        if !issues.is_empty() {
+            return Err(issues);
+        }
+    }
+    let result = unbound_to_dyn(checker.resolve(&result));
+    let types = std::mem::take(&mut checker.types)
+        .into_iter()
+        .map(|(id, kind)| (id, unbound_to_dyn(checker.resolve(&kind))))
+        .collect();
+    Ok(Checked { result, types })
+}
+
+struct Checker<'e> {
+    env: &'e Env,
+    scopes: Vec<(Arc<str>, Type)>,
+    substitution: HashMap<Arc<str>, Type>,
+    fresh: u32,
+    issues: Vec<Issue>,
+    types: HashMap<u32, Type>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, expr: &Expr, message: String) -> Type {
+        self.issues.push(Issue {
+            span: expr.span,
+            message,
+        });
+        Type::Error
+    }
+
+    fn fresh_variable(&mut self) -> Type {
+        self.fresh += 1;
+        Type::Param(Arc::from(format!("_var{}", self.fresh)))
+    }
+
+    fn check(&mut self, expr: &Expr) -> Type {
+        let kind = self.infer(expr);
+        self.types.insert(expr.id, kind.clone());
+        kind
+    }
+
+    fn infer(&mut self, expr: &Expr) -> Type {
+        match &expr.kind {
+            ExprKind::Literal(literal) => match literal {
+                Literal::Null => Type::Null,
+                Literal::Bool(_) => Type::Bool,
+                Literal::Int(_) => Type::Int,
+                Literal::Uint(_) => Type::Uint,
+                Literal::Double(_) => Type::Double,
+                Literal::String(_) => Type::String,
+                Literal::Bytes(_) => Type::Bytes,
+            },
+            ExprKind::Ident(name) => match self.name_type(name) {
+                Some(kind) => kind,
+                None => self.error(
+                    expr,
+                    format!("undeclared reference to '{name}' (in container '')"),
+                ),
+            },
+            ExprKind::Select {
+                operand,
+                field,
+                test,
+            } => {
+                if !*test
+                    && let Some(name) = qualified_name(expr)
+                    && let Some(kind) = self.name_type(&name)
+                {
+                    return kind;
+                }
+                let operand_type = self.check(operand);
+                let operand_type = self.resolve(&operand_type);
+                let kind = self.field_type(expr, &operand_type, field);
+                if *test { Type::Bool } else { kind }
+            }
+            ExprKind::Call {
+                target,
+                function,
+                args,
+            } => self.call(expr, target.as_deref(), function, args),
+            ExprKind::List {
+                elements,
+                optional_indices,
+            } => {
+                let mut element_type: Option<Type> = None;
+                for (index, element) in elements.iter().enumerate() {
+                    let mut kind = self.check(element);
+                    if optional_indices.contains(&(index as u32)) {
+                        kind = match self.resolve(&kind) {
+                            Type::Optional(inner) => (*inner).clone(),
+                            Type::Dyn | Type::Error => Type::Dyn,
+                            other => {
+                                self.error(
+                                    element,
+                                    format!("expected type 'optional_type' but found '{other}'"),
+                                );
+                                Type::Error
+                            }
+                        };
+                    }
+                    element_type = Some(self.join(element_type, kind));
+                }
+                Type::list(element_type.unwrap_or_else(|| self.fresh_variable()))
+            }
+            ExprKind::Map { entries } => {
+                let mut key_type: Option<Type> = None;
+                let mut value_type: Option<Type> = None;
+                for entry in entries {
+                    let key = self.check(&entry.key);
+                    match self.resolve(&key) {
+                        Type::Bool
+                        | Type::Int
+                        | Type::Uint
+                        | Type::String
+                        | Type::Dyn
+                        | Type::Error
+                        | Type::Param(_) => {}
+                        other => {
+                            self.error(&entry.key, format!("unsupported map key type: {other}"));
+                        }
+                    }
+                    key_type = Some(self.join(key_type, key));
+                    let mut value = self.check(&entry.value);
+                    if entry.optional {
+                        value = match self.resolve(&value) {
+                            Type::Optional(inner) => (*inner).clone(),
+                            _ => Type::Dyn,
+                        };
+                    }
+                    value_type = Some(self.join(value_type, value));
+                }
+                let key = key_type.unwrap_or_else(|| self.fresh_variable());
+                let value = value_type.unwrap_or_else(|| self.fresh_variable());
+                Type::map(key, value)
+            }
+            ExprKind::Struct { type_name, fields } => {
+                let name: Arc<str> = Arc::from(type_name.trim_start_matches('.'));
+                if !self.env.objects.contains_key(&name) {
+                    for field in fields {
+                        self.check(&field.value);
+                    }
+                    return self.error(
+                        expr,
+                        format!("undeclared reference to '{name}' (in container '')"),
+                    );
+                }
+                let object = Type::Object(name);
+                for field in fields {
+                    let value = self.check(&field.value);
+                    let declared = self.field_type(&field.value, &object, &field.name);
+                    let value = if field.optional {
+                        match self.resolve(&value) {
+                            Type::Optional(inner) => (*inner).clone(),
+                            _ => Type::Dyn,
+                        }
+                    } else {
+                        value
+                    };
+                    if !self.assignable(&declared, &value) {
+                        let (declared, value) = (self.resolve(&declared), self.resolve(&value));
+                        self.error(
+                            &field.value,
+                            format!("expected type of field '{}' is '{declared}' but provided type is '{value}'", field.name),
+                        );
+                    }
+                }
+                object
+            }
+            ExprKind::Comprehension(comprehension) => self.comprehension(comprehension),
+        }
+    }
+
+    /// The element type of a list literal so far, joined with one more element's: mixed types
+    /// make it `dyn` (kube-apiserver then refuses the literal: see [`visit_literals`]).
+    fn join(&mut self, so_far: Option<Type>, next: Type) -> Type {
+        let Some(so_far) = so_far else {
+            return next;
+        };
+        if self.assignable(&so_far, &next) {
+            return so_far;
+        }
+        Type::Dyn
+    }
+
+    fn name_type(&self, name: &str) -> Option<Type> {
+        let name = name.strip_prefix('.').unwrap_or(name);
+        if let Some((_, kind)) = self.scopes.iter().rev().find(|(local, _)| &**local == name) {
+            return Some(kind.clone());
+        }
+        let root = name.split('.').next().unwrap_or(name);
+        if self.scopes.iter().any(|(local, _)| &**local == root) {
+            return None;
+        }
+        if let Some((_, kind)) = self
+            .env
+            .variables
+            .iter()
+            .find(|(known, _)| &**known == name)
+        {
+            return Some(kind.clone());
+        }
+        let type_value = match name {
+            "bool" => Type::Bool,
+            "int" => Type::Int,
+            "uint" => Type::Uint,
+            "double" => Type::Double,
+            "string" => Type::String,
+            "bytes" => Type::Bytes,
+            "list" => Type::list(Type::Dyn),
+            "map" => Type::map(Type::Dyn, Type::Dyn),
+            "null_type" => Type::Null,
+            "type" => Type::Type(None),
+            "optional_type" => Type::optional(Type::Dyn),
+            "google.protobuf.Duration" => Type::Duration,
+            "google.protobuf.Timestamp" => Type::Timestamp,
+            other if self.env.objects.contains_key(other) => Type::Object(Arc::from(other)),
+            _ => return None,
+        };
+        Some(Type::type_of(type_value))
+    }
+
+    fn field_type(&mut self, at: &Expr, operand: &Type, field: &str) -> Type {
+        match operand {
+            Type::Dyn | Type::Error | Type::Param(_) => Type::Dyn,
+            Type::Map(key, value) => {
+                if matches!(self.resolve(key), Type::String | Type::Dyn | Type::Param(_)) {
+                    (**value).clone()
+                } else {
+                    self.error(
+                        at,
+                        format!("type '{operand}' does not support field selection"),
+                    )
+                }
+            }
+            Type::Optional(inner) => {
+                let inner = self.resolve(inner);
+                Type::optional(self.field_type(at, &inner, field))
+            }
+            Type::Object(name) => match self
+                .env
+                .object_types
+                .as_ref()
+                .and_then(|types| types.field(name, field))
+            {
+                None => Type::Dyn,
+                Some(Some(kind)) => kind,
+                Some(None) => self.error(at, format!("undefined field '{field}'")),
+            },
+            other => self.error(
+                at,
+                format!("type '{other}' does not support field selection"),
+            ),
+        }
+    }
+
+    fn comprehension(&mut self, comprehension: &Comprehension) -> Type {
+        let range = self.check(&comprehension.iter_range);
+        let range = self.resolve(&range);
+        let (first, second) = match (&range, comprehension.iter_var2.is_some()) {
+            (Type::List(element), false) => ((**element).clone(), None),
+            (Type::List(element), true) => (Type::Int, Some((**element).clone())),
+            (Type::Map(key, _), false) => ((**key).clone(), None),
+            (Type::Map(key, value), true) => ((**key).clone(), Some((**value).clone())),
+            (Type::Dyn | Type::Error | Type::Param(_), two) => {
+                (Type::Dyn, two.then_some(Type::Dyn))
+            }
+            (other, _) => {
+                let message = format!(
+                    "expression of type '{other}' cannot be range of a comprehension (must be list, map, or dynamic)"
+                );
+                self.error(&comprehension.iter_range, message);
+                (
+                    Type::Dyn,
+                    comprehension.iter_var2.as_ref().map(|_| Type::Dyn),
+                )
+            }
+        };
+        let accumulator = self.check(&comprehension.accu_init);
+        let depth = self.scopes.len();
+        self.scopes
+            .push((comprehension.accu_var.clone(), accumulator.clone()));
+        self.scopes.push((comprehension.iter_var.clone(), first));
+        if let (Some(name), Some(kind)) = (&comprehension.iter_var2, second) {
+            self.scopes.push((name.clone(), kind));
+        }
+        let condition = self.check(&comprehension.loop_condition);
+        if !self.assignable(&Type::Bool, &condition) {
+            let found = self.resolve(&condition);
+            self.error(
+                &comprehension.loop_condition,
+                format!("expected type 'bool' but found '{found}'"),
+            );
+        }
+        let step = self.check(&comprehension.loop_step);
+        if !self.assignable(&accumulator, &step) {
+            let (expected, found) = (self.resolve(&accumulator), self.resolve(&step));
+            self.error(
+                &comprehension.loop_step,
+                format!("expected type '{expected}' but found '{found}'"),
+            );
+        }
+        self.scopes.truncate(depth + 1);
+        let result = self.check(&comprehension.result);
+        self.scopes.truncate(depth);
+        result
+    }
+
+    fn call(&mut self, expr: &Expr, target: Option<&Expr>, function: &str, args: &[Expr]) -> Type {
+        // `ns.f(x)` naming a global function.
+        if let Some(target) = target
+            && let Some(namespace) = qualified_name(target)
+        {
+            let qualified = format!("{}.{function}", namespace.trim_start_matches('.'));
+            let root = namespace.split('.').next().unwrap_or(&namespace);
+            let shadowed = self.scopes.iter().any(|(local, _)| &**local == root)
+                || self.env.variables.iter().any(|(known, _)| &**known == root);
+            if !shadowed && !self.env.overloads(&qualified).is_empty() {
+                let arg_types: Vec<Type> = args.iter().map(|arg| self.check(arg)).collect();
+                return self.resolve_overload(expr, &qualified, false, &arg_types);
+            }
+        }
+        match (function, target, args.len()) {
+            (operators::LOGICAL_AND | operators::LOGICAL_OR, None, 2) => {
+                for arg in args {
+                    let kind = self.check(arg);
+                    if !self.assignable(&Type::Bool, &kind) {
+                        let found = self.resolve(&kind);
+                        self.error(
+                            expr,
+                            format!(
+                                "found no matching overload for '{function}' applied to '({found})'"
+                            ),
+                        );
+                    }
+                }
+                return Type::Bool;
+            }
+            (operators::NOT_STRICTLY_FALSE, None, 1) => {
+                self.check(&args[0]);
+                return Type::Bool;
+            }
+            (operators::OPT_SELECT, None, 2) => {
+                let operand = self.check(&args[0]);
+                let operand = self.resolve(&operand);
+                let ExprKind::Literal(Literal::String(field)) = &args[1].kind else {
+                    return self.error(
+                        expr,
+                        "the field of an optional select must be a name".to_owned(),
+                    );
+                };
+                let inner = match operand {
+                    Type::Optional(inner) => self.resolve(&inner),
+                    other => other,
+                };
+                let kind = self.field_type(expr, &inner, field);
+                return match kind {
+                    Type::Optional(_) => kind,
+                    other => Type::optional(other),
+                };
+            }
+            (operators::OPT_INDEX, None, 2) => {
+                let operand = self.check(&args[0]);
+                let index = self.check(&args[1]);
+                let operand = self.resolve(&operand);
+                let inner = match operand {
+                    Type::Optional(inner) => self.resolve(&inner),
+                    other => other,
+                };
+                let element = self.resolve_overload(expr, operators::INDEX, false, &[inner, index]);
+                return Type::optional(element);
+            }
+            _ => {}
+        }
+        let mut arg_types = Vec::with_capacity(args.len() + 1);
+        if let Some(target) = target {
+            arg_types.push(self.check(target));
+        }
+        arg_types.extend(args.iter().map(|arg| self.check(arg)));
+        self.resolve_overload(expr, function, target.is_some(), &arg_types)
+    }
+
+    fn resolve_overload(
+        &mut self,
+        expr: &Expr,
+        function: &str,
+        method: bool,
+        args: &[Type],
+    ) -> Type {
+        let candidates: Vec<Arc<Overload>> = self
+            .env
+            .overloads(function)
+            .iter()
+            .filter(|overload| {
+                overload.signature.receiver == method
+                    && overload.signature.params.len() == args.len()
+            })
+            .cloned()
+            .collect();
+        if self.env.overloads(function).is_empty() {
+            return self.error(
+                expr,
+                format!("undeclared reference to '{function}' (in container '')"),
+            );
+        }
+        let mut result: Option<Type> = None;
+        for overload in &candidates {
+            // Instantiate the overload's type parameters afresh for this call.
+            let mut renamed: HashMap<Arc<str>, Type> = HashMap::new();
+            let params: Vec<Type> = overload
+                .signature
+                .params
+                .iter()
+                .map(|param| self.instantiate(param, &mut renamed))
+                .collect();
+            let result_type = self.instantiate(&overload.signature.result, &mut renamed);
+            let saved = self.substitution.clone();
+            if params
+                .iter()
+                .zip(args)
+                .all(|(param, arg)| self.assignable(param, arg))
+            {
+                let found = self.resolve(&result_type);
+                result = Some(match result {
+                    None => found,
+                    Some(previous) if previous == found => previous,
+                    // Several overloads fit (a `dyn` argument): the result is known only at run time.
+                    Some(_) => {
+                        self.substitution = saved;
+                        Type::Dyn
+                    }
+                });
+            } else {
+                self.substitution = saved;
+            }
+        }
+        match result {
+            Some(kind) => kind,
+            None => {
+                let resolved: Vec<String> = args
+                    .iter()
+                    .map(|arg| self.resolve(arg).to_string())
+                    .collect();
+                let shown = if method {
+                    format!("{}.({})", resolved[0], resolved[1..].join(", "))
+                } else {
+                    format!("({})", resolved.join(", "))
+                };
+                self.error(
+                    expr,
+                    format!("found no matching overload for '{function}' applied to '{shown}'"),
+                )
+            }
+        }
+    }
+
+    fn instantiate(&mut self, kind: &Type, renamed: &mut HashMap<Arc<str>, Type>) -> Type {
+        match kind {
+            Type::Param(name) => {
+                if let Some(fresh) = renamed.get(name) {
+                    return fresh.clone();
+                }
+                let fresh = self.fresh_variable();
+                renamed.insert(name.clone(), fresh.clone());
+                fresh
+            }
+            Type::List(element) => Type::list(self.instantiate(element, renamed)),
+            Type::Map(key, value) => {
+                let key = self.instantiate(key, renamed);
+                Type::map(key, self.instantiate(value, renamed))
+            }
+            Type::Optional(inner) => Type::optional(self.instantiate(inner, renamed)),
+            Type::Type(Some(inner)) => Type::type_of(self.instantiate(inner, renamed)),
+            other => other.clone(),
+        }
+    }
+
+    /// Follows type variables to what they are bound to, all the way down.
+    fn resolve(&self, kind: &Type) -> Type {
+        match kind {
+            Type::Param(name) => match self.substitution.get(name) {
+                Some(bound) => self.resolve(bound),
+                None => kind.clone(),
+            },
+            Type::List(element) => Type::list(self.resolve(element)),
+            Type::Map(key, value) => Type::map(self.resolve(key), self.resolve(value)),
+            Type::Optional(inner) => Type::optional(self.resolve(inner)),
+            Type::Type(Some(inner)) => Type::type_of(self.resolve(inner)),
+            other => other.clone(),
+        }
+    }
+
+    /// Can a value of type `source` be used where `target` is expected? Binds type variables.
+    fn assignable(&mut self, target: &Type, source: &Type) -> bool {
+        let target = self.shallow(target);
+        let source = self.shallow(source);
+        match (&target, &source) {
+            (Type::Param(a), Type::Param(b)) if a == b => true,
+            (Type::Param(name), other) | (other, Type::Param(name)) => {
+                if occurs(name, other, self) {
+                    return false;
+                }
+                self.substitution.insert(name.clone(), other.clone());
+                true
+            }
+            (Type::Dyn | Type::Error, _) | (_, Type::Dyn | Type::Error) => true,
+            (Type::List(a), Type::List(b)) => self.assignable(a, b),
+            (Type::Map(ka, va), Type::Map(kb, vb)) => {
+                self.assignable(ka, kb) && self.assignable(va, vb)
+            }
+            (Type::Optional(a), Type::Optional(b)) => self.assignable(a, b),
+            // Every type value is of type `type`: `type(1) == type(1u)` is well-typed (and false).
+            (Type::Type(_), Type::Type(_)) => true,
+            (Type::Object(_), Type::Null) => true,
+            (a, b) => a == b,
+        }
+    }
+
+    fn shallow(&self, kind: &Type) -> Type {
+        let mut current = kind.clone();
+        while let Type::Param(name) = &current {
+            match self.substitution.get(name) {
+                Some(bound) => current = bound.clone(),
+                None => break,
+            }
+        }
+        current
+    }
+}
+
+/// Functions whose arguments may be literals of mixed types (cel-go exempts `format`).
+const MIXED_LITERALS_ALLOWED: &[&str] = &["format"];
+
+/// kube-apiserver's HomogeneousAggregateLiterals: every element of a list literal, and every
+/// key and every value of a map literal, has exactly the type of the first (`dyn` is no
+/// wildcard here: `[dyn(1), 'a']` is refused, as the apiserver refuses it).
+fn visit_literals(expr: &Expr, checker: &Checker<'_>, issues: &mut Vec<Issue>) {
+    let type_of = |node: &Expr, optional: bool| {
+        let kind = checker
+            .types
+            .get(&node.id)
+            .map(|kind| checker.resolve(kind))
+            .unwrap_or(Type::Dyn);
+        let kind = match (optional, kind) {
+            (true, Type::Optional(inner)) => (*inner).clone(),
+            (_, kind) => kind,
+        };
+        unbound_to_dyn(kind)
+    };
+    let same = |nodes: Vec<(&Expr, bool)>, issues: &mut Vec<Issue>| {
+        let mut first: Option<Type> = None;
+        for (node, optional) in nodes {
+            let kind = type_of(node, optional);
+            match &first {
+                None => first = Some(kind),
+                Some(expected) if *expected != kind => {
+                    issues.push(Issue {
+                        span: node.span,
+                        message: format!("expected type '{expected}' but found '{kind}'"),
+                    });
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+    };
+    match &expr.kind {
+        ExprKind::List {
+            elements,
+            optional_indices,
+        } => {
+            let nodes = elements
+                .iter()
+                .enumerate()
+                .map(|(index, element)| (element, optional_indices.contains(&(index as u32))))
+                .collect();
+            same(nodes, issues);
+            for element in elements {
+                visit_literals(element, checker, issues);
+            }
+        }
+        ExprKind::Map { entries } => {
+            same(
+                entries.iter().map(|entry| (&entry.key, false)).collect(),
+                issues,
+            );
+            same(
+                entries
+                    .iter()
+                    .map(|entry| (&entry.value, entry.optional))
+                    .collect(),
+                issues,
+            );
+            for entry in entries {
+                visit_literals(&entry.key, checker, issues);
+                visit_literals(&entry.value, checker, issues);
+            }
+        }
+        ExprKind::Call {
+            target,
+            function,
+            args,
+        } => {
+            if let Some(target) = target {
+                visit_literals(target, checker, issues);
+            }
+            if !MIXED_LITERALS_ALLOWED.contains(&&**function) {
+                for arg in args {
+                    visit_literals(arg, checker, issues);
+                }
+            }
+        }
+        ExprKind::Select { operand, .. } => visit_literals(operand, checker, issues),
+        ExprKind::Struct { fields, .. } => {
+            for field in fields {
+                visit_literals(&field.value, checker, issues);
+            }
+        }
+        ExprKind::Comprehension(comprehension) => {
+            for part in [
+                &comprehension.iter_range,
+                &comprehension.accu_init,
+                &comprehension.loop_condition,
+                &comprehension.loop_step,
+                &comprehension.result,
+            ] {
+                visit_literals(part, checker, issues);
+            }
+        }
+        ExprKind::Literal(_) | ExprKind::Ident(_) => {}
+    }
+}
+
+/// A type variable nothing bound is `dyn` in the checked result, as cel-go reports it.
+fn unbound_to_dyn(kind: Type) -> Type {
+    match kind {
+        Type::Param(_) => Type::Dyn,
+        Type::List(element) => Type::list(unbound_to_dyn((*element).clone())),
+        Type::Map(key, value) => Type::map(
+            unbound_to_dyn((*key).clone()),
+            unbound_to_dyn((*value).clone()),
+        ),
+        Type::Optional(inner) => Type::optional(unbound_to_dyn((*inner).clone())),
+        Type::Type(Some(inner)) => Type::type_of(unbound_to_dyn((*inner).clone())),
+        other => other,
+    }
+}
+
+fn occurs(name: &str, kind: &Type, checker: &Checker<'_>) -> bool {
+    match checker.shallow(kind) {
+        Type::Param(other) => &*other == name,
+        Type::List(element) => occurs(name, &element, checker),
+        Type::Map(key, value) => occurs(name, &key, checker) || occurs(name, &value, checker),
+        Type::Optional(inner) => occurs(name, &inner, checker),
+        Type::Type(Some(inner)) => occurs(name, &inner, checker),
+        _ => false,
+    }
+}
+
+fn qualified_name(expr: &Expr) -> Option<String> {
+    match &expr.kind {
+        ExprKind::Ident(name) => Some(name.to_string()),
+        ExprKind::Select {
+            operand,
+            field,
+            test: false,
+        } => qualified_name(operand).map(|prefix| format!("{prefix}.{field}")),
+        _ => None,
+    }
+}

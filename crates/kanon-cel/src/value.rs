@@ -1,0 +1,529 @@
+//! CEL values, evaluated directly over JSON: a Kubernetes object is read in place (a borrowed
+//! `serde_json::Value` becomes a [`Value`] without copying), and only what an expression builds
+//! is allocated.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde_json::Value as Json;
+
+use crate::time::{Duration, Timestamp};
+use crate::types::Type;
+
+/// A CEL value. `'a` is the lifetime of the JSON documents the evaluation reads.
+#[derive(Debug, Clone)]
+pub enum Value<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    String(Str<'a>),
+    Bytes(Arc<[u8]>),
+    List(List<'a>),
+    Map(Map<'a>),
+    Duration(Duration),
+    Timestamp(Timestamp),
+    Type(Type),
+    /// `optional.of(x)` is `Optional(Some(x))`, `optional.none()` is `Optional(None)`.
+    Optional(Option<Arc<Value<'a>>>),
+    /// A typed object built by `Name{field: value}` (MutatingAdmissionPolicy's `Object{…}` and
+    /// `JSONPatch{…}`).
+    Object(Arc<Object<'a>>),
+}
+
+/// A string, borrowed from the JSON being read or owned when computed.
+#[derive(Debug, Clone)]
+pub enum Str<'a> {
+    Borrowed(&'a str),
+    Owned(Arc<str>),
+}
+
+impl Str<'_> {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Str::Borrowed(text) => text,
+            Str::Owned(text) => text,
+        }
+    }
+}
+
+impl PartialEq for Str<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+impl Eq for Str<'_> {}
+
+impl Hash for Str<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+/// A list, borrowed from JSON or built by the expression.
+#[derive(Debug, Clone)]
+pub enum List<'a> {
+    Json(&'a [Json]),
+    Owned(Arc<Vec<Value<'a>>>),
+}
+
+impl<'a> List<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            List::Json(items) => items.len(),
+            List::Owned(items) => items.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, index: usize) -> Option<Value<'a>> {
+        match self {
+            List::Json(items) => items.get(index).map(Value::from_json),
+            List::Owned(items) => items.get(index).cloned(),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Value<'a>> + '_ {
+        (0..self.len()).filter_map(move |index| self.get(index))
+    }
+
+    pub fn from_values(values: Vec<Value<'a>>) -> Self {
+        List::Owned(Arc::new(values))
+    }
+}
+
+/// A map key: CEL allows bool, int, uint and string keys. An int and a uint of the same number are
+/// the same key (CEL's heterogeneous equality), so they hash alike.
+#[derive(Debug, Clone)]
+pub enum Key<'a> {
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    String(Str<'a>),
+}
+
+impl PartialEq for Key<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Key::Bool(a), Key::Bool(b)) => a == b,
+            (Key::String(a), Key::String(b)) => a == b,
+            (Key::Int(a), Key::Int(b)) => a == b,
+            (Key::Uint(a), Key::Uint(b)) => a == b,
+            (Key::Int(a), Key::Uint(b)) | (Key::Uint(b), Key::Int(a)) => {
+                u64::try_from(*a).is_ok_and(|a| a == *b)
+            }
+            _ => false,
+        }
+    }
+}
+impl Eq for Key<'_> {}
+
+impl Hash for Key<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Key::Bool(value) => {
+                0u8.hash(state);
+                value.hash(state);
+            }
+            Key::Int(value) => {
+                1u8.hash(state);
+                (*value as i128).hash(state);
+            }
+            Key::Uint(value) => {
+                1u8.hash(state);
+                (*value as i128).hash(state);
+            }
+            Key::String(value) => {
+                3u8.hash(state);
+                value.hash(state);
+            }
+        }
+    }
+}
+
+impl<'a> Key<'a> {
+    /// The key a value stands for, if it can be one. An integral double finds the entry of the
+    /// equal int or uint key, as CEL's heterogeneous lookup asks.
+    pub fn from_value(value: &Value<'a>) -> Option<Key<'a>> {
+        Some(match value {
+            Value::Bool(value) => Key::Bool(*value),
+            Value::Int(value) => Key::Int(*value),
+            Value::Uint(value) => Key::Uint(*value),
+            Value::String(value) => Key::String(value.clone()),
+            _ => return None,
+        })
+    }
+
+    pub fn to_value(&self) -> Value<'a> {
+        match self {
+            Key::Bool(value) => Value::Bool(*value),
+            Key::Int(value) => Value::Int(*value),
+            Key::Uint(value) => Value::Uint(*value),
+            Key::String(value) => Value::String(value.clone()),
+        }
+    }
+}
+
+/// A map, borrowed from a JSON object (string keys) or built by the expression.
+#[derive(Debug, Clone)]
+pub enum Map<'a> {
+    Json(&'a serde_json::Map<String, Json>),
+    Owned(Arc<IndexMap<Key<'a>, Value<'a>>>),
+}
+
+impl<'a> Map<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Map::Json(entries) => entries.len(),
+            Map::Owned(entries) => entries.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value under a key; a double key finds an equal integral key.
+    pub fn get(&self, key: &Value<'a>) -> Option<Value<'a>> {
+        match self {
+            Map::Json(entries) => match key {
+                Value::String(name) => entries.get(name.as_str()).map(Value::from_json),
+                _ => None,
+            },
+            Map::Owned(entries) => {
+                let key = match key {
+                    Value::Double(number) => integral_key(*number)?,
+                    other => Key::from_value(other)?,
+                };
+                entries.get(&key).cloned()
+            }
+        }
+    }
+
+    pub fn get_str(&self, name: &str) -> Option<Value<'a>> {
+        match self {
+            Map::Json(entries) => entries.get(name).map(Value::from_json),
+            Map::Owned(entries) => entries
+                .get(&Key::String(Str::Owned(Arc::from(name))))
+                .cloned(),
+        }
+    }
+
+    pub fn contains(&self, key: &Value<'a>) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The keys, in the map's order.
+    pub fn keys(&self) -> Vec<Value<'a>> {
+        match self {
+            Map::Json(entries) => entries
+                .keys()
+                .map(|key| Value::String(Str::Borrowed(key.as_str())))
+                .collect(),
+            Map::Owned(entries) => entries.keys().map(Key::to_value).collect(),
+        }
+    }
+
+    /// The entries, in the map's order.
+    pub fn entries(&self) -> Vec<(Value<'a>, Value<'a>)> {
+        match self {
+            Map::Json(entries) => entries
+                .iter()
+                .map(|(key, value)| {
+                    (
+                        Value::String(Str::Borrowed(key.as_str())),
+                        Value::from_json(value),
+                    )
+                })
+                .collect(),
+            Map::Owned(entries) => entries
+                .iter()
+                .map(|(key, value)| (key.to_value(), value.clone()))
+                .collect(),
+        }
+    }
+}
+
+fn integral_key(number: f64) -> Option<Key<'static>> {
+    if number.fract() != 0.0 || !number.is_finite() {
+        return None;
+    }
+    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&number) {
+        Some(Key::Int(number as i64))
+    } else if (0.0..1.844_674_407_370_955_2e19).contains(&number) {
+        Some(Key::Uint(number as u64))
+    } else {
+        None
+    }
+}
+
+/// A typed object built by a struct literal: its type name and its fields in the order written.
+#[derive(Debug, Clone)]
+pub struct Object<'a> {
+    pub type_name: Arc<str>,
+    pub fields: IndexMap<Arc<str>, Value<'a>>,
+}
+
+impl<'a> Value<'a> {
+    /// A JSON document as a CEL value, read in place. Numbers that fit an int are ints, others
+    /// doubles (as kube-apiserver decodes unstructured objects).
+    pub fn from_json(json: &'a Json) -> Value<'a> {
+        match json {
+            Json::Null => Value::Null,
+            Json::Bool(value) => Value::Bool(*value),
+            Json::Number(number) => {
+                if let Some(int) = number.as_i64() {
+                    Value::Int(int)
+                } else {
+                    Value::Double(number.as_f64().unwrap_or(f64::NAN))
+                }
+            }
+            Json::String(text) => Value::String(Str::Borrowed(text)),
+            Json::Array(items) => Value::List(List::Json(items)),
+            Json::Object(entries) => Value::Map(Map::Json(entries)),
+        }
+    }
+
+    pub fn string(text: impl Into<Arc<str>>) -> Value<'a> {
+        Value::String(Str::Owned(text.into()))
+    }
+
+    pub fn list(values: Vec<Value<'a>>) -> Value<'a> {
+        Value::List(List::from_values(values))
+    }
+
+    /// The value's type at run time (`type(x)`).
+    pub fn type_of(&self) -> Type {
+        match self {
+            Value::Null => Type::Null,
+            Value::Bool(_) => Type::Bool,
+            Value::Int(_) => Type::Int,
+            Value::Uint(_) => Type::Uint,
+            Value::Double(_) => Type::Double,
+            Value::String(_) => Type::String,
+            Value::Bytes(_) => Type::Bytes,
+            Value::List(_) => Type::list(Type::Dyn),
+            Value::Map(_) => Type::map(Type::Dyn, Type::Dyn),
+            Value::Duration(_) => Type::Duration,
+            Value::Timestamp(_) => Type::Timestamp,
+            Value::Type(_) => Type::Type(None),
+            Value::Optional(_) => Type::optional(Type::Dyn),
+            Value::Object(object) => Type::Object(object.type_name.clone()),
+        }
+    }
+
+    /// CEL's equality (`==`): numbers compare across int, uint and double; lists and maps
+    /// element-wise; values of different types are unequal (never an error).
+    pub fn equals(&self, other: &Value<'_>) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::String(a), Value::String(b)) => a.as_str() == b.as_str(),
+            (Value::Bytes(a), Value::Bytes(b)) => a == b,
+            (Value::Duration(a), Value::Duration(b)) => a == b,
+            (Value::Timestamp(a), Value::Timestamp(b)) => a == b,
+            (Value::Type(a), Value::Type(b)) => a.runtime_name() == b.runtime_name(),
+            (Value::Optional(a), Value::Optional(b)) => match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.equals(b),
+                _ => false,
+            },
+            (Value::List(a), Value::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| a.equals(&b))
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                a.len() == b.len()
+                    && a.entries().iter().all(|(key, value)| {
+                        let key = rebind(key);
+                        b.get(&key).is_some_and(|other| value.equals(&other))
+                    })
+            }
+            (Value::Object(a), Value::Object(b)) => {
+                a.type_name == b.type_name
+                    && a.fields.len() == b.fields.len()
+                    && a.fields.iter().all(|(name, value)| {
+                        b.fields.get(name).is_some_and(|other| value.equals(other))
+                    })
+            }
+            (a, b) => match numeric_order(a, b) {
+                Some(ordering) => ordering == Ordering::Equal,
+                None => false,
+            },
+        }
+    }
+
+    /// CEL's ordering (`<`, `<=`, …): numbers across types, strings, bytes, bools, durations and
+    /// timestamps. `None` when the two cannot be ordered (including NaN).
+    pub fn compare(&self, other: &Value<'_>) -> Option<Ordering> {
+        match (self, other) {
+            (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
+            (Value::String(a), Value::String(b)) => Some(a.as_str().cmp(b.as_str())),
+            (Value::Bytes(a), Value::Bytes(b)) => Some(a.cmp(b)),
+            (Value::Duration(a), Value::Duration(b)) => Some(a.cmp(b)),
+            (Value::Timestamp(a), Value::Timestamp(b)) => Some(a.cmp(b)),
+            (a, b) => numeric_order(a, b),
+        }
+    }
+
+    /// The value as JSON, for patches and messages. Fails on values JSON cannot hold (bytes are
+    /// base64, durations and timestamps their string forms, as Kubernetes serializes them).
+    pub fn to_json(&self) -> Result<Json, String> {
+        Ok(match self {
+            Value::Null => Json::Null,
+            Value::Bool(value) => Json::Bool(*value),
+            Value::Int(value) => Json::from(*value),
+            Value::Uint(value) => Json::from(*value),
+            Value::Double(value) => serde_json::Number::from_f64(*value)
+                .map(Json::Number)
+                .ok_or_else(|| format!("{value} cannot be written as JSON"))?,
+            Value::String(text) => Json::String(text.as_str().to_owned()),
+            Value::Bytes(bytes) => Json::String(crate::time::base64_encode(bytes)),
+            Value::List(items) => Json::Array(
+                items
+                    .iter()
+                    .map(|item| item.to_json())
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Map(Map::Json(entries)) => Json::Object((*entries).clone()),
+            Value::Map(Map::Owned(entries)) => {
+                let mut object = serde_json::Map::with_capacity(entries.len());
+                for (key, value) in entries.iter() {
+                    let key = match key {
+                        Key::String(text) => text.as_str().to_owned(),
+                        other => {
+                            return Err(format!(
+                                "a map key {} cannot be written as a JSON field name",
+                                other.to_value()
+                            ));
+                        }
+                    };
+                    object.insert(key, value.to_json()?);
+                }
+                Json::Object(object)
+            }
+            Value::Duration(duration) => Json::String(duration.to_string()),
+            Value::Timestamp(timestamp) => Json::String(timestamp.to_string()),
+            Value::Type(kind) => Json::String(kind.runtime_name().to_owned()),
+            Value::Optional(_) => {
+                return Err("an optional value cannot be written as JSON".to_owned());
+            }
+            Value::Object(object) => {
+                let mut fields = serde_json::Map::with_capacity(object.fields.len());
+                for (name, value) in &object.fields {
+                    fields.insert(name.to_string(), value.to_json()?);
+                }
+                Json::Object(fields)
+            }
+        })
+    }
+}
+
+/// A key taken from one map, to look up in another (the lifetimes of the two maps differ).
+fn rebind<'b>(value: &Value<'_>) -> Value<'b> {
+    match value {
+        Value::Bool(value) => Value::Bool(*value),
+        Value::Int(value) => Value::Int(*value),
+        Value::Uint(value) => Value::Uint(*value),
+        Value::Double(value) => Value::Double(*value),
+        Value::String(text) => Value::string(text.as_str()),
+        _ => Value::Null,
+    }
+}
+
+/// The order of two numbers of any of CEL's numeric types (exact between integers).
+fn numeric_order(a: &Value<'_>, b: &Value<'_>) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Int(a), Value::Int(b)) => Some(a.cmp(b)),
+        (Value::Uint(a), Value::Uint(b)) => Some(a.cmp(b)),
+        (Value::Int(a), Value::Uint(b)) => Some((*a as i128).cmp(&(*b as i128))),
+        (Value::Uint(a), Value::Int(b)) => Some((*a as i128).cmp(&(*b as i128))),
+        (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
+        (Value::Double(a), Value::Int(b)) => compare_double_int(*a, *b as i128, false),
+        (Value::Double(a), Value::Uint(b)) => compare_double_int(*a, *b as i128, true),
+        (Value::Int(a), Value::Double(b)) => {
+            compare_double_int(*b, *a as i128, false).map(Ordering::reverse)
+        }
+        (Value::Uint(a), Value::Double(b)) => {
+            compare_double_int(*b, *a as i128, true).map(Ordering::reverse)
+        }
+        _ => None,
+    }
+}
+
+/// cel-go's comparison of a double with an int or uint: outside the integer type's range the
+/// double decides by sign; inside, the integer is converted to a double (lossy above 2^53,
+/// exactly as cel-go compares).
+fn compare_double_int(double: f64, int: i128, unsigned: bool) -> Option<Ordering> {
+    if double.is_nan() {
+        return None;
+    }
+    let (low, high) = if unsigned {
+        (0.0, u64::MAX as f64)
+    } else {
+        (i64::MIN as f64, i64::MAX as f64)
+    };
+    if double < low {
+        return Some(Ordering::Less);
+    }
+    if double > high {
+        return Some(Ordering::Greater);
+    }
+    double.partial_cmp(&(int as f64))
+}
+
+impl fmt::Display for Value<'_> {
+    /// CEL-like text of the value, for messages (strings quoted inside lists and maps).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("null"),
+            Value::Bool(value) => write!(f, "{value}"),
+            Value::Int(value) => write!(f, "{value}"),
+            Value::Uint(value) => write!(f, "{value}u"),
+            Value::Double(value) => write!(f, "{value}"),
+            Value::String(text) => write!(f, "{:?}", text.as_str()),
+            Value::Bytes(bytes) => write!(f, "b{:?}", String::from_utf8_lossy(bytes)),
+            Value::List(items) => {
+                f.write_str("[")?;
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str("]")
+            }
+            Value::Map(entries) => {
+                f.write_str("{")?;
+                for (index, (key, value)) in entries.entries().iter().enumerate() {
+                    if index > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{key}: {value}")?;
+                }
+                f.write_str("}")
+            }
+            Value::Duration(duration) => write!(f, "duration({:?})", duration.to_string()),
+            Value::Timestamp(timestamp) => write!(f, "timestamp({:?})", timestamp.to_string()),
+            Value::Type(kind) => f.write_str(kind.runtime_name()),
+            Value::Optional(None) => f.write_str("optional.none()"),
+            Value::Optional(Some(inner)) => write!(f, "optional.of({inner})"),
+            Value::Object(object) => {
+                write!(f, "{}{{", object.type_name)?;
+                for (index, (name, value)) in object.fields.iter().enumerate() {
+                    if index > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{name}: {value}")?;
+                }
+                f.write_str("}")
+            }
+        }
+    }
+}
