@@ -229,8 +229,19 @@ impl Program {
         variables: &[Value<'a>],
         budget: &mut Budget<'_>,
     ) -> Result<Value<'a>, EvalError> {
+        self.eval_with(&mut Values(variables), budget)
+    }
+
+    /// Evaluates the program, asking `activation` for each declared variable the evaluation
+    /// reaches (so a variable can be computed on first use, as ValidatingAdmissionPolicy's
+    /// `variables` are).
+    pub fn eval_with<'a>(
+        &self,
+        activation: &mut dyn Activation<'a>,
+        budget: &mut Budget<'_>,
+    ) -> Result<Value<'a>, EvalError> {
         let mut machine = Machine {
-            variables,
+            variables: activation,
             locals: Vec::new(),
             ctx: Ctx {
                 budget,
@@ -535,8 +546,9 @@ impl Planner<'_> {
         }
         let regexes = Mutex::new(HashMap::new());
         let mut budget = Budget::unlimited();
+        let mut nothing = Values(&[]);
         let mut machine: Machine<'_, 'static, '_, '_> = Machine {
-            variables: &[],
+            variables: &mut nothing,
             locals: Vec::new(),
             ctx: Ctx {
                 budget: &mut budget,
@@ -634,8 +646,24 @@ fn literal_value(literal: &Literal) -> Value<'static> {
     }
 }
 
+/// Where a program's declared variables come from when it runs: values at hand, or computed on
+/// first use.
+pub trait Activation<'a> {
+    /// The value of the variable declared `slot`-th.
+    fn resolve(&mut self, slot: usize, budget: &mut Budget<'_>) -> Result<Value<'a>, EvalError>;
+}
+
+/// Variables given as values, in declaration order; a missing one is null.
+pub struct Values<'s, 'a>(pub &'s [Value<'a>]);
+
+impl<'a> Activation<'a> for Values<'_, 'a> {
+    fn resolve(&mut self, slot: usize, _: &mut Budget<'_>) -> Result<Value<'a>, EvalError> {
+        Ok(self.0.get(slot).cloned().unwrap_or(Value::Null))
+    }
+}
+
 struct Machine<'v, 'a, 'e, 'i> {
-    variables: &'v [Value<'a>],
+    variables: &'v mut dyn Activation<'a>,
     /// Comprehension accumulators and iteration variables; an accumulator may hold an error,
     /// which `&&`/`||` later in the fold may absorb, as in cel-go.
     locals: Vec<Outcome<'a>>,
@@ -648,7 +676,7 @@ impl<'a> Machine<'_, 'a, '_, '_> {
             Node::Const(value) => Ok(value.clone()),
             Node::Variable(slot) => {
                 self.ctx.budget.charge(1)?;
-                Ok(self.variables.get(*slot).cloned().unwrap_or(Value::Null))
+                self.variables.resolve(*slot, self.ctx.budget)
             }
             Node::Local(slot) => {
                 self.ctx.budget.charge(1)?;

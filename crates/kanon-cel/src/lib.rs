@@ -22,7 +22,7 @@ pub mod value;
 pub use check::{Checked, ObjectTypes};
 pub use env::{Env, Overload, Signature};
 pub use error::{CompileError, EvalError, Issue};
-pub use eval::{Budget, Ctx, Program};
+pub use eval::{Activation, Budget, Ctx, Program, Values};
 pub use parser::{ParseOptions, parse};
 pub use time::{Duration, Timestamp};
 pub use types::Type;

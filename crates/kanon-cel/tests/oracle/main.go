@@ -1,0 +1,374 @@
+// cel-oracle evaluates CEL expressions in kube-apiserver 1.35's own CEL environment, as its
+// admission plugins (ValidatingAdmissionPolicy, MutatingAdmissionPolicy) compile and run them, so
+// that kanon-cel can be compared with it (crates/kanon-cel/tests/oracle.rs).
+//
+// Input, one JSON object per line on stdin:
+//
+//	{"expr": "object.spec.replicas > 1", "variables": {"object": {...}}}
+//
+// Output, one JSON object per input line on stdout, in order:
+//
+//	{"compile_error": "..."}                         parse or type-check refused it
+//	{"program_error": "..."}                         cel.Program refused it
+//	{"error": "...", "cost": n}                      evaluation failed
+//	{"value": "<rendering>", "type": "int", "cost": n}
+//
+// plus "unstable": true when evaluating the case again gave another answer (map order).
+//
+// The rendering is a canonical text that the Rust side reproduces from kanon-cel's values
+// (tests/oracle/render.rs): it distinguishes every CEL type and Kubernetes' opaque types.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/version"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// The variables of an admission expression. kube-apiserver declares object, oldObject and params
+// as dyn, request and namespaceObject as object types; they are all dyn here, as kanon declares
+// them, so that both sides type-check the same way.
+var variableNames = []string{"object", "oldObject", "params", "namespaceObject", "request"}
+
+type input struct {
+	Expr      string                     `json:"expr"`
+	Variables map[string]json.RawMessage `json:"variables"`
+}
+
+type output struct {
+	CompileError *string `json:"compile_error,omitempty"`
+	ProgramError *string `json:"program_error,omitempty"`
+	Error        *string `json:"error,omitempty"`
+	Value        *string `json:"value,omitempty"`
+	Type         *string `json:"type,omitempty"`
+	Cost         *uint64 `json:"cost,omitempty"`
+	// Unstable: evaluating again gave another answer (Go's map iteration order is random, and
+	// kube-apiserver iterates maps in it); the answer is one of them.
+	Unstable bool `json:"unstable,omitempty"`
+}
+
+// Evaluations of each case; a result that depends on map order shows up as a differing answer
+// among them with a probability near 1 for small maps.
+const evaluations = 10
+
+func main() {
+	base, err := environment.MustBaseEnvSet(version.MajorMinor(1, 35)).Env(environment.StoredExpressions)
+	if err != nil {
+		fail("building the base environment: %v", err)
+	}
+	var decls []cel.EnvOption
+	for _, name := range variableNames {
+		decls = append(decls, cel.Variable(name, cel.DynType))
+	}
+	env, err := base.Extend(decls...)
+	if err != nil {
+		fail("declaring the variables: %v", err)
+	}
+
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<26)
+	out := bufio.NewWriter(os.Stdout)
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	for in.Scan() {
+		line := in.Bytes()
+		if len(strings.TrimSpace(string(line))) == 0 {
+			continue
+		}
+		var req input
+		if err := json.Unmarshal(line, &req); err != nil {
+			fail("reading %q: %v", line, err)
+		}
+		if err := enc.Encode(run(env, req)); err != nil {
+			fail("writing: %v", err)
+		}
+		// One answer per question: the caller may wait for each line.
+		if err := out.Flush(); err != nil {
+			fail("writing: %v", err)
+		}
+	}
+	if err := in.Err(); err != nil {
+		fail("reading stdin: %v", err)
+	}
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "cel-oracle: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+func str(s string) *string { return &s }
+
+func run(env *cel.Env, req input) output {
+	ast, iss := env.Compile(req.Expr)
+	if iss.Err() != nil {
+		return output{CompileError: str(iss.Err().Error())}
+	}
+	// The environment's own program options are kube-apiserver's: OptOptimize, cost tracking
+	// with Kubernetes' cost estimator, the per-call cost limit (1,000,000).
+	prg, err := env.Program(ast)
+	if err != nil {
+		return output{ProgramError: str(err.Error())}
+	}
+	// Every admission variable is bound (oldObject is null on CREATE, and so on).
+	vars := map[string]any{}
+	for _, name := range variableNames {
+		vars[name] = nil
+	}
+	for name, raw := range req.Variables {
+		var v any
+		// apimachinery's decoder gives int64 for integers and float64 otherwise, as an
+		// unstructured object holds them.
+		if err := utiljson.Unmarshal(raw, &v); err != nil {
+			fail("variable %s: %v", name, err)
+		}
+		vars[name] = v
+	}
+	first := eval(prg, vars)
+	for i := 1; i < evaluations; i++ {
+		if again := eval(prg, vars); again != first {
+			first.unstable = true
+			break
+		}
+	}
+	return first.output()
+}
+
+// result is an output's comparable form.
+type result struct {
+	kind, text, typ string
+	cost            uint64
+	unstable        bool
+}
+
+func (r result) output() output {
+	o := output{Unstable: r.unstable}
+	switch r.kind {
+	case "error":
+		o.Error, o.Cost = str(r.text), &r.cost
+	default:
+		o.Value, o.Type, o.Cost = str(r.text), str(r.typ), &r.cost
+	}
+	return o
+}
+
+func eval(prg cel.Program, vars map[string]any) (res result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = result{kind: "error", text: fmt.Sprintf("panic: %v", p)}
+		}
+	}()
+	val, det, err := prg.Eval(vars)
+	var cost uint64
+	if det != nil && det.ActualCost() != nil {
+		cost = *det.ActualCost()
+	}
+	if err != nil {
+		return result{kind: "error", text: err.Error(), cost: cost}
+	}
+	return result{kind: "value", text: render(val), typ: val.Type().TypeName(), cost: cost}
+}
+
+// render writes a value canonically; tests/oracle/render.rs must write kanon's values the same way.
+func render(v ref.Val) string {
+	switch v := v.(type) {
+	case apiservercel.IP:
+		return "net.IP(" + quote(v.Addr.String()) + ")"
+	case apiservercel.CIDR:
+		return "net.CIDR(" + quote(v.Prefix.String()) + ")"
+	case apiservercel.Quantity:
+		return "kubernetes.Quantity(" + quote(plainDecimal(v.Quantity.AsDec().String())) + ")"
+	case *apiservercel.Quantity:
+		// add and sub return pointers.
+		return render(*v)
+	case *apiservercel.IP:
+		return render(*v)
+	case *apiservercel.CIDR:
+		return render(*v)
+	case *apiservercel.URL:
+		return render(*v)
+	case *apiservercel.Semver:
+		return render(*v)
+	case *apiservercel.Format:
+		return render(*v)
+	case apiservercel.URL:
+		return "kubernetes.URL(" + quote(v.URL.String()) + ")"
+	case apiservercel.Semver:
+		// Build metadata takes no part in a version's equality or order and no CEL function
+		// reads it, so it is left out.
+		sv := v.Version
+		sv.Build = nil
+		return "kubernetes.Semver(" + quote(sv.String()) + ")"
+	case apiservercel.Format:
+		return "kubernetes.NamedFormat(" + quote(v.Name) + ")"
+	case types.Null:
+		return "null"
+	case types.Bool:
+		return strconv.FormatBool(bool(v))
+	case types.Int:
+		return strconv.FormatInt(int64(v), 10)
+	case types.Uint:
+		return strconv.FormatUint(uint64(v), 10) + "u"
+	case types.Double:
+		return double(float64(v))
+	case types.String:
+		return quote(string(v))
+	case types.Bytes:
+		return quoteBytes([]byte(v))
+	case types.Duration:
+		return "duration(" + seconds(int64(v.Duration)) + ")"
+	case types.Timestamp:
+		return "timestamp(" + v.Time.Format(time.RFC3339Nano) + ")"
+	case *types.Type:
+		return "type(" + v.TypeName() + ")"
+	case *types.Optional:
+		if !v.HasValue() {
+			return "optional.none()"
+		}
+		return "optional.of(" + render(v.GetValue()) + ")"
+	case traits.Lister:
+		var parts []string
+		n := int64(v.Size().(types.Int))
+		for i := int64(0); i < n; i++ {
+			parts = append(parts, render(v.Get(types.Int(i))))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case traits.Mapper:
+		// Map order is not part of a CEL value: entries are sorted by their rendering.
+		var parts []string
+		for it := v.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			parts = append(parts, render(k)+": "+render(v.Get(k)))
+		}
+		sort.Strings(parts)
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return fmt.Sprintf("unknown %T %v", v, v.Value())
+}
+
+// quote: double quotes; `"`, `\`, newline and tab escaped, other controls as \xHH.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// quoteBytes: b"…" with printable ASCII as is and every other byte as \xHH.
+func quoteBytes(bs []byte) string {
+	var b strings.Builder
+	b.WriteString(`b"`)
+	for _, c := range bs {
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// double: the shortest digits that read back as the same float, placed as a plain decimal when
+// the exponent is in [-7, 21), else in scientific notation: `1.5`, `3.0`, `1e+21`, `-0.0`.
+func double(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "+Inf"
+	case math.IsInf(f, -1):
+		return "-Inf"
+	}
+	sci := strconv.FormatFloat(f, 'e', -1, 64) // [-]d[.ddd]e±XX
+	sign := ""
+	if strings.HasPrefix(sci, "-") {
+		sign, sci = "-", sci[1:]
+	}
+	mantissa, expText, _ := strings.Cut(sci, "e")
+	exp, _ := strconv.Atoi(expText)
+	digits := strings.Replace(mantissa, ".", "", 1)
+	return sign + placeDigits(digits, exp)
+}
+
+// placeDigits writes d.ddd × 10^exp.
+func placeDigits(digits string, exp int) string {
+	if exp < -7 || exp >= 21 {
+		text := digits[:1]
+		if len(digits) > 1 {
+			text += "." + digits[1:]
+		}
+		sign := "+"
+		if exp < 0 {
+			sign, exp = "-", -exp
+		}
+		return text + "e" + sign + strconv.Itoa(exp)
+	}
+	if exp < 0 {
+		return "0." + strings.Repeat("0", -exp-1) + digits
+	}
+	if len(digits) <= exp+1 {
+		return digits + strings.Repeat("0", exp+1-len(digits)) + ".0"
+	}
+	return digits[:exp+1] + "." + digits[exp+1:]
+}
+
+// seconds writes nanoseconds exactly as seconds: `90s`, `-0.5s`, `0.000000001s`.
+func seconds(nanos int64) string {
+	sign := ""
+	u := uint64(nanos)
+	if nanos < 0 {
+		sign, u = "-", uint64(-(nanos+1))+1
+	}
+	text := sign + strconv.FormatUint(u/1e9, 10)
+	if frac := u % 1e9; frac != 0 {
+		text += "." + strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
+	}
+	return text + "s"
+}
+
+// plainDecimal normalizes a decimal's text: no trailing fractional zeros, no `-0`.
+func plainDecimal(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
