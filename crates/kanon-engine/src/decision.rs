@@ -7,19 +7,16 @@ use std::sync::Arc;
 
 use kanon_api::{FailurePolicy, Operation, ValidationAction};
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::condition::{ConditionMessage, condition_from_output};
 use crate::diff::Changes;
+use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
 use crate::index::Indexed;
-use crate::lookup::{Lookup, ObjectQuery};
-use crate::native::NativeOutcome;
-use crate::plaintext;
-use crate::policy::{CompiledPolicy, PolicyRules, RuleProgram};
-use crate::program::{ProgramVerdict, json_value, patch_from_output, verdict_from_output};
-use crate::refs::RefScope;
-use crate::request::{Deadline, Request};
-use crate::selector::{ObjectView, labels_of};
+use crate::language;
+use crate::policy::{CompiledPolicy, PolicyRules};
+use crate::request::Request;
+use crate::rule::RuleError;
+use crate::selector::ObjectView;
 
 /// The outcome of a request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -90,7 +87,7 @@ impl Decision {
     }
 
     /// Records an evaluation error of `policy` under its failure policy.
-    fn policy_error(&mut self, policy: &CompiledPolicy, error: &str) {
+    fn policy_error(&mut self, policy: &CompiledPolicy, error: &RuleError) {
         self.record(
             policy,
             PolicyOutcome::Failed {
@@ -116,10 +113,11 @@ impl Decision {
         policy: &CompiledPolicy,
         view: &ObjectView<'_>,
         request: &Request,
+        evaluation: &Evaluation<'_>,
         namespaces: &mut NamespaceLabels<'_>,
     ) -> bool {
         let applies = applies(policy, view, request.operation, namespaces).await;
-        self.settle(policy, applies, request)
+        self.settle(policy, applies, evaluation)
     }
 
     /// Whether `policy`, which `applies` or not, is to run now: a policy that applies but
@@ -128,16 +126,13 @@ impl Decision {
     fn settle(
         &mut self,
         policy: &CompiledPolicy,
-        applies: Result<bool, String>,
-        request: &Request,
+        applies: Result<bool, RuleError>,
+        evaluation: &Evaluation<'_>,
     ) -> bool {
-        if request.deadline.as_ref().is_some_and(Deadline::passed) {
+        if evaluation.deadline_passed() {
             // Only policies that meet the request fail; the others would not have run.
             if applies.unwrap_or(true) {
-                self.policy_error(
-                    policy,
-                    "the review's deadline passed before this policy ran",
-                );
+                self.policy_error(policy, &RuleError::DeadlinePassed);
             }
             return false;
         }
@@ -168,292 +163,6 @@ impl Decision {
     }
 }
 
-/// Reads the labels of the object's namespace once per request, only if a policy needs them.
-struct NamespaceLabels<'a> {
-    lookup: &'a dyn Lookup,
-    namespace: Option<&'a str>,
-    cached: Option<Result<Option<Arc<Value>>, String>>,
-}
-
-impl<'a> NamespaceLabels<'a> {
-    fn new(lookup: &'a dyn Lookup, namespace: Option<&'a str>) -> Self {
-        NamespaceLabels {
-            lookup,
-            namespace,
-            cached: None,
-        }
-    }
-
-    /// Reads the namespace, once.
-    async fn load(&mut self) -> &Result<Option<Arc<Value>>, String> {
-        if self.cached.is_none() {
-            let loaded = match self.namespace {
-                None => Ok(None),
-                Some(ns) => {
-                    let query = ObjectQuery {
-                        api_version: "v1",
-                        kind: "Namespace",
-                        namespace: None,
-                        policy: "",
-                        confined_to: None,
-                    };
-                    match self.lookup.get(query, ns).await {
-                        Ok(Some(object)) => Ok(Some(object)),
-                        Ok(None) => Err(format!(
-                            "namespaceSelector: namespace `{ns}` was not found, so its labels are unknown"
-                        )),
-                        Err(e) => Err(format!("namespaceSelector: {e}")),
-                    }
-                }
-            };
-            self.cached = Some(loaded);
-        }
-        match &self.cached {
-            Some(loaded) => loaded,
-            None => unreachable!("set above"),
-        }
-    }
-
-    /// The labels of the namespace.
-    async fn labels(&mut self) -> Result<Option<&Map<String, Value>>, String> {
-        match self.load().await {
-            Ok(object) => Ok(object.as_deref().and_then(labels_of)),
-            Err(e) => Err(e.clone()),
-        }
-    }
-
-    /// The namespace object, for programs' `namespaceObject`; `None` when unknown.
-    async fn object(&mut self) -> Option<Arc<Value>> {
-        self.load().await.as_ref().ok().and_then(Clone::clone)
-    }
-}
-
-/// What a program run needs besides the program: the request, the object as it stands now,
-/// cluster objects and the namespace.
-struct Scope<'a, 'n> {
-    request: &'a Request,
-    lookup: &'a dyn Lookup,
-    namespaces: &'n mut NamespaceLabels<'a>,
-    /// The policy being run.
-    policy: &'a CompiledPolicy,
-}
-
-impl Scope<'_, '_> {
-    /// The variables a program sees.
-    async fn context(&mut self, object: &Value, refs: Map<String, Value>) -> minijinja::Value {
-        use minijinja::value::Serde;
-        let namespace_object = self.namespaces.object().await;
-        let old = self.request.old_object.as_ref();
-        // Documents are wrapped, not converted: programs read only the parts they touch.
-        minijinja::context! {
-            object => json_value(Arc::new(object.clone())),
-            oldObject => old.map(|o| json_value(Arc::new(o.clone()))).unwrap_or(minijinja::Value::from(())),
-            operation => self.request.operation.as_str(),
-            request => minijinja::Value::from(Serde(&self.request.info)),
-            namespaceObject => namespace_object
-                .as_deref()
-                .map(|o| minijinja::Value::from(Serde(o)))
-                .unwrap_or(minijinja::Value::from(())),
-            refs => minijinja::Value::from(Serde(Value::Object(refs))),
-        }
-    }
-
-    /// Resolves the rule's references against `object` and runs it: natively when its native
-    /// form can vouch for the result, else its program.
-    async fn run(&mut self, rule: &RuleProgram, object: &Value) -> Result<RuleOutput, String> {
-        let refs = self.resolve(rule, object).await?;
-        if let Some(native) = &rule.native
-            && let Some(outcome) = native.run(object, &refs, rule.program.limits())
-        {
-            return Ok(RuleOutput::Native(outcome));
-        }
-        self.run_program(rule, object, refs)
-            .await
-            .map(RuleOutput::Program)
-    }
-
-    /// Runs the rule's program (in the lookup's program host, for a hand-written one): its
-    /// output.
-    async fn run_program(
-        &mut self,
-        rule: &RuleProgram,
-        object: &Value,
-        refs: Map<String, Value>,
-    ) -> Result<Option<Value>, String> {
-        if rule.authored
-            && let Some(host) = self.lookup.programs()
-        {
-            let input = self.input(object, refs).await;
-            return host
-                .run(&rule.program, input)
-                .await
-                .map_err(|e| rule.error(&e));
-        }
-        let context = self.context(object, refs).await;
-        rule.program.run(&context).map_err(|e| rule.error(&e))
-    }
-
-    /// The variables a program sees, as JSON for a [`crate::host::ProgramHost`]: the same as
-    /// [`Scope::context`].
-    async fn input(
-        &mut self,
-        object: &Value,
-        refs: Map<String, Value>,
-    ) -> crate::host::ProgramInput {
-        let namespace_object = self.namespaces.object().await;
-        crate::host::ProgramInput {
-            object: object.clone(),
-            old_object: self.request.old_object.clone(),
-            operation: self.request.operation.as_str().to_string(),
-            request: self.request.info.clone(),
-            namespace_object: namespace_object.as_deref().cloned(),
-            refs,
-        }
-    }
-
-    /// Runs an override rule: its operations.
-    async fn patch(
-        &mut self,
-        rule: &RuleProgram,
-        object: &Value,
-    ) -> Result<json_patch::Patch, String> {
-        match self.run(rule, object).await? {
-            RuleOutput::Native(NativeOutcome::Patch(patch)) => Ok(patch),
-            RuleOutput::Native(NativeOutcome::Verdict(_)) => Err(format!(
-                "{}: a condition cannot run as an override",
-                rule.field
-            )),
-            RuleOutput::Program(output) => patch_from_output(output).map_err(|e| rule.error(&e)),
-        }
-    }
-
-    /// Runs a validate rule: its verdict.
-    async fn verdict(
-        &mut self,
-        rule: &RuleProgram,
-        object: &Value,
-    ) -> Result<ProgramVerdict, String> {
-        if let Some(message) = &rule.message {
-            return self.condition(rule, message, object).await;
-        }
-        match self.run(rule, object).await? {
-            RuleOutput::Native(_) => Err(format!(
-                "{}: a template's native form answered for a program (a defect of kanon)",
-                rule.field
-            )),
-            RuleOutput::Program(output) => verdict_from_output(output).map_err(|e| rule.error(&e)),
-        }
-    }
-
-    /// Runs a validate condition: its check decides, then a denial renders the message, which
-    /// cannot change the verdict (see [`crate::condition`]).
-    async fn condition(
-        &mut self,
-        rule: &RuleProgram,
-        message: &ConditionMessage,
-        object: &Value,
-    ) -> Result<ProgramVerdict, String> {
-        let refs = self.resolve(rule, object).await?;
-        let native = rule
-            .native
-            .as_ref()
-            .and_then(|native| native.run(object, &refs, rule.program.limits()));
-        let (verdict, kept) = match native {
-            // The native form only borrows the references: they stay for the message.
-            Some(NativeOutcome::Verdict(verdict)) => (verdict, Some(refs)),
-            Some(NativeOutcome::Patch(_)) => {
-                return Err(format!(
-                    "{}: an override template cannot run as a validation",
-                    rule.field
-                ));
-            }
-            None => {
-                // The program takes the references: a copy stays for the message only when it
-                // reads variables.
-                let kept = message.needs_context().then(|| refs.clone());
-                let output = self.run_program(rule, object, refs).await?;
-                let verdict = condition_from_output(output).map_err(|e| rule.error(&e))?;
-                (verdict, kept)
-            }
-        };
-        let kept = kept.filter(|_| message.needs_context());
-        if verdict.valid {
-            return Ok(ProgramVerdict {
-                valid: true,
-                ..Default::default()
-            });
-        }
-        let context = match kept {
-            Some(refs) => {
-                use minijinja::value::Serde;
-                let (data, value) = message.variables(&refs, &verdict);
-                // The item `data` was read from (the container, for a path through
-                // `containers[*]`).
-                let item = verdict.item.and_then(|i| {
-                    let (_, data_ref) = rule.refs.iter().find(|(name, _)| *name == "data")?;
-                    data_ref.item_at(object, self.request.old_object.as_ref(), i)
-                });
-                let base = self.context(object, refs).await;
-                let base = match item {
-                    Some(item) => minijinja::context! { item => Serde(item), ..base },
-                    None => base,
-                };
-                Some(match value {
-                    Some(value) => minijinja::context! {
-                        data => Serde(data), value => Serde(value), ..base
-                    },
-                    None => minijinja::context! { data => Serde(data), ..base },
-                })
-            }
-            None => None,
-        };
-        let rendered = message.render(context.as_ref());
-        Ok(ProgramVerdict {
-            valid: false,
-            reason: rendered.text,
-            warnings: rendered.warning.into_iter().collect(),
-        })
-    }
-
-    /// The rule's references resolved against `object`, by name.
-    async fn resolve(
-        &mut self,
-        rule: &RuleProgram,
-        object: &Value,
-    ) -> Result<Map<String, Value>, String> {
-        let mut refs = Map::new();
-        if !rule.refs.is_empty() {
-            // Placeholders in references see the same variables as the program, bar `refs`.
-            let base = if rule.refs.iter().any(|(_, r)| r.needs_context()) {
-                Some(self.context(object, Map::new()).await)
-            } else {
-                None
-            };
-            let policy = self.policy.id.to_string();
-            let scope = RefScope {
-                object,
-                old_object: self.request.old_object.as_ref(),
-                namespace: self.request.namespace.as_deref(),
-                lookup: self.lookup,
-                policy: &policy,
-                context: base.as_ref(),
-            };
-            for (name, reference) in &rule.refs {
-                if let Some(value) = reference.resolve(&scope).await? {
-                    refs.insert((*name).to_string(), value);
-                }
-            }
-        }
-        Ok(refs)
-    }
-}
-
-/// What running a rule gave: the native form's result, or the program's output.
-enum RuleOutput {
-    Native(NativeOutcome),
-    Program(Option<Value>),
-}
-
 /// Whether `policy` applies to the request: selectors, namespace selector and at least one
 /// rule for the operation. A namespace that cannot be read is an evaluation error.
 async fn applies(
@@ -461,7 +170,7 @@ async fn applies(
     view: &ObjectView<'_>,
     operation: Operation,
     namespaces: &mut NamespaceLabels<'_>,
-) -> Result<bool, String> {
+) -> Result<bool, RuleError> {
     if !policy.selects_resource(view) {
         return Ok(false);
     }
@@ -490,23 +199,21 @@ async fn applies(
     policy.selects_namespace(view, || Ok(labels))
 }
 
-fn defect_message(policy: &CompiledPolicy) -> Option<String> {
-    policy.defect.as_ref().map(|d| {
-        let errors: Vec<String> = d.errors.iter().map(ToString::to_string).collect();
-        format!("the policy is invalid: {}", errors.join("; "))
-    })
+/// The error a defective policy meets every request it applies to with.
+fn defect(policy: &CompiledPolicy) -> Option<RuleError> {
+    policy.defect.clone().map(RuleError::InvalidPolicy)
 }
 
-/// Runs one override policy's rules for `operation` on `working`. On error `working` may be
-/// partly changed; the caller restores it.
+/// Runs one override policy's rules for the request's operation on `working`. On error
+/// `working` may be partly changed; the caller restores it.
 async fn run_override(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     working: &mut Value,
     changes: &mut Changes,
-) -> Result<usize, String> {
-    if let Some(message) = defect_message(policy) {
-        return Err(message);
+) -> Result<usize, RuleError> {
+    if let Some(error) = defect(policy) {
+        return Err(error);
     }
     let PolicyRules::Override(rules) = &policy.rules else {
         return Ok(0);
@@ -514,31 +221,9 @@ async fn run_override(
     let mut applied = 0;
     let operation = scope.request.operation;
     for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
-        for program in [&rule.template, &rule.program].into_iter().flatten() {
-            let mut ops = scope.patch(program, working).await?.0;
-            applied += ops.len();
-            // A single operation (the usual template output) applied and recorded in one walk.
-            if ops.len() == 1
-                && let Some(op) = ops.pop()
-                && let Err(op) = changes.apply_one(working, op)
-            {
-                ops.push(op);
-            }
-            ops.iter().for_each(|op| changes.before(op, working));
-            plaintext::apply_all_owned(working, ops)
-                .map_err(|(i, e)| format!("{}: operation {i}: {e}", program.field))?;
+        for step in rule.parts() {
+            applied += language::apply(step, scope, working, changes).await?;
         }
-        applied += rule.patch.len();
-        // Copied only where it can go in one walk.
-        if let [op] = rule.patch.as_slice()
-            && changes.saves_places()
-            && changes.apply_one(working, op.clone()).is_ok()
-        {
-            continue;
-        }
-        rule.patch.iter().for_each(|op| changes.before(op, working));
-        plaintext::apply_all(working, &rule.patch)
-            .map_err(|(i, e)| format!("{}: {e}", rule.plaintext[i].field))?;
     }
     Ok(applied)
 }
@@ -548,9 +233,9 @@ async fn run_validate(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     object: &Value,
-) -> Result<(Vec<String>, Vec<String>), String> {
-    if let Some(message) = defect_message(policy) {
-        return Err(message);
+) -> Result<(Vec<String>, Vec<String>), RuleError> {
+    if let Some(error) = defect(policy) {
+        return Err(error);
     }
     let PolicyRules::Validate { rules, .. } = &policy.rules else {
         return Ok((Vec::new(), Vec::new()));
@@ -562,8 +247,8 @@ async fn run_validate(
         .enumerate()
         .filter(|(_, r)| r.operations.contains(operation))
     {
-        for program in [&rule.template, &rule.program].into_iter().flatten() {
-            let verdict = scope.verdict(program, object).await?;
+        for step in rule.parts() {
+            let verdict = language::verdict(step, scope, object).await?;
             warnings.extend(verdict.warnings);
             if !verdict.valid {
                 reasons.push(if verdict.reason.is_empty() {
@@ -600,7 +285,11 @@ fn audit_key(policy: &CompiledPolicy) -> String {
 }
 
 /// [`PolicySet::mutate`](crate::PolicySet::mutate).
-pub(crate) async fn mutate(set: Indexed<'_>, request: &Request, lookup: &dyn Lookup) -> Decision {
+pub(crate) async fn mutate(
+    set: Indexed<'_>,
+    request: &Request,
+    evaluation: &Evaluation<'_>,
+) -> Decision {
     let Some(original) = request
         .object
         .as_ref()
@@ -613,7 +302,7 @@ pub(crate) async fn mutate(set: Indexed<'_>, request: &Request, lookup: &dyn Loo
         request,
         Cow::Borrowed(original),
         Changes::tracking(),
-        lookup,
+        evaluation,
     )
     .await;
     match working {
@@ -630,7 +319,7 @@ pub(crate) async fn mutate(set: Indexed<'_>, request: &Request, lookup: &dyn Loo
 pub(crate) async fn mutate_patch(
     set: Indexed<'_>,
     request: &mut Request,
-    lookup: &dyn Lookup,
+    evaluation: &Evaluation<'_>,
 ) -> Decision {
     if request.operation == Operation::Delete {
         return Decision::allow(None);
@@ -639,8 +328,14 @@ pub(crate) async fn mutate_patch(
         return Decision::allow(None);
     };
     let request = &*request;
-    let (mut decision, working, changes) =
-        override_object(set, request, Cow::Owned(object), Changes::saving(), lookup).await;
+    let (mut decision, working, changes) = override_object(
+        set,
+        request,
+        Cow::Owned(object),
+        Changes::saving(),
+        evaluation,
+    )
+    .await;
     if decision.allowed
         && !changes.is_empty()
         && let Some(patch) = changes.into_diff(working.into_owned())
@@ -658,10 +353,10 @@ async fn override_object<'v>(
     request: &Request,
     mut working: Cow<'v, Value>,
     mut changes: Changes,
-    lookup: &dyn Lookup,
+    evaluation: &Evaluation<'_>,
 ) -> (Decision, Cow<'v, Value>, Changes) {
     let mut decision = Decision::allow(None);
-    let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
+    let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.override_candidates(
         &request.api_version,
         &request.kind,
@@ -678,7 +373,7 @@ async fn override_object<'v>(
         }
     }
     for (policy, applies) in selected {
-        if !decision.settle(policy, applies, request) {
+        if !decision.settle(policy, applies, evaluation) {
             continue;
         }
         let object = working.to_mut();
@@ -694,9 +389,9 @@ async fn override_object<'v>(
         let before = (steps > 1).then(|| object.clone());
         let mut scope = Scope {
             request,
-            lookup,
+            evaluation,
             namespaces: &mut namespaces,
-            policy,
+            policy: &policy.label,
         };
         match run_override(policy, &mut scope, object, &mut changes).await {
             Ok(applied) => {
@@ -724,7 +419,7 @@ pub(crate) async fn validate(
     set: Indexed<'_>,
     request: &Request,
     object: Option<&Value>,
-    lookup: &dyn Lookup,
+    evaluation: &Evaluation<'_>,
 ) -> Decision {
     let subject = object.or(request.subject());
     let mut decision = Decision::allow(None);
@@ -732,26 +427,29 @@ pub(crate) async fn validate(
         return decision;
     };
     let view = request.view(subject);
-    let mut namespaces = NamespaceLabels::new(lookup, request.namespace.as_deref());
+    let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.validate_candidates(
         &request.api_version,
         &request.kind,
         request.namespace.as_deref(),
     );
     for policy in candidates {
-        if !decision.runs(policy, &view, request, &mut namespaces).await {
+        if !decision
+            .runs(policy, &view, request, evaluation, &mut namespaces)
+            .await
+        {
             continue;
         }
         let mut scope = Scope {
             request,
-            lookup,
+            evaluation,
             namespaces: &mut namespaces,
-            policy,
+            policy: &policy.label,
         };
         let (reasons, warnings) = match run_validate(policy, &mut scope, subject).await {
             Ok(found) => found,
-            Err(message) => {
-                decision.policy_error(policy, &message);
+            Err(error) => {
+                decision.policy_error(policy, &error);
                 continue;
             }
         };
@@ -796,14 +494,18 @@ pub(crate) async fn validate(
 }
 
 /// [`PolicySet::review`](crate::PolicySet::review).
-pub(crate) async fn review(set: Indexed<'_>, request: &Request, lookup: &dyn Lookup) -> Decision {
-    let mut decision = mutate(set, request, lookup).await;
+pub(crate) async fn review(
+    set: Indexed<'_>,
+    request: &Request,
+    evaluation: &Evaluation<'_>,
+) -> Decision {
+    let mut decision = mutate(set, request, evaluation).await;
     if !decision.allowed {
         return decision;
     }
     let judged = match request.operation {
-        Operation::Delete => validate(set, request, None, lookup).await,
-        _ => validate(set, request, decision.patched.as_ref(), lookup).await,
+        Operation::Delete => validate(set, request, None, evaluation).await,
+        _ => validate(set, request, decision.patched.as_ref(), evaluation).await,
     };
     decision.merge(judged);
     if !decision.allowed {

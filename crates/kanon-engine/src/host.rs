@@ -4,16 +4,16 @@
 //! output bounds hold inside the program runtime, but the runtime has operations it does not
 //! charge for (a lazy list concatenated with itself 33 times is copied into one list of 2^33
 //! items: see SECURITY.md), and nothing inside a process can stop a thread that allocates
-//! without end. So the engine hands such programs to a [`ProgramHost`] when the [`Lookup`]
-//! it evaluates with offers one ([`Lookup::programs`]): the webhook's host runs them in
+//! without end. So the engine hands such programs to a [`ProgramHost`] when the [`Evaluation`]
+//! it evaluates in has one ([`Evaluation::with_programs`]): the webhook's host runs them in
 //! separate, memory-limited worker processes that it kills at the review's deadline. Without
 //! a host (`kanon apply`, `kanon test`, the engine's tests) programs run in the calling thread.
 //!
 //! The host sees the program's source and a [`ProgramInput`]: the variables the program reads,
 //! as plain JSON, so that a worker builds exactly the context the engine would have built.
 //!
-//! [`Lookup`]: crate::Lookup
-//! [`Lookup::programs`]: crate::Lookup::programs
+//! [`Evaluation`]: crate::evaluation::Evaluation
+//! [`Evaluation::with_programs`]: crate::evaluation::Evaluation::with_programs
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,7 +22,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::program::{Program, ProgramError, ProgramKind, ProgramLimits, json_value};
+use crate::program::{Program, ProgramError, ProgramKind, ProgramLimits};
+use crate::rule::Variables;
 
 /// What [`ProgramHost::run`] returns: the program's output document (`None`: empty output).
 pub type ProgramFuture<'a> =
@@ -59,20 +60,26 @@ pub struct ProgramInput {
 impl ProgramInput {
     /// The program context these variables make: the same the engine builds in process.
     pub fn context(self) -> minijinja::Value {
-        use minijinja::value::Serde;
-        let document = |v: Option<Value>| match v {
-            Some(v) => json_value(Arc::new(v)),
-            None => minijinja::Value::from(()),
-        };
-        minijinja::context! {
-            object => json_value(Arc::new(self.object)),
-            oldObject => document(self.old_object),
-            operation => self.operation,
-            request => minijinja::Value::from(Serde(self.request)),
-            namespaceObject => self.namespace_object
-                .map(|o| minijinja::Value::from(Serde(o)))
-                .unwrap_or(minijinja::Value::from(())),
-            refs => minijinja::Value::from(Serde(Value::Object(self.refs))),
+        crate::program::context(Variables {
+            object: &self.object,
+            old_object: self.old_object.as_ref(),
+            operation: &self.operation,
+            request: &self.request,
+            namespace_object: self.namespace_object.map(Arc::new),
+            refs: self.refs,
+        })
+    }
+}
+
+impl From<Variables<'_>> for ProgramInput {
+    fn from(variables: Variables<'_>) -> Self {
+        ProgramInput {
+            object: variables.object.clone(),
+            old_object: variables.old_object.cloned(),
+            operation: variables.operation.to_string(),
+            request: variables.request.clone(),
+            namespace_object: variables.namespace_object.as_deref().cloned(),
+            refs: variables.refs,
         }
     }
 }

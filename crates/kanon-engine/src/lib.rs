@@ -5,38 +5,50 @@
 //! The path of one request: [`PolicyObject::decode`] and [`compile`] turn policy documents
 //! into [`CompiledPolicy`]s once per change; [`PolicySet::build`] orders and indexes them;
 //! [`Request`] describes the admission request; [`PolicySet::mutate`],
-//! [`PolicySet::validate`] and [`PolicySet::review`] produce a [`Decision`].
+//! [`PolicySet::validate`] and [`PolicySet::review`] produce a [`Decision`] (their `_in`
+//! forms do so in an [`Evaluation`]: lookups, the host of hand-written programs, the deadline).
+//!
+//! Rules are written in several languages, a module each under [`language`] (templates,
+//! programs, plaintext), which all read [`references`], see the same [`rule::Variables`] and
+//! fail with a [`RuleError`]; [`decision`] calls them through one seam, `language::apply` and
+//! `language::verdict`.
 
-pub mod condition;
 pub mod decision;
 pub mod diff;
 pub mod document;
 pub mod error;
+pub mod evaluation;
 pub mod helpers;
 pub mod host;
 pub mod index;
 pub mod jsonpath;
 mod kubernetes;
+pub mod language;
 pub mod lookup;
-pub mod native;
-pub mod plaintext;
 pub mod podspec;
 pub mod pointer;
 pub mod policy;
 pub mod program;
 pub mod publish;
 pub mod quantity;
-pub mod refs;
+pub mod references;
 pub mod request;
+pub mod rule;
 pub mod selector;
 pub mod set;
 pub mod shape;
 pub mod targets;
-pub mod template;
+
+// Where these modules were before the rule languages had a module each; other crates and the
+// fuzz targets name them so.
+pub use language::plaintext;
+pub use language::template::native;
+pub use references as refs;
 
 pub use decision::{Decision, PolicyOutcome, PolicyResult};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
+pub use evaluation::Evaluation;
 pub use kanon_schema::Kinds;
 pub use lookup::{
     HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery,
@@ -47,6 +59,7 @@ pub use policy::{
 };
 pub use publish::PolicyPublisher;
 pub use request::{Deadline, Request, RequestError, parse_operation};
+pub use rule::RuleError;
 pub use set::{DuplicatePolicy, PolicySet};
 pub use targets::{Targets, WebhookKind};
 

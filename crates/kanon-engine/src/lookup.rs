@@ -232,12 +232,6 @@ pub trait Lookup: Send + Sync {
         })))
     }
 
-    /// Where hand-written programs run (see [`crate::host`]): `None`, the default, runs them
-    /// in the calling thread.
-    fn programs(&self) -> Option<&dyn crate::host::ProgramHost> {
-        None
-    }
-
     /// The kinds a policy object being written is checked against (see
     /// [`crate::compile_with`]): in a cluster, the built-in kinds and the custom ones its
     /// CustomResourceDefinitions serve. `None`, the default: the built-in kinds alone.
@@ -261,10 +255,6 @@ impl<T: Lookup + ?Sized> Lookup for Arc<T> {
 
     fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
         (**self).http(call)
-    }
-
-    fn programs(&self) -> Option<&dyn crate::host::ProgramHost> {
-        (**self).programs()
     }
 
     fn kinds(&self) -> Option<kanon_schema::Kinds> {

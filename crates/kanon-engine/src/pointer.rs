@@ -185,6 +185,32 @@ pub fn deepest_existing(doc: &Value, pointer: &str) -> String {
     }
 }
 
+/// Puts `value` at `path` as `json_patch` would for an `add` into an object or a `replace`,
+/// without its allocations for every pointer token and its undo record, and gives the value it
+/// took the place of (`None`: nothing was there); gives `value` back, `doc` unchanged, for
+/// anything else (an array to insert into, a root to add, a missing target).
+pub fn put(
+    doc: &mut Value,
+    path: &json_patch::jsonptr::Pointer,
+    value: Value,
+    replace: bool,
+) -> Result<Option<Value>, Value> {
+    if replace {
+        return match find_mut(doc, path.as_str()) {
+            Some(target) => Ok(Some(std::mem::replace(target, value))),
+            None => Err(value),
+        };
+    }
+    let Some((parent, last)) = path.split_back() else {
+        return Err(value);
+    };
+    match find_mut(doc, parent.as_str()) {
+        // An existing key keeps its place, as in `json_patch`.
+        Some(Value::Object(map)) => Ok(map.insert(last.decoded().into_owned(), value)),
+        _ => Err(value),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,7 +53,10 @@ pub struct Request {
     /// operation, userInfo, dryRun (from the AdmissionReview, or made up offline).
     pub info: Value,
     /// When the caller stops waiting (kube-apiserver's `?timeout=`); policies not yet run by
-    /// then fail under their own failure policy. `None`: no deadline.
+    /// then fail under their own failure policy. `None`: no deadline. Read by
+    /// [`PolicySet::mutate`](crate::PolicySet::mutate) and its siblings, which evaluate over a
+    /// lookup alone; their `_in` forms take the deadline of their
+    /// [`Evaluation`](crate::Evaluation) instead.
     pub deadline: Option<Deadline>,
 }
 

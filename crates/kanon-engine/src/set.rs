@@ -8,6 +8,7 @@ use kanon_api::PolicyKind;
 use serde_json::Value;
 
 use crate::decision::{self, Decision};
+use crate::evaluation::Evaluation;
 use crate::index::{Indexed, WebhookIndex};
 use crate::lookup::Lookup;
 use crate::policy::{CompiledPolicy, PolicyId};
@@ -120,9 +121,14 @@ impl PolicySet {
     /// Runs the override policies on the request: every applicable policy in order, each
     /// seeing the result of the previous one. A failing policy's changes are discarded; under
     /// `Fail` the request is denied, under `Ignore` a warning is added. DELETE is never
-    /// patched.
+    /// patched. Programs run in the calling thread; the request's deadline applies.
     pub async fn mutate(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        decision::mutate(self.indexed(), request, lookup).await
+        self.mutate_in(request, &of_request(request, lookup)).await
+    }
+
+    /// [`PolicySet::mutate`] in `evaluation` (its lookups, program host and deadline).
+    pub async fn mutate_in(&self, request: &Request, evaluation: &Evaluation<'_>) -> Decision {
+        decision::mutate(self.indexed(), request, evaluation).await
     }
 
     /// [`PolicySet::mutate`] for an admission answer, which needs the patch but neither the
@@ -131,8 +137,20 @@ impl PolicySet {
     /// values at their targets, or the top-level fields they lie in; [`Changes`]), so the
     /// object is never copied whole; values added where nothing was move from the changed
     /// object into the patch. `patched` is always `None`: apply `patch` to the object for it.
+    ///
+    /// [`Changes`]: crate::diff::Changes
     pub async fn mutate_patch(&self, request: &mut Request, lookup: &dyn Lookup) -> Decision {
-        decision::mutate_patch(self.indexed(), request, lookup).await
+        let evaluation = of_request(request, lookup);
+        self.mutate_patch_in(request, &evaluation).await
+    }
+
+    /// [`PolicySet::mutate_patch`] in `evaluation`.
+    pub async fn mutate_patch_in(
+        &self,
+        request: &mut Request,
+        evaluation: &Evaluation<'_>,
+    ) -> Decision {
+        decision::mutate_patch(self.indexed(), request, evaluation).await
     }
 
     /// Runs the validate policies on the request (on `object` in place of the request's own
@@ -145,17 +163,39 @@ impl PolicySet {
         object: Option<&Value>,
         lookup: &dyn Lookup,
     ) -> Decision {
-        decision::validate(self.indexed(), request, object, lookup).await
+        self.validate_in(request, object, &of_request(request, lookup))
+            .await
+    }
+
+    /// [`PolicySet::validate`] in `evaluation`.
+    pub async fn validate_in(
+        &self,
+        request: &Request,
+        object: Option<&Value>,
+        evaluation: &Evaluation<'_>,
+    ) -> Decision {
+        decision::validate(self.indexed(), request, object, evaluation).await
     }
 
     /// What kube-apiserver would make of the request with kanon installed: the override
     /// policies mutate the object, then the validate policies judge the result.
     pub async fn review(&self, request: &Request, lookup: &dyn Lookup) -> Decision {
-        decision::review(self.indexed(), request, lookup).await
+        self.review_in(request, &of_request(request, lookup)).await
+    }
+
+    /// [`PolicySet::review`] in `evaluation`.
+    pub async fn review_in(&self, request: &Request, evaluation: &Evaluation<'_>) -> Decision {
+        decision::review(self.indexed(), request, evaluation).await
     }
 
     /// What `webhook` must be called for, from every policy of its kinds.
     pub fn targets(&self, webhook: WebhookKind) -> Targets {
         targets::targets(&self.policies, webhook)
     }
+}
+
+/// The evaluation of a request over `lookup` alone: programs in the calling thread, the
+/// request's own deadline.
+fn of_request<'a>(request: &Request, lookup: &'a dyn Lookup) -> Evaluation<'a> {
+    Evaluation::new(lookup).with_deadline(request.deadline.clone())
 }

@@ -1,5 +1,5 @@
 //! Hand-written programs through a [`ProgramHost`]: the engine passes them, with their
-//! variables as JSON, to the host its lookup offers, and gets the same decision as running
+//! variables as JSON, to the host its evaluation has, and gets the same decision as running
 //! them in place. The host here serializes each call and its reply as a worker process's
 //! would, so what a worker sees is what the program would have seen.
 
@@ -11,7 +11,8 @@ use kanon_engine::host::{ProgramCall, ProgramFuture, ProgramHost, ProgramInput, 
 use kanon_engine::lookup::{HttpAnswer, HttpCall};
 use kanon_engine::program::Program;
 use kanon_engine::{
-    Lookup, LookupFuture, ObjectQuery, ObjectStore, PolicySet, Request, block_on, compile_document,
+    Evaluation, Lookup, LookupFuture, ObjectQuery, ObjectStore, PolicySet, Request, block_on,
+    compile_document,
 };
 use serde_json::{Value, json};
 
@@ -54,8 +55,12 @@ impl Lookup for Hosted {
     fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
         self.store.http(call)
     }
-    fn programs(&self) -> Option<&dyn ProgramHost> {
-        Some(self)
+}
+
+impl Hosted {
+    /// An evaluation over the store whose programs run through this host.
+    fn evaluation(&self) -> Evaluation<'_> {
+        Evaluation::new(self).with_programs(Some(self))
     }
 }
 
@@ -183,7 +188,7 @@ fn hosted_programs_decide_exactly_as_programs_run_in_place() {
             sources: Mutex::new(Vec::new()),
         };
         let in_place = block_on(set.review(&request, &store()));
-        let through_host = block_on(set.review(&request, &hosted));
+        let through_host = block_on(set.review_in(&request, &hosted.evaluation()));
         assert_eq!(
             serde_json::to_value(&through_host.patch).unwrap(),
             serde_json::to_value(&in_place.patch).unwrap(),
@@ -234,14 +239,12 @@ fn hosted_programs_decide_exactly_as_programs_run_in_place() {
 fn every_variable_survives_the_trip_to_a_worker() {
     let set = policies();
     let update = &requests()[1];
-    let decision = block_on(set.review(
-        update,
-        &Hosted {
-            store: store(),
-            calls: AtomicUsize::new(0),
-            sources: Mutex::new(Vec::new()),
-        },
-    ));
+    let hosted = Hosted {
+        store: store(),
+        calls: AtomicUsize::new(0),
+        sources: Mutex::new(Vec::new()),
+    };
+    let decision = block_on(set.review_in(update, &hosted.evaluation()));
     let annotations = &decision.patched.as_ref().unwrap()["metadata"]["annotations"];
     assert_eq!(annotations["name"], "web");
     assert_eq!(annotations["old"], r#"{"app": "web-old"}"#);

@@ -22,8 +22,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use kanon_api::{API_VERSION, Operation, PolicyKind};
 use kanon_engine::{
-    Deadline, Decision, Lookup, PolicySet, Request, RequestError, compile_document_reporting,
-    compile_document_reporting_with, policy_kind_of,
+    Deadline, Decision, Evaluation, Lookup, PolicySet, Request, RequestError,
+    compile_document_reporting, compile_document_reporting_with, policy_kind_of,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -341,9 +341,9 @@ pub async fn review_until(
     deadline: Option<Deadline>,
 ) -> Reply {
     match read(body, limits) {
-        Ok(mut request) => {
-            request.deadline = deadline;
-            answer(request, webhook, policies, lookup).await
+        Ok(request) => {
+            let evaluation = Evaluation::new(lookup).with_deadline(deadline);
+            answer(request, webhook, policies, &evaluation).await
         }
         Err(reply) => *reply,
     }
@@ -387,14 +387,15 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
     Request::from_admission_review_owned(document).or_else(|e| invalid(uid, e.into()))
 }
 
-/// Evaluates a request [`read`] from a review and encodes the answer.
+/// Evaluates a request [`read`] from a review in `evaluation` (lookups, program host,
+/// deadline) and encodes the answer.
 pub async fn answer(
     mut request: Request,
     webhook: Webhook,
     policies: &PolicySet,
-    lookup: &dyn Lookup,
+    evaluation: &Evaluation<'_>,
 ) -> Reply {
-    let decision = decide(&mut request, webhook, policies, lookup).await;
+    let decision = decide_in(&mut request, webhook, policies, evaluation).await;
     Reply::decided(&request, webhook, decision)
 }
 
@@ -411,11 +412,22 @@ pub async fn decide(
     policies: &PolicySet,
     lookup: &dyn Lookup,
 ) -> Decision {
+    let evaluation = Evaluation::new(lookup).with_deadline(request.deadline.clone());
+    decide_in(request, webhook, policies, &evaluation).await
+}
+
+/// [`decide`] in `evaluation` (lookups, program host, deadline).
+pub async fn decide_in(
+    request: &mut Request,
+    webhook: Webhook,
+    policies: &PolicySet,
+    evaluation: &Evaluation<'_>,
+) -> Decision {
     match webhook {
-        Webhook::Mutate => policies.mutate_patch(request, lookup).await,
+        Webhook::Mutate => policies.mutate_patch_in(request, evaluation).await,
         Webhook::Validate => {
-            let mut decision = policies.validate(request, None, lookup).await;
-            if let Some(check) = check_policy_object(request, lookup) {
+            let mut decision = policies.validate_in(request, None, evaluation).await;
+            if let Some(check) = check_policy_object(request, evaluation.lookup()) {
                 if let Some(message) = check.invalid {
                     decision.allowed = false;
                     decision.messages.insert(0, message);

@@ -57,6 +57,14 @@ impl<'l> BoundedLookup<'l> {
         self
     }
 
+    /// Where hand-written programs run, for the review's [`Evaluation`]: this lookup's
+    /// sandbox, by the same deadline; `None` without one (in the calling thread).
+    ///
+    /// [`Evaluation`]: kanon_engine::Evaluation
+    pub fn program_host(&self) -> Option<&dyn ProgramHost> {
+        self.sandbox.map(|_| self as &dyn ProgramHost)
+    }
+
     fn bound<'a, T: Send + 'a>(
         &'a self,
         what: impl FnOnce() -> String + Send + 'a,
@@ -104,10 +112,6 @@ impl Lookup for BoundedLookup<'_> {
         self.bound(move || call.describe(), self.inner.http(call))
     }
 
-    fn programs(&self) -> Option<&dyn ProgramHost> {
-        self.sandbox.map(|_| self as &dyn ProgramHost)
-    }
-
     fn kinds(&self) -> Option<kanon_engine::Kinds> {
         self.inner.kinds()
     }
@@ -119,7 +123,7 @@ impl ProgramHost for BoundedLookup<'_> {
             Some(sandbox) => {
                 Box::pin(self.waiting(sandbox.run_until(program, input, self.deadline)))
             }
-            // Not offered by `programs` without a sandbox; run in place all the same.
+            // Not offered by `program_host` without a sandbox; run in place all the same.
             None => Box::pin(std::future::ready(program.run(&input.context()))),
         }
     }

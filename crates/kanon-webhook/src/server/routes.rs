@@ -290,7 +290,7 @@ async fn review(
     let read = admission::read(&body, &shared.limits);
     drop(body);
     drop(reservation);
-    let mut request = match read {
+    let request = match read {
         Ok(request) => request,
         Err(reply) => {
             let reply = answered(*reply);
@@ -311,13 +311,15 @@ async fn review(
         // The engine stops running policies at the deadline; those left fail under their own
         // failure policy, and the answer is still a verdict.
         let until = deadline.into_std();
-        request.deadline = Some(kanon_engine::Deadline::new(move || {
-            std::time::Instant::now() >= until
-        }));
         let lookup = BoundedLookup::new(shared.lookup.as_ref(), deadline - answer_margin(timeout))
             .with_programs(shared.sandbox.as_ref())
             .with_slot(&slot);
-        admission::answer(request, webhook, &policies, &lookup).await
+        let evaluation = kanon_engine::Evaluation::new(&lookup)
+            .with_programs(lookup.program_host())
+            .with_deadline(Some(kanon_engine::Deadline::new(move || {
+                std::time::Instant::now() >= until
+            })));
+        admission::answer(request, webhook, &policies, &evaluation).await
     };
     // The hard stop is for an evaluation that does not return: past the deadline its lookups
     // fail, so this fires only if something ignores them.

@@ -1,7 +1,7 @@
 //! Plaintext overriders: RFC 6902 operations, checked when the policy compiles and applied to
 //! the evolving object with messages that say why an operation failed.
 
-use json_patch::jsonptr::{Pointer, PointerBuf};
+use json_patch::jsonptr::PointerBuf;
 use json_patch::{
     AddOperation, CopyOperation, MoveOperation, PatchOperation, RemoveOperation, ReplaceOperation,
     TestOperation,
@@ -174,38 +174,12 @@ pub fn apply(doc: &mut Value, op: &PatchOperation) -> Result<(), String> {
     Err(format!("{} {path}: {reason}", op_name(op)))
 }
 
-/// Puts `value` at `path` as `json_patch` would for an `add` into an object or a `replace`,
-/// without its allocations for every pointer token and its undo record, and gives the value it
-/// took the place of (`None`: nothing was there); gives `value` back, `doc` unchanged, for
-/// anything else (an array to insert into, a root to add, a missing target).
-pub(crate) fn put(
-    doc: &mut Value,
-    path: &Pointer,
-    value: Value,
-    replace: bool,
-) -> Result<Option<Value>, Value> {
-    if replace {
-        return match pointer::find_mut(doc, path.as_str()) {
-            Some(target) => Ok(Some(std::mem::replace(target, value))),
-            None => Err(value),
-        };
-    }
-    let Some((parent, last)) = path.split_back() else {
-        return Err(value);
-    };
-    match pointer::find_mut(doc, parent.as_str()) {
-        // An existing key keeps its place, as in `json_patch`.
-        Some(Value::Object(map)) => Ok(map.insert(last.decoded().into_owned(), value)),
-        _ => Err(value),
-    }
-}
-
 /// The common single operations, applied directly: `true` when `op` applied, `false` (and
 /// `doc` unchanged) when `json_patch` is to apply it or explain why it cannot.
 fn apply_direct(doc: &mut Value, op: &PatchOperation) -> bool {
     match op {
-        PatchOperation::Add(a) => put(doc, &a.path, a.value.clone(), false).is_ok(),
-        PatchOperation::Replace(r) => put(doc, &r.path, r.value.clone(), true).is_ok(),
+        PatchOperation::Add(a) => pointer::put(doc, &a.path, a.value.clone(), false).is_ok(),
+        PatchOperation::Replace(r) => pointer::put(doc, &r.path, r.value.clone(), true).is_ok(),
         PatchOperation::Remove(r) => {
             let Some((parent, last)) = r.path.split_back() else {
                 return false;
@@ -235,7 +209,7 @@ pub fn apply_all_owned(
             _ => None,
         };
         if let Some((path, value, replace)) = single {
-            match put(doc, path, std::mem::take(value), replace) {
+            match pointer::put(doc, path, std::mem::take(value), replace) {
                 Ok(_) => return Ok(()),
                 Err(back) => *value = back,
             }

@@ -1,0 +1,239 @@
+//! What the request path records while it changes the object in place, to give the patch
+//! afterwards without a copy of the whole object.
+
+use json_patch::jsonptr::Pointer;
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
+use serde_json::{Map, Value};
+
+use super::differ::diff_touched;
+use super::places::{Place, diff_places, record_place, restore, save_place, split_front};
+use super::touched::{Touched, targets};
+
+/// What JSON Patch operations changed in an object they are applied to in place, enough to
+/// diff it afterwards without a copy of the whole object: where they reached ([`Touched`]) and,
+/// when `saving`, what they reached as it was before the first of them.
+///
+/// While every operation adds or replaces one value in an object (or replaces an array item),
+/// as overriders almost always do, only the values at their targets are saved: adding a label
+/// saves that the label was absent, not the object's metadata. The first operation of another
+/// kind (a removal, a move, an insertion into an array, the root) turns those places into the
+/// top-level fields they lie in, as they were, and saving goes on by top-level field.
+///
+/// Call [`Changes::before`] with the object as it is just before each operation applies (or,
+/// for operations applied in one step, before the step).
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub(super) touched: Touched,
+    pub(super) saving: bool,
+    /// While saving by place: the places operations targeted, none inside another, each with
+    /// its value before the first of them (`None`: absent).
+    pub(super) places: Option<Vec<Place>>,
+    /// The object's top-level keys, in order, when the first field was saved.
+    pub(super) keys: Option<Vec<String>>,
+    /// Top-level fields as they were (`None`: absent).
+    pub(super) saved: Vec<(String, Option<Value>)>,
+    /// The whole object as it was, once an operation targets the root (or a root that is
+    /// not an object).
+    pub(super) whole: Option<Value>,
+}
+
+impl Changes {
+    /// Changes to an object whose original is kept by the caller: only where they reach.
+    pub fn tracking() -> Self {
+        Changes::default()
+    }
+
+    /// Changes to an object that is changed in place: what they reach is saved first.
+    pub fn saving() -> Self {
+        Changes {
+            saving: true,
+            places: Some(Vec::new()),
+            ..Changes::default()
+        }
+    }
+
+    /// Whether no operation was recorded.
+    pub fn is_empty(&self) -> bool {
+        !self.touched.whole
+            && self.touched.children.is_empty()
+            && self.places.as_ref().is_none_or(Vec::is_empty)
+    }
+
+    /// Records `op`, about to be applied to `doc`.
+    pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
+        if let Some(places) = &mut self.places {
+            if save_place(places, op, doc) {
+                return;
+            }
+            self.by_field(doc);
+        }
+        self.touched.record(op);
+        if self.saving {
+            for pointer in targets(op) {
+                self.save(pointer, doc);
+            }
+        }
+    }
+
+    /// Whether operations are saved by place, which [`Changes::apply_one`] needs.
+    pub fn saves_places(&self) -> bool {
+        self.places.is_some()
+    }
+
+    /// Applies `op` to `doc` (with [`crate::pointer::put`]) and records it, as [`Changes::before`]
+    /// then applying would, when it is an `add` into an object or a `replace` below the root
+    /// while saving by place: the target is reached in one walk, and the value it replaces is
+    /// moved into the record, not copied. Gives `op` back, with `doc` unchanged and nothing
+    /// recorded, for anything else (the caller records and applies it the general way, which
+    /// also explains failures).
+    pub fn apply_one(&mut self, doc: &mut Value, op: PatchOperation) -> Result<(), PatchOperation> {
+        let Some(places) = &mut self.places else {
+            return Err(op);
+        };
+        let (path, value, replace) = match op {
+            PatchOperation::Add(add) => (add.path, add.value, false),
+            PatchOperation::Replace(replace) => (replace.path, replace.value, true),
+            other => return Err(other),
+        };
+        // A place lies below the root of an object (as `save_place` requires).
+        let put = if doc.is_object() && !path.is_root() {
+            crate::pointer::put(doc, &path, value, replace)
+        } else {
+            Err(value)
+        };
+        match put {
+            Ok(before) => {
+                record_place(places, path, before);
+                Ok(())
+            }
+            Err(value) if replace => Err(PatchOperation::Replace(ReplaceOperation { path, value })),
+            Err(value) => Err(PatchOperation::Add(AddOperation { path, value })),
+        }
+    }
+
+    /// Turns the places saved so far into the top-level fields they lie in, as they were, and
+    /// saves by top-level field from now on.
+    pub(super) fn by_field(&mut self, doc: &Value) {
+        let Some(places) = self.places.take() else {
+            return;
+        };
+        if places.is_empty() {
+            return;
+        }
+        for place in &places {
+            self.touched.insert(&place.path);
+        }
+        let Value::Object(map) = doc else {
+            // Places are only saved in an object; kept total all the same.
+            let mut whole = doc.clone();
+            for place in places {
+                restore(&mut whole, &place.path, place.before);
+            }
+            self.whole = Some(whole);
+            return;
+        };
+        // The original keys: all but those the operations added (places never remove keys).
+        let added = |key: &str| {
+            places.iter().any(|p| {
+                p.before.is_none()
+                    && p.path.count() == 1
+                    && p.path.tokens().any(|t| t.decoded() == key)
+            })
+        };
+        self.keys = Some(map.keys().filter(|k| !added(k)).cloned().collect());
+        for place in places {
+            let Some((field, rest)) = split_front(&place.path) else {
+                continue;
+            };
+            if rest.is_root() {
+                self.saved.push((field, place.before));
+                continue;
+            }
+            let at = match self.saved.iter().position(|(k, _)| *k == field) {
+                Some(at) => at,
+                None => {
+                    let value = map.get(&field).cloned();
+                    self.saved.push((field, value));
+                    self.saved.len() - 1
+                }
+            };
+            if let Some(value) = &mut self.saved[at].1 {
+                restore(value, rest, place.before);
+            }
+        }
+    }
+
+    pub(super) fn save(&mut self, pointer: &Pointer, doc: &Value) {
+        if self.whole.is_some() {
+            return;
+        }
+        let first = pointer.tokens().next();
+        let (Some(token), Value::Object(map)) = (first, doc) else {
+            self.whole = Some(self.original_of(doc));
+            return;
+        };
+        let key = token.decoded();
+        if self.saved.iter().any(|(k, _)| *k == *key) {
+            return;
+        }
+        self.keys
+            .get_or_insert_with(|| map.keys().cloned().collect());
+        let value = map.get(key.as_ref()).cloned();
+        self.saved.push((key.into_owned(), value));
+    }
+
+    /// `doc` with the saved fields put back as they were, in their original order.
+    pub(super) fn original_of(&self, doc: &Value) -> Value {
+        let (Some(keys), Value::Object(map)) = (&self.keys, doc) else {
+            // Nothing saved yet: `doc` is still the original.
+            return doc.clone();
+        };
+        let mut original = Map::new();
+        for key in keys {
+            let value = match self.saved.iter().find(|(k, _)| k == key) {
+                Some((_, saved)) => saved.clone(),
+                None => map.get(key).cloned(),
+            };
+            if let Some(value) = value {
+                original.insert(key.clone(), value);
+            }
+        }
+        Value::Object(original)
+    }
+
+    /// The operations that turn `original` into `now`, the object they were applied to: those
+    /// of [`diff`](super::diff()), visiting only where the operations reached.
+    pub fn diff_from(&self, original: &Value, now: &Value) -> Patch {
+        diff_touched(original, now, &self.touched)
+    }
+
+    /// For [`Changes::saving`]: the operations that turn the object as it was into `now`,
+    /// those of [`diff`](super::diff()), from the saved fields alone. `None` for [`Changes::tracking`], which
+    /// saved nothing (use [`Changes::diff_from`]).
+    ///
+    /// Takes `now` because values added where nothing was are moved into the patch, not copied.
+    pub fn into_diff(self, now: Value) -> Option<Patch> {
+        if !self.saving {
+            return None;
+        }
+        if let Some(places) = self.places {
+            return Some(diff_places(&places, now));
+        }
+        let now = &now;
+        if let Some(whole) = &self.whole {
+            return Some(diff_touched(whole, now, &self.touched));
+        }
+        // The saved fields, in the object's original order, stand for the original: the diff
+        // visits nothing else.
+        let mut saved = self.saved;
+        let mut original = Map::new();
+        for key in self.keys.into_iter().flatten() {
+            if let Some(at) = saved.iter().position(|(k, _)| *k == key)
+                && let (_, Some(value)) = saved.swap_remove(at)
+            {
+                original.insert(key, value);
+            }
+        }
+        Some(diff_touched(&Value::Object(original), now, &self.touched))
+    }
+}

@@ -1,0 +1,72 @@
+//! What a request is evaluated with besides the policies and the request itself, the same for
+//! every rule language: the lookups that read the world outside the request, where hand-written
+//! programs run, and when the caller stops waiting ([`Evaluation`]); and where one policy's rules
+//! run on one request (`Scope`).
+
+mod scope;
+
+pub(crate) use scope::{NamespaceLabels, Scope};
+
+use crate::host::ProgramHost;
+use crate::lookup::Lookup;
+use crate::request::Deadline;
+
+/// The context of one evaluation: lookups, the program host and the deadline. Built by the
+/// caller (the webhook: bounded lookups, its worker processes, the review's `?timeout=`);
+/// [`PolicySet::mutate`](crate::PolicySet::mutate) and its siblings build one from a lookup
+/// alone, with the request's [`Request::deadline`](crate::Request::deadline).
+#[derive(Clone)]
+pub struct Evaluation<'a> {
+    lookup: &'a dyn Lookup,
+    programs: Option<&'a dyn ProgramHost>,
+    deadline: Option<Deadline>,
+}
+
+impl<'a> Evaluation<'a> {
+    /// An evaluation over `lookup`, running programs in the calling thread, without a deadline.
+    pub fn new(lookup: &'a dyn Lookup) -> Self {
+        Evaluation {
+            lookup,
+            programs: None,
+            deadline: None,
+        }
+    }
+
+    /// Runs hand-written programs in `host` (see [`crate::host`]); `None`: in the calling
+    /// thread.
+    pub fn with_programs(mut self, host: Option<&'a dyn ProgramHost>) -> Self {
+        self.programs = host;
+        self
+    }
+
+    /// Stops running policies once `deadline` has passed: those left fail under their own
+    /// failure policy. `None`: no deadline.
+    pub fn with_deadline(mut self, deadline: Option<Deadline>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Read access to the world outside the request.
+    pub fn lookup(&self) -> &'a dyn Lookup {
+        self.lookup
+    }
+
+    /// Where hand-written programs run; `None`: in the calling thread.
+    pub fn programs(&self) -> Option<&'a dyn ProgramHost> {
+        self.programs
+    }
+
+    /// Whether the deadline (if any) has passed.
+    pub fn deadline_passed(&self) -> bool {
+        self.deadline.as_ref().is_some_and(Deadline::passed)
+    }
+}
+
+impl std::fmt::Debug for Evaluation<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evaluation")
+            .field("programs", &self.programs.is_some())
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,16 @@
+//! Policy objects: decoding (strict: unknown fields and kinitiras leftovers are errors) and
+//! compiling into the checked form the index and evaluation use.
+
+mod compile;
+mod compiled;
+mod object;
+mod operations;
+
+pub use compile::{compile, compile_with, kinds_warnings};
+pub use compiled::{
+    Compiled, CompiledOverrideRule, CompiledPolicy, CompiledValidateRule, PolicyRules, Rendered,
+};
+// Where the rule program was before each rule language had a module.
+pub use crate::language::RuleProgram;
+pub use object::{PolicyId, PolicyObject, policy_kind_of};
+pub use operations::OperationSet;

@@ -1,0 +1,134 @@
+//! Why a policy could not be evaluated on a request, whatever its rules' language: each variant
+//! keeps what failed and where, so that a lookup that found nothing stays apart from one that
+//! timed out all the way to the denial message, and [`RuleError::reason`] names the cause for
+//! metrics and logs without reading the text.
+
+use std::sync::Arc;
+
+use crate::error::InvalidPolicy;
+use crate::lookup::LookupError;
+
+/// An error evaluating a policy on a request. Its text is what the denial (or, under
+/// `failurePolicy: Ignore`, the warning) says after the policy's name.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    /// The review's deadline passed before the policy ran.
+    #[error("the review's deadline passed before this policy ran")]
+    DeadlinePassed,
+    /// The policy did not compile; a request it meets fails under its failure policy.
+    #[error("the policy is invalid: {}", defects(.0))]
+    InvalidPolicy(Arc<InvalidPolicy>),
+    /// A lookup failed (not synced, timed out, forbidden, ...): `field` is the reference (or
+    /// `namespaceSelector`) that made it.
+    #[error("{field}: {error}")]
+    Lookup {
+        /// Field path of what made the lookup.
+        field: String,
+        /// How it failed.
+        error: LookupError,
+    },
+    /// An object a reference names does not exist.
+    #[error("{field}: {what} was not found{note}")]
+    NotFound {
+        /// Field path of the reference.
+        field: String,
+        /// The object, as the message names it (`v1 ConfigMap team-a/defaults`).
+        what: String,
+        /// Said after "was not found" (empty, or a parenthesis on how it was looked up).
+        note: &'static str,
+    },
+    /// The object's namespace, whose labels a namespace selector reads, does not exist.
+    #[error("namespaceSelector: namespace `{namespace}` was not found, so its labels are unknown")]
+    NamespaceNotFound {
+        /// The namespace.
+        namespace: String,
+    },
+    /// A reference could not be resolved for another cause: a placeholder that failed, a path
+    /// that selects in error, a namespace it may not read, an HTTP answer that is not 2xx or
+    /// not JSON.
+    #[error("{field}: {message}")]
+    Reference {
+        /// Field path of the part of the reference that failed.
+        field: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A rule's program failed, or its output is not what its kind renders.
+    #[error("{field}: {message}")]
+    Program {
+        /// Field path of the rule (its template's `condition`, for a validate template).
+        field: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// An operation of a rule could not be applied to the object.
+    #[error("{field}: {message}")]
+    Patch {
+        /// Field path of the rule or plaintext overrider.
+        field: String,
+        /// Which operation, and why it could not be applied.
+        message: String,
+    },
+    /// A rule reached a state compilation rules out (a defect of kanon).
+    #[error("{field}: {message}")]
+    Defect {
+        /// Field path of the rule.
+        field: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl RuleError {
+    /// A short, stable name of the cause, for metrics labels and logs: `deadline`,
+    /// `invalid_policy`, `not_found`, `program`, `patch`, `reference`, `defect`, or the
+    /// lookup's own ([`LookupError::reason`]: `not_synced`, `timed_out`, `forbidden`, ...).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RuleError::DeadlinePassed => "deadline",
+            RuleError::InvalidPolicy(_) => "invalid_policy",
+            RuleError::Lookup { error, .. } => error.reason(),
+            RuleError::NotFound { .. } | RuleError::NamespaceNotFound { .. } => "not_found",
+            RuleError::Reference { .. } => "reference",
+            RuleError::Program { .. } => "program",
+            RuleError::Patch { .. } => "patch",
+            RuleError::Defect { .. } => "defect",
+        }
+    }
+}
+
+/// The errors of an invalid policy, on one line.
+fn defects(policy: &InvalidPolicy) -> String {
+    let errors: Vec<String> = policy.errors.iter().map(ToString::to_string).collect();
+    errors.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn lookups_keep_their_cause() {
+        let timed_out = RuleError::Lookup {
+            field: "spec.validateRules[0].template.condition.dataRef".into(),
+            error: LookupError::TimedOut {
+                what: "v1/ConfigMap a/b".into(),
+                after: Duration::from_millis(20),
+            },
+        };
+        assert_eq!(timed_out.reason(), "timed_out");
+        assert_eq!(
+            timed_out.to_string(),
+            "spec.validateRules[0].template.condition.dataRef: looking up v1/ConfigMap a/b: timed out after 20ms"
+        );
+        let missing = RuleError::NotFound {
+            field: "x.k8s".into(),
+            what: "v1 ConfigMap a/b".into(),
+            note: "",
+        };
+        assert_eq!(missing.reason(), "not_found");
+        assert_eq!(missing.to_string(), "x.k8s: v1 ConfigMap a/b was not found");
+    }
+}

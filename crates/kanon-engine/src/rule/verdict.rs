@@ -1,0 +1,22 @@
+//! What a validate rule decides, whatever its language.
+
+/// The verdict of a validate rule.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Whether the object passes.
+    pub valid: bool,
+    /// Why not, when it does not.
+    pub reason: String,
+    /// Warnings, whatever the verdict.
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    /// The object passes, with nothing to say.
+    pub fn pass() -> Self {
+        Verdict {
+            valid: true,
+            ..Default::default()
+        }
+    }
+}
