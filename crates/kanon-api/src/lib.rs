@@ -8,11 +8,13 @@
 //! The types only describe shape; everything a schema cannot say (one value source set, a JSON
 //! pointer that parses, a factor in (0,1)) is checked by the engine when it compiles a policy.
 
+mod cel;
 mod common;
 mod crd;
 mod overrides;
 mod validate;
 
+pub use cel::*;
 pub use common::*;
 pub use crd::{crd_file_name, crds, crds_yaml};
 pub use overrides::*;

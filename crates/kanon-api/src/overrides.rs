@@ -6,6 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cel::CelMutation;
 use crate::common::{
     ConstantValue, FailurePolicy, NumberOrString, Operation, PolicyStatus, ResourceRefer,
     ResourceSelector,
@@ -92,11 +93,11 @@ pub struct OverrideRule {
     /// The operations the rule applies to; `*` or empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target_operations: Vec<Operation>,
-    /// What the rule does. Within the block: template, then program, then plaintext.
+    /// What the rule does. Within the block: template, then program, then cel, then plaintext.
     pub overriders: Overriders,
 }
 
-/// The overriders of one rule, run in the order template → program → plaintext, each seeing
+/// The overriders of one rule, run in the order template → program → cel → plaintext, each seeing
 /// the result of the one before.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -107,6 +108,10 @@ pub struct Overriders {
     /// A rule program (minijinja) that renders a list of RFC 6902 operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
+    /// CEL mutations, with MutatingAdmissionPolicy's fields and meanings; run after the
+    /// program and before the plaintext operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel: Option<CelMutation>,
     /// RFC 6902 operations, applied in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plaintext: Vec<PlaintextOverrider>,

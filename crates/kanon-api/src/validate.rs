@@ -6,6 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cel::CelValidation;
 use crate::common::{
     ConstantValue, FailurePolicy, Operation, PolicyStatus, ResourceRefer, ResourceSelector,
 };
@@ -101,7 +102,8 @@ pub enum ValidationAction {
     Audit,
 }
 
-/// One validation rule: a condition template and/or a program.
+/// One validation rule: a condition template, a program and/or CEL validations; the object must
+/// pass each part that is set.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidateRule {
@@ -114,6 +116,9 @@ pub struct ValidateRule {
     /// A rule program (minijinja) that renders `{valid, reason, warnings}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
+    /// CEL validations, with ValidatingAdmissionPolicy's fields and meanings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cel: Option<CelValidation>,
 }
 
 /// A structured validation.

@@ -228,20 +228,29 @@ async fn run_override(
     Ok(applied)
 }
 
-/// The verdicts of one validate policy's rules: reasons of failed checks and warnings.
+/// What one validate policy's rules found: reasons of failed checks, warnings, and the audit
+/// annotations its rules write (a CEL rule's `auditAnnotations`).
+#[derive(Default)]
+struct Judged {
+    reasons: Vec<String>,
+    warnings: Vec<String>,
+    annotations: Vec<(String, String)>,
+}
+
+/// The verdicts of one validate policy's rules.
 async fn run_validate(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     object: &Value,
-) -> Result<(Vec<String>, Vec<String>), RuleError> {
+) -> Result<Judged, RuleError> {
     if let Some(error) = defect(policy) {
         return Err(error);
     }
     let PolicyRules::Validate { rules, .. } = &policy.rules else {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(Judged::default());
     };
     let operation = scope.request.operation;
-    let (mut reasons, mut warnings) = (Vec::new(), Vec::new());
+    let (mut reasons, mut warnings, mut annotations) = (Vec::new(), Vec::new(), Vec::new());
     for (i, rule) in rules
         .iter()
         .enumerate()
@@ -250,6 +259,7 @@ async fn run_validate(
         for step in rule.parts() {
             let verdict = language::verdict(step, scope, object).await?;
             warnings.extend(verdict.warnings);
+            annotations.extend(verdict.audit_annotations);
             if !verdict.valid {
                 reasons.push(if verdict.reason.is_empty() {
                     format!("spec.validateRules[{i}] rejected the object")
@@ -259,7 +269,27 @@ async fn run_validate(
             }
         }
     }
-    Ok((reasons, warnings))
+    Ok(Judged {
+        reasons,
+        warnings,
+        annotations,
+    })
+}
+
+/// The key of an audit annotation a policy's rule writes: the policy's key, `.`, the rule's
+/// key, cut as [`audit_key`] cuts.
+fn annotation_key(policy_key: &str, key: &str) -> String {
+    let mut joined = format!("{policy_key}.{key}");
+    let mut cut = joined.len().min(63);
+    while !joined.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    joined.truncate(cut);
+    let end = joined
+        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+        .len();
+    joined.truncate(end);
+    joined
 }
 
 /// The audit annotation key of a policy: `<kind>.<namespace>.<name>`, lower-case, at most
@@ -446,7 +476,11 @@ pub(crate) async fn validate(
             namespaces: &mut namespaces,
             policy: &policy.label,
         };
-        let (reasons, warnings) = match run_validate(policy, &mut scope, subject).await {
+        let Judged {
+            reasons,
+            warnings,
+            annotations,
+        } = match run_validate(policy, &mut scope, subject).await {
             Ok(found) => found,
             Err(error) => {
                 decision.policy_error(policy, &error);
@@ -460,6 +494,11 @@ pub(crate) async fn validate(
             PolicyOutcome::Rejected
         };
         decision.record(policy, outcome);
+        for (key, value) in annotations {
+            decision
+                .audit_annotations
+                .insert(annotation_key(&audit_key(policy), &key), value);
+        }
         decision
             .warnings
             .extend(warnings.into_iter().map(|w| format!("{}: {w}", policy.id)));

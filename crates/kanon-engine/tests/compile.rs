@@ -555,7 +555,7 @@ fn rules_without_an_overrider_or_check() {
                 json!({"overrideRules": [{"targetOperations": ["CREATE"], "overriders": {}}]}),
             ),
             "spec.overrideRules[0].overriders",
-            "set template, program or plaintext",
+            "set template, program, cel or plaintext",
         ),
         (
             cvp("x", json!({"validateRules": [{}]})),
@@ -569,7 +569,7 @@ fn rules_without_an_overrider_or_check() {
                 json!({"validateRules": [{"targetOperations": ["*"]}]}),
             ),
             "spec.validateRules[0]",
-            "set template or program",
+            "set template, program or cel",
         ),
     ];
     for (doc, field, needle) in rows {

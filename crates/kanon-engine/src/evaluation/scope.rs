@@ -73,7 +73,7 @@ impl<'a> NamespaceLabels<'a> {
     }
 
     /// The namespace object, for `namespaceObject`; `None` when unknown.
-    async fn object(&mut self) -> Option<Arc<Value>> {
+    pub(crate) async fn object(&mut self) -> Option<Arc<Value>> {
         self.load().await.as_ref().ok().and_then(Clone::clone)
     }
 }

@@ -5,6 +5,7 @@
 //! module, a variant of `OverrideStep` and/or `ValidateStep` (yielded by the compiled rule's
 //! `parts`), and its arms here.
 
+pub(crate) mod cel;
 pub mod plaintext;
 pub(crate) mod program;
 mod rule_program;
@@ -27,6 +28,8 @@ pub(crate) enum OverrideStep<'r> {
     Template(&'r RuleProgram),
     /// Its hand-written program.
     Program(&'r RuleProgram),
+    /// Its CEL mutations, each applied before the next runs.
+    Cel(&'r cel::mutate::CelOverrideRule),
     /// Its plaintext operations, applied in one atomic step.
     Plaintext {
         /// The operations.
@@ -42,6 +45,8 @@ pub(crate) enum ValidateStep<'r> {
     Template(&'r RuleProgram),
     /// Its hand-written program.
     Program(&'r RuleProgram),
+    /// Its CEL validations.
+    Cel(&'r cel::validate::CelValidateRule),
 }
 
 /// Runs one part of an override rule on `working` and applies its operations, each recorded in
@@ -59,6 +64,7 @@ pub(crate) async fn apply(
         OverrideStep::Plaintext { ops, sources } => {
             return apply_plaintext(ops, sources, working, changes);
         }
+        OverrideStep::Cel(rule) => return apply_cel(rule, scope, working, changes).await,
     };
     let mut ops = patch.0;
     let applied = ops.len();
@@ -86,7 +92,91 @@ pub(crate) async fn verdict(
     match step {
         ValidateStep::Template(rule) => template::verdict(rule, scope, object).await,
         ValidateStep::Program(rule) => program::verdict(rule, scope, object).await,
+        ValidateStep::Cel(rule) => cel_verdict(rule, scope, object).await,
     }
+}
+
+/// What a CEL rule reads besides the object: kube-apiserver's variables, from the request.
+/// `object` is null on DELETE and `oldObject` on CREATE, as in a ValidatingAdmissionPolicy.
+struct CelData {
+    namespace_object: Value,
+    references: Value,
+}
+
+async fn cel_data(scope: &mut Scope<'_, '_>) -> CelData {
+    CelData {
+        namespace_object: scope
+            .namespaces
+            .object()
+            .await
+            .map_or(Value::Null, |namespace| (*namespace).clone()),
+        references: Value::Object(serde_json::Map::new()),
+    }
+}
+
+fn cel_inputs<'a>(
+    scope: &'a Scope<'_, '_>,
+    data: &'a CelData,
+    object: &'a Value,
+) -> cel::validate::Inputs<'a> {
+    const NULL: &Value = &Value::Null;
+    let object = if scope.request.operation == kanon_api::Operation::Delete {
+        NULL
+    } else {
+        object
+    };
+    cel::validate::Inputs {
+        object,
+        old_object: scope.request.old_object.as_ref().unwrap_or(NULL),
+        request: &scope.request.info,
+        namespace_object: &data.namespace_object,
+        references: &data.references,
+    }
+}
+
+async fn cel_verdict(
+    rule: &cel::validate::CelValidateRule,
+    scope: &mut Scope<'_, '_>,
+    object: &Value,
+) -> Result<Verdict, RuleError> {
+    let data = cel_data(scope).await;
+    let evaluation = scope.evaluation;
+    let interrupted = move || evaluation.deadline_passed();
+    let outcome = rule.evaluate(cel_inputs(scope, &data, object), &interrupted)?;
+    let mut failures = outcome.failures.into_iter();
+    Ok(match failures.next() {
+        None => Verdict {
+            audit_annotations: outcome.audit_annotations,
+            ..Verdict::pass()
+        },
+        Some((message, _reason)) => Verdict {
+            valid: false,
+            reason: message,
+            warnings: Vec::new(),
+            audit_annotations: outcome.audit_annotations,
+        },
+    })
+}
+
+/// Runs a rule's CEL mutations on `working`, each recorded in `changes` before it applies:
+/// how many operations they made.
+async fn apply_cel(
+    rule: &cel::mutate::CelOverrideRule,
+    scope: &mut Scope<'_, '_>,
+    working: &mut Value,
+    changes: &mut Changes,
+) -> Result<usize, RuleError> {
+    let data = cel_data(scope).await;
+    let evaluation = scope.evaluation;
+    let interrupted = move || evaluation.deadline_passed();
+    let inputs = cel_inputs(scope, &data, &Value::Null);
+    rule.apply(inputs, working, &interrupted, |working, ops, field| {
+        ops.iter().for_each(|op| changes.before(op, working));
+        plaintext::apply_all_owned(working, ops).map_err(|(i, e)| RuleError::Patch {
+            field: field.to_owned(),
+            message: format!("operation {i}: {e}"),
+        })
+    })
 }
 
 /// Applies a rule's plaintext operations to `working` in one atomic step, each recorded in

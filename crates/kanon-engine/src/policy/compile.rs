@@ -86,10 +86,11 @@ pub(super) fn compile_override_rules(
     for (i, rule) in rules.iter().enumerate() {
         let field = format!("spec.overrideRules[{i}].overriders");
         let o = &rule.overriders;
-        if o.template.is_none() && o.program.is_none() && o.plaintext.is_empty() {
+        if o.template.is_none() && o.program.is_none() && o.cel.is_none() && o.plaintext.is_empty()
+        {
             errors.push(FieldError::new(
                 &field,
-                "no overrider: set template, program or plaintext",
+                "no overrider: set template, program, cel or plaintext",
             ));
         }
         let template = o.template.as_ref().and_then(|t| {
@@ -146,7 +147,12 @@ pub(super) fn compile_override_rules(
             .filter_map(|(j, p)| plaintext::compile(p, &format!("{field}.plaintext[{j}]"), errors))
             .collect();
         let patch = plaintext.iter().map(|p| p.operation.clone()).collect();
+        let cel = o.cel.as_ref().and_then(|cel| {
+            crate::language::cel::mutate::compile(cel, &format!("{field}.cel"), errors)
+                .map(Arc::new)
+        });
         out.push(CompiledOverrideRule {
+            cel,
             operations: OperationSet::from_targets(&rule.target_operations),
             template,
             program,
@@ -166,8 +172,11 @@ pub(super) fn compile_validate_rules(
     let mut out = Vec::with_capacity(rules.len());
     for (i, rule) in rules.iter().enumerate() {
         let field = format!("spec.validateRules[{i}]");
-        if rule.template.is_none() && rule.program.is_none() {
-            errors.push(FieldError::new(&field, "no check: set template or program"));
+        if rule.template.is_none() && rule.program.is_none() && rule.cel.is_none() {
+            errors.push(FieldError::new(
+                &field,
+                "no check: set template, program or cel",
+            ));
         }
         let template = rule.template.as_ref().and_then(|t| {
             let at = format!("{field}.template");
@@ -238,10 +247,15 @@ pub(super) fn compile_validate_rules(
                 message: None,
             })
         });
+        let cel = rule.cel.as_ref().and_then(|cel| {
+            crate::language::cel::validate::compile(cel, &format!("{field}.cel"), errors)
+                .map(Arc::new)
+        });
         out.push(CompiledValidateRule {
             operations: OperationSet::from_targets(&rule.target_operations),
             template,
             program,
+            cel,
         });
     }
     out

@@ -8,6 +8,8 @@ use serde_json::{Map, Value};
 use super::object::PolicyId;
 use super::operations::OperationSet;
 use crate::error::{FieldError, InvalidPolicy};
+use crate::language::cel::mutate::CelOverrideRule;
+use crate::language::cel::validate::CelValidateRule;
 use crate::language::plaintext::PlaintextOp;
 use crate::language::{OverrideStep, RuleProgram, ValidateStep};
 use crate::rule::RuleError;
@@ -22,6 +24,8 @@ pub struct CompiledOverrideRule {
     pub template: Option<RuleProgram>,
     /// The hand-written program.
     pub program: Option<RuleProgram>,
+    /// The CEL mutations.
+    pub(crate) cel: Option<Arc<CelOverrideRule>>,
     /// Plaintext operations, in order, with the fields they come from.
     pub plaintext: Vec<PlaintextOp>,
     /// The same operations, contiguous, to apply in one atomic step.
@@ -33,17 +37,20 @@ impl CompiledOverrideRule {
     pub(crate) fn parts(&self) -> impl Iterator<Item = OverrideStep<'_>> {
         let template = self.template.as_ref().map(OverrideStep::Template);
         let program = self.program.as_ref().map(OverrideStep::Program);
+        let cel = self.cel.as_deref().map(OverrideStep::Cel);
         let plaintext = (!self.patch.is_empty()).then_some(OverrideStep::Plaintext {
             ops: &self.patch,
             sources: &self.plaintext,
         });
-        [template, program, plaintext].into_iter().flatten()
+        [template, program, cel, plaintext].into_iter().flatten()
     }
 
-    /// How many atomic steps the rule takes: one per template, program and plaintext list.
+    /// How many atomic steps the rule takes: one per template, program, CEL block and
+    /// plaintext list.
     pub fn steps(&self) -> usize {
         usize::from(self.template.is_some())
             + usize::from(self.program.is_some())
+            + usize::from(self.cel.is_some())
             + usize::from(!self.patch.is_empty())
     }
 }
@@ -57,14 +64,17 @@ pub struct CompiledValidateRule {
     pub template: Option<RuleProgram>,
     /// The hand-written program.
     pub program: Option<RuleProgram>,
+    /// The CEL validations.
+    pub(crate) cel: Option<Arc<CelValidateRule>>,
 }
 
 impl CompiledValidateRule {
-    /// Its parts, each in its language, in the order they run: template, program.
+    /// Its parts, each in its language, in the order they run: template, program, CEL.
     pub(crate) fn parts(&self) -> impl Iterator<Item = ValidateStep<'_>> {
         let template = self.template.as_ref().map(ValidateStep::Template);
         let program = self.program.as_ref().map(ValidateStep::Program);
-        [template, program].into_iter().flatten()
+        let cel = self.cel.as_deref().map(ValidateStep::Cel);
+        [template, program, cel].into_iter().flatten()
     }
 }
 

@@ -112,5 +112,6 @@ pub fn verdict_from_output(output: Option<serde_json::Value>) -> Result<Verdict,
         valid,
         reason,
         warnings,
+        audit_annotations: Vec::new(),
     })
 }

@@ -69,6 +69,15 @@ pub enum RuleError {
         /// Which operation, and why it could not be applied.
         message: String,
     },
+    /// A CEL expression could not be evaluated (its own error, its cost limit, the deadline),
+    /// or what it gave cannot be used; the message is worded as kube-apiserver words it.
+    #[error("{field}: {message}")]
+    Cel {
+        /// Field path of the expression.
+        field: String,
+        /// `expression '…' resulted in error: …`, or why its value cannot be used.
+        message: String,
+    },
     /// A rule reached a state compilation rules out (a defect of kanon).
     #[error("{field}: {message}")]
     Defect {
@@ -81,7 +90,7 @@ pub enum RuleError {
 
 impl RuleError {
     /// A short, stable name of the cause, for metrics labels and logs: `deadline`,
-    /// `invalid_policy`, `not_found`, `program`, `patch`, `reference`, `defect`, or the
+    /// `invalid_policy`, `not_found`, `program`, `cel`, `patch`, `reference`, `defect`, or the
     /// lookup's own ([`LookupError::reason`]: `not_synced`, `timed_out`, `forbidden`, ...).
     pub fn reason(&self) -> &'static str {
         match self {
@@ -92,6 +101,7 @@ impl RuleError {
             RuleError::Reference { .. } => "reference",
             RuleError::Program { .. } => "program",
             RuleError::Patch { .. } => "patch",
+            RuleError::Cel { .. } => "cel",
             RuleError::Defect { .. } => "defect",
         }
     }

@@ -9,6 +9,8 @@ pub struct Verdict {
     pub reason: String,
     /// Warnings, whatever the verdict.
     pub warnings: Vec<String>,
+    /// Audit annotations the rule writes (a CEL rule's `auditAnnotations`), key and value.
+    pub audit_annotations: Vec<(String, String)>,
 }
 
 impl Verdict {

@@ -128,5 +128,6 @@ async fn condition(
         valid: false,
         reason: rendered.text,
         warnings: rendered.warning.into_iter().collect(),
+        audit_annotations: Vec::new(),
     })
 }

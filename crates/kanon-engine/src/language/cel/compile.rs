@@ -1,0 +1,267 @@
+//! Compiling a CEL rule's expressions: one environment per rule (the base variables, then each
+//! of the rule's `variables` typed by its own expression), every expression checked for the
+//! type its field needs, every problem reported at its field path.
+
+use std::sync::{Arc, LazyLock};
+
+use kanon_cel::{Env, Program, Type};
+
+use crate::error::FieldError;
+
+/// The variables every CEL rule sees, in slot order.
+pub(crate) const BASE_VARIABLES: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "namespaceObject",
+    "references",
+];
+
+/// Names kube-apiserver declares that kanon does not, with why: refused when written, never
+/// silently false or null.
+const NOT_HERE: [(&str, &str); 2] = [
+    (
+        "authorizer",
+        "`authorizer` (authorization checks) is not available in kanon's CEL rules: kanon does not make SubjectAccessReviews",
+    ),
+    (
+        "params",
+        "`params` exists only in a ValidatingAdmissionPolicy with a paramKind; a kanon rule reads other objects through `references`",
+    ),
+];
+
+/// kube-apiserver's environment with kanon's base variables: built once.
+static BASE: LazyLock<Env> = LazyLock::new(|| {
+    let mut env = Env::kubernetes();
+    for name in BASE_VARIABLES {
+        env.declare_variable(name, Type::Dyn);
+    }
+    env
+});
+
+/// The environment of MutatingAdmissionPolicy's expressions: the base one, `jsonpatch.escapeKey`
+/// and the `JSONPatch` type.
+static MUTATION_BASE: LazyLock<Env> = LazyLock::new(|| {
+    let mut env = BASE.clone();
+    kanon_cel::library::install_patch_types(&mut env);
+    env.declare_object("JSONPatch");
+    env
+});
+
+/// A compiled expression and where it was written.
+#[derive(Debug, Clone)]
+pub(crate) struct Expression {
+    /// Its field path (`spec.validateRules[0].cel.validations[1].expression`).
+    pub(crate) field: String,
+    /// The plan.
+    pub(crate) program: Arc<Program>,
+}
+
+impl Expression {
+    /// The expression's text.
+    pub(crate) fn source(&self) -> &str {
+        self.program.source()
+    }
+}
+
+/// A named expression (a match condition or a variable).
+#[derive(Debug, Clone)]
+pub(crate) struct Named {
+    pub(crate) name: String,
+    pub(crate) expression: Expression,
+}
+
+/// A problem of one expression when compiled.
+pub(crate) type CelError = FieldError;
+
+/// The environment one rule's expressions are compiled in, growing as its variables compile.
+pub(crate) struct RuleEnv {
+    env: Env,
+}
+
+/// What a field's expression must give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expect {
+    Bool,
+    String,
+    /// A string or null (an audit annotation's value).
+    StringOrNull,
+    /// A list of `JSONPatch`.
+    Patches,
+    Any,
+}
+
+impl RuleEnv {
+    /// The environment of a validate rule.
+    pub(crate) fn validation() -> Self {
+        RuleEnv { env: BASE.clone() }
+    }
+
+    /// The environment of an override rule (MutatingAdmissionPolicy's).
+    pub(crate) fn mutation() -> Self {
+        RuleEnv {
+            env: MUTATION_BASE.clone(),
+        }
+    }
+
+    /// Compiles one expression at `field`, which must give `expect`.
+    pub(crate) fn compile(
+        &self,
+        source: &str,
+        field: &str,
+        expect: Expect,
+        errors: &mut Vec<CelError>,
+    ) -> Option<Expression> {
+        if source.trim().is_empty() {
+            errors.push(FieldError::new(field, "an expression is required"));
+            return None;
+        }
+        let program = match self.env.compile(source) {
+            Ok(program) => program,
+            Err(error) => {
+                errors.push(FieldError::new(field, explain(&error)));
+                return None;
+            }
+        };
+        let found = program.result_type();
+        let fits = match expect {
+            Expect::Any => true,
+            _ if *found == Type::Dyn => true,
+            Expect::Bool => *found == Type::Bool,
+            Expect::String => *found == Type::String,
+            Expect::StringOrNull => matches!(found, Type::String | Type::Null),
+            Expect::Patches => matches!(found, Type::List(_)),
+        };
+        if !fits {
+            let wanted = match expect {
+                Expect::Bool => "bool",
+                Expect::String => "string",
+                Expect::StringOrNull => "string or null",
+                Expect::Patches => "list(JSONPatch)",
+                Expect::Any => "any",
+            };
+            errors.push(FieldError::new(
+                field,
+                format!("the expression gives {found}, but {wanted} is needed here"),
+            ));
+            return None;
+        }
+        Some(Expression {
+            field: field.to_owned(),
+            program: Arc::new(program),
+        })
+    }
+
+    /// Compiles the rule's variables in order, each visible to the ones after it (and to the
+    /// rule's other expressions) as `variables.<name>`.
+    pub(crate) fn variables(
+        &mut self,
+        variables: &[kanon_api::Variable],
+        at: &str,
+        errors: &mut Vec<CelError>,
+    ) -> Vec<Named> {
+        let mut compiled = Vec::with_capacity(variables.len());
+        for (index, variable) in variables.iter().enumerate() {
+            let field = format!("{at}.variables[{index}]");
+            if !is_identifier(&variable.name) {
+                errors.push(FieldError::new(
+                    format!("{field}.name"),
+                    format!("`{}` is not a CEL identifier (letters, digits and `_`, not starting with a digit)", variable.name),
+                ));
+                continue;
+            }
+            if compiled
+                .iter()
+                .any(|known: &Named| known.name == variable.name)
+            {
+                errors.push(FieldError::new(
+                    format!("{field}.name"),
+                    format!("variable `{}` is declared twice", variable.name),
+                ));
+                continue;
+            }
+            let expression_field = format!("{field}.expression");
+            let Some(expression) =
+                self.compile(&variable.expression, &expression_field, Expect::Any, errors)
+            else {
+                // Declared anyway (as dyn), so that its uses are not reported again.
+                self.env
+                    .declare_variable(&format!("variables.{}", variable.name), Type::Dyn);
+                continue;
+            };
+            let kind = expression.program.result_type().clone();
+            self.env
+                .declare_variable(&format!("variables.{}", variable.name), kind);
+            compiled.push(Named {
+                name: variable.name.clone(),
+                expression,
+            });
+        }
+        compiled
+    }
+
+    /// Compiles the rule's match conditions (at most 64, names unique, each a bool).
+    pub(crate) fn match_conditions(
+        &self,
+        conditions: &[kanon_api::MatchCondition],
+        at: &str,
+        errors: &mut Vec<CelError>,
+    ) -> Vec<Named> {
+        if conditions.len() > 64 {
+            errors.push(FieldError::new(
+                format!("{at}.matchConditions"),
+                format!(
+                    "at most 64 match conditions are allowed, found {}",
+                    conditions.len()
+                ),
+            ));
+        }
+        let mut compiled = Vec::with_capacity(conditions.len());
+        for (index, condition) in conditions.iter().enumerate() {
+            let field = format!("{at}.matchConditions[{index}]");
+            if condition.name.is_empty() {
+                errors.push(FieldError::new(
+                    format!("{field}.name"),
+                    "a name is required",
+                ));
+            } else if conditions[..index].iter().any(|c| c.name == condition.name) {
+                errors.push(FieldError::new(
+                    format!("{field}.name"),
+                    format!("match condition `{}` is declared twice", condition.name),
+                ));
+            }
+            if let Some(expression) = self.compile(
+                &condition.expression,
+                &format!("{field}.expression"),
+                Expect::Bool,
+                errors,
+            ) {
+                compiled.push(Named {
+                    name: condition.name.clone(),
+                    expression,
+                });
+            }
+        }
+        compiled
+    }
+}
+
+/// A compile error as the policy author should read it: kube-apiserver's text, with a hint for
+/// names kanon leaves out on purpose.
+fn explain(error: &kanon_cel::CompileError) -> String {
+    let text = error.to_string();
+    for (name, why) in NOT_HERE {
+        if text.contains(&format!("undeclared reference to '{name}'")) {
+            return format!("{why}\n{text}");
+        }
+    }
+    text
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut characters = name.chars();
+    characters
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && characters.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

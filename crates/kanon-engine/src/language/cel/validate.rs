@@ -1,0 +1,332 @@
+//! `validateRules[].cel`: ValidatingAdmissionPolicy's validations, with its meanings.
+//!
+//! Match conditions run first (one false: the rule is skipped; one failing and none false: an
+//! error under the policy's failure policy); then every validation; then the audit annotations.
+//! A validation that is false denies with its message: `messageExpression` if it gives a
+//! non-empty single line, else `message`, else `failed expression: <expression>`, as
+//! kube-apiserver words it. One that fails to evaluate is an error (`expression '<expression>'
+//! resulted in error: <cause>`) unless another validation already denies.
+
+use kanon_api::{CelValidation, ValidationReason};
+use kanon_cel::Value;
+use serde_json::Value as Json;
+
+use super::activation::RuleActivation;
+use super::compile::{Expect, Expression, Named, RuleEnv};
+use super::{CallError, MESSAGE_LIMIT, Meter};
+use crate::error::FieldError;
+use crate::rule::RuleError;
+
+/// A compiled `cel` validate rule.
+#[derive(Debug, Clone)]
+pub(crate) struct CelValidateRule {
+    /// `spec.validateRules[N].cel`.
+    pub(crate) field: String,
+    match_conditions: Vec<Named>,
+    variables: Vec<Named>,
+    validations: Vec<CompiledValidation>,
+    audit_annotations: Vec<(String, Expression)>,
+}
+
+#[derive(Debug, Clone)]
+struct CompiledValidation {
+    expression: Expression,
+    message: Option<String>,
+    message_expression: Option<Expression>,
+    reason: ValidationReason,
+}
+
+/// What the request's data are, for one rule: read in place.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Inputs<'a> {
+    pub(crate) object: &'a Json,
+    pub(crate) old_object: &'a Json,
+    pub(crate) request: &'a Json,
+    pub(crate) namespace_object: &'a Json,
+    pub(crate) references: &'a Json,
+}
+
+impl<'a> Inputs<'a> {
+    pub(super) fn activation<'v>(&self, variables: &'v [Named]) -> RuleActivation<'v, 'a> {
+        RuleActivation::new(
+            [
+                Value::from_json(self.object),
+                Value::from_json(self.old_object),
+                Value::from_json(self.request),
+                Value::from_json(self.namespace_object),
+                Value::from_json(self.references),
+            ],
+            variables,
+        )
+    }
+}
+
+/// The outcome of one rule on one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct CelVerdict {
+    /// A match condition was false: the rule did not run.
+    pub(crate) skipped: bool,
+    /// The validations that did not hold: their messages and reasons, in order.
+    pub(crate) failures: Vec<(String, ValidationReason)>,
+    /// Audit annotations: key and value.
+    pub(crate) audit_annotations: Vec<(String, String)>,
+}
+
+/// Compiles a `cel` validate rule at `at` (`spec.validateRules[N].cel`).
+pub(crate) fn compile(
+    rule: &CelValidation,
+    at: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<CelValidateRule> {
+    let before = errors.len();
+    let mut env = RuleEnv::validation();
+    let variables = env.variables(&rule.variables, at, errors);
+    let match_conditions = env.match_conditions(&rule.match_conditions, at, errors);
+    if rule.validations.is_empty() && rule.audit_annotations.is_empty() {
+        errors.push(FieldError::new(
+            format!("{at}.validations"),
+            "a cel rule needs at least one validation or audit annotation",
+        ));
+    }
+    let mut validations = Vec::with_capacity(rule.validations.len());
+    for (index, validation) in rule.validations.iter().enumerate() {
+        let field = format!("{at}.validations[{index}]");
+        let expression = env.compile(
+            &validation.expression,
+            &format!("{field}.expression"),
+            Expect::Bool,
+            errors,
+        );
+        let message_expression = validation.message_expression.as_ref().and_then(|source| {
+            env.compile(
+                source,
+                &format!("{field}.messageExpression"),
+                Expect::String,
+                errors,
+            )
+        });
+        if let Some(message) = &validation.message
+            && message.contains('\n')
+        {
+            errors.push(FieldError::new(
+                format!("{field}.message"),
+                "a message must be a single line",
+            ));
+        }
+        if let Some(expression) = expression {
+            validations.push(CompiledValidation {
+                expression,
+                message: validation.message.clone().filter(|m| !m.trim().is_empty()),
+                message_expression,
+                reason: validation.reason.unwrap_or_default(),
+            });
+        }
+    }
+    let mut audit_annotations = Vec::with_capacity(rule.audit_annotations.len());
+    for (index, annotation) in rule.audit_annotations.iter().enumerate() {
+        let field = format!("{at}.auditAnnotations[{index}]");
+        if !is_annotation_key(&annotation.key) {
+            errors.push(FieldError::new(
+                format!("{field}.key"),
+                format!(
+                    "`{}` is not a valid key: lowercase letters, digits, `-`, `_` and `.`, at most 63 characters",
+                    annotation.key
+                ),
+            ));
+        }
+        if rule.audit_annotations[..index]
+            .iter()
+            .any(|a| a.key == annotation.key)
+        {
+            errors.push(FieldError::new(
+                format!("{field}.key"),
+                format!("audit annotation `{}` is declared twice", annotation.key),
+            ));
+        }
+        if let Some(expression) = env.compile(
+            &annotation.value_expression,
+            &format!("{field}.valueExpression"),
+            Expect::StringOrNull,
+            errors,
+        ) {
+            audit_annotations.push((annotation.key.clone(), expression));
+        }
+    }
+    (errors.len() == before).then(|| CelValidateRule {
+        field: at.to_owned(),
+        match_conditions,
+        variables,
+        validations,
+        audit_annotations,
+    })
+}
+
+impl CelValidateRule {
+    /// Runs the rule on one request.
+    pub(crate) fn evaluate(
+        &self,
+        inputs: Inputs<'_>,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<CelVerdict, RuleError> {
+        let mut meter = Meter::new(interrupted);
+        let mut activation = inputs.activation(&self.variables);
+        if !matches(&self.match_conditions, &mut activation, &mut meter)? {
+            return Ok(CelVerdict {
+                skipped: true,
+                ..CelVerdict::default()
+            });
+        }
+        let mut verdict = CelVerdict::default();
+        let mut first_error: Option<RuleError> = None;
+        for validation in &self.validations {
+            let program = validation.expression.program.clone();
+            match meter.run(|budget| program.eval_with(&mut activation, budget)) {
+                Ok(Value::Bool(true)) => {}
+                Ok(Value::Bool(false)) => {
+                    let message = self.message(validation, &mut activation, &mut meter);
+                    verdict.failures.push((message, validation.reason));
+                }
+                Ok(other) => {
+                    first_error.get_or_insert_with(|| {
+                        failed(
+                            &validation.expression,
+                            format!("expected a bool, got {}", other.type_of()),
+                        )
+                    });
+                }
+                Err(CallError::OutOfBudget) => {
+                    first_error.get_or_insert_with(|| out_of_budget(&self.field));
+                    break;
+                }
+                Err(CallError::Failed(error)) => {
+                    first_error
+                        .get_or_insert_with(|| failed(&validation.expression, error.to_string()));
+                }
+            }
+        }
+        if verdict.failures.is_empty()
+            && let Some(error) = first_error
+        {
+            return Err(error);
+        }
+        for (key, expression) in &self.audit_annotations {
+            let program = expression.program.clone();
+            match meter.run(|budget| program.eval_with(&mut activation, budget)) {
+                Ok(Value::String(text)) => {
+                    verdict
+                        .audit_annotations
+                        .push((key.clone(), text.as_str().to_owned()));
+                }
+                Ok(Value::Null) => {}
+                Ok(other) => {
+                    return Err(failed(
+                        expression,
+                        format!("expected a string or null, got {}", other.type_of()),
+                    ));
+                }
+                Err(CallError::OutOfBudget) => return Err(out_of_budget(&self.field)),
+                Err(CallError::Failed(error)) => return Err(failed(expression, error.to_string())),
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// The message of a validation that does not hold, as kube-apiserver chooses it.
+    fn message(
+        &self,
+        validation: &CompiledValidation,
+        activation: &mut RuleActivation<'_, '_>,
+        meter: &mut Meter<'_>,
+    ) -> String {
+        if let Some(expression) = &validation.message_expression {
+            let program = expression.program.clone();
+            if let Ok(Value::String(text)) =
+                meter.run(|budget| program.eval_with(activation, budget))
+            {
+                let text = text.as_str().trim();
+                if !text.is_empty() && !text.contains('\n') {
+                    return truncate(text);
+                }
+            }
+        }
+        match &validation.message {
+            Some(message) => message.clone(),
+            None => format!(
+                "failed expression: {}",
+                validation.expression.source().trim()
+            ),
+        }
+    }
+}
+
+/// Whether every match condition holds. One false decides (even if another failed); a failure
+/// without a false one is an error.
+pub(crate) fn matches(
+    conditions: &[Named],
+    activation: &mut RuleActivation<'_, '_>,
+    meter: &mut Meter<'_>,
+) -> Result<bool, RuleError> {
+    let mut first_error = None;
+    for condition in conditions {
+        let program = condition.expression.program.clone();
+        match meter.run(|budget| program.eval_with(activation, budget)) {
+            Ok(Value::Bool(true)) => {}
+            Ok(Value::Bool(false)) => return Ok(false),
+            Ok(other) => {
+                first_error.get_or_insert_with(|| {
+                    failed(
+                        &condition.expression,
+                        format!("expected a bool, got {}", other.type_of()),
+                    )
+                });
+            }
+            Err(CallError::OutOfBudget) => return Err(out_of_budget(&condition.expression.field)),
+            Err(CallError::Failed(error)) => {
+                first_error.get_or_insert_with(|| failed(&condition.expression, error.to_string()));
+            }
+        }
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(true),
+    }
+}
+
+/// kube-apiserver's wording of an expression that could not be evaluated.
+pub(crate) fn failed(expression: &Expression, cause: String) -> RuleError {
+    RuleError::Cel {
+        field: expression.field.clone(),
+        message: format!(
+            "expression '{}' resulted in error: {cause}",
+            expression.source()
+        ),
+    }
+}
+
+/// kube-apiserver's wording when a policy's whole budget is spent.
+pub(crate) fn out_of_budget(field: &str) -> RuleError {
+    RuleError::Cel {
+        field: field.to_owned(),
+        message: "validation failed due to running out of cost budget, no further validation rules will be run".to_owned(),
+    }
+}
+
+fn truncate(text: &str) -> String {
+    if text.len() <= MESSAGE_LIMIT {
+        return text.to_owned();
+    }
+    let mut end = MESSAGE_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// An audit annotation key: a DNS-label-like name, as kube-apiserver requires.
+fn is_annotation_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 63
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'))
+}

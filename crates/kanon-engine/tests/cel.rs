@@ -1,0 +1,395 @@
+//! CEL rules in kanon's policies: `validateRules[].cel` with ValidatingAdmissionPolicy's fields
+//! and meanings, `overriders.cel` with MutatingAdmissionPolicy's JSONPatch mutations; checked
+//! when written, bounded when run.
+
+mod common;
+
+use common::*;
+use kanon_api::Operation;
+use kanon_engine::{Decision, NoObjects, Request};
+use serde_json::{Value, json};
+
+fn pod_with(containers: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+        "spec": {"containers": containers},
+    })
+}
+
+fn limited_pod() -> Value {
+    pod_with(json!([
+        {"name": "app", "image": "registry.corp/app:1", "resources": {"limits": {"memory": "256Mi"}}},
+        {"name": "sidecar", "image": "registry.corp/envoy:2", "resources": {"limits": {"memory": "64Mi"}}}
+    ]))
+}
+
+fn unlimited_pod() -> Value {
+    pod_with(json!([
+        {"name": "app", "image": "registry.corp/app:1", "resources": {"limits": {"memory": "256Mi"}}},
+        {"name": "sidecar", "image": "registry.corp/envoy:2"}
+    ]))
+}
+
+/// A ClusterValidatePolicy selecting Pods whose only rule is `cel`, with `extra` merged into
+/// its spec.
+fn cel_policy(name: &str, cel: Value, extra: Value) -> Value {
+    let mut spec = json!({
+        "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+        "validateRules": [{"targetOperations": ["CREATE", "UPDATE"], "cel": cel}],
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        for (key, value) in extra {
+            spec.insert(key.clone(), value.clone());
+        }
+    }
+    cvp(name, spec)
+}
+
+fn judge(policy: Value, request: &Request) -> Decision {
+    let set = set_of(&[policy]);
+    kanon_engine::block_on(set.validate(request, None, &NoObjects))
+}
+
+const MEMORY_LIMIT: &str = "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)";
+
+#[test]
+fn the_memory_limit_rule_in_one_line() {
+    let policy = cel_policy(
+        "memory-limits",
+        json!({"validations": [{"expression": MEMORY_LIMIT, "message": "every container needs a memory limit"}]}),
+        json!({}),
+    );
+    let allowed = judge(policy.clone(), &create(&limited_pod()));
+    assert!(allowed.allowed, "{allowed:?}");
+    assert_eq!(
+        allowed.applied_policies,
+        ["ClusterValidatePolicy/memory-limits"]
+    );
+
+    let denied = judge(policy, &create(&unlimited_pod()));
+    assert!(!denied.allowed);
+    assert_eq!(
+        denied.messages,
+        ["ClusterValidatePolicy/memory-limits: every container needs a memory limit"]
+    );
+}
+
+#[test]
+fn messages_are_chosen_as_the_apiserver_chooses_them() {
+    let validations = json!([
+        // No message: kube-apiserver's default.
+        {"expression": "object.metadata.name != 'web'"},
+        // A messageExpression that gives text.
+        {"expression": "size(object.spec.containers) > 5",
+         "messageExpression": "'pod ' + object.metadata.name + ' has only ' + string(size(object.spec.containers)) + ' containers'"},
+        // A messageExpression that fails falls back to the message.
+        {"expression": "false", "message": "static", "messageExpression": "object.missing"},
+        // One that gives an empty string too.
+        {"expression": "false", "message": "also static", "messageExpression": "''"},
+    ]);
+    for (index, expected) in [
+        "failed expression: object.metadata.name != 'web'",
+        "pod web has only 2 containers",
+        "static",
+        "also static",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let one = json!({"validations": [validations[index].clone()]});
+        let decision = judge(cel_policy("p", one, json!({})), &create(&limited_pod()));
+        assert_eq!(
+            decision.messages,
+            [format!("ClusterValidatePolicy/p: {expected}")]
+        );
+    }
+}
+
+#[test]
+fn match_conditions_and_variables() {
+    let cel = json!({
+        "matchConditions": [{"name": "only-web", "expression": "object.metadata.labels.app == 'web'"}],
+        "variables": [
+            {"name": "containers", "expression": "object.spec.containers"},
+            {"name": "unlimited", "expression": "variables.containers.filter(c, !has(c.resources)).map(c, c.name)"},
+        ],
+        "validations": [{
+            "expression": "size(variables.unlimited) == 0",
+            "messageExpression": "'no limits: ' + variables.unlimited.join(', ')",
+        }],
+    });
+    let policy = cel_policy("p", cel, json!({}));
+    let denied = judge(policy.clone(), &create(&unlimited_pod()));
+    assert_eq!(
+        denied.messages,
+        ["ClusterValidatePolicy/p: no limits: sidecar"]
+    );
+
+    let mut other = unlimited_pod();
+    other["metadata"]["labels"]["app"] = json!("batch");
+    let skipped = judge(policy, &create(&other));
+    assert!(
+        skipped.allowed,
+        "a false match condition skips the rule: {skipped:?}"
+    );
+}
+
+#[test]
+fn a_variable_is_computed_only_when_read() {
+    // `broken` fails when evaluated; no expression reads it, so nothing fails.
+    let cel = json!({
+        "variables": [{"name": "broken", "expression": "object.spec.nothing.here"}],
+        "validations": [{"expression": "true"}],
+    });
+    let decision = judge(cel_policy("p", cel, json!({})), &create(&limited_pod()));
+    assert!(
+        decision.allowed && decision.messages.is_empty(),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn evaluation_errors_follow_the_failure_policy_with_the_apiservers_words() {
+    let cel = json!({"validations": [{"expression": "object.spec.nothing == 1"}]});
+    let fail = judge(
+        cel_policy("p", cel.clone(), json!({})),
+        &create(&limited_pod()),
+    );
+    assert!(!fail.allowed);
+    assert_eq!(
+        fail.messages,
+        [
+            "ClusterValidatePolicy/p: spec.validateRules[0].cel.validations[0].expression: expression 'object.spec.nothing == 1' resulted in error: no such key: nothing"
+        ]
+    );
+    let ignore = judge(
+        cel_policy("p", cel, json!({"failurePolicy": "Ignore"})),
+        &create(&limited_pod()),
+    );
+    assert!(ignore.allowed, "{ignore:?}");
+    assert_eq!(ignore.warnings.len(), 1, "{ignore:?}");
+    assert!(
+        ignore.warnings[0].contains("resulted in error: no such key: nothing"),
+        "{ignore:?}"
+    );
+}
+
+#[test]
+fn a_validation_that_fails_still_denies_beside_one_that_errs() {
+    let cel = json!({"validations": [
+        {"expression": "object.spec.nothing == 1"},
+        {"expression": "false", "message": "always"},
+    ]});
+    let decision = judge(
+        cel_policy("p", cel, json!({"failurePolicy": "Ignore"})),
+        &create(&limited_pod()),
+    );
+    assert!(!decision.allowed);
+    assert_eq!(decision.messages, ["ClusterValidatePolicy/p: always"]);
+}
+
+#[test]
+fn old_object_and_request_are_the_apiservers() {
+    let cel = json!({"validations": [
+        {"expression": "request.operation != 'UPDATE' || oldObject.metadata.name == object.metadata.name",
+         "message": "renamed"},
+        {"expression": "oldObject == null || request.operation == 'UPDATE'", "message": "old object on create"},
+    ]});
+    let policy = cel_policy("p", cel, json!({}));
+    assert!(judge(policy.clone(), &create(&limited_pod())).allowed);
+    assert!(judge(policy, &request(Operation::Update, &limited_pod())).allowed);
+}
+
+#[test]
+fn warn_and_audit_actions_and_audit_annotations() {
+    let cel = json!({
+        "validations": [{"expression": MEMORY_LIMIT, "message": "needs memory limits"}],
+        "auditAnnotations": [{"key": "containers", "valueExpression": "string(size(object.spec.containers))"}],
+    });
+    let decision = judge(
+        cel_policy("p", cel, json!({"validationActions": ["Warn", "Audit"]})),
+        &create(&unlimited_pod()),
+    );
+    assert!(decision.allowed);
+    assert_eq!(
+        decision.warnings,
+        ["ClusterValidatePolicy/p: needs memory limits"]
+    );
+    assert_eq!(
+        decision.audit_annotations.get("clustervalidatepolicy.p"),
+        Some(&"needs memory limits".to_owned())
+    );
+    assert_eq!(
+        decision
+            .audit_annotations
+            .get("clustervalidatepolicy.p.containers"),
+        Some(&"2".to_owned())
+    );
+}
+
+#[test]
+fn expressions_are_checked_when_written_by_field_path() {
+    let errors = compile_errors(&cel_policy(
+        "p",
+        json!({
+            "matchConditions": [{"name": "m", "expression": "object.metadata.name"}],
+            "variables": [{"name": "9bad", "expression": "1"}, {"name": "ok", "expression": "1 +"}],
+            "validations": [
+                {"expression": "objekt.spec"},
+                {"expression": "1 + 1"},
+                {"expression": "true", "messageExpression": "42"},
+                {"expression": "authorizer.group('apps').check('get').allowed()"},
+                {"expression": "base64.encode(b'x') == ''"},
+            ],
+            "auditAnnotations": [{"key": "Bad Key", "valueExpression": "'x'"}],
+        }),
+        json!({}),
+    ));
+    let at = "spec.validateRules[0].cel";
+    assert_error(
+        &errors,
+        &format!("{at}.variables[0].name"),
+        "is not a CEL identifier",
+    );
+    assert_error(
+        &errors,
+        &format!("{at}.variables[1].expression"),
+        "Syntax error",
+    );
+    assert_error(
+        &errors,
+        &format!("{at}.validations[0].expression"),
+        "undeclared reference to 'objekt'",
+    );
+    assert_error(
+        &errors,
+        &format!("{at}.validations[1].expression"),
+        "the expression gives int, but bool is needed here",
+    );
+    assert_error(
+        &errors,
+        &format!("{at}.validations[2].messageExpression"),
+        "gives int, but string is needed",
+    );
+    assert_error(
+        &errors,
+        &format!("{at}.validations[3].expression"),
+        "`authorizer` (authorization checks) is not available",
+    );
+    assert_error(
+        &errors,
+        &format!("{at}.validations[4].expression"),
+        "undeclared reference to 'base64'",
+    );
+    assert_error(
+        &errors,
+        &format!("{at}.auditAnnotations[0].key"),
+        "is not a valid key",
+    );
+    // The match condition gives dyn (a field of the object): accepted, checked at run time.
+    assert!(!has_error(
+        &errors,
+        &format!("{at}.matchConditions[0].expression"),
+        ""
+    ));
+}
+
+#[test]
+fn a_rule_that_runs_too_long_ends_at_its_cost_bound() {
+    let nested = "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, \
+        [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, [1,2,3,4,5,6,7,8,9,10].all(f, a + b + c + d + e + f > 0))))))";
+    let cel = json!({"validations": [{"expression": nested}]});
+    let decision = judge(cel_policy("p", cel, json!({})), &create(&limited_pod()));
+    assert!(!decision.allowed);
+    assert!(
+        decision.messages[0]
+            .ends_with("resulted in error: operation cancelled: actual cost limit exceeded"),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn cel_mutations_patch_in_order_after_the_program() {
+    let policy = cop(
+        "defaults",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {
+                "cel": {
+                    "matchConditions": [{"name": "no-tier", "expression": "!has(object.metadata.labels.tier)"}],
+                    "mutations": [
+                        {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                            "[JSONPatch{op: 'add', path: '/metadata/labels/tier', value: 'web'}]"}},
+                        {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                            "object.spec.containers.filter(c, !has(c.resources)).map(c, JSONPatch{op: 'add', path: '/spec/containers/' + string(object.spec.containers.indexOf(c)) + '/resources', value: {'limits': {'memory': '128Mi'}}})"}},
+                        {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                            "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'tier-seen': object.metadata.labels.tier}}]"}},
+                    ],
+                },
+                "plaintext": [{"op": "add", "path": "/metadata/labels/checked", "value": "yes"}],
+            }}],
+        }),
+    );
+    let set = set_of(&[policy]);
+    let original = unlimited_pod();
+    let decision = mutate_create(&set, &original);
+    assert!(decision.allowed, "{decision:?}");
+    let patched = decision.patched.clone().expect("patched");
+    assert_eq!(patched["metadata"]["labels"]["tier"], "web");
+    assert_eq!(patched["metadata"]["labels"]["checked"], "yes");
+    // The third mutation saw the first one's label.
+    assert_eq!(patched["metadata"]["annotations"]["tier-seen"], "web");
+    assert_eq!(
+        patched["spec"]["containers"][1]["resources"]["limits"]["memory"],
+        "128Mi"
+    );
+    assert_patch_is_diff(&original, &decision);
+
+    // With the label already there, the match condition skips the CEL block.
+    let mut labelled = unlimited_pod();
+    labelled["metadata"]["labels"]["tier"] = json!("db");
+    let decision = mutate_create(&set, &labelled);
+    let patched = decision.patched.expect("patched");
+    assert!(
+        patched["metadata"].get("annotations").is_none(),
+        "{patched}"
+    );
+    assert_eq!(patched["metadata"]["labels"]["checked"], "yes");
+}
+
+#[test]
+fn a_mutation_that_does_not_apply_fails_under_the_failure_policy() {
+    let policy = cop(
+        "broken",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'replace', path: '/spec/nothing/here', value: 1}]"}},
+            ]}}}],
+        }),
+    );
+    let decision = mutate_create(&set_of(&[policy]), &limited_pod());
+    assert!(!decision.allowed, "{decision:?}");
+    assert!(
+        decision.messages[0].contains("spec.overrideRules[0].overriders.cel.mutations[0]"),
+        "{decision:?}"
+    );
+}
+
+#[test]
+fn apply_configuration_is_refused_until_it_is_built() {
+    let errors = compile_errors(&cop(
+        "p",
+        json!({"overrideRules": [{"overriders": {"cel": {"mutations": [
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{}"}},
+        ]}}}]}),
+    ));
+    assert_error(
+        &errors,
+        "spec.overrideRules[0].overriders.cel.mutations[0].patchType",
+        "ApplyConfiguration mutations are not supported by kanon yet",
+    );
+}
