@@ -81,6 +81,16 @@ pub enum ValidationReason {
 }
 
 impl ValidationReason {
+    /// The reason as a Status says it (`Invalid`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValidationReason::Unauthorized => "Unauthorized",
+            ValidationReason::Forbidden => "Forbidden",
+            ValidationReason::Invalid => "Invalid",
+            ValidationReason::RequestEntityTooLarge => "RequestEntityTooLarge",
+        }
+    }
+
     /// The HTTP status code the reason carries.
     pub fn code(self) -> u16 {
         match self {

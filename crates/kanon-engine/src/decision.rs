@@ -30,6 +30,10 @@ pub struct Decision {
     pub warnings: Vec<String>,
     /// Audit annotations.
     pub audit_annotations: BTreeMap<String, String>,
+    /// The reason (and HTTP code) of a denial, when the first rule that denied set one (a CEL
+    /// validation's `reason`); `None`: Forbidden (403).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<kanon_api::ValidationReason>,
     /// The policies that applied to the request, in evaluation order (`Kind/name`).
     pub applied_policies: Vec<String>,
     /// RFC 6902 patch from the object received to the final object; empty when nothing
@@ -79,6 +83,7 @@ impl Decision {
             messages: Vec::new(),
             warnings: Vec::new(),
             audit_annotations: BTreeMap::new(),
+            status_reason: None,
             applied_policies: Vec::new(),
             patch: json_patch::Patch(Vec::new()),
             patched,
@@ -154,6 +159,9 @@ impl Decision {
 
     /// Folds the verdict of a later stage (validation after mutation) into this one.
     fn merge(&mut self, later: Decision) {
+        if self.allowed && !later.allowed {
+            self.status_reason = later.status_reason;
+        }
         self.allowed &= later.allowed;
         self.messages.extend(later.messages);
         self.warnings.extend(later.warnings);
@@ -233,6 +241,7 @@ async fn run_override(
 #[derive(Default)]
 struct Judged {
     reasons: Vec<String>,
+    status: Option<kanon_api::ValidationReason>,
     warnings: Vec<String>,
     annotations: Vec<(String, String)>,
 }
@@ -251,6 +260,7 @@ async fn run_validate(
     };
     let operation = scope.request.operation;
     let (mut reasons, mut warnings, mut annotations) = (Vec::new(), Vec::new(), Vec::new());
+    let mut status = None;
     for (i, rule) in rules
         .iter()
         .enumerate()
@@ -261,6 +271,9 @@ async fn run_validate(
             warnings.extend(verdict.warnings);
             annotations.extend(verdict.audit_annotations);
             if !verdict.valid {
+                if reasons.is_empty() {
+                    status = verdict.status;
+                }
                 reasons.push(if verdict.reason.is_empty() {
                     format!("spec.validateRules[{i}] rejected the object")
                 } else {
@@ -271,6 +284,7 @@ async fn run_validate(
     }
     Ok(Judged {
         reasons,
+        status,
         warnings,
         annotations,
     })
@@ -478,6 +492,7 @@ pub(crate) async fn validate(
         };
         let Judged {
             reasons,
+            status,
             warnings,
             annotations,
         } = match run_validate(policy, &mut scope, subject).await {
@@ -511,6 +526,9 @@ pub(crate) async fn validate(
         for action in actions {
             match action {
                 ValidationAction::Deny => {
+                    if decision.allowed {
+                        decision.status_reason = status;
+                    }
                     decision.allowed = false;
                     decision
                         .messages

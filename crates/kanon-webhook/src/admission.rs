@@ -6,7 +6,9 @@
 //! - `response.uid` equal to `request.uid`;
 //! - `patch` (base64 of an RFC 6902 array) and `patchType: JSONPatch` together or not at all,
 //!   only from the mutating webhook, only when the object changed, never on DELETE or a denial;
-//! - a denial carries `status.code` 403 and a message (every reason, joined with `; `).
+//! - a denial carries `status.code` 403 (or the code of the first denying CEL validation's
+//!   `reason`: 422 Invalid by default, as ValidatingAdmissionPolicy) and a message (every
+//!   reason, joined with `; `).
 //!
 //! A body that is not a valid AdmissionReview gets HTTP 400, and one over the size limit HTTP
 //! 413; both still carry an AdmissionReview-shaped response saying what is wrong, with the
@@ -267,8 +269,10 @@ impl Reply {
             } else {
                 decision.messages.join("; ")
             },
-            reason: "Forbidden",
-            code: 403,
+            reason: decision
+                .status_reason
+                .map_or("Forbidden", |reason| reason.as_str()),
+            code: decision.status_reason.map_or(403, |reason| reason.code()),
         });
         let body = encode_review(&ResponseOut {
             uid: &request.uid,

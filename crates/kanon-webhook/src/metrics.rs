@@ -708,6 +708,7 @@ mod tests {
             },
             warnings: vec![],
             audit_annotations: Default::default(),
+            status_reason: None,
             applied_policies: results.iter().map(|r| r.policy.to_string()).collect(),
             patch,
             patched: None,

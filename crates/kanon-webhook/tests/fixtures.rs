@@ -478,6 +478,49 @@ fn the_wire_form_of_a_patch_and_a_denial() {
 }
 
 #[test]
+fn a_cel_denial_carries_its_reason_and_code() {
+    // As a ValidatingAdmissionPolicy: `Invalid` (422) unless the validation says otherwise.
+    for (reason, code) in [
+        (None, 422),
+        (Some("Forbidden"), 403),
+        (Some("Unauthorized"), 401),
+    ] {
+        let mut validation = json!({"expression": "!object.spec.containers.exists(c, c.?securityContext.?privileged.orValue(false))",
+                                    "message": "no privileged containers"});
+        if let Some(reason) = reason {
+            validation["reason"] = json!(reason);
+        }
+        let policy = compile_document(&json!({
+            "apiVersion": "policy.kanon.dev/v1alpha1",
+            "kind": "ClusterValidatePolicy",
+            "metadata": {"name": "cel-privileged"},
+            "spec": {
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                "validateRules": [{"cel": {"validations": [validation]}}],
+            },
+        }))
+        .unwrap();
+        let set = PolicySet::build(vec![policy]).unwrap();
+        let body = serde_json::to_vec(&fixture("pod-create-privileged.json")).unwrap();
+        let reply = kanon_engine::block_on(review(
+            &body,
+            Webhook::Validate,
+            &set,
+            &NoObjects,
+            &Limits::default(),
+        ));
+        let answer: Value = serde_json::from_slice(&reply.body).unwrap();
+        let status = &answer["response"]["status"];
+        assert_eq!(status["code"], code, "{answer}");
+        assert_eq!(status["reason"], reason.unwrap_or("Invalid"), "{answer}");
+        assert_eq!(
+            status["message"],
+            "ClusterValidatePolicy/cel-privileged: no privileged containers"
+        );
+    }
+}
+
+#[test]
 fn a_denial_joins_every_reason() {
     // Two privileged containers: the program reports the first; a second policy that fails
     // (failurePolicy Fail) adds its own reason.

@@ -149,11 +149,12 @@ async fn cel_verdict(
             audit_annotations: outcome.audit_annotations,
             ..Verdict::pass()
         },
-        Some((message, _reason)) => Verdict {
+        Some((message, reason)) => Verdict {
             valid: false,
             reason: message,
             warnings: Vec::new(),
             audit_annotations: outcome.audit_annotations,
+            status: Some(reason),
         },
     })
 }

@@ -113,5 +113,6 @@ pub fn verdict_from_output(output: Option<serde_json::Value>) -> Result<Verdict,
         reason,
         warnings,
         audit_annotations: Vec::new(),
+        status: None,
     })
 }

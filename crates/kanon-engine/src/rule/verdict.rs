@@ -11,6 +11,9 @@ pub struct Verdict {
     pub warnings: Vec<String>,
     /// Audit annotations the rule writes (a CEL rule's `auditAnnotations`), key and value.
     pub audit_annotations: Vec<(String, String)>,
+    /// The reason a denial carries (a CEL validation's `reason`); `None`: kanon's default,
+    /// Forbidden.
+    pub status: Option<kanon_api::ValidationReason>,
 }
 
 impl Verdict {

@@ -129,5 +129,6 @@ async fn condition(
         reason: rendered.text,
         warnings: rendered.warning.into_iter().collect(),
         audit_annotations: Vec::new(),
+        status: None,
     })
 }
