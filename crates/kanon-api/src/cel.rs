@@ -1,8 +1,12 @@
 //! CEL rules: ValidatingAdmissionPolicy's and MutatingAdmissionPolicy's fields, with their
 //! meanings, inside kanon's validate and override rules.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::common::ResourceRefer;
 
 /// CEL validations, as in a ValidatingAdmissionPolicy: match conditions decide whether the rule
 /// applies, variables are computed once per request (lazily, in order), every validation must
@@ -25,6 +29,12 @@ pub struct CelValidation {
     /// for none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub audit_annotations: Vec<AuditAnnotation>,
+    /// What only kanon has: values from outside the request (the object's owner, other cluster
+    /// objects, HTTP services), resolved through kanon's lookups before the rule runs and read
+    /// as `references.<name>`. One that cannot be resolved is an error under the policy's
+    /// failure policy; one whose path selects nothing is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub references: BTreeMap<String, ResourceRefer>,
 }
 
 /// A named condition on the request (CEL, bool).
@@ -125,6 +135,9 @@ pub struct CelMutation {
     pub variables: Vec<Variable>,
     /// The mutations, applied in order.
     pub mutations: Vec<Mutation>,
+    /// Values from outside the request, read as `references.<name>` (as for validations).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub references: BTreeMap<String, ResourceRefer>,
 }
 
 /// One CEL mutation: a JSON patch or an apply configuration.

@@ -393,3 +393,69 @@ fn apply_configuration_is_refused_until_it_is_built() {
         "ApplyConfiguration mutations are not supported by kanon yet",
     );
 }
+
+/// A ConfigMap of per-namespace limits and a ReplicaSet owning the Pod, standing for the
+/// cluster.
+fn cluster() -> kanon_engine::ObjectStore {
+    let mut store = kanon_engine::ObjectStore::new();
+    store
+        .insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "limits", "namespace": "shop"},
+                       "data": {"containers": "1"}}))
+        .unwrap();
+    store
+        .insert(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                       "metadata": {"name": "web-abc", "namespace": "shop", "uid": "rs-uid",
+                                    "labels": {"team": "payments"}}}))
+        .unwrap();
+    store
+}
+
+#[test]
+fn references_bring_what_only_kanon_has() {
+    let mut pod = unlimited_pod();
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "name": "web-abc", "uid": "rs-uid", "controller": true}]);
+    let cel = json!({
+        "references": {
+            "limits": {"from": "k8s", "k8s": {"apiVersion": "v1", "kind": "ConfigMap",
+                       "namespace": "{{ object.metadata.namespace }}", "name": "limits"}},
+            "team": {"from": "owner", "path": "/metadata/labels/team"},
+        },
+        "validations": [
+            {"expression": "size(object.spec.containers) <= int(references.limits.data.containers)",
+             "messageExpression": "'team ' + references.team + ' may run ' + references.limits.data.containers + ' container(s)'"},
+        ],
+    });
+    let set = set_of(&[cel_policy("p", cel, json!({}))]);
+    let decision = kanon_engine::block_on(set.validate(&create(&pod), None, &cluster()));
+    assert_eq!(
+        decision.messages,
+        ["ClusterValidatePolicy/p: team payments may run 1 container(s)"]
+    );
+
+    // A reference that cannot be resolved fails under the failure policy, naming it.
+    let cel = json!({
+        "references": {"missing": {"from": "k8s", "k8s": {"apiVersion": "v1", "kind": "ConfigMap",
+                       "namespace": "shop", "name": "nothing"}}},
+        "validations": [{"expression": "true"}],
+    });
+    let set = set_of(&[cel_policy("p", cel, json!({}))]);
+    let decision = kanon_engine::block_on(set.validate(&create(&pod), None, &cluster()));
+    assert!(!decision.allowed);
+    assert!(
+        decision.messages[0].contains("spec.validateRules[0].cel.references.missing.k8s: v1 ConfigMap shop/nothing was not found"),
+        "{decision:?}"
+    );
+
+    let errors = compile_errors(&cel_policy(
+        "p",
+        json!({"references": {"not-a-name": {"from": "owner"}}, "validations": [{"expression": "true"}]}),
+        json!({}),
+    ));
+    assert_error(
+        &errors,
+        "spec.validateRules[0].cel.references.not-a-name",
+        "is not a CEL identifier",
+    );
+}

@@ -115,7 +115,7 @@ impl<'a> Scope<'a, '_> {
     /// A rule's references resolved against `object`, by name.
     pub(crate) async fn resolve(
         &mut self,
-        references: &[(&'static str, CompiledRef)],
+        references: &[(impl AsRef<str>, CompiledRef)],
         object: &Value,
     ) -> Result<Map<String, Value>, RuleError> {
         let mut refs = Map::new();
@@ -137,7 +137,7 @@ impl<'a> Scope<'a, '_> {
             };
             for (name, reference) in references {
                 if let Some(value) = reference.resolve(&scope).await? {
-                    refs.insert((*name).to_string(), value);
+                    refs.insert(name.as_ref().to_string(), value);
                 }
             }
         }

@@ -103,15 +103,19 @@ struct CelData {
     references: Value,
 }
 
-async fn cel_data(scope: &mut Scope<'_, '_>) -> CelData {
-    CelData {
+async fn cel_data(
+    scope: &mut Scope<'_, '_>,
+    references: &[(String, crate::references::CompiledRef)],
+    object: &Value,
+) -> Result<CelData, RuleError> {
+    Ok(CelData {
         namespace_object: scope
             .namespaces
             .object()
             .await
             .map_or(Value::Null, |namespace| (*namespace).clone()),
-        references: Value::Object(serde_json::Map::new()),
-    }
+        references: Value::Object(scope.resolve(references, object).await?),
+    })
 }
 
 fn cel_inputs<'a>(
@@ -139,7 +143,7 @@ async fn cel_verdict(
     scope: &mut Scope<'_, '_>,
     object: &Value,
 ) -> Result<Verdict, RuleError> {
-    let data = cel_data(scope).await;
+    let data = cel_data(scope, &rule.references, object).await?;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let outcome = rule.evaluate(cel_inputs(scope, &data, object), &interrupted)?;
@@ -167,7 +171,7 @@ async fn apply_cel(
     working: &mut Value,
     changes: &mut Changes,
 ) -> Result<usize, RuleError> {
-    let data = cel_data(scope).await;
+    let data = cel_data(scope, &rule.references, working).await?;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let inputs = cel_inputs(scope, &data, &Value::Null);

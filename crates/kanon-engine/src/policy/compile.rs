@@ -148,8 +148,13 @@ pub(super) fn compile_override_rules(
             .collect();
         let patch = plaintext.iter().map(|p| p.operation.clone()).collect();
         let cel = o.cel.as_ref().and_then(|cel| {
-            crate::language::cel::mutate::compile(cel, &format!("{field}.cel"), errors)
-                .map(Arc::new)
+            crate::language::cel::mutate::compile(
+                cel,
+                &format!("{field}.cel"),
+                own_namespace,
+                errors,
+            )
+            .map(Arc::new)
         });
         out.push(CompiledOverrideRule {
             cel,
@@ -248,8 +253,13 @@ pub(super) fn compile_validate_rules(
             })
         });
         let cel = rule.cel.as_ref().and_then(|cel| {
-            crate::language::cel::validate::compile(cel, &format!("{field}.cel"), errors)
-                .map(Arc::new)
+            crate::language::cel::validate::compile(
+                cel,
+                &format!("{field}.cel"),
+                own_namespace,
+                errors,
+            )
+            .map(Arc::new)
         });
         out.push(CompiledValidateRule {
             operations: OperationSet::from_targets(&rule.target_operations),

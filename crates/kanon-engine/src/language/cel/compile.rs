@@ -200,6 +200,30 @@ impl RuleEnv {
         compiled
     }
 
+    /// Compiles the rule's kanon references, each read as `references.<name>`.
+    pub(crate) fn references(
+        &self,
+        references: &std::collections::BTreeMap<String, kanon_api::ResourceRefer>,
+        at: &str,
+        own_namespace: Option<&str>,
+        errors: &mut Vec<CelError>,
+    ) -> Vec<(String, crate::references::CompiledRef)> {
+        references
+            .iter()
+            .map(|(name, reference)| {
+                let field = format!("{at}.references.{name}");
+                if !is_identifier(name) {
+                    errors.push(FieldError::new(
+                        &field,
+                        format!("`{name}` is not a CEL identifier (letters, digits and `_`, not starting with a digit), so `references.{name}` could not read it"),
+                    ));
+                }
+                let compiled = crate::references::CompiledRef::compile(reference, &field, own_namespace, errors);
+                (name.clone(), compiled)
+            })
+            .collect()
+    }
+
     /// Compiles the rule's match conditions (at most 64, names unique, each a bool).
     pub(crate) fn match_conditions(
         &self,

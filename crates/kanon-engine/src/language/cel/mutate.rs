@@ -17,6 +17,7 @@ use super::compile::{Expect, Expression, Named, RuleEnv};
 use super::validate::{Inputs, failed, matches, out_of_budget};
 use super::{CallError, Meter};
 use crate::error::FieldError;
+use crate::references::CompiledRef;
 use crate::rule::RuleError;
 
 /// A compiled `cel` overrider.
@@ -25,16 +26,20 @@ pub(crate) struct CelOverrideRule {
     match_conditions: Vec<Named>,
     variables: Vec<Named>,
     mutations: Vec<Expression>,
+    /// The kanon references, resolved before the rule runs.
+    pub(crate) references: Vec<(String, CompiledRef)>,
 }
 
 /// Compiles a `cel` overrider at `at`.
 pub(crate) fn compile(
     rule: &CelMutation,
     at: &str,
+    own_namespace: Option<&str>,
     errors: &mut Vec<FieldError>,
 ) -> Option<CelOverrideRule> {
     let before = errors.len();
     let mut env = RuleEnv::mutation();
+    let references = env.references(&rule.references, at, own_namespace, errors);
     let variables = env.variables(&rule.variables, at, errors);
     let match_conditions = env.match_conditions(&rule.match_conditions, at, errors);
     if rule.mutations.is_empty() {
@@ -80,6 +85,7 @@ pub(crate) fn compile(
         match_conditions,
         variables,
         mutations,
+        references,
     })
 }
 

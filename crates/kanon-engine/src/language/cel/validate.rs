@@ -15,6 +15,7 @@ use super::activation::RuleActivation;
 use super::compile::{Expect, Expression, Named, RuleEnv};
 use super::{CallError, MESSAGE_LIMIT, Meter};
 use crate::error::FieldError;
+use crate::references::CompiledRef;
 use crate::rule::RuleError;
 
 /// A compiled `cel` validate rule.
@@ -26,6 +27,8 @@ pub(crate) struct CelValidateRule {
     variables: Vec<Named>,
     validations: Vec<CompiledValidation>,
     audit_annotations: Vec<(String, Expression)>,
+    /// The kanon references, resolved before the rule runs.
+    pub(crate) references: Vec<(String, CompiledRef)>,
 }
 
 #[derive(Debug, Clone)]
@@ -76,10 +79,12 @@ pub(crate) struct CelVerdict {
 pub(crate) fn compile(
     rule: &CelValidation,
     at: &str,
+    own_namespace: Option<&str>,
     errors: &mut Vec<FieldError>,
 ) -> Option<CelValidateRule> {
     let before = errors.len();
     let mut env = RuleEnv::validation();
+    let references = env.references(&rule.references, at, own_namespace, errors);
     let variables = env.variables(&rule.variables, at, errors);
     let match_conditions = env.match_conditions(&rule.match_conditions, at, errors);
     if rule.validations.is_empty() && rule.audit_annotations.is_empty() {
@@ -158,6 +163,7 @@ pub(crate) fn compile(
         variables,
         validations,
         audit_annotations,
+        references,
     })
 }
 
