@@ -9,6 +9,7 @@
 //! `cargo test -p kanon --test e2e -- NAME` runs the scenarios whose name contains NAME.
 
 mod admission;
+mod cel;
 mod chart;
 mod custom_kinds;
 mod env;
@@ -74,6 +75,7 @@ fn main() {
     args.test_threads = Some(1);
     let scenarios: Vec<Scenario> = [
         admission::SCENARIOS,
+        cel::SCENARIOS,
         lifecycle::SCENARIOS,
         custom_kinds::SCENARIOS,
         references::SCENARIOS,
