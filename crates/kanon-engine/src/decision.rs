@@ -73,6 +73,8 @@ pub enum PolicyOutcome {
     Failed {
         /// Whether the failure was ignored.
         ignored: bool,
+        /// Why, as [`RuleError::reason`] names it (`timed_out`, `not_found`, `cel`, ...).
+        reason: &'static str,
     },
 }
 
@@ -97,6 +99,7 @@ impl Decision {
             policy,
             PolicyOutcome::Failed {
                 ignored: policy.failure_policy == FailurePolicy::Ignore,
+                reason: error.reason(),
             },
         );
         match policy.failure_policy {

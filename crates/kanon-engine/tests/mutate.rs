@@ -822,7 +822,10 @@ fn each_policy_reports_what_it_did() {
             ),
             result(
                 "ClusterOverridePolicy/c-fail",
-                PolicyOutcome::Failed { ignored: true }
+                PolicyOutcome::Failed {
+                    ignored: true,
+                    reason: "patch"
+                }
             ),
             result("ClusterValidatePolicy/d-pass", PolicyOutcome::Passed),
             result("ClusterValidatePolicy/e-reject", PolicyOutcome::Rejected),

@@ -7,7 +7,7 @@
 //! | `kanon_policy_evaluations_total` | `policy` | times a policy met a request |
 //! | `kanon_policy_patches_total` | `policy` | times an override policy changed the object |
 //! | `kanon_policy_rejections_total` | `policy` | times a validate policy found the object wanting |
-//! | `kanon_policy_errors_total` | `policy`, `ignored` | evaluation errors (`ignored` under `failurePolicy: Ignore`) |
+//! | `kanon_policy_errors_total` | `policy`, `ignored`, `reason` | evaluation errors (`ignored` under `failurePolicy: Ignore`; `reason`: `timed_out`, `not_synced`, `not_found`, `cel`, `program`, ... as `RuleError::reason` names it) |
 //! | `kanon_policies` | | policies in force |
 //! | `kanon_ready` | | 1 when a policy set is in force (`/readyz`) |
 //! | `kanon_policy_reload_failures_total` | `source` | policy sets that could not be loaded |
@@ -253,6 +253,7 @@ struct PolicyLabels {
 struct PolicyErrorLabels {
     policy: Arc<str>,
     ignored: &'static str,
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -325,8 +326,6 @@ struct PolicyHandles {
     evaluations: Counter,
     patches: OnceLock<Counter>,
     rejections: OnceLock<Counter>,
-    /// Not ignored, ignored.
-    errors: [OnceLock<Counter>; 2],
 }
 
 /// Hashes an address: it is already unique, only its low bits need spreading.
@@ -361,7 +360,6 @@ impl PolicyHandles {
             evaluations: metrics.evaluations.get_or_create(&labels).clone(),
             patches: OnceLock::new(),
             rejections: OnceLock::new(),
-            errors: [OnceLock::new(), OnceLock::new()],
         }
     }
 
@@ -382,16 +380,14 @@ impl PolicyHandles {
                     .get_or_init(|| metrics.rejections.get_or_create(&labels()).clone())
                     .inc();
             }
-            PolicyOutcome::Failed { ignored } => {
-                self.errors[usize::from(ignored)]
-                    .get_or_init(|| {
-                        let labels = PolicyErrorLabels {
-                            policy: self.label.clone(),
-                            ignored: if ignored { "true" } else { "false" },
-                        };
-                        metrics.errors.get_or_create(&labels).clone()
-                    })
-                    .inc();
+            // Errors are rare: looked up by their labels each time, not kept per policy.
+            PolicyOutcome::Failed { ignored, reason } => {
+                let labels = PolicyErrorLabels {
+                    policy: self.label.clone(),
+                    ignored: if ignored { "true" } else { "false" },
+                    reason,
+                };
+                metrics.errors.get_or_create(&labels).inc();
             }
         }
     }
@@ -913,11 +909,17 @@ mod tests {
             result("ValidatePolicy/ns/d", PolicyOutcome::Passed),
             result(
                 "ClusterValidatePolicy/e",
-                PolicyOutcome::Failed { ignored: true },
+                PolicyOutcome::Failed {
+                    ignored: true,
+                    reason: "timed_out",
+                },
             ),
             result(
                 "ClusterValidatePolicy/e",
-                PolicyOutcome::Failed { ignored: false },
+                PolicyOutcome::Failed {
+                    ignored: false,
+                    reason: "cel",
+                },
             ),
         ];
         metrics.observe_review(
@@ -954,11 +956,15 @@ mod tests {
             Some(1.0)
         );
         assert_eq!(
-            value(r#"kanon_policy_errors_total{policy="ClusterValidatePolicy/e",ignored="true"}"#),
+            value(
+                r#"kanon_policy_errors_total{policy="ClusterValidatePolicy/e",ignored="true",reason="timed_out"}"#
+            ),
             Some(1.0)
         );
         assert_eq!(
-            value(r#"kanon_policy_errors_total{policy="ClusterValidatePolicy/e",ignored="false"}"#),
+            value(
+                r#"kanon_policy_errors_total{policy="ClusterValidatePolicy/e",ignored="false",reason="cel"}"#
+            ),
             Some(1.0)
         );
         // An invalid review names no policy.
@@ -1077,7 +1083,10 @@ mod tests {
                     ),
                     result(
                         "ClusterValidatePolicy/e",
-                        PolicyOutcome::Failed { ignored: false },
+                        PolicyOutcome::Failed {
+                            ignored: false,
+                            reason: "program",
+                        },
                     ),
                 ],
             ),

@@ -464,6 +464,15 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                     "body_budget",
                     "slow_body",
                     "body_timeout",
+                    // A policy error's cause (RuleError::reason).
+                    "deadline",
+                    "invalid_policy",
+                    "not_found",
+                    "reference",
+                    "program",
+                    "cel",
+                    "patch",
+                    "defect",
                 ]
                 .contains(&value),
                 "certificate" => ["ca", "serving"].contains(&value),
@@ -546,7 +555,7 @@ fn tokens_and_object_contents_stay_out_of_answers_metrics_logs_and_status(env: &
     let metrics = env.kanon.metrics();
     assert!(
         metrics.contains("kanon_lookup_errors_total{source=\"http\",reason=\"timed_out\"}")
-            && metrics.contains("kanon_policy_errors_total{policy=\"ClusterValidatePolicy/sec-quiet-401\",ignored=\"true\"}"),
+            && metrics.contains("kanon_policy_errors_total{policy=\"ClusterValidatePolicy/sec-quiet-401\",ignored=\"true\",reason=\"reference\"}"),
         "{metrics}"
     );
     let values = check_exposition(&metrics);
