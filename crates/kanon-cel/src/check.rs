@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::ast::{Comprehension, Expr, ExprKind, Literal, operators};
+use crate::ast::{Comprehension, Expr, ExprKind, Literal, Span, operators};
 use crate::env::{Env, Overload};
 use crate::error::Issue;
 use crate::types::Type;
@@ -19,6 +19,10 @@ use crate::types::Type;
 pub struct Checked {
     pub result: Type,
     pub types: HashMap<u32, Type>,
+    /// The calls whose overload the checker could not narrow to one (an argument of type
+    /// `dyn` fits several): cel-go then dispatches at run time and meters the call by its
+    /// function's name only.
+    pub ambiguous: std::collections::HashSet<u32>,
 }
 
 /// Where object types get their fields: a Kubernetes schema, or nothing (every field `dyn`).
@@ -36,24 +40,40 @@ pub(crate) fn check(env: &Env, expr: &Expr) -> Result<Checked, Vec<Issue>> {
         fresh: 0,
         issues: Vec::new(),
         types: HashMap::new(),
+        ambiguous: std::collections::HashSet::new(),
     };
     let result = checker.check(expr);
     if !checker.issues.is_empty() {
+        // cel-go lists its errors in the order of the source.
+        checker.issues.sort_by_key(|issue| issue.span.start);
         return Err(checker.issues);
     }
+    // kube-apiserver's AST validators: duration, timestamp and regex literals, then
+    // homogeneous aggregate literals; every issue is reported, in the order of the source.
+    let mut issues = Vec::new();
+    if env.literal_validators {
+        validate_literals(env, expr, &mut issues);
+    }
+    if env.literal_validators {
+        validate_formats(expr, &checker, &mut issues);
+    }
     if env.homogeneous_literals {
-        let mut issues = Vec::new();
         visit_literals(expr, &checker, &mut issues);
-        if !issues.is_empty() {
-            return Err(issues);
-        }
+    }
+    if !issues.is_empty() {
+        issues.sort_by_key(|issue| issue.span.start);
+        return Err(issues);
     }
     let result = unbound_to_dyn(checker.resolve(&result));
     let types = std::mem::take(&mut checker.types)
         .into_iter()
         .map(|(id, kind)| (id, unbound_to_dyn(checker.resolve(&kind))))
         .collect();
-    Ok(Checked { result, types })
+    Ok(Checked {
+        result,
+        types,
+        ambiguous: std::mem::take(&mut checker.ambiguous),
+    })
 }
 
 struct Checker<'e> {
@@ -63,6 +83,7 @@ struct Checker<'e> {
     fresh: u32,
     issues: Vec<Issue>,
     types: HashMap<u32, Type>,
+    ambiguous: std::collections::HashSet<u32>,
 }
 
 impl Checker<'_> {
@@ -138,7 +159,9 @@ impl Checker<'_> {
                             other => {
                                 self.error(
                                     element,
-                                    format!("expected type 'optional_type' but found '{other}'"),
+                                    format!(
+                                        "expected type 'optional_type({other})' but found '{other}'"
+                                    ),
                                 );
                                 Type::Error
                             }
@@ -161,6 +184,8 @@ impl Checker<'_> {
                         | Type::Dyn
                         | Type::Error
                         | Type::Param(_) => {}
+                        // cel-go's checker takes any key type (kube-apiserver's maps do).
+                        _ if self.env.repeated_keys => {}
                         other => {
                             self.error(&entry.key, format!("unsupported map key type: {other}"));
                         }
@@ -170,7 +195,13 @@ impl Checker<'_> {
                     if entry.optional {
                         value = match self.resolve(&value) {
                             Type::Optional(inner) => (*inner).clone(),
-                            _ => Type::Dyn,
+                            Type::Dyn | Type::Error | Type::Param(_) => Type::Dyn,
+                            other => self.error(
+                                &entry.value,
+                                format!(
+                                    "expected type 'optional_type({other})' but found '{other}'"
+                                ),
+                            ),
                         };
                     }
                     value_type = Some(self.join(value_type, value));
@@ -184,6 +215,9 @@ impl Checker<'_> {
                 if !self.env.objects.contains_key(&name) {
                     for field in fields {
                         self.check(&field.value);
+                    }
+                    if self.env.type_names.contains(&name) {
+                        return self.error(expr, format!("'{name}' is not a message type"));
                     }
                     return self.error(
                         expr,
@@ -259,7 +293,7 @@ impl Checker<'_> {
             "optional_type" => Type::optional(Type::Dyn),
             "google.protobuf.Duration" => Type::Duration,
             "google.protobuf.Timestamp" => Type::Timestamp,
-            other if self.env.objects.contains_key(other) => Type::Object(Arc::from(other)),
+            other if self.env.names_type(other) => Type::Object(Arc::from(other)),
             _ => return None,
         };
         Some(Type::type_of(type_value))
@@ -371,12 +405,7 @@ impl Checker<'_> {
                     let kind = self.check(arg);
                     if !self.assignable(&Type::Bool, &kind) {
                         let found = self.resolve(&kind);
-                        self.error(
-                            expr,
-                            format!(
-                                "found no matching overload for '{function}' applied to '({found})'"
-                            ),
-                        );
+                        self.error(arg, format!("expected type 'bool' but found '{found}'"));
                     }
                 }
                 return Type::Bool;
@@ -412,7 +441,12 @@ impl Checker<'_> {
                     Type::Optional(inner) => self.resolve(&inner),
                     other => other,
                 };
+                let before = self.issues.len();
                 let element = self.resolve_overload(expr, operators::INDEX, false, &[inner, index]);
+                // Named as cel-go names the optional index in its message.
+                for issue in &mut self.issues[before..] {
+                    issue.message = issue.message.replacen("'_[_]'", "'_[?_]'", 1);
+                }
                 return Type::optional(element);
             }
             _ => {}
@@ -449,6 +483,7 @@ impl Checker<'_> {
             );
         }
         let mut result: Option<Type> = None;
+        let mut matched = 0;
         for overload in &candidates {
             // Instantiate the overload's type parameters afresh for this call.
             let mut renamed: HashMap<Arc<str>, Type> = HashMap::new();
@@ -465,6 +500,7 @@ impl Checker<'_> {
                 .zip(args)
                 .all(|(param, arg)| self.assignable(param, arg))
             {
+                matched += 1;
                 let found = self.resolve(&result_type);
                 result = Some(match result {
                     None => found,
@@ -479,12 +515,15 @@ impl Checker<'_> {
                 self.substitution = saved;
             }
         }
+        if matched > 1 {
+            self.ambiguous.insert(expr.id);
+        }
         match result {
             Some(kind) => kind,
             None => {
                 let resolved: Vec<String> = args
                     .iter()
-                    .map(|arg| self.resolve(arg).to_string())
+                    .map(|arg| unbound_to_dyn(self.resolve(arg)).to_string())
                     .collect();
                 let shown = if method {
                     format!("{}.({})", resolved[0], resolved[1..].join(", "))
@@ -557,6 +596,8 @@ impl Checker<'_> {
             // Every type value is of type `type`: `type(1) == type(1u)` is well-typed (and false).
             (Type::Type(_), Type::Type(_)) => true,
             (Type::Object(_), Type::Null) => true,
+            // cel-go's google.protobuf.Duration and Timestamp are message types: null fits them.
+            (Type::Duration | Type::Timestamp, Type::Null) => true,
             (a, b) => a == b,
         }
     }
@@ -673,6 +714,181 @@ fn visit_literals(expr: &Expr, checker: &Checker<'_>, issues: &mut Vec<Issue>) {
             }
         }
         ExprKind::Literal(_) | ExprKind::Ident(_) => {}
+    }
+}
+
+/// cel-go's `ValidateDurationLiterals`, `ValidateTimestampLiterals` and `ValidateRegexLiterals`:
+/// a call of `duration`, `timestamp` or `matches` whose first argument (the receiver aside) is a
+/// literal must succeed (a valid RE2 pattern for `matches`).
+fn validate_literals(env: &Env, expr: &Expr, issues: &mut Vec<Issue>) {
+    let mut stack = vec![expr];
+    while let Some(node) = stack.pop() {
+        match &node.kind {
+            ExprKind::Call {
+                target,
+                function,
+                args,
+            } => {
+                if let Some(
+                    first @ Expr {
+                        kind: ExprKind::Literal(literal),
+                        ..
+                    },
+                ) = args.first()
+                {
+                    let valid = match &**function {
+                        "duration" | "timestamp" => {
+                            let call = Expr {
+                                id: node.id,
+                                span: node.span,
+                                kind: ExprKind::Call {
+                                    target: None,
+                                    function: function.clone(),
+                                    args: vec![first.clone()],
+                                },
+                            };
+                            crate::eval::Program::plan(env, "", &call, None).is_ok_and(|program| {
+                                program
+                                    .eval(&[], &mut crate::eval::Budget::new(1_000))
+                                    .is_ok()
+                            })
+                        }
+                        "matches" => match literal {
+                            Literal::String(pattern) => crate::eval::compile_regex(pattern).is_ok(),
+                            _ => true,
+                        },
+                        _ => true,
+                    };
+                    if !valid {
+                        issues.push(Issue {
+                            span: first.span,
+                            message: format!("invalid {function} argument"),
+                        });
+                    }
+                }
+                stack.extend(target.as_deref());
+                stack.extend(args.iter());
+            }
+            ExprKind::Select { operand, .. } => stack.push(operand),
+            ExprKind::List { elements, .. } => stack.extend(elements.iter()),
+            ExprKind::Map { entries } => {
+                for entry in entries {
+                    stack.push(&entry.key);
+                    stack.push(&entry.value);
+                }
+            }
+            ExprKind::Struct { fields, .. } => {
+                stack.extend(fields.iter().map(|field| &field.value))
+            }
+            ExprKind::Comprehension(fold) => stack.extend([
+                &fold.iter_range,
+                &fold.accu_init,
+                &fold.loop_condition,
+                &fold.loop_step,
+                &fold.result,
+            ]),
+            ExprKind::Literal(_) | ExprKind::Ident(_) => {}
+        }
+    }
+}
+
+/// The strings extension's validator of `'<literal>'.format([<list literal>])`.
+fn validate_formats(expr: &Expr, checker: &Checker<'_>, issues: &mut Vec<Issue>) {
+    use crate::library::strings_format;
+    let type_of = |node: &Expr| {
+        unbound_to_dyn(
+            checker
+                .types
+                .get(&node.id)
+                .map(|kind| checker.resolve(kind))
+                .unwrap_or(Type::Dyn),
+        )
+    };
+    let mut stack = vec![expr];
+    while let Some(node) = stack.pop() {
+        if let ExprKind::Call {
+            target: Some(target),
+            function,
+            args,
+        } = &node.kind
+            && &**function == "format"
+            && let ExprKind::Literal(Literal::String(template)) = &target.kind
+            && let [list] = args.as_slice()
+            && let ExprKind::List { elements, .. } = &list.kind
+        {
+            let kinds: Vec<Type> = elements.iter().map(&type_of).collect();
+            // `%s` looks into list and map literals, element by element.
+            fn verify(node: &Expr, type_of: &dyn Fn(&Expr) -> Type) -> Result<(), (Span, String)> {
+                let kind = type_of(node);
+                if !strings_format::string_formattable(&kind) {
+                    return Err((node.span, kind.runtime_name().to_owned()));
+                }
+                match &node.kind {
+                    ExprKind::List { elements, .. } => {
+                        for element in elements {
+                            verify(element, type_of)?;
+                        }
+                    }
+                    ExprKind::Map { entries } => {
+                        for entry in entries {
+                            verify(&entry.key, type_of)?;
+                            verify(&entry.value, type_of)?;
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(())
+            }
+            let bad_span = std::cell::Cell::new(None);
+            let element_kinds = |index: usize| {
+                verify(&elements[index], &type_of).map_err(|(span, given)| {
+                    bad_span.set(Some(span));
+                    (index, given)
+                })
+            };
+            match strings_format::check(template, &kinds, &element_kinds) {
+                Ok(requested) if elements.len() > requested => issues.push(Issue {
+                    span: node.span,
+                    message: format!(
+                        "too many arguments supplied to string.format (expected {requested}, got {})",
+                        elements.len()
+                    ),
+                }),
+                Ok(_) => {}
+                Err((at, message)) => issues.push(Issue {
+                    span: bad_span
+                        .get()
+                        .or_else(|| at.map(|index| elements[index].span))
+                        .unwrap_or(node.span),
+                    message,
+                }),
+            }
+        }
+        match &node.kind {
+            ExprKind::Call { target, args, .. } => {
+                stack.extend(target.as_deref());
+                stack.extend(args.iter());
+            }
+            ExprKind::Select { operand, .. } => stack.push(operand),
+            ExprKind::List { elements, .. } => stack.extend(elements.iter()),
+            ExprKind::Map { entries } => {
+                for entry in entries {
+                    stack.push(&entry.key);
+                    stack.push(&entry.value);
+                }
+            }
+            ExprKind::Struct { fields, .. } => {
+                stack.extend(fields.iter().map(|field| &field.value))
+            }
+            ExprKind::Comprehension(fold) => stack.extend([
+                &fold.iter_range,
+                &fold.accu_init,
+                &fold.loop_condition,
+                &fold.loop_step,
+                &fold.result,
+            ]),
+            ExprKind::Literal(_) | ExprKind::Ident(_) => {}
+        }
     }
 }
 

@@ -29,6 +29,13 @@ pub struct Overload {
     pub signature: Signature,
     pub implementation: Implementation,
     pub cost: Option<CostFn>,
+    /// The cost is kube-apiserver's estimator's, which meters by the function's name, so it
+    /// applies even where the checker left the overload to run-time dispatch; cel-go's own
+    /// costs are by overload and are then the default of 1.
+    pub cost_by_name: bool,
+    /// The cost where the overload is chosen at run time, when kube-apiserver's estimator
+    /// meters that case differently (it also looks at the overload's id).
+    pub dispatched_cost: Option<CostFn>,
 }
 
 impl std::fmt::Debug for Overload {
@@ -72,6 +79,8 @@ pub struct Env {
     pub(crate) functions: HashMap<Arc<str>, Vec<Arc<Overload>>>,
     pub(crate) parse_options: ParseOptions,
     pub(crate) objects: HashMap<Arc<str>, ()>,
+    /// Type names usable as type values (`type(x) == net.IP`) that no struct literal builds.
+    pub(crate) type_names: std::collections::HashSet<Arc<str>>,
     pub(crate) object_types: Option<Arc<dyn ObjectTypes>>,
     /// List and map literals must not mix element types (kube-apiserver's
     /// HomogeneousAggregateLiterals); off in cel-spec's plain environment.
@@ -80,6 +89,12 @@ pub struct Env {
     /// kube-apiserver's `OptOptimize` does (a failing constant conversion is then a compile
     /// error); off in cel-spec's plain environment, where such errors are evaluation errors.
     pub(crate) fold_constants: bool,
+    /// A map literal's repeated key replaces the earlier entry, as in cel-go (kube-apiserver);
+    /// off in cel-spec's plain environment, where it is an error.
+    pub(crate) repeated_keys: bool,
+    /// kube-apiserver's literal validators: `duration('…')`, `timestamp('…')` and
+    /// `matches('…')` with an invalid literal are compile errors.
+    pub(crate) literal_validators: bool,
 }
 
 impl Env {
@@ -153,6 +168,8 @@ impl Env {
             signature,
             implementation,
             cost: None,
+            cost_by_name: false,
+            dispatched_cost: None,
         });
         self.functions.entry(function).or_default().push(overload);
     }
@@ -163,6 +180,31 @@ impl Env {
             for overload in overloads.iter_mut() {
                 if &*overload.id == id {
                     Arc::make_mut(overload).cost = Some(cost);
+                }
+            }
+        }
+    }
+
+    /// Sets the cost of an overload already added (by id), as kube-apiserver's estimator meters
+    /// its function by name: it applies even where the overload is chosen at run time.
+    pub fn set_name_cost(&mut self, id: &str, cost: CostFn) {
+        for overloads in self.functions.values_mut() {
+            for overload in overloads.iter_mut() {
+                if &*overload.id == id {
+                    let overload = Arc::make_mut(overload);
+                    overload.cost = Some(cost);
+                    overload.cost_by_name = true;
+                }
+            }
+        }
+    }
+
+    /// Sets the cost of an overload (by id) where it is chosen at run time.
+    pub fn set_dispatched_cost(&mut self, id: &str, cost: CostFn) {
+        for overloads in self.functions.values_mut() {
+            for overload in overloads.iter_mut() {
+                if &*overload.id == id {
+                    Arc::make_mut(overload).dispatched_cost = Some(cost);
                 }
             }
         }
@@ -183,9 +225,30 @@ impl Env {
         self.fold_constants = fold;
     }
 
+    /// Validate duration, timestamp and regex literals when compiling, as kube-apiserver does.
+    pub fn set_literal_validators(&mut self, validate: bool) {
+        self.literal_validators = validate;
+    }
+
+    /// Let a map literal's repeated key replace the earlier entry, as cel-go does.
+    pub fn set_repeated_keys(&mut self, allowed: bool) {
+        self.repeated_keys = allowed;
+    }
+
     /// Declares an object type that struct literals may build (`Object`, `JSONPatch`, …).
     pub fn declare_object(&mut self, name: &str) {
         self.objects.insert(Arc::from(name), ());
+    }
+
+    /// Declares a type name that expressions may use as a type value (`net.IP`), without
+    /// letting a struct literal build it (see [`Env::declare_object`] for that).
+    pub fn declare_type(&mut self, name: &str) {
+        self.type_names.insert(Arc::from(name));
+    }
+
+    /// Is `name` a declared object or type name?
+    pub(crate) fn names_type(&self, name: &str) -> bool {
+        self.objects.contains_key(name) || self.type_names.contains(name)
     }
 
     /// Removes a function entirely (every overload): for environments that must refuse it.
@@ -201,7 +264,7 @@ impl Env {
     pub fn compile(&self, source: &str) -> Result<Program, CompileError> {
         let expr = parse(source, &self.parse_options)?;
         let checked = check(self, &expr).map_err(|issues| CompileError::new(source, issues))?;
-        let mut program = Program::plan(self, source, &expr, true)?;
+        let mut program = Program::plan(self, source, &expr, Some(&checked))?;
         program.result_type = checked.result;
         Ok(program)
     }
@@ -210,7 +273,7 @@ impl Env {
     /// run time (cel-spec conformance tests marked `disable_check`).
     pub fn compile_unchecked(&self, source: &str) -> Result<Program, CompileError> {
         let expr = parse(source, &self.parse_options)?;
-        Program::plan(self, source, &expr, false)
+        Program::plan(self, source, &expr, None)
     }
 }
 

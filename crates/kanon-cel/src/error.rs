@@ -70,8 +70,10 @@ pub enum EvalError {
     NoSuchKey(String),
     #[error("no such attribute(s): {0}")]
     NoSuchAttribute(String),
-    #[error("no matching overload for '{function}' applied to '({args})'")]
-    NoSuchOverload { function: String, args: String },
+    /// No overload takes the arguments, worded as cel-go words it where it happened
+    /// (`no such overload`, `no such overload: size`, `no such overload: charAt(int, int)`).
+    #[error("{0}")]
+    NoSuchOverload(String),
     #[error("division by zero")]
     DivisionByZero,
     #[error("modulus by zero")]
@@ -79,7 +81,7 @@ pub enum EvalError {
     #[error("{0} overflow")]
     Overflow(&'static str),
     #[error("index out of bounds: {0}")]
-    IndexOutOfBounds(i64),
+    IndexOutOfBounds(String),
     /// A function refused its arguments (a bad regex, an unparsable quantity, …).
     #[error("{0}")]
     Invalid(String),

@@ -733,6 +733,21 @@ impl<'a> Parser<'a> {
             )?;
             return Ok(self.error_node(span_of(first)));
         }
+        if self.peek() == Kind::Eof {
+            // ANTLR's recovery at the end of `'!'+` (the loop's exit) and of `'-'+` (a
+            // decision shared with negative numbers) words these two differently.
+            let end = self.token(0);
+            let message = if operator == Kind::Bang {
+                format!(
+                    "extraneous input '<EOF>' expecting {}",
+                    expecting(EXPR_START)
+                )
+            } else {
+                "no viable alternative at input '-'".to_owned()
+            };
+            self.syntax_error(end, message)?;
+            return Ok(self.error_node(span_of(first)));
+        }
         let id = (count % 2 == 1).then(|| self.id());
         let member = self.parse_member()?;
         let Some(id) = id else {
@@ -1813,7 +1828,7 @@ mod tests {
         assert_eq!(error_of(&chain(" && ", 5000), &options), "parsed");
         assert_eq!(
             error_of(&"!".repeat(5001), &options),
-            "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"
+            "Syntax error: extraneous input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"
         );
     }
 

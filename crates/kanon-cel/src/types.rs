@@ -70,6 +70,22 @@ impl Type {
     }
 }
 
+impl Type {
+    /// The type as cel-go's run-time messages name it (`null_type`, `google.protobuf.Duration`).
+    pub fn runtime_text(&self) -> String {
+        match self {
+            Type::List(element) => format!("list({})", element.runtime_text()),
+            Type::Map(key, value) => {
+                format!("map({}, {})", key.runtime_text(), value.runtime_text())
+            }
+            Type::Type(Some(inner)) => format!("type({})", inner.runtime_text()),
+            Type::Optional(inner) => format!("optional_type({})", inner.runtime_text()),
+            other => other.runtime_name().to_owned(),
+        }
+    }
+}
+
+/// The type as cel-go's checker names it in messages (`null`, `duration`, `timestamp`).
 impl fmt::Display for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -77,6 +93,9 @@ impl fmt::Display for Type {
             Type::Map(key, value) => write!(f, "map({key}, {value})"),
             Type::Type(Some(inner)) => write!(f, "type({inner})"),
             Type::Optional(inner) => write!(f, "optional_type({inner})"),
+            Type::Null => f.write_str("null"),
+            Type::Duration => f.write_str("duration"),
+            Type::Timestamp => f.write_str("timestamp"),
             other => f.write_str(other.runtime_name()),
         }
     }

@@ -69,13 +69,28 @@ impl Hash for Str<'_> {
 pub enum List<'a> {
     Json(&'a [Json]),
     Owned(Arc<Vec<Value<'a>>>),
+    /// Two lists joined without copying (cel-go's `+` of lists costs 1 whatever their sizes, so
+    /// it must not take time in proportion to them either).
+    Concat(Arc<Concat<'a>>),
 }
+
+/// The two parts of a [`List::Concat`] and its length.
+#[derive(Debug)]
+pub struct Concat<'a> {
+    first: List<'a>,
+    second: List<'a>,
+    len: usize,
+}
+
+/// Lists this long or shorter are copied when joined; longer ones are chained.
+const COPY_BELOW: usize = 64;
 
 impl<'a> List<'a> {
     pub fn len(&self) -> usize {
         match self {
             List::Json(items) => items.len(),
             List::Owned(items) => items.len(),
+            List::Concat(concat) => concat.len,
         }
     }
 
@@ -84,9 +99,22 @@ impl<'a> List<'a> {
     }
 
     pub fn get(&self, index: usize) -> Option<Value<'a>> {
-        match self {
-            List::Json(items) => items.get(index).map(Value::from_json),
-            List::Owned(items) => items.get(index).cloned(),
+        let mut list = self;
+        let mut index = index;
+        loop {
+            match list {
+                List::Json(items) => return items.get(index).map(Value::from_json),
+                List::Owned(items) => return items.get(index).cloned(),
+                List::Concat(concat) => {
+                    let first = concat.first.len();
+                    if index < first {
+                        list = &concat.first;
+                    } else {
+                        index -= first;
+                        list = &concat.second;
+                    }
+                }
+            }
         }
     }
 
@@ -97,16 +125,55 @@ impl<'a> List<'a> {
     pub fn from_values(values: Vec<Value<'a>>) -> Self {
         List::Owned(Arc::new(values))
     }
+
+    /// `self + other`: copied when short, chained when long.
+    pub fn concat(&self, other: &List<'a>) -> List<'a> {
+        if other.is_empty() {
+            return self.clone();
+        }
+        if self.is_empty() {
+            return other.clone();
+        }
+        let len = self.len() + other.len();
+        if len <= COPY_BELOW {
+            let mut joined = Vec::with_capacity(len);
+            joined.extend(self.iter());
+            joined.extend(other.iter());
+            return List::from_values(joined);
+        }
+        List::Concat(Arc::new(Concat {
+            first: self.clone(),
+            second: other.clone(),
+            len,
+        }))
+    }
+
+    /// Appends `other` in place when this list is owned and not shared (a comprehension's
+    /// accumulator, which cel-go also grows in place); else copies this list first, so that an
+    /// accumulator is copied once, not chained at every step.
+    pub fn append(self, other: &List<'a>) -> List<'a> {
+        let mut items = match self {
+            List::Owned(items) => items,
+            list => Arc::new(list.iter().collect()),
+        };
+        Arc::make_mut(&mut items).extend(other.iter());
+        List::Owned(items)
+    }
 }
 
-/// A map key: CEL allows bool, int, uint and string keys. An int and a uint of the same number are
-/// the same key (CEL's heterogeneous equality), so they hash alike.
+/// A map key: CEL allows bool, int, uint and string keys. An int and a uint are different keys
+/// (as in cel-go), but a lookup finds either (CEL's heterogeneous equality). cel-go's maps built by
+/// literals take any key besides: a double (found only by an equal double), null, and values
+/// found by nothing (a list: Go compares it by identity).
 #[derive(Debug, Clone)]
 pub enum Key<'a> {
     Bool(bool),
     Int(i64),
     Uint(u64),
     String(Str<'a>),
+    Double(f64),
+    Null,
+    Other(Box<Value<'a>>),
 }
 
 impl PartialEq for Key<'_> {
@@ -116,9 +183,8 @@ impl PartialEq for Key<'_> {
             (Key::String(a), Key::String(b)) => a == b,
             (Key::Int(a), Key::Int(b)) => a == b,
             (Key::Uint(a), Key::Uint(b)) => a == b,
-            (Key::Int(a), Key::Uint(b)) | (Key::Uint(b), Key::Int(a)) => {
-                u64::try_from(*a).is_ok_and(|a| a == *b)
-            }
+            (Key::Double(a), Key::Double(b)) => a == b,
+            (Key::Null, Key::Null) => true,
             _ => false,
         }
     }
@@ -137,20 +203,28 @@ impl Hash for Key<'_> {
                 (*value as i128).hash(state);
             }
             Key::Uint(value) => {
-                1u8.hash(state);
-                (*value as i128).hash(state);
+                2u8.hash(state);
+                value.hash(state);
             }
             Key::String(value) => {
                 3u8.hash(state);
                 value.hash(state);
             }
+            Key::Double(value) => {
+                4u8.hash(state);
+                // 0.0 and -0.0 are equal keys.
+                (if *value == 0.0 { 0.0f64 } else { *value })
+                    .to_bits()
+                    .hash(state);
+            }
+            Key::Null => 5u8.hash(state),
+            Key::Other(_) => 6u8.hash(state),
         }
     }
 }
 
 impl<'a> Key<'a> {
-    /// The key a value stands for, if it can be one. An integral double finds the entry of the
-    /// equal int or uint key, as CEL's heterogeneous lookup asks.
+    /// The key a value stands for, if it is one of CEL's key types (bool, int, uint, string).
     pub fn from_value(value: &Value<'a>) -> Option<Key<'a>> {
         Some(match value {
             Value::Bool(value) => Key::Bool(*value),
@@ -161,12 +235,24 @@ impl<'a> Key<'a> {
         })
     }
 
+    /// The key any value makes in a map cel-go builds.
+    pub fn from_any(value: &Value<'a>) -> Key<'a> {
+        match value {
+            Value::Double(value) => Key::Double(*value),
+            Value::Null => Key::Null,
+            other => Key::from_value(other).unwrap_or_else(|| Key::Other(Box::new(other.clone()))),
+        }
+    }
+
     pub fn to_value(&self) -> Value<'a> {
         match self {
             Key::Bool(value) => Value::Bool(*value),
             Key::Int(value) => Value::Int(*value),
             Key::Uint(value) => Value::Uint(*value),
             Key::String(value) => Value::String(value.clone()),
+            Key::Double(value) => Value::Double(*value),
+            Key::Null => Value::Null,
+            Key::Other(value) => (**value).clone(),
         }
     }
 }
@@ -197,13 +283,42 @@ impl<'a> Map<'a> {
                 Value::String(name) => entries.get(name.as_str()).map(Value::from_json),
                 _ => None,
             },
-            Map::Owned(entries) => {
-                let key = match key {
-                    Value::Double(number) => integral_key(*number)?,
-                    other => Key::from_value(other)?,
-                };
-                entries.get(&key).cloned()
-            }
+            Map::Owned(entries) => match key {
+                Value::Double(number) => entries
+                    .get(&Key::Double(*number))
+                    .or_else(|| {
+                        let integral = number.fract() == 0.0 && number.is_finite();
+                        let as_int = (integral
+                            && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18)
+                                .contains(number))
+                        .then(|| entries.get(&Key::Int(*number as i64)))
+                        .flatten();
+                        as_int.or_else(|| {
+                            (integral && (0.0..1.844_674_407_370_955_2e19).contains(number))
+                                .then(|| entries.get(&Key::Uint(*number as u64)))
+                                .flatten()
+                        })
+                    })
+                    .cloned(),
+                Value::Null => entries.get(&Key::Null).cloned(),
+                Value::Int(number) => entries
+                    .get(&Key::Int(*number))
+                    .or_else(|| {
+                        u64::try_from(*number)
+                            .ok()
+                            .and_then(|number| entries.get(&Key::Uint(number)))
+                    })
+                    .cloned(),
+                Value::Uint(number) => entries
+                    .get(&Key::Uint(*number))
+                    .or_else(|| {
+                        i64::try_from(*number)
+                            .ok()
+                            .and_then(|number| entries.get(&Key::Int(number)))
+                    })
+                    .cloned(),
+                other => entries.get(&Key::from_value(other)?).cloned(),
+            },
         }
     }
 
@@ -218,6 +333,21 @@ impl<'a> Map<'a> {
 
     pub fn contains(&self, key: &Value<'a>) -> bool {
         self.get(key).is_some()
+    }
+
+    /// The first entry, in the map's order.
+    pub fn first(&self) -> Option<(Value<'a>, Value<'a>)> {
+        match self {
+            Map::Json(entries) => entries.iter().next().map(|(key, value)| {
+                (
+                    Value::String(Str::Borrowed(key.as_str())),
+                    Value::from_json(value),
+                )
+            }),
+            Map::Owned(entries) => entries
+                .first()
+                .map(|(key, value)| (key.to_value(), value.clone())),
+        }
     }
 
     /// The keys, in the map's order.
@@ -248,19 +378,6 @@ impl<'a> Map<'a> {
                 .map(|(key, value)| (key.to_value(), value.clone()))
                 .collect(),
         }
-    }
-}
-
-fn integral_key(number: f64) -> Option<Key<'static>> {
-    if number.fract() != 0.0 || !number.is_finite() {
-        return None;
-    }
-    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&number) {
-        Some(Key::Int(number as i64))
-    } else if (0.0..1.844_674_407_370_955_2e19).contains(&number) {
-        Some(Key::Uint(number as u64))
-    } else {
-        None
     }
 }
 

@@ -119,7 +119,7 @@ pub(crate) fn install(env: &mut Env) {
         ))
     });
     for id in ["string_to_cidr", "is_cidr"] {
-        env.set_cost(id, |args| {
+        env.set_name_cost(id, |args| {
             scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
         });
     }
@@ -152,10 +152,14 @@ pub(crate) fn install(env: &mut Env) {
             Ok(Value::Bool(prefix.contains(&addr)))
         },
     );
-    env.set_cost("cidr_contains_ip_string", |args| {
+    env.set_name_cost("cidr_contains_ip_string", |args| {
         contains_ip_cost(args, true)
     });
-    env.set_cost("cidr_contains_ip_ip", |args| contains_ip_cost(args, false));
+    env.set_name_cost("cidr_contains_ip_ip", |args| contains_ip_cost(args, false));
+    // Dispatched at run time, the overload's id is not "cidr_contains_ip_string": no parse cost.
+    env.set_dispatched_cost("cidr_contains_ip_string", |args| {
+        contains_ip_cost(args, false)
+    });
 
     env.method(
         "cidr_contains_cidr_string",
@@ -175,10 +179,13 @@ pub(crate) fn install(env: &mut Env) {
             Ok(Value::Bool(contains_cidr(&prefix, &other)))
         },
     );
-    env.set_cost("cidr_contains_cidr_string", |args| {
+    env.set_name_cost("cidr_contains_cidr_string", |args| {
         contains_cidr_cost(args, true)
     });
-    env.set_cost("cidr_contains_cidr", |args| contains_cidr_cost(args, false));
+    env.set_name_cost("cidr_contains_cidr", |args| contains_cidr_cost(args, false));
+    env.set_dispatched_cost("cidr_contains_cidr_string", |args| {
+        contains_cidr_cost(args, false)
+    });
 
     env.method("cidr_ip", "net.CIDR.ip() -> net.IP", |_, args| {
         let prefix = cidr_of(&args[0]).ok_or_else(|| no_overload("ip", args))?;
@@ -304,7 +311,7 @@ mod tests {
         )));
         assert_eq!(
             error_text(method("containsIP", vec![cidr("10.0.0.0/8"), s("bad")])),
-            "no matching overload for 'containsIP' applied to '(net.CIDR, string)'"
+            "no such overload"
         );
         assert!(truth(method(
             "containsCIDR",

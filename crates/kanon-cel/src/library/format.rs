@@ -365,7 +365,7 @@ pub(crate) fn install(env: &mut Env) {
             })
         },
     );
-    env.set_cost("format-validate", |args| {
+    env.set_name_cost("format-validate", |args| {
         let regex_size = format_of(&args[0]).map_or(0, |format| format.max_regex_size);
         scaled_cost(1 + actual_size(&args[1]), STRING_TRAVERSAL)
             * scaled_cost(regex_size, REGEX_LENGTH)

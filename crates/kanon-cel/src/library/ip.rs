@@ -378,13 +378,13 @@ pub(crate) fn install(env: &mut Env) {
             .map(|addr| ip_value(&addr))
             .map_err(EvalError::Invalid)
     });
-    env.set_cost("string_to_ip", |args| {
+    env.set_name_cost("string_to_ip", |args| {
         scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
     });
     env.function("is_ip", "isIP(string) -> bool", |_, args| {
         Ok(Value::Bool(parse_ip(string_arg("isIP", args, 0)?).is_ok()))
     });
-    env.set_cost("is_ip", |args| {
+    env.set_name_cost("is_ip", |args| {
         scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
     });
     env.function(
@@ -396,7 +396,7 @@ pub(crate) fn install(env: &mut Env) {
             Ok(Value::Bool(addr.to_string() == text))
         },
     );
-    env.set_cost("ip_is_canonical", |args| {
+    env.set_name_cost("ip_is_canonical", |args| {
         scaled_cost(actual_size(&args[0]) * 2, STRING_TRAVERSAL)
     });
     env.function(

@@ -15,7 +15,7 @@ pub(crate) fn install(env: &mut Env) {
             Ok(Value::string(escape_key(key)))
         },
     );
-    env.set_cost("string_jsonpatch_escapeKey_string", |args| {
+    env.set_name_cost("string_jsonpatch_escapeKey_string", |args| {
         scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
     });
 }

@@ -38,17 +38,17 @@ fn install_kubernetes_lists(env: &mut Env) {
     for (name, kind) in COMPARABLE {
         let id = format!("list_{name}_is_sorted_bool");
         env.method(&id, &format!("list({kind}).isSorted() -> bool"), is_sorted);
-        env.set_cost(&id, |args| traversal_cost(&args[0]));
+        env.set_name_cost(&id, |args| traversal_cost(&args[0]));
         let id = format!("list_{name}_max_{name}");
         env.method(&id, &format!("list({kind}).max() -> {kind}"), |_, args| {
             extreme("max", args, Ordering::Less)
         });
-        env.set_cost(&id, |args| traversal_cost(&args[0]));
+        env.set_name_cost(&id, |args| traversal_cost(&args[0]));
         let id = format!("list_{name}_min_{name}");
         env.method(&id, &format!("list({kind}).min() -> {kind}"), |_, args| {
             extreme("min", args, Ordering::Greater)
         });
-        env.set_cost(&id, |args| traversal_cost(&args[0]));
+        env.set_name_cost(&id, |args| traversal_cost(&args[0]));
     }
     env.method("list_int_sum_int", "list(int).sum() -> int", |_, args| {
         sum(args, Value::Int(0))
@@ -74,7 +74,7 @@ fn install_kubernetes_lists(env: &mut Env) {
         "list_double_sum_double",
         "list_duration_sum_duration",
     ] {
-        env.set_cost(id, |args| traversal_cost(&args[0]));
+        env.set_name_cost(id, |args| traversal_cost(&args[0]));
     }
     env.method(
         "list_a_index_of_int",
@@ -102,7 +102,7 @@ fn install_kubernetes_lists(env: &mut Env) {
         },
     );
     for id in ["list_a_index_of_int", "list_a_last_index_of_int"] {
-        env.set_cost(id, |args| traversal_cost(&args[0]));
+        env.set_name_cost(id, |args| traversal_cost(&args[0]));
     }
 }
 
@@ -215,7 +215,8 @@ fn install_ext_lists(env: &mut Env) {
         {
             allocating((end - start) as u64, 1.0)
         }
-        _ => allocating(0, 1.0),
+        // cel-go meters the result: an error's size is 1.
+        _ => allocating(1, 1.0),
     });
     env.method(
         "list_flatten",
@@ -578,7 +579,7 @@ mod tests {
                 }],
             },
         };
-        let program = crate::Program::plan(&env, "lists.range(n)", &expr, false).unwrap();
+        let program = crate::Program::plan(&env, "lists.range(n)", &expr, None).unwrap();
         let mut budget = crate::Budget::new(1_000_000);
         let result = program.eval(&[Value::Int(i64::MAX)], &mut budget);
         assert!(matches!(

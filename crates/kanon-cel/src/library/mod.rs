@@ -31,7 +31,7 @@ pub mod regex;
 pub mod semver;
 pub mod sets;
 pub mod strings;
-mod strings_format;
+pub(crate) mod strings_format;
 pub mod urls;
 
 #[cfg(test)]
@@ -80,6 +80,11 @@ impl Env {
         // kube-apiserver's base environment: HomogeneousAggregateLiterals and OptOptimize.
         env.set_homogeneous_literals(true);
         env.set_fold_constants(true);
+        env.set_repeated_keys(true);
+        env.set_literal_validators(true);
+        // kube-apiserver registers these opaque types by name: `type(ip('…')) == net.IP`.
+        env.declare_type(IP_TYPE);
+        env.declare_type(CIDR_TYPE);
         env
     }
 }
@@ -273,7 +278,7 @@ pub(crate) mod testing {
             args: idents.collect(),
         });
         let program =
-            Program::plan(&env, function, &expr, false).unwrap_or_else(|error| panic!("{error}"));
+            Program::plan(&env, function, &expr, None).unwrap_or_else(|error| panic!("{error}"));
         let mut budget = Budget::unlimited();
         let result = program.eval(&args, &mut budget);
         // Reading each argument variable costs 1; the call's own cost is the rest.

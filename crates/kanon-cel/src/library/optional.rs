@@ -151,7 +151,10 @@ fn is_zero(value: &Value<'_>) -> bool {
         Value::List(list) => list.is_empty(),
         Value::Map(map) => map.is_empty(),
         Value::Duration(duration) => duration.nanos == 0,
-        Value::Timestamp(timestamp) => timestamp.seconds == 0 && timestamp.nanos == 0,
+        // cel-go: Go's zero time, 0001-01-01T00:00:00Z.
+        Value::Timestamp(timestamp) => {
+            timestamp.seconds == crate::time::Timestamp::MIN_SECONDS && timestamp.nanos == 0
+        }
         Value::Type(_) | Value::Optional(_) | Value::Object(_) => false,
     }
 }

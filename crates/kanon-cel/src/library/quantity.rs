@@ -631,7 +631,7 @@ pub(crate) fn install(env: &mut Env) {
         },
     );
     for id in ["string_to_quantity", "is_quantity_string"] {
-        env.set_cost(id, |args| {
+        env.set_name_cost(id, |args| {
             scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
         });
     }

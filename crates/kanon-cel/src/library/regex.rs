@@ -24,7 +24,7 @@ pub(crate) fn install(env: &mut Env) {
         "string_find_all_string",
         "string_find_all_string_int",
     ] {
-        env.set_cost(id, |args| {
+        env.set_name_cost(id, |args| {
             scaled_cost(1 + actual_size(&args[0]), STRING_TRAVERSAL)
                 * scaled_cost(actual_size(&args[1]), REGEX_LENGTH)
         });

@@ -257,7 +257,7 @@ pub(crate) fn install(env: &mut Env) {
         "is_semver_string",
         "is_semver_string_bool",
     ] {
-        env.set_cost(id, |args| {
+        env.set_name_cost(id, |args| {
             scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
         });
     }

@@ -91,7 +91,7 @@ pub(crate) fn install(env: &mut Env) {
         "string_last_index_of_string",
         "string_last_index_of_string_int",
     ] {
-        env.set_cost(id, |args| traversal_cost(&args[0]));
+        env.set_name_cost(id, |args| traversal_cost(&args[0]));
     }
 
     env.method(
@@ -150,7 +150,7 @@ pub(crate) fn install(env: &mut Env) {
         "string_substring_int",
         "string_substring_int_int",
     ] {
-        env.set_cost(id, |args| {
+        env.set_name_cost(id, |args| {
             scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
         });
     }
@@ -184,7 +184,7 @@ pub(crate) fn install(env: &mut Env) {
         "string_split_string",
         "string_split_string_int",
     ] {
-        env.set_cost(id, |args| {
+        env.set_name_cost(id, |args| {
             scaled_cost(actual_size(&args[0]) * 2, STRING_TRAVERSAL)
         });
     }
@@ -202,7 +202,7 @@ pub(crate) fn install(env: &mut Env) {
     );
     // Kubernetes charges for the result's size, known only once it is computed: charged inside.
     for id in ["list_join", "list_join_string"] {
-        env.set_cost(id, |_| 0);
+        env.set_name_cost(id, |_| 0);
     }
 
     env.method(
@@ -311,9 +311,10 @@ fn replace<'a>(
         occurrences.min(limit as usize)
     };
     // The result may be far larger than the input its cost is based on: growth beyond twice the
-    // input (which Kubernetes' cost covers) is charged before the string is built.
+    // input (which Kubernetes' cost covers), and beyond 4 KiB, is charged before the string is
+    // built, so that memory stays bounded by cost.
     let grown = (count as u64).saturating_mul(new.chars().count() as u64);
-    let covered = (text.chars().count() as u64).saturating_mul(2);
+    let covered = (text.chars().count() as u64).saturating_mul(2).max(4096);
     ctx.budget
         .charge(scaled_cost(grown.saturating_sub(covered), STRING_TRAVERSAL))?;
     Ok(Value::string(text.replacen(old, new, count)))

@@ -5,11 +5,15 @@
 
 use crate::error::EvalError;
 use crate::eval::Ctx;
+use crate::types::Type;
 use crate::value::{Key, Value};
 
 use super::{STRING_TRAVERSAL, go_quote, scaled_cost};
 
 const DEFAULT_PRECISION: usize = 6;
+/// Output up to this many bytes costs nothing beyond the call (cel-go's meter); more is
+/// charged a tenth of a unit per byte.
+const FREE_OUTPUT: usize = 4096;
 
 /// Formats `template` with `args`; the output beyond the template's length is charged to the
 /// budget as it grows (the call's own cost covers only the template).
@@ -43,24 +47,134 @@ pub(crate) fn format(
         }
         let (read, clause) = parse_clause(&template[index + 1..])
             .map_err(|error| invalid(format!("could not parse formatting clause: {error}")))?;
-        if let Clause::Fixed(Some(precision)) = clause {
+        if let Clause::Fixed(Some(precision)) = clause
+            && precision > FREE_OUTPUT
+        {
             // A huge precision allocates before anything is returned: charge it first.
-            ctx.budget
-                .charge(scaled_cost(precision as u64, STRING_TRAVERSAL))?;
+            ctx.budget.charge(scaled_cost(
+                (precision - FREE_OUTPUT) as u64,
+                STRING_TRAVERSAL,
+            ))?;
         }
         let formatted = format_clause(clause, arg)
             .map_err(|error| invalid(format!("error during formatting: {error}")))?;
-        ctx.budget.charge(scaled_cost(
-            formatted.chars().count() as u64,
-            STRING_TRAVERSAL,
-        ))?;
+        // cel-go charges only the template; output beyond FREE_OUTPUT bytes is charged here so
+        // that memory stays bounded by cost.
+        let before = out.len().max(FREE_OUTPUT);
         out.push_str(&formatted);
+        if out.len() > before {
+            ctx.budget
+                .charge(scaled_cost((out.len() - before) as u64, STRING_TRAVERSAL))?;
+        }
         index += 1 + read;
         literal_start = index;
         next_arg += 1;
     }
     out.push_str(&template[literal_start..]);
     Ok(out)
+}
+
+/// cel-go's compile-time check of `'<literal>'.format([<list literal>])` (the strings
+/// extension's validator): the clauses against the checked types of the list's elements. The
+/// error comes with the index of the element it is about, if any (else it is the call's).
+pub(crate) fn check(
+    template: &str,
+    args: &[Type],
+    element_kinds: &dyn Fn(usize) -> Result<(), (usize, String)>,
+) -> Result<usize, (Option<usize>, String)> {
+    let bytes = template.as_bytes();
+    let mut index = 0;
+    let mut next_arg = 0;
+    while index < bytes.len() {
+        if bytes[index] != b'%' {
+            index += 1;
+            continue;
+        }
+        if bytes.get(index + 1) == Some(&b'%') {
+            index += 2;
+            continue;
+        }
+        if index + 1 >= bytes.len() {
+            return Err((None, "unexpected end of string".to_owned()));
+        }
+        if next_arg >= args.len() {
+            return Err((None, format!("index {next_arg} out of range")));
+        }
+        let (read, clause) = parse_clause(&template[index + 1..])
+            .map_err(|error| (None, format!("could not parse formatting clause: {error}")))?;
+        let kind = &args[next_arg];
+        let allowed: &[&str] = match clause {
+            Clause::String => &[],
+            Clause::Decimal | Clause::Octal => &["int", "uint"],
+            Clause::Fixed(_) | Clause::Scientific => &["double", "string"],
+            Clause::Binary => &["int", "uint", "bool"],
+            Clause::Hex(_) => &["int", "uint", "string", "bytes"],
+        };
+        let wrong = |at: usize, kind: &Type| {
+            let given = kind.runtime_name();
+            let message = match clause {
+                Clause::String => format!(
+                    "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {given}"
+                ),
+                Clause::Decimal => {
+                    format!("decimal clause can only be used on integers, was given {given}")
+                }
+                Clause::Octal => {
+                    format!("octal clause can only be used on integers, was given {given}")
+                }
+                Clause::Fixed(_) => {
+                    format!("fixed-point clause can only be used on doubles, was given {given}")
+                }
+                Clause::Scientific => {
+                    format!("scientific clause can only be used on doubles, was given {given}")
+                }
+                Clause::Binary => {
+                    format!("only integers and bools can be formatted as binary, was given {given}")
+                }
+                Clause::Hex(_) => format!(
+                    "only integers, byte buffers, and strings can be formatted as hex, was given {given}"
+                ),
+            };
+            (Some(at), format!("error during formatting: {message}"))
+        };
+        match clause {
+            Clause::String => element_kinds(next_arg).map_err(|(at, given)| {
+                (Some(at), format!("error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {given}"))
+            })?,
+            _ => {
+                if !matches!(kind, Type::Dyn | Type::Param(_) | Type::Error)
+                    && !allowed.contains(&kind.runtime_name())
+                {
+                    return Err(wrong(next_arg, kind));
+                }
+            }
+        }
+        index += 1 + read;
+        next_arg += 1;
+    }
+    Ok(next_arg)
+}
+
+/// Can `%s` format a value of this checked type (cel-go's `verifyString`, for one level)?
+pub(crate) fn string_formattable(kind: &Type) -> bool {
+    matches!(
+        kind,
+        Type::Dyn
+            | Type::Param(_)
+            | Type::Error
+            | Type::List(_)
+            | Type::Map(_, _)
+            | Type::Int
+            | Type::Uint
+            | Type::Double
+            | Type::Bool
+            | Type::String
+            | Type::Timestamp
+            | Type::Bytes
+            | Type::Duration
+            | Type::Type(_)
+            | Type::Null
+    )
 }
 
 fn invalid(message: String) -> EvalError {
@@ -290,7 +404,7 @@ fn format_aggregate(value: &Value<'_>) -> Result<String, String> {
                     Some(Key::Bool(flag)) => flag.to_string(),
                     Some(Key::Int(number)) => number.to_string(),
                     Some(Key::Uint(number)) => number.to_string(),
-                    None => {
+                    _ => {
                         return Err(format!(
                             "no formatting function for map key of type {}",
                             type_name(&key)

@@ -546,7 +546,7 @@ pub(crate) fn install(env: &mut Env) {
             Ok(opaque(URL_TYPE, url.to_string()))
         },
     );
-    env.set_cost("string_to_url", |args| {
+    env.set_name_cost("string_to_url", |args| {
         scaled_cost(actual_size(&args[0]), STRING_TRAVERSAL)
     });
     env.function("is_url_string", "isURL(string) -> bool", |_, args| {

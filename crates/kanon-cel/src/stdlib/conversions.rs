@@ -200,17 +200,101 @@ fn conversion_error(to: &str) -> EvalError {
 
 /// A double as Go's `strconv.ParseFloat` reads it (decimal, exponent, `inf`, `nan`).
 fn parse_double(text: &str) -> Result<f64, EvalError> {
+    go_parse_float(text).ok_or_else(|| conversion_error("double"))
+}
+
+/// Go's `strconv.ParseFloat(text, 64)`: decimal and hexadecimal (`0x1p3`) forms, underscores
+/// between digits, `inf`/`infinity`/`nan` in any case; out of range is an error.
+fn go_parse_float(text: &str) -> Option<f64> {
     let lowered = text.to_ascii_lowercase();
-    let trimmed = lowered.trim_start_matches(['+', '-']);
-    let special = matches!(trimmed, "inf" | "infinity" | "nan");
-    let plain = !text.is_empty()
-        && text.chars().all(|character| {
-            character.is_ascii_digit() || matches!(character, '.' | 'e' | 'E' | '+' | '-')
+    let (negative, unsigned) = match lowered.as_bytes().first()? {
+        b'+' => (false, &lowered[1..]),
+        b'-' => (true, &lowered[1..]),
+        _ => (false, &lowered[..]),
+    };
+    if unsigned == "inf" || unsigned == "infinity" {
+        return Some(if negative {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
         });
-    if !(special || plain) {
-        return Err(conversion_error("double"));
     }
-    text.parse::<f64>().map_err(|_| conversion_error("double"))
+    if lowered == "nan" {
+        return Some(f64::NAN);
+    }
+    if !underscores_ok(&lowered) {
+        return None;
+    }
+    let digits: String = unsigned.chars().filter(|c| *c != '_').collect();
+    let value = if let Some(hex) = digits.strip_prefix("0x") {
+        parse_hex_float(hex)?
+    } else {
+        if digits.is_empty()
+            || !digits
+                .chars()
+                .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | '+' | '-'))
+        {
+            return None;
+        }
+        digits.parse::<f64>().ok()?
+    };
+    if value.is_infinite() {
+        return None;
+    }
+    Some(if negative { -value } else { value })
+}
+
+/// `mantissa p exponent` in hexadecimal (the part after `0x`); the exponent is required.
+fn parse_hex_float(text: &str) -> Option<f64> {
+    let (mantissa, exponent) = text.split_once('p')?;
+    let exponent: i32 = exponent.parse().ok()?;
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let mut value = 0f64;
+    for c in whole.chars() {
+        value = value * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let mut scale = 1.0 / 16.0;
+    for c in fraction.chars() {
+        value += f64::from(c.to_digit(16)?) * scale;
+        scale /= 16.0;
+    }
+    Some(value * 2f64.powi(exponent))
+}
+
+/// Go's `underscoreOK`: underscores only between digits (or after a base prefix).
+fn underscores_ok(text: &str) -> bool {
+    let bytes = text.trim_start_matches(['+', '-']).as_bytes();
+    let mut saw = b'^';
+    let mut index = 0;
+    let mut hex = false;
+    if bytes.len() >= 2 && bytes[0] == b'0' && matches!(bytes[1], b'b' | b'o' | b'x') {
+        index = 2;
+        saw = b'0';
+        hex = bytes[1] == b'x';
+    }
+    while index < bytes.len() {
+        let byte = bytes[index];
+        index += 1;
+        if byte.is_ascii_digit() || (hex && (b'a'..=b'f').contains(&byte)) {
+            saw = b'0';
+            continue;
+        }
+        if byte == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+            continue;
+        }
+        if saw == b'_' {
+            return false;
+        }
+        saw = b'!';
+    }
+    saw != b'_'
 }
 
 /// A double as cel-go's `string(double)` writes it: Go's `%g`, the shortest digits that read

@@ -7,7 +7,8 @@ mod operators;
 mod strings;
 mod time;
 
-pub(crate) use operators::size_of;
+pub(crate) use conversions::format_double;
+pub(crate) use operators::{map_insert_owned, size_of};
 
 pub(crate) fn install(env: &mut Env) {
     operators::install(env);

@@ -8,7 +8,7 @@ use crate::ast::operators as op;
 use crate::env::Env;
 use crate::error::EvalError;
 use crate::eval::{Ctx, no_overload};
-use crate::value::{List, Value};
+use crate::value::Value;
 
 use super::string_cost;
 
@@ -171,7 +171,7 @@ fn install_ordering(env: &mut Env) {
     }
 }
 
-/// An ordering operator: NaN compares false with everything, as IEEE and cel-go have it.
+/// An ordering operator: NaN cannot be ordered (an error in cel-go v0.26, kube-apiserver 1.35).
 fn order<'a>(
     function: &str,
     args: &[Value<'a>],
@@ -179,7 +179,9 @@ fn order<'a>(
 ) -> Result<Value<'a>, EvalError> {
     match args[0].compare(&args[1]) {
         Some(ordering) => Ok(Value::Bool(holds(ordering))),
-        None if is_number(&args[0]) && is_number(&args[1]) => Ok(Value::Bool(false)),
+        None if is_number(&args[0]) && is_number(&args[1]) => Err(EvalError::Invalid(
+            "NaN values cannot be ordered".to_owned(),
+        )),
         None => Err(no_overload(function, args)),
     }
 }
@@ -234,26 +236,11 @@ fn install_arithmetic(env: &mut Env) {
         "add_list",
         "_+_(list(A), list(A)) -> list(A)",
         |_, args| match (&args[0], &args[1]) {
-            (Value::List(a), Value::List(b)) => {
-                if b.is_empty() {
-                    return Ok(Value::List(a.clone()));
-                }
-                if a.is_empty() {
-                    return Ok(Value::List(b.clone()));
-                }
-                let mut joined = Vec::with_capacity(a.len() + b.len());
-                joined.extend(a.iter());
-                joined.extend(b.iter());
-                Ok(Value::List(List::from_values(joined)))
-            }
+            (Value::List(a), Value::List(b)) => Ok(Value::List(a.concat(b))),
             _ => Err(no_overload(op::ADD, args)),
         },
     );
-    // cel-go counts list concatenation as O(1) (it chains the lists); we copy, so we charge for
-    // the copy: a list doubled in a loop must meet its bound.
-    env.set_cost("add_list", |args| {
-        1 + string_cost(size_of(&args[0]) + size_of(&args[1]))
-    });
+    // cel-go counts list concatenation as O(1) (it chains the lists); so does List::concat.
 
     env.function("subtract_int64", "_-_(int, int) -> int", |_, args| {
         int_op(op::SUBTRACT, args, i64::checked_sub)
@@ -405,33 +392,41 @@ pub(crate) fn install_planned(env: &mut Env) {
 }
 
 fn map_insert<'a>(
-    ctx: &mut Ctx<'_, '_>,
+    _: &mut Ctx<'_, '_>,
     map: &Value<'a>,
     entries: &[(Value<'a>, Value<'a>)],
 ) -> Result<Value<'a>, EvalError> {
-    let Value::Map(map) = map else {
-        return Err(no_overload("cel.@mapInsert", std::slice::from_ref(map)));
+    map_insert_owned(map.clone(), entries)
+}
+
+/// `cel.@mapInsert`: in place when the map is owned and not shared (a comprehension's
+/// accumulator, which cel-go also grows in place), else on a copy.
+pub(crate) fn map_insert_owned<'a>(
+    map: Value<'a>,
+    entries: &[(Value<'a>, Value<'a>)],
+) -> Result<Value<'a>, EvalError> {
+    let mut map = match map {
+        Value::Map(crate::value::Map::Owned(map)) => map,
+        Value::Map(map) => Arc::new(
+            map.entries()
+                .into_iter()
+                .map(|(key, value)| (crate::value::Key::from_any(&key), value))
+                .collect(),
+        ),
+        other => return Err(no_overload("cel.@mapInsert", std::slice::from_ref(&other))),
     };
-    // The map is copied: charge for the copy, so a fold over a large map meets its bound.
-    ctx.budget.charge(string_cost(map.len() as u64))?;
-    let mut copy: indexmap::IndexMap<crate::value::Key<'a>, Value<'a>> = map
-        .entries()
-        .into_iter()
-        .filter_map(|(key, value)| crate::value::Key::from_value(&key).map(|key| (key, value)))
-        .collect();
+    let copy = Arc::make_mut(&mut map);
     for (key, value) in entries {
-        let key = crate::value::Key::from_value(key).ok_or_else(|| {
-            EvalError::Invalid(format!("unsupported key type: {}", key.type_of()))
-        })?;
+        let key = crate::value::Key::from_any(key);
         if copy.contains_key(&key) {
             return Err(EvalError::Invalid(format!(
                 "insert failed: key {} already exists",
-                key.to_value()
+                crate::eval::go_text(&key.to_value())
             )));
         }
         copy.insert(key, value.clone());
     }
-    Ok(Value::Map(crate::value::Map::Owned(Arc::new(copy))))
+    Ok(Value::Map(crate::value::Map::Owned(map)))
 }
 
 fn optional_index<'a>(_: &mut Ctx<'_, '_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {

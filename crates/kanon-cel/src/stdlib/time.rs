@@ -90,14 +90,7 @@ overloads! {
 /// The error for arguments of types an overload does not take; the interpreter dispatches on
 /// types, so this only guards against a wrong call.
 fn mismatch(function: &str, args: &[Value<'_>]) -> EvalError {
-    let types: Vec<String> = args
-        .iter()
-        .map(|arg| arg.type_of().runtime_name().to_owned())
-        .collect();
-    EvalError::NoSuchOverload {
-        function: function.to_owned(),
-        args: types.join(", "),
-    }
+    crate::eval::dispatch_failure(function, args)
 }
 
 fn duration_at(function: &str, args: &[Value<'_>], index: usize) -> Result<Duration, EvalError> {
@@ -654,7 +647,7 @@ mod tests {
         // A wrong call is refused, not a panic.
         assert!(matches!(
             call(&env, "duration", "string_to_duration", &[Value::Int(1)]),
-            Err(EvalError::NoSuchOverload { .. })
+            Err(EvalError::NoSuchOverload(_))
         ));
         assert!(matches!(
             call(
@@ -663,11 +656,11 @@ mod tests {
                 "timestamp_to_hours_with_tz",
                 &[timestamp("2009-02-13T23:31:30Z"), Value::Int(1)]
             ),
-            Err(EvalError::NoSuchOverload { .. })
+            Err(EvalError::NoSuchOverload(_))
         ));
         assert!(matches!(
             call(&env, "_+_", "add_duration_duration", &[duration("1s")]),
-            Err(EvalError::NoSuchOverload { .. })
+            Err(EvalError::NoSuchOverload(_))
         ));
     }
 
