@@ -15,6 +15,8 @@
 //! serves are not judged. Custom kinds never add errors, so a policy's errors do not depend on
 //! them (see [`crate::kinds_warnings`]).
 
+use crate::language::cel;
+use crate::language::cel::compile::RuleEnv;
 use jsonpath_rust::parser::model::{Segment, Selector};
 use kanon_api::{OverrideRule, RefSource, ResourceRefer, ResourceSelector, ValidateRule};
 use kanon_schema::{KindSuggestion, Kinds, KnownKind, Resolution};
@@ -50,6 +52,19 @@ pub(crate) fn check(
     } = written;
     let selected = checker.selectors(selectors, errors, warnings);
     for (i, rule) in override_rules.iter().enumerate() {
+        if let Some(cel) = &rule.overriders.cel {
+            let sources = cel::schema::Sources::mutation(
+                cel,
+                &format!("spec.overrideRules[{i}].overriders.cel"),
+            );
+            cel::schema::warnings(
+                &sources,
+                RuleEnv::mutation,
+                &selected.kinds,
+                kinds,
+                warnings,
+            );
+        }
         for (j, op) in rule.overriders.plaintext.iter().enumerate() {
             let at = format!("spec.overrideRules[{i}].overriders.plaintext[{j}]");
             checker.path(&selected, &op.path, &format!("{at}.path"), warnings);
@@ -66,6 +81,16 @@ pub(crate) fn check(
                 "is not set, so the rule judges DELETE too (a denial blocks deleting the \
                  object): write [CREATE, UPDATE], or list DELETE if that is meant",
             ));
+        }
+        if let Some(cel) = &rule.cel {
+            let sources = cel::schema::Sources::validation(cel, &format!("{at}.cel"));
+            cel::schema::warnings(
+                &sources,
+                RuleEnv::validation,
+                &selected.kinds,
+                kinds,
+                warnings,
+            );
         }
         let Some(condition) = rule.template.as_ref().and_then(|t| t.condition.as_ref()) else {
             continue;

@@ -459,3 +459,67 @@ fn references_bring_what_only_kanon_has() {
         "is not a CEL identifier",
     );
 }
+
+/// The warnings compiling `doc` gives, as `field: message`.
+fn warnings_of(doc: &Value) -> Vec<String> {
+    compiled(doc)
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.field, w.message))
+        .collect()
+}
+
+#[test]
+fn expressions_are_type_checked_against_the_selected_kinds() {
+    // Correct expressions over Pods and Deployments: no warning.
+    let good = cel_policy(
+        "good",
+        json!({
+            "variables": [{"name": "names", "expression": "object.spec.containers.map(c, c.name)"}],
+            "validations": [
+                {"expression": MEMORY_LIMIT},
+                {"expression": "object.spec.?hostNetwork.orValue(false) == false && size(variables.names) > 0"},
+                {"expression": "object.metadata.name.startsWith('web') || has(object.metadata.labels)",
+                 "messageExpression": "object.metadata.name + ' ' + variables.names.join(',')"},
+            ],
+        }),
+        json!({}),
+    );
+    assert_eq!(warnings_of(&good), Vec::<String>::new());
+
+    // A field the kind does not have: a warning naming the kind and the column, the policy
+    // still compiles (at run time `object` is dyn, as in kube-apiserver).
+    let typo = cel_policy(
+        "typo",
+        json!({"validations": [
+            {"expression": "object.spec.containerz.all(c, has(c.resources))"},
+            {"expression": "object.spec.containers.all(c, has(c.resource.limits))"},
+        ]}),
+        json!({}),
+    );
+    assert_eq!(
+        warnings_of(&typo),
+        [
+            "spec.validateRules[0].cel.validations[0].expression: checked against Pod (v1): ERROR: <input>:1:12: undefined field 'containerz'",
+            "spec.validateRules[0].cel.validations[1].expression: checked against Pod (v1): ERROR: <input>:1:36: undefined field 'resource'",
+        ]
+    );
+
+    // Mutations too, on Deployments.
+    let mutation = cop(
+        "m",
+        json!({
+            "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "object.spec.replica > 3 ? [JSONPatch{op: 'replace', path: '/spec/replicas', value: 3}] : []"}},
+            ]}}}],
+        }),
+    );
+    assert_eq!(
+        warnings_of(&mutation),
+        [
+            "spec.overrideRules[0].overriders.cel.mutations[0].jsonPatch.expression: checked against Deployment (apps/v1): ERROR: <input>:1:12: undefined field 'replica'"
+        ]
+    );
+}

@@ -104,6 +104,11 @@ impl RuleEnv {
         }
     }
 
+    /// Changes the environment (the schema checks type `object` as a kind).
+    pub(crate) fn with_env(&mut self, change: impl FnOnce(&mut Env)) {
+        change(&mut self.env);
+    }
+
     /// Compiles one expression at `field`, which must give `expect`.
     pub(crate) fn compile(
         &self,

@@ -12,8 +12,9 @@
 //! objects, HTTP services), resolved through kanon's lookups before the rule runs.
 
 mod activation;
-mod compile;
+pub(crate) mod compile;
 pub(crate) mod mutate;
+pub(crate) mod schema;
 pub(crate) mod validate;
 
 use kanon_cel::EvalError;
