@@ -5,9 +5,10 @@
 //! charge for (a lazy list concatenated with itself 33 times is copied into one list of 2^33
 //! items: see SECURITY.md), and nothing inside a process can stop a thread that allocates
 //! without end. So the engine hands such programs to a [`ProgramHost`] when the [`Evaluation`]
-//! it evaluates in has one ([`Evaluation::with_programs`]): the webhook's host runs them in
-//! separate, memory-limited worker processes that it kills at the review's deadline. Without
-//! a host (`kanon apply`, `kanon test`, the engine's tests) programs run in the calling thread.
+//! it evaluates in has one ([`Evaluation::with_programs`]): `kanon serve`, `kanon apply` and
+//! `kanon test` run them in separate, memory-limited worker processes that they kill at the
+//! review's deadline. Without a host (`--program-workers 0`, the engine's tests) programs run
+//! in the calling thread.
 //!
 //! The host sees the program's source and a [`ProgramInput`]: the variables the program reads,
 //! as plain JSON, so that a worker builds exactly the context the engine would have built.

@@ -1,4 +1,5 @@
-//! Hand-written programs in worker processes: the [`ProgramHost`] of `kanon serve`.
+//! Hand-written programs in worker processes: the [`ProgramHost`] of `kanon serve` (and, one
+//! program at a time, of `kanon apply` and `kanon test`).
 //!
 //! A program's fuel, recursion and output bounds hold inside the program runtime, but a few of
 //! the runtime's operations are not charged (see SECURITY.md), and a thread that allocates

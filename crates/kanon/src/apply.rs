@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::inputs::{Document, read_documents};
 use crate::objects::load_objects;
+use crate::programs::{DeadlineArgs, OfflineEvaluation, ProgramArgs};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
@@ -52,6 +53,10 @@ pub struct ApplyArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Yaml)]
     output: Format,
+    #[command(flatten)]
+    programs: ProgramArgs,
+    #[command(flatten)]
+    deadline: DeadlineArgs,
 }
 
 fn parse_op(text: &str) -> Result<Operation, String> {
@@ -201,6 +206,7 @@ pub(crate) fn build_request(
 }
 
 fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
+    let evaluation = OfflineEvaluation::new(&args.programs, &args.deadline)?;
     let policies = load_policies(&args.policies)?;
     let context = load_context(&args.context)?;
     let old = read_documents(&args.old_resources).map_err(|e| e.to_string())?;
@@ -210,17 +216,26 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
             "no resource to evaluate: the --resource paths hold no document".into(),
         ]));
     }
-    evaluate_documents(&policies, &context, &resources, &old, args.operation)
+    evaluate_documents(
+        &evaluation,
+        &policies,
+        &context,
+        &resources,
+        &old,
+        args.operation,
+    )
 }
 
-/// Evaluates one request as the webhook would; `source` says where it came from.
+/// Evaluates one request as the webhook would, in `evaluation` (its deadline and program
+/// workers); `source` says where it came from.
 pub(crate) fn evaluate_request(
+    evaluation: &OfflineEvaluation,
     policies: &PolicySet,
     context: &ObjectStore,
     request: &Request,
     source: String,
 ) -> Verdict {
-    let decision = kanon_engine::block_on(policies.review(request, context));
+    let decision = evaluation.review(policies, request, context);
     Verdict {
         resource: ResourceId::of(request),
         source,
@@ -231,6 +246,7 @@ pub(crate) fn evaluate_request(
 
 /// Evaluates each resource document (an object, or an AdmissionReview) as the webhook would.
 pub(crate) fn evaluate_documents(
+    evaluation: &OfflineEvaluation,
     policies: &PolicySet,
     context: &ObjectStore,
     resources: &[Document],
@@ -247,7 +263,13 @@ pub(crate) fn evaluate_documents(
                 continue;
             }
         };
-        verdicts.push(evaluate_request(policies, context, &request, doc.origin()));
+        verdicts.push(evaluate_request(
+            evaluation,
+            policies,
+            context,
+            &request,
+            doc.origin(),
+        ));
     }
     if problems.is_empty() {
         Ok(verdicts)

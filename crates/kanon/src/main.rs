@@ -5,6 +5,7 @@ mod apply;
 mod cluster;
 mod inputs;
 mod objects;
+mod programs;
 mod render;
 mod serve;
 mod suite;
@@ -46,8 +47,8 @@ enum Command {
     Render(render::RenderArgs),
     /// Print the CustomResourceDefinitions of the four policy kinds.
     Crds,
-    /// Run hand-written programs for `kanon serve` (started by it, over standard input and
-    /// output).
+    /// Run hand-written programs for `kanon serve`, `kanon apply` and `kanon test` (started by
+    /// them, over standard input and output).
     #[command(hide = true)]
     ProgramWorker,
 }

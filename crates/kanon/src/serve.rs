@@ -14,7 +14,6 @@ use kanon_cluster::ClusterMetrics;
 use kanon_cluster::certificates::CertificateMetrics;
 use kanon_engine::{Lookup, NoObjects, ObjectStore};
 use kanon_webhook::metrics::Metrics;
-use kanon_webhook::sandbox::SandboxConfig;
 use kanon_webhook::server::{self, ServerConfig};
 use kanon_webhook::{PolicyState, Publisher};
 
@@ -67,15 +66,8 @@ pub struct ServeArgs {
     /// Log format; the level comes from `RUST_LOG` (default `info`).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// How many worker processes run hand-written `program`s (each runs one at a time, so
-    /// this many run at once); 0 runs them in the server's own threads, where a program that
-    /// exhausts memory takes the server down. Default: the number of CPUs.
-    #[arg(long, value_name = "N")]
-    program_workers: Option<usize>,
-    /// The address-space limit of each program worker process, in MiB: a program that needs
-    /// more ends its worker and fails under its policy's failure policy.
-    #[arg(long, value_name = "MIB", default_value_t = 256)]
-    program_memory_mib: u64,
+    #[command(flatten)]
+    programs: crate::programs::ProgramArgs,
     /// Require a client certificate on the webhook port, signed by a CA in this PEM file
     /// (kube-apiserver presents one when its admission configuration names a kubeconfig with a
     /// client certificate for kanon). Health probes then go to the metrics port.
@@ -107,8 +99,8 @@ pub struct ServeArgs {
 
 const MIB: usize = 1024 * 1024;
 
-/// Runs a program worker (`kanon program-worker`, started by `kanon serve`) until its
-/// standard input closes.
+/// Runs a program worker (`kanon program-worker`, started by `kanon serve`, `kanon apply` and
+/// `kanon test`: [`crate::programs`]) until its standard input closes.
 pub fn run_worker() -> ExitCode {
     match kanon_webhook::sandbox::serve_worker() {
         Ok(()) => ExitCode::SUCCESS,
@@ -117,28 +109,6 @@ pub fn run_worker() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Where `kanon serve` runs hand-written programs: workers started from this executable.
-fn sandbox_config(args: &ServeArgs) -> Result<Option<SandboxConfig>, String> {
-    let cpus = std::thread::available_parallelism().map_or(2, usize::from);
-    let workers = args.program_workers.unwrap_or(cpus);
-    if workers == 0 {
-        return Ok(None);
-    }
-    if args.program_memory_mib < 64 {
-        return Err(format!(
-            "--program-memory-mib {}: at least 64 MiB (a worker maps about 30 MiB to start)",
-            args.program_memory_mib
-        ));
-    }
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find kanon's own executable to start program workers: {e}"))?;
-    Ok(Some(SandboxConfig {
-        command: vec![exe.display().to_string(), "program-worker".to_string()],
-        workers,
-        memory_mib: args.program_memory_mib,
-    }))
 }
 
 fn init_logging(format: LogFormat) {
@@ -229,7 +199,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let sandbox = match sandbox_config(args) {
+    let sandbox = match args.programs.sandbox_config() {
         Ok(sandbox) => sandbox,
         Err(e) => {
             eprintln!("error: {e}");

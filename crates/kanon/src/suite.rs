@@ -48,6 +48,7 @@ use crate::apply::{
     paired_old,
 };
 use crate::inputs::{Document, read_documents};
+use crate::programs::{DeadlineArgs, OfflineEvaluation, ProgramArgs};
 
 /// Arguments of `kanon test`.
 #[derive(Debug, Args)]
@@ -55,6 +56,10 @@ pub struct TestArgs {
     /// Folders searched (recursively) for `kanon-test.yaml` files, or suite files; default `.`.
     #[arg(value_name = "DIR")]
     paths: Vec<PathBuf>,
+    #[command(flatten)]
+    programs: ProgramArgs,
+    #[command(flatten)]
+    deadline: DeadlineArgs,
 }
 
 const SUITE_FILE: &str = "kanon-test.yaml";
@@ -668,6 +673,7 @@ fn plan(
 
 /// Runs the planned cases: evaluates each one's resource, prints PASS or FAIL.
 fn run_cases(
+    evaluation: &OfflineEvaluation,
     name: &str,
     policies: &PolicySet,
     context: &kanon_engine::ObjectStore,
@@ -678,7 +684,7 @@ fn run_cases(
         let label = format!("{name}: {op} {}", case.resource.label());
         let failures = match plan {
             Planned::Run { request, source } => {
-                let verdict = evaluate_request(policies, context, &request, source);
+                let verdict = evaluate_request(evaluation, policies, context, &request, source);
                 judge(case, &texts, &verdict)
             }
             Planned::Fail(why) => vec![why],
@@ -696,7 +702,7 @@ fn run_cases(
     }
 }
 
-fn run_suite(file: &Path, tally: &mut Tally) -> Result<(), String> {
+fn run_suite(evaluation: &OfflineEvaluation, file: &Path, tally: &mut Tally) -> Result<(), String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let suite: Suite = serde_saphyr::from_str(&text)
         .map_err(|e| format!("{}: {}", file.display(), e.without_snippet()))?;
@@ -736,12 +742,19 @@ fn run_suite(file: &Path, tally: &mut Tally) -> Result<(), String> {
     if !problems.is_empty() {
         return Err(bad(problems));
     }
-    run_cases(&name, &policies, &context, planned, tally);
+    run_cases(evaluation, &name, &policies, &context, planned, tally);
     Ok(())
 }
 
 /// Runs `kanon test`: exit 0 when every case passes, 1 when any fails, 2 on bad input.
 pub fn run(args: &TestArgs) -> ExitCode {
+    let evaluation = match OfflineEvaluation::new(&args.programs, &args.deadline) {
+        Ok(evaluation) => evaluation,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let roots = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
@@ -768,7 +781,7 @@ pub fn run(args: &TestArgs) -> ExitCode {
     let mut tally = Tally::default();
     let mut bad = false;
     for file in &files {
-        if let Err(e) = run_suite(file, &mut tally) {
+        if let Err(e) = run_suite(&evaluation, file, &mut tally) {
             eprintln!("error: {e}");
             bad = true;
         }
