@@ -279,22 +279,10 @@ impl Checker<'_> {
         {
             return Some(kind.clone());
         }
-        let type_value = match name {
-            "bool" => Type::Bool,
-            "int" => Type::Int,
-            "uint" => Type::Uint,
-            "double" => Type::Double,
-            "string" => Type::String,
-            "bytes" => Type::Bytes,
-            "list" => Type::list(Type::Dyn),
-            "map" => Type::map(Type::Dyn, Type::Dyn),
-            "null_type" => Type::Null,
-            "type" => Type::Type(None),
-            "optional_type" => Type::optional(Type::Dyn),
-            "google.protobuf.Duration" => Type::Duration,
-            "google.protobuf.Timestamp" => Type::Timestamp,
-            other if self.env.names_type(other) => Type::Object(Arc::from(other)),
-            _ => return None,
+        let type_value = match Type::denoted(name) {
+            Some(denoted) => denoted,
+            None if self.env.names_type(name) => Type::Object(Arc::from(name)),
+            None => return None,
         };
         Some(Type::type_of(type_value))
     }

@@ -431,7 +431,7 @@ impl Planner<'_> {
         {
             return Some(attr_node(Root::Variable(slot)));
         }
-        type_named(name)
+        Type::denoted(name)
             .or_else(|| {
                 self.env
                     .names_type(name)
@@ -791,26 +791,6 @@ fn qualified_name(expr: &Expr) -> Option<String> {
         } => qualified_name(operand).map(|prefix| format!("{prefix}.{field}")),
         _ => None,
     }
-}
-
-/// The type a built-in type name denotes, as a value (`int`, `list`, `google.protobuf.Duration`).
-fn type_named(name: &str) -> Option<Type> {
-    Some(match name {
-        "bool" => Type::Bool,
-        "int" => Type::Int,
-        "uint" => Type::Uint,
-        "double" => Type::Double,
-        "string" => Type::String,
-        "bytes" => Type::Bytes,
-        "list" => Type::list(Type::Dyn),
-        "map" => Type::map(Type::Dyn, Type::Dyn),
-        "null_type" => Type::Null,
-        "type" => Type::Type(None),
-        "optional_type" => Type::optional(Type::Dyn),
-        "google.protobuf.Duration" => Type::Duration,
-        "google.protobuf.Timestamp" => Type::Timestamp,
-        _ => return None,
-    })
 }
 
 fn literal_value(literal: &Literal) -> Value<'static> {

@@ -46,6 +46,27 @@ impl Type {
         Type::Type(Some(Arc::new(inner)))
     }
 
+    /// The type a built-in type name denotes where an expression uses it as a value (`int`,
+    /// `list`, `google.protobuf.Duration`): the checker and the planner read one table.
+    pub fn denoted(name: &str) -> Option<Type> {
+        Some(match name {
+            "bool" => Type::Bool,
+            "int" => Type::Int,
+            "uint" => Type::Uint,
+            "double" => Type::Double,
+            "string" => Type::String,
+            "bytes" => Type::Bytes,
+            "list" => Type::list(Type::Dyn),
+            "map" => Type::map(Type::Dyn, Type::Dyn),
+            "null_type" => Type::Null,
+            "type" => Type::Type(None),
+            "optional_type" => Type::optional(Type::Dyn),
+            "google.protobuf.Duration" => Type::Duration,
+            "google.protobuf.Timestamp" => Type::Timestamp,
+            _ => return None,
+        })
+    }
+
     /// The name `type(x)` reports for a value of this type at run time (`list`, not `list(int)`).
     pub fn runtime_name(&self) -> &str {
         match self {
