@@ -13,6 +13,7 @@ pub mod eval;
 mod lexer;
 pub mod library;
 mod macros;
+mod options;
 pub mod parser;
 mod re2;
 pub mod stdlib;

@@ -11,7 +11,7 @@ use crate::ast::{
     ACCUMULATOR, Comprehension, Expr, ExprId, ExprKind, FieldInit, Literal, MapEntry, Span,
     operators,
 };
-use crate::parser::ParseOptions;
+use crate::options::ParseOptions;
 
 /// cel-go's legacy accumulator name: an iteration variable may not take it either.
 const LEGACY_ACCUMULATOR: &str = "__result__";
