@@ -10,6 +10,10 @@
 #   100 labels     the same, each of the 10 adding its label with a `labels` template
 #   1,000 labels   1,000 policies, 10 matching, labels template
 #   10,000 labels  10,000 policies, 10 matching, labels template
+#   100 CEL mutate 100 ClusterOverridePolicies, 10 of them select the Pod, each a CEL JSONPatch
+#                  mutation adding its label (POST /mutate)
+#   100 CEL validate  100 ClusterValidatePolicies, 10 of them select the Pod, each the CEL
+#                  memory-limit rule (POST /validate, a Pod whose containers have limits)
 #
 # a fresh kanon and a fresh ceiling are started side by side and driven in turn, ROUNDS times
 # (the order swapped every round, so drift and noise hit both), each with
@@ -125,21 +129,76 @@ function done(summary, latency, requests)
 end
 LUA
 
-saturate() { # url out
-  KANON_BENCH_BODY=$fixture wrk -t1 -c32 -d"${seconds}s" --latency -s "$work/post.lua" "$1" >"$2"
+saturate() { # url out body
+  KANON_BENCH_BODY=$3 wrk -t1 -c32 -d"${seconds}s" --latency -s "$work/post.lua" "$1" >"$2"
 }
-fixed_rate() { # url out
+fixed_rate() { # url out body
   "$oha" --no-tui --insecure --http-version 1.1 -m POST -H 'Content-Type: application/json' \
-    -D "$fixture" --output-format json -c 32 -q 1000 --latency-correction --wait-ongoing-requests-after-deadline -z "${seconds}s" "$1" >"$2"
+    -D "$3" --output-format json -c 32 -q 1000 --latency-correction --wait-ongoing-requests-after-deadline -z "${seconds}s" "$1" >"$2"
+}
+
+# N policies with CEL rules, 10 selecting the Pod: mutate (ClusterOverridePolicies, a JSONPatch
+# mutation adding a label each) or validate (ClusterValidatePolicies, the memory-limit rule).
+make_cel_policies() { # dir count mutate|validate
+  python3 - "$@" <<'PY'
+import os, sys
+d, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+os.makedirs(d, exist_ok=True)
+kinds = [("apps/v1", k) for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")] + \
+        [("v1", k) for k in ("ConfigMap", "Service", "Secret", "ServiceAccount")] + \
+        [(f"g{i}.example.com/v1", f"Thing{j}") for i in range(40) for j in range(4)]
+with open(os.path.join(d, "policies.yaml"), "w") as f:
+    for i in range(n):
+        api, kind = ("v1", "Pod") if i < 10 else kinds[i % len(kinds)]
+        if mode == "mutate":
+            f.write(f"""---
+apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {{name: p{i:05d}}}
+spec:
+  resourceSelectors: [{{apiVersion: "{api}", kind: {kind}}}]
+  overrideRules:
+  - overriders:
+      cel:
+        mutations:
+        - patchType: JSONPatch
+          jsonPatch:
+            expression: "[JSONPatch{{op: 'add', path: '/metadata/labels/bench-p{i}', value: 'v{i}'}}]"
+""")
+        else:
+            f.write(f"""---
+apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {{name: p{i:05d}}}
+spec:
+  resourceSelectors: [{{apiVersion: "{api}", kind: {kind}}}]
+  validateRules:
+  - targetOperations: [CREATE, UPDATE]
+    cel:
+      validations:
+      - expression: "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)"
+        message: every container needs a memory limit
+""")
+PY
 }
 
 # LOAD_BENCH_CONFIGS="plain100 labels100" measures only those (e.g. to compare two commits).
-read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000}"
+read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000 cel100 celvalidate100}"
 mkdir -p "$work/empty"
 make_policies "$work/plain100" 100 plaintext
 make_policies "$work/labels100" 100 labels
 make_policies "$work/labels1000" 1000 labels
 make_policies "$work/labels10000" 10000 labels
+make_cel_policies "$work/cel100" 100 mutate
+make_cel_policies "$work/celvalidate100" 100 validate
+# The memory-limit rule's Pod: the fixture with a memory limit on every container.
+python3 - "$fixture" "$work/pod-limited.json" <<'PY'
+import json, sys
+review = json.load(open(sys.argv[1]))
+for container in review["request"]["object"]["spec"]["containers"]:
+    container.setdefault("resources", {}).setdefault("limits", {})["memory"] = "128Mi"
+json.dump(review, open(sys.argv[2], "w"))
+PY
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $seconds s per measurement, $rounds rounds" >&2
 for config in "${configs[@]}"; do
@@ -151,22 +210,25 @@ for config in "${configs[@]}"; do
   ceiling_pid=$!
   wait_ready "https://127.0.0.1:$kport/readyz" "$kanon_pid" kanon
   wait_ready "https://127.0.0.1:$cport/" "$ceiling_pid" kanon-ceiling
-  declare -A url=([kanon]="https://127.0.0.1:$kport/mutate?timeout=10s"
-                  [ceiling]="https://127.0.0.1:$cport/mutate?timeout=10s")
-  # Every kanon answer must be the full mutation (10 labels) or, with no policy, a plain allow.
-  curl -sk -H 'Content-Type: application/json' --data-binary "@$fixture" "${url[kanon]}" >"$work/$config.answer.json"
+  endpoint=mutate body=$fixture
+  if [ "$config" = celvalidate100 ]; then endpoint=validate body=$work/pod-limited.json; fi
+  declare -A url=([kanon]="https://127.0.0.1:$kport/$endpoint?timeout=10s"
+                  [ceiling]="https://127.0.0.1:$cport/$endpoint?timeout=10s")
+  # Every kanon answer must be the full mutation (10 labels) or, with no policy or validate
+  # policies only, a plain allow.
+  curl -sk -H 'Content-Type: application/json' --data-binary "@$body" "${url[kanon]}" >"$work/$config.answer.json"
   for server in ceiling kanon; do  # warm-up
-    KANON_BENCH_BODY=$fixture wrk -t1 -c32 -d2s -s "$work/post.lua" "${url[$server]}" >/dev/null
+    KANON_BENCH_BODY=$body wrk -t1 -c32 -d2s -s "$work/post.lua" "${url[$server]}" >/dev/null
   done
   for round in $(seq "$rounds"); do
     order=(ceiling kanon); [ $((round % 2)) = 0 ] && order=(kanon ceiling)
     for server in "${order[@]}"; do
       echo "  $config round $round: $server at saturation" >&2
-      saturate "${url[$server]}" "$work/$config.$round.$server.wrk"
+      saturate "${url[$server]}" "$work/$config.$round.$server.wrk" "$body"
     done
     for server in "${order[@]}"; do
       echo "  $config round $round: $server at 1,000 req/s" >&2
-      fixed_rate "${url[$server]}" "$work/$config.$round.$server.oha.json"
+      fixed_rate "${url[$server]}" "$work/$config.$round.$server.oha.json" "$body"
     done
   done
   awk '/VmHWM/ {print $2}' "/proc/$kanon_pid/status" >"$work/$config.kanon.rss"
@@ -181,9 +243,11 @@ import base64, json, re, statistics, sys
 work, rounds, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 titles = {"empty": "empty policy dir", "plain100": "100 COPs, plaintext",
           "labels100": "100 COPs, labels template", "labels1000": "1,000 COPs, labels template",
-          "labels10000": "10,000 COPs, labels template"}
+          "labels10000": "10,000 COPs, labels template",
+          "cel100": "100 COPs, CEL JSONPatch", "celvalidate100": "100 CVPs, CEL memory-limit rule"}
 targets = {"empty": "≥ 0.9", "plain100": "≥ 0.8", "labels100": "≥ 0.7",
-           "labels1000": "≥ 0.7, within 10% of 100", "labels10000": "≥ 0.7, within 10% of 100"}
+           "labels1000": "≥ 0.7, within 10% of 100", "labels10000": "≥ 0.7, within 10% of 100",
+           "cel100": "≥ 0.8, p99 ≤ 1 ms", "celvalidate100": "≥ 0.8, p99 ≤ 1 ms"}
 
 def wrk(path):
     text = open(path).read()
@@ -214,7 +278,7 @@ for c in configs:
     rss = int(open(f"{work}/{c}.kanon.rss").read()) / 1024
     answer = json.load(open(f"{work}/{c}.answer.json"))["response"]
     patch = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
-    if not answer.get("allowed") or len(patch) != (0 if c == "empty" else 10):
+    if not answer.get("allowed") or len(patch) != (0 if c in ("empty", "celvalidate100") else 10):
         sys.exit(f"error: kanon's answer in {c} is not the expected one: {answer} {patch}")
     def latency(s):
         return f"{med([l[0] for l in lat[s]]):.2f} / {med([l[1] for l in lat[s]]):.2f} ms"
