@@ -1,6 +1,7 @@
 //! The type checker: infers every expression's type from the declarations, as cel-go's checker
 //! does, and reports what it cannot type (an undeclared name, a call no overload takes, a field
-//! a type does not have, a list mixing types) with the place and cel-go's wording.
+//! a type does not have) with the place and cel-go's wording. What kube-apiserver refuses
+//! beyond that (invalid literals, a list mixing types) its validators find, in `validate`.
 //!
 //! Generic overloads (`size(list(A))`) are instantiated with fresh type variables and unified
 //! with the arguments; `dyn` unifies with everything, so expressions over untyped JSON are
@@ -9,9 +10,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::ast::{Comprehension, Expr, ExprKind, Literal, Span, operators};
-use crate::env::{Env, Overload};
+use crate::ast::{Comprehension, Expr, ExprKind, Literal, operators};
+use crate::env::Env;
+pub use crate::env::ObjectTypes;
 use crate::error::Issue;
+use crate::function::Overload;
 use crate::types::Type;
 
 /// The types the checker found: the whole expression's, and each node's by id.
@@ -23,13 +26,6 @@ pub struct Checked {
     /// `dyn` fits several): cel-go then dispatches at run time and meters the call by its
     /// function's name only.
     pub ambiguous: std::collections::HashSet<u32>,
-}
-
-/// Where object types get their fields: a Kubernetes schema, or nothing (every field `dyn`).
-pub trait ObjectTypes: Send + Sync + std::fmt::Debug {
-    /// The type of `field` in the object type `type_name`: `None` when the type is not known
-    /// here (its fields are then `dyn`), `Some(None)` when it is known and has no such field.
-    fn field(&self, type_name: &str, field: &str) -> Option<Option<Type>>;
 }
 
 pub(crate) fn check(env: &Env, expr: &Expr) -> Result<Checked, Vec<Issue>> {
@@ -47,22 +43,6 @@ pub(crate) fn check(env: &Env, expr: &Expr) -> Result<Checked, Vec<Issue>> {
         // cel-go lists its errors in the order of the source.
         checker.issues.sort_by_key(|issue| issue.span.start);
         return Err(checker.issues);
-    }
-    // kube-apiserver's AST validators: duration, timestamp and regex literals, then
-    // homogeneous aggregate literals; every issue is reported, in the order of the source.
-    let mut issues = Vec::new();
-    if env.literal_validators {
-        validate_literals(env, expr, &mut issues);
-    }
-    if env.literal_validators {
-        validate_formats(expr, &checker, &mut issues);
-    }
-    if env.homogeneous_literals {
-        visit_literals(expr, &checker, &mut issues);
-    }
-    if !issues.is_empty() {
-        issues.sort_by_key(|issue| issue.span.start);
-        return Err(issues);
     }
     let result = unbound_to_dyn(checker.resolve(&result));
     let types = std::mem::take(&mut checker.types)
@@ -251,7 +231,7 @@ impl Checker<'_> {
     }
 
     /// The element type of a list literal so far, joined with one more element's: mixed types
-    /// make it `dyn` (kube-apiserver then refuses the literal: see [`visit_literals`]).
+    /// make it `dyn` (kube-apiserver then refuses the literal: see `validate`).
     fn join(&mut self, so_far: Option<Type>, next: Type) -> Type {
         let Some(so_far) = so_far else {
             return next;
@@ -601,285 +581,6 @@ impl Checker<'_> {
         current
     }
 }
-
-/// Functions whose arguments may be literals of mixed types (cel-go exempts `format`).
-const MIXED_LITERALS_ALLOWED: &[&str] = &["format"];
-
-/// kube-apiserver's HomogeneousAggregateLiterals: every element of a list literal, and every
-/// key and every value of a map literal, has exactly the type of the first (`dyn` is no
-/// wildcard here: `[dyn(1), 'a']` is refused, as the apiserver refuses it).
-fn visit_literals(expr: &Expr, checker: &Checker<'_>, issues: &mut Vec<Issue>) {
-    let type_of = |node: &Expr, optional: bool| {
-        let kind = checker
-            .types
-            .get(&node.id)
-            .map(|kind| checker.resolve(kind))
-            .unwrap_or(Type::Dyn);
-        let kind = match (optional, kind) {
-            (true, Type::Optional(inner)) => (*inner).clone(),
-            (_, kind) => kind,
-        };
-        unbound_to_dyn(kind)
-    };
-    let same = |nodes: Vec<(&Expr, bool)>, issues: &mut Vec<Issue>| {
-        let mut first: Option<Type> = None;
-        for (node, optional) in nodes {
-            let kind = type_of(node, optional);
-            match &first {
-                None => first = Some(kind),
-                Some(expected) if *expected != kind => {
-                    issues.push(Issue {
-                        span: node.span,
-                        message: format!("expected type '{expected}' but found '{kind}'"),
-                    });
-                    return;
-                }
-                Some(_) => {}
-            }
-        }
-    };
-    match &expr.kind {
-        ExprKind::List {
-            elements,
-            optional_indices,
-        } => {
-            let nodes = elements
-                .iter()
-                .enumerate()
-                .map(|(index, element)| (element, optional_indices.contains(&(index as u32))))
-                .collect();
-            same(nodes, issues);
-            for element in elements {
-                visit_literals(element, checker, issues);
-            }
-        }
-        ExprKind::Map { entries } => {
-            same(
-                entries.iter().map(|entry| (&entry.key, false)).collect(),
-                issues,
-            );
-            same(
-                entries
-                    .iter()
-                    .map(|entry| (&entry.value, entry.optional))
-                    .collect(),
-                issues,
-            );
-            for entry in entries {
-                visit_literals(&entry.key, checker, issues);
-                visit_literals(&entry.value, checker, issues);
-            }
-        }
-        ExprKind::Call {
-            target,
-            function,
-            args,
-        } => {
-            if let Some(target) = target {
-                visit_literals(target, checker, issues);
-            }
-            if !MIXED_LITERALS_ALLOWED.contains(&&**function) {
-                for arg in args {
-                    visit_literals(arg, checker, issues);
-                }
-            }
-        }
-        ExprKind::Select { operand, .. } => visit_literals(operand, checker, issues),
-        ExprKind::Struct { fields, .. } => {
-            for field in fields {
-                visit_literals(&field.value, checker, issues);
-            }
-        }
-        ExprKind::Comprehension(comprehension) => {
-            for part in [
-                &comprehension.iter_range,
-                &comprehension.accu_init,
-                &comprehension.loop_condition,
-                &comprehension.loop_step,
-                &comprehension.result,
-            ] {
-                visit_literals(part, checker, issues);
-            }
-        }
-        ExprKind::Literal(_) | ExprKind::Ident(_) => {}
-    }
-}
-
-/// cel-go's `ValidateDurationLiterals`, `ValidateTimestampLiterals` and `ValidateRegexLiterals`:
-/// a call of `duration`, `timestamp` or `matches` whose first argument (the receiver aside) is a
-/// literal must succeed (a valid RE2 pattern for `matches`).
-fn validate_literals(env: &Env, expr: &Expr, issues: &mut Vec<Issue>) {
-    let mut stack = vec![expr];
-    while let Some(node) = stack.pop() {
-        match &node.kind {
-            ExprKind::Call {
-                target,
-                function,
-                args,
-            } => {
-                if let Some(
-                    first @ Expr {
-                        kind: ExprKind::Literal(literal),
-                        ..
-                    },
-                ) = args.first()
-                {
-                    let valid = match &**function {
-                        "duration" | "timestamp" => {
-                            let call = Expr {
-                                id: node.id,
-                                span: node.span,
-                                kind: ExprKind::Call {
-                                    target: None,
-                                    function: function.clone(),
-                                    args: vec![first.clone()],
-                                },
-                            };
-                            crate::eval::Program::plan(env, "", &call, None).is_ok_and(|program| {
-                                program
-                                    .eval(&[], &mut crate::eval::Budget::new(1_000))
-                                    .is_ok()
-                            })
-                        }
-                        "matches" => match literal {
-                            Literal::String(pattern) => crate::eval::compile_regex(pattern).is_ok(),
-                            _ => true,
-                        },
-                        _ => true,
-                    };
-                    if !valid {
-                        issues.push(Issue {
-                            span: first.span,
-                            message: format!("invalid {function} argument"),
-                        });
-                    }
-                }
-                stack.extend(target.as_deref());
-                stack.extend(args.iter());
-            }
-            ExprKind::Select { operand, .. } => stack.push(operand),
-            ExprKind::List { elements, .. } => stack.extend(elements.iter()),
-            ExprKind::Map { entries } => {
-                for entry in entries {
-                    stack.push(&entry.key);
-                    stack.push(&entry.value);
-                }
-            }
-            ExprKind::Struct { fields, .. } => {
-                stack.extend(fields.iter().map(|field| &field.value))
-            }
-            ExprKind::Comprehension(fold) => stack.extend([
-                &fold.iter_range,
-                &fold.accu_init,
-                &fold.loop_condition,
-                &fold.loop_step,
-                &fold.result,
-            ]),
-            ExprKind::Literal(_) | ExprKind::Ident(_) => {}
-        }
-    }
-}
-
-/// The strings extension's validator of `'<literal>'.format([<list literal>])`.
-fn validate_formats(expr: &Expr, checker: &Checker<'_>, issues: &mut Vec<Issue>) {
-    use crate::library::strings_format;
-    let type_of = |node: &Expr| {
-        unbound_to_dyn(
-            checker
-                .types
-                .get(&node.id)
-                .map(|kind| checker.resolve(kind))
-                .unwrap_or(Type::Dyn),
-        )
-    };
-    let mut stack = vec![expr];
-    while let Some(node) = stack.pop() {
-        if let ExprKind::Call {
-            target: Some(target),
-            function,
-            args,
-        } = &node.kind
-            && &**function == "format"
-            && let ExprKind::Literal(Literal::String(template)) = &target.kind
-            && let [list] = args.as_slice()
-            && let ExprKind::List { elements, .. } = &list.kind
-        {
-            let kinds: Vec<Type> = elements.iter().map(&type_of).collect();
-            // `%s` looks into list and map literals, element by element.
-            fn verify(node: &Expr, type_of: &dyn Fn(&Expr) -> Type) -> Result<(), (Span, String)> {
-                let kind = type_of(node);
-                if !strings_format::string_formattable(&kind) {
-                    return Err((node.span, kind.runtime_name().to_owned()));
-                }
-                match &node.kind {
-                    ExprKind::List { elements, .. } => {
-                        for element in elements {
-                            verify(element, type_of)?;
-                        }
-                    }
-                    ExprKind::Map { entries } => {
-                        for entry in entries {
-                            verify(&entry.key, type_of)?;
-                            verify(&entry.value, type_of)?;
-                        }
-                    }
-                    _ => {}
-                }
-                Ok(())
-            }
-            let bad_span = std::cell::Cell::new(None);
-            let element_kinds = |index: usize| {
-                verify(&elements[index], &type_of).map_err(|(span, given)| {
-                    bad_span.set(Some(span));
-                    (index, given)
-                })
-            };
-            match strings_format::check(template, &kinds, &element_kinds) {
-                Ok(requested) if elements.len() > requested => issues.push(Issue {
-                    span: node.span,
-                    message: format!(
-                        "too many arguments supplied to string.format (expected {requested}, got {})",
-                        elements.len()
-                    ),
-                }),
-                Ok(_) => {}
-                Err((at, message)) => issues.push(Issue {
-                    span: bad_span
-                        .get()
-                        .or_else(|| at.map(|index| elements[index].span))
-                        .unwrap_or(node.span),
-                    message,
-                }),
-            }
-        }
-        match &node.kind {
-            ExprKind::Call { target, args, .. } => {
-                stack.extend(target.as_deref());
-                stack.extend(args.iter());
-            }
-            ExprKind::Select { operand, .. } => stack.push(operand),
-            ExprKind::List { elements, .. } => stack.extend(elements.iter()),
-            ExprKind::Map { entries } => {
-                for entry in entries {
-                    stack.push(&entry.key);
-                    stack.push(&entry.value);
-                }
-            }
-            ExprKind::Struct { fields, .. } => {
-                stack.extend(fields.iter().map(|field| &field.value))
-            }
-            ExprKind::Comprehension(fold) => stack.extend([
-                &fold.iter_range,
-                &fold.accu_init,
-                &fold.loop_condition,
-                &fold.loop_step,
-                &fold.result,
-            ]),
-            ExprKind::Literal(_) | ExprKind::Ident(_) => {}
-        }
-    }
-}
-
 /// A type variable nothing bound is `dyn` in the checked result, as cel-go reports it.
 fn unbound_to_dyn(kind: Type) -> Type {
     match kind {

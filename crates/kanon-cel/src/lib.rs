@@ -6,26 +6,36 @@
 //! optional interrupt (the caller's deadline). The crate never touches the clock or the network.
 
 pub mod ast;
+mod budget;
 pub mod check;
+mod compile;
 pub mod env;
 pub mod error;
 pub mod eval;
+mod format_clauses;
+mod function;
 mod lexer;
 pub mod library;
 mod macros;
 mod options;
 pub mod parser;
+mod plan;
+mod program;
 mod re2;
 pub mod stdlib;
 pub mod time;
 pub mod types;
+mod validate;
 pub mod value;
 
-pub use check::{Checked, ObjectTypes};
-pub use env::{Env, Overload, Signature};
+pub use budget::Budget;
+pub use check::Checked;
+pub use env::{Env, ObjectTypes};
 pub use error::{CompileError, EvalError, Issue};
-pub use eval::{Activation, Budget, Ctx, Program, Values};
+pub use eval::{Activation, Values};
+pub use function::{Ctx, Overload, Signature};
 pub use parser::{ParseOptions, parse};
+pub use program::Program;
 pub use time::{Duration, Timestamp};
 pub use types::Type;
 pub use value::{Concat, Key, List, Map, Object, Str, Value};

@@ -1,7 +1,59 @@
 //! RE2 syntax (Go's `regexp`, which kube-apiserver's CEL uses) on top of Rust's `regex` crate:
 //! what RE2 accepts and Rust's parser does not is rewritten (`\Q…\E`), and what RE2 refuses and
 //! Rust's parser accepts is refused (nested repetition such as `x**`, look-around, `\C`,
-//! backreferences), with Go's wording where it can be told.
+//! backreferences), with Go's wording where it can be told. Patterns are compiled with a bound
+//! on their size, and kept per program in a bounded cache.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use regex::Regex;
+
+/// Compiled regular expressions kept per program; patterns are usually constants, so a few
+/// suffice, and the bound keeps a hostile stream of patterns from growing memory.
+const REGEX_CACHE_SIZE: usize = 32;
+/// Largest compiled form of one regular expression (RE2-like bound on "huge regexes").
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// Compiles an RE2 pattern (Go's syntax, as kube-apiserver's CEL reads it); the error is Go's
+/// message (`error parsing regexp: …`).
+pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
+    let translated = translate(pattern)?;
+    regex::RegexBuilder::new(&translated)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|error| go_message(pattern, &error.to_string()))
+}
+
+/// A program's compiled regular expressions, by pattern.
+#[derive(Default)]
+pub(crate) struct RegexCache(Mutex<HashMap<String, Arc<Regex>>>);
+
+impl std::fmt::Debug for RegexCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl RegexCache {
+    /// The compiled form of `pattern`, compiled on first use; Go's message when it does not
+    /// compile.
+    pub(crate) fn get_or_compile(&self, pattern: &str) -> Result<Arc<Regex>, String> {
+        if let Ok(cache) = self.0.lock()
+            && let Some(found) = cache.get(pattern)
+        {
+            return Ok(found.clone());
+        }
+        let compiled = Arc::new(compile(pattern)?);
+        if let Ok(mut cache) = self.0.lock() {
+            if cache.len() >= REGEX_CACHE_SIZE {
+                cache.clear();
+            }
+            cache.insert(pattern.to_owned(), compiled.clone());
+        }
+        Ok(compiled)
+    }
+}
 
 /// The pattern to give Rust's `regex`, or Go's message for a pattern RE2 refuses
 /// (`error parsing regexp: …`).

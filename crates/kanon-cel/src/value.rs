@@ -1,6 +1,10 @@
 //! CEL values, evaluated directly over JSON: a Kubernetes object is read in place (a borrowed
 //! `serde_json::Value` becomes a [`Value`] without copying), and only what an expression builds
 //! is allocated.
+//!
+//! Also how cel-go writes values in text (a double as `string()` writes it, `%v` and `%T` in its
+//! messages), and `cel.@mapInsert`, which the interpreter also calls to grow a comprehension's
+//! map in place.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -10,6 +14,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use serde_json::Value as Json;
 
+use crate::error::EvalError;
 use crate::time::{Duration, Timestamp};
 use crate::types::Type;
 
@@ -643,4 +648,110 @@ impl fmt::Display for Value<'_> {
             }
         }
     }
+}
+
+/// A value as Go's `%v` writes a cel-go value (in messages: `no such key: a`).
+pub(crate) fn go_text(value: &Value<'_>) -> String {
+    match value {
+        Value::String(text) => text.as_str().to_owned(),
+        Value::Uint(value) => value.to_string(),
+        Value::Double(value) => format_double(*value),
+        Value::Null => "NULL_VALUE".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// The Go type of a cel-go value, as `%T` writes it (in cel-go's messages).
+pub(crate) fn go_type_name(value: &Value<'_>) -> &'static str {
+    match value {
+        Value::Null => "types.Null",
+        Value::Bool(_) => "types.Bool",
+        Value::Int(_) => "types.Int",
+        Value::Uint(_) => "types.Uint",
+        Value::Double(_) => "types.Double",
+        Value::String(_) => "types.String",
+        Value::Bytes(_) => "types.Bytes",
+        Value::List(_) => "*types.baseList",
+        Value::Map(_) => "*types.baseMap",
+        Value::Duration(_) => "types.Duration",
+        Value::Timestamp(_) => "types.Timestamp",
+        Value::Type(_) => "*types.Type",
+        Value::Optional(_) => "*types.Optional",
+        Value::Object(_) => "*types.Object",
+    }
+}
+
+/// A double as cel-go's `string(double)` writes it: Go's `%g`, the shortest digits that read
+/// back the same (`1e+06`, `123456`, `0.0001`, `1e-05`, `+Inf`, `NaN`).
+pub(crate) fn format_double(value: f64) -> String {
+    if value.is_nan() {
+        return "NaN".to_owned();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits: `d.ddddde±x`.
+    let scientific = format!("{value:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let sign = if negative { "-" } else { "" };
+    // Go's %g with the shortest digits uses an exponent when it is < -4 or >= 6.
+    let use_exponent = !(-4..6).contains(&exponent);
+    if use_exponent {
+        let mut text = String::from(sign);
+        text.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            text.push('.');
+            text.push_str(&digits[1..]);
+        }
+        text.push('e');
+        text.push(if exponent < 0 { '-' } else { '+' });
+        text.push_str(&format!("{:02}", exponent.abs()));
+        text
+    } else if exponent < 0 {
+        format!("{sign}0.{}{digits}", "0".repeat((-exponent - 1) as usize))
+    } else {
+        let whole = exponent as usize + 1;
+        if digits.len() <= whole {
+            format!("{sign}{digits}{}", "0".repeat(whole - digits.len()))
+        } else {
+            format!("{sign}{}.{}", &digits[..whole], &digits[whole..])
+        }
+    }
+}
+
+/// `cel.@mapInsert`: in place when the map is owned and not shared (a comprehension's
+/// accumulator, which cel-go also grows in place), else on a copy.
+pub(crate) fn map_insert_owned<'a>(
+    map: Value<'a>,
+    entries: &[(Value<'a>, Value<'a>)],
+) -> Result<Value<'a>, EvalError> {
+    let mut map = match map {
+        Value::Map(Map::Owned(map)) => map,
+        Value::Map(map) => Arc::new(
+            map.entries()
+                .into_iter()
+                .map(|(key, value)| (Key::from_any(&key), value))
+                .collect(),
+        ),
+        // cel-go's bare refusal (`types.MaybeNoSuchOverloadErr`).
+        _ => return Err(EvalError::NoSuchOverload("no such overload".to_owned())),
+    };
+    let copy = Arc::make_mut(&mut map);
+    for (key, value) in entries {
+        let key = Key::from_any(key);
+        if copy.contains_key(&key) {
+            return Err(EvalError::Invalid(format!(
+                "insert failed: key {} already exists",
+                go_text(&key.to_value())
+            )));
+        }
+        copy.insert(key, value.clone());
+    }
+    Ok(Value::Map(Map::Owned(map)))
 }

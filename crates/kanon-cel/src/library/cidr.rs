@@ -5,7 +5,7 @@
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::Value;
 
 use super::ip::{Addr, ip_of, ip_value, parse_addr, parse_ip};

@@ -1,7 +1,9 @@
 //! The libraries through whole expressions, compiled in [`crate::Env::kubernetes`]; expected
 //! values and messages are kube-apiserver 1.35's for the same expressions.
 
-use crate::{Budget, Env, Value};
+use crate::budget::Budget;
+use crate::env::Env;
+use crate::value::Value;
 
 /// Compiles and evaluates `source`; its value's text or its error's text.
 fn run(source: &str) -> Result<String, String> {

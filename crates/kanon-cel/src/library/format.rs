@@ -9,7 +9,7 @@ use regex::Regex;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::Value;
 
 use super::{
@@ -396,7 +396,7 @@ pub(crate) fn install(env: &mut Env) {
 /// `format.<key>()`: one implementation per entry of [`FORMATS`] (an implementation is a plain
 /// `fn`, so the index is a const parameter).
 fn constant<'a, const INDEX: usize>(
-    _: &mut crate::eval::Ctx<'_, '_>,
+    _: &mut crate::function::Ctx<'_, '_>,
     _: &[Value<'a>],
 ) -> Result<Value<'a>, EvalError> {
     FORMATS
@@ -405,7 +405,7 @@ fn constant<'a, const INDEX: usize>(
         .ok_or_else(|| EvalError::Invalid(format!("no named format {INDEX}")))
 }
 
-const CONSTANTS: [crate::env::Implementation; 13] = [
+const CONSTANTS: [crate::function::Implementation; 13] = [
     constant::<0>,
     constant::<1>,
     constant::<2>,

@@ -7,7 +7,7 @@ use std::net::Ipv6Addr;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::Value;
 
 use super::{

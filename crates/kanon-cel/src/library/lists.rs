@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::{Ctx, no_overload};
+use crate::function::{Ctx, no_overload};
 use crate::time::Duration;
 use crate::value::{List, Value};
 

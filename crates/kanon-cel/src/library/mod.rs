@@ -134,7 +134,7 @@ pub(crate) fn string_arg<'v>(
 ) -> Result<&'v str, EvalError> {
     match args.get(index) {
         Some(Value::String(text)) => Ok(text.as_str()),
-        _ => Err(crate::eval::no_overload(function, args)),
+        _ => Err(crate::function::no_overload(function, args)),
     }
 }
 
@@ -142,7 +142,7 @@ pub(crate) fn string_arg<'v>(
 pub(crate) fn int_arg(function: &str, args: &[Value<'_>], index: usize) -> Result<i64, EvalError> {
     match args.get(index) {
         Some(Value::Int(value)) => Ok(*value),
-        _ => Err(crate::eval::no_overload(function, args)),
+        _ => Err(crate::function::no_overload(function, args)),
     }
 }
 
@@ -240,9 +240,10 @@ pub(crate) mod testing {
     use std::sync::Arc;
 
     use crate::ast::{Expr, ExprKind, Span};
+    use crate::budget::Budget;
     use crate::env::Env;
     use crate::error::EvalError;
-    use crate::eval::{Budget, Program};
+    use crate::program::Program;
     use crate::types::Type;
     use crate::value::Value;
 

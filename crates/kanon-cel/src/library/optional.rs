@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::Value;
 
 pub(crate) fn install(env: &mut Env) {

@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::{Ctx, no_overload};
+use crate::function::{Ctx, no_overload};
 use crate::value::Value;
 
 use super::{

@@ -2,7 +2,7 @@
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::Ctx;
+use crate::function::Ctx;
 use crate::value::Value;
 
 use super::{REGEX_LENGTH, STRING_TRAVERSAL, actual_size, int_arg, scaled_cost, string_arg};

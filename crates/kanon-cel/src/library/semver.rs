@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::Value;
 
 use super::{
@@ -296,7 +296,7 @@ pub(crate) fn install(env: &mut Env) {
 }
 
 fn to_semver<'a>(
-    _: &mut crate::eval::Ctx<'_, '_>,
+    _: &mut crate::function::Ctx<'_, '_>,
     args: &[Value<'a>],
 ) -> Result<Value<'a>, EvalError> {
     parse_arg(args, "semver")?
@@ -305,7 +305,7 @@ fn to_semver<'a>(
 }
 
 fn is_semver<'a>(
-    _: &mut crate::eval::Ctx<'_, '_>,
+    _: &mut crate::function::Ctx<'_, '_>,
     args: &[Value<'a>],
 ) -> Result<Value<'a>, EvalError> {
     Ok(Value::Bool(parse_arg(args, "isSemver")?.is_ok()))

@@ -2,7 +2,7 @@
 //! with CEL's (heterogeneous) equality.
 
 use crate::env::Env;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::{List, Value};
 
 use super::actual_size;

@@ -7,7 +7,7 @@
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::{Ctx, no_overload};
+use crate::function::{Ctx, no_overload};
 use crate::value::Value;
 
 use super::{STRING_TRAVERSAL, actual_size, int_arg, scaled_cost, string_arg, traversal_cost};

@@ -10,7 +10,7 @@ use indexmap::IndexMap;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::{Key, Map, Str, Value};
 
 use super::ip::{Addr, parse_addr};

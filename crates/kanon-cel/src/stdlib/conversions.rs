@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::no_overload;
-use crate::value::Value;
+use crate::function::no_overload;
+use crate::value::{Value, format_double};
 
 use super::{size_of, string_cost};
 
@@ -295,50 +295,6 @@ fn underscores_ok(text: &str) -> bool {
         saw = b'!';
     }
     saw != b'_'
-}
-
-/// A double as cel-go's `string(double)` writes it: Go's `%g`, the shortest digits that read
-/// back the same (`1e+06`, `123456`, `0.0001`, `1e-05`, `+Inf`, `NaN`).
-pub(crate) fn format_double(value: f64) -> String {
-    if value.is_nan() {
-        return "NaN".to_owned();
-    }
-    if value.is_infinite() {
-        return if value > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
-    }
-    if value == 0.0 {
-        return if value.is_sign_negative() { "-0" } else { "0" }.to_owned();
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits: `d.ddddde±x`.
-    let scientific = format!("{value:e}");
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let negative = mantissa.starts_with('-');
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let sign = if negative { "-" } else { "" };
-    // Go's %g with the shortest digits uses an exponent when it is < -4 or >= 6.
-    let use_exponent = !(-4..6).contains(&exponent);
-    if use_exponent {
-        let mut text = String::from(sign);
-        text.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            text.push('.');
-            text.push_str(&digits[1..]);
-        }
-        text.push('e');
-        text.push(if exponent < 0 { '-' } else { '+' });
-        text.push_str(&format!("{:02}", exponent.abs()));
-        text
-    } else if exponent < 0 {
-        format!("{sign}0.{}{digits}", "0".repeat((-exponent - 1) as usize))
-    } else {
-        let whole = exponent as usize + 1;
-        if digits.len() <= whole {
-            format!("{sign}{digits}{}", "0".repeat(whole - digits.len()))
-        } else {
-            format!("{sign}{}.{}", &digits[..whole], &digits[whole..])
-        }
-    }
 }
 
 #[cfg(test)]

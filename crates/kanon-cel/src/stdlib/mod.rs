@@ -1,4 +1,4 @@
-//! cel-spec's standard definitions.
+//! cel-spec's standard definitions, and [`Env::standard`], the environment that holds them.
 
 use crate::env::Env;
 
@@ -7,10 +7,19 @@ mod operators;
 mod strings;
 mod time;
 
-pub(crate) use conversions::format_double;
-pub(crate) use operators::{map_insert_owned, size_of};
+pub(crate) use operators::size_of;
 
-pub(crate) fn install(env: &mut Env) {
+impl Env {
+    /// cel-spec's standard definitions: operators, conversions, `size`, `matches`, string
+    /// tests, durations and timestamps.
+    pub fn standard() -> Env {
+        let mut env = Env::empty();
+        install(&mut env);
+        env
+    }
+}
+
+fn install(env: &mut Env) {
     operators::install(env);
     operators::install_planned(env);
     conversions::install(env);

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::ast::operators as op;
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::{Ctx, no_overload};
-use crate::value::Value;
+use crate::function::{Ctx, no_overload};
+use crate::value::{Value, map_insert_owned};
 
 use super::string_cost;
 
@@ -397,36 +397,6 @@ fn map_insert<'a>(
     entries: &[(Value<'a>, Value<'a>)],
 ) -> Result<Value<'a>, EvalError> {
     map_insert_owned(map.clone(), entries)
-}
-
-/// `cel.@mapInsert`: in place when the map is owned and not shared (a comprehension's
-/// accumulator, which cel-go also grows in place), else on a copy.
-pub(crate) fn map_insert_owned<'a>(
-    map: Value<'a>,
-    entries: &[(Value<'a>, Value<'a>)],
-) -> Result<Value<'a>, EvalError> {
-    let mut map = match map {
-        Value::Map(crate::value::Map::Owned(map)) => map,
-        Value::Map(map) => Arc::new(
-            map.entries()
-                .into_iter()
-                .map(|(key, value)| (crate::value::Key::from_any(&key), value))
-                .collect(),
-        ),
-        other => return Err(no_overload("cel.@mapInsert", std::slice::from_ref(&other))),
-    };
-    let copy = Arc::make_mut(&mut map);
-    for (key, value) in entries {
-        let key = crate::value::Key::from_any(key);
-        if copy.contains_key(&key) {
-            return Err(EvalError::Invalid(format!(
-                "insert failed: key {} already exists",
-                crate::eval::go_text(&key.to_value())
-            )));
-        }
-        copy.insert(key, value.clone());
-    }
-    Ok(Value::Map(crate::value::Map::Owned(map)))
 }
 
 fn optional_index<'a>(_: &mut Ctx<'_, '_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {

@@ -1,7 +1,7 @@
 //! The standard string tests: `contains`, `startsWith`, `endsWith` and `matches`.
 
 use crate::env::Env;
-use crate::eval::no_overload;
+use crate::function::no_overload;
 use crate::value::Value;
 
 use super::{size_of, string_cost};
@@ -53,7 +53,7 @@ pub(crate) fn install(env: &mut Env) {
 }
 
 fn matches<'a>(
-    ctx: &mut crate::eval::Ctx<'_, '_>,
+    ctx: &mut crate::function::Ctx<'_, '_>,
     args: &[Value<'a>],
 ) -> Result<Value<'a>, crate::error::EvalError> {
     match (&args[0], &args[1]) {

@@ -4,7 +4,7 @@
 
 use crate::env::Env;
 use crate::error::EvalError;
-use crate::eval::Ctx;
+use crate::function::Ctx;
 use crate::time::{Civil, Duration, Timestamp, conversion_error};
 use crate::value::Value;
 
@@ -90,7 +90,7 @@ overloads! {
 /// The error for arguments of types an overload does not take; the interpreter dispatches on
 /// types, so this only guards against a wrong call.
 fn mismatch(function: &str, args: &[Value<'_>]) -> EvalError {
-    crate::eval::dispatch_failure(function, args)
+    crate::function::dispatch_failure(function, args)
 }
 
 fn duration_at(function: &str, args: &[Value<'_>], index: usize) -> Result<Duration, EvalError> {
