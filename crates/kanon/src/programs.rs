@@ -40,6 +40,17 @@ impl ProgramArgs {
     /// Where hand-written programs run: workers started from this executable; `None` (with
     /// `--program-workers 0`) in kanon's own threads.
     pub fn sandbox_config(&self) -> Result<Option<SandboxConfig>, String> {
+        match self.workers()? {
+            Some(workers) => workers.config().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// How many workers with how much memory, the flags checked; `None` with
+    /// `--program-workers 0`. Finding the executable the workers run is left to
+    /// [`Workers::config`], so that a kanon that never runs a program (in a root without
+    /// `/proc`, say) never needs it.
+    fn workers(&self) -> Result<Option<Workers>, String> {
         let cpus = std::thread::available_parallelism().map_or(2, usize::from);
         let workers = self.program_workers.unwrap_or(cpus);
         if workers == 0 {
@@ -51,14 +62,31 @@ impl ProgramArgs {
                 self.program_memory_mib
             ));
         }
+        Ok(Some(Workers {
+            count: workers,
+            memory_mib: self.program_memory_mib,
+        }))
+    }
+}
+
+/// The program workers the flags ask for.
+#[derive(Debug, Clone, Copy)]
+struct Workers {
+    count: usize,
+    memory_mib: u64,
+}
+
+impl Workers {
+    /// The sandbox that starts them: this executable, re-run as `kanon program-worker`.
+    fn config(self) -> Result<SandboxConfig, String> {
         let exe = std::env::current_exe().map_err(|e| {
             format!("cannot find kanon's own executable to start program workers: {e}")
         })?;
-        Ok(Some(SandboxConfig {
+        Ok(SandboxConfig {
             command: vec![exe.display().to_string(), "program-worker".to_string()],
-            workers,
-            memory_mib: self.program_memory_mib,
-        }))
+            workers: self.count,
+            memory_mib: self.memory_mib,
+        })
     }
 }
 
@@ -83,7 +111,7 @@ pub struct DeadlineArgs {
 /// with the review's deadline and, unless `--program-workers 0`, hand-written programs in
 /// worker processes as `kanon serve` runs them.
 pub struct OfflineEvaluation {
-    sandbox: Option<SandboxConfig>,
+    workers: Option<Workers>,
     timeout: Duration,
     /// Started on the first hand-written program.
     pool: OnceLock<Result<Pool, String>>,
@@ -100,7 +128,7 @@ impl OfflineEvaluation {
     /// The evaluation the flags ask for; bad flags are bad input.
     pub fn new(programs: &ProgramArgs, deadline: &DeadlineArgs) -> Result<Self, String> {
         Ok(OfflineEvaluation {
-            sandbox: programs.sandbox_config()?,
+            workers: programs.workers()?,
             timeout: Duration::from_secs(deadline.timeout_seconds),
             pool: OnceLock::new(),
         })
@@ -111,7 +139,7 @@ impl OfflineEvaluation {
     /// the workers.
     pub fn review(&self, policies: &PolicySet, request: &Request, lookup: &dyn Lookup) -> Decision {
         let until = Instant::now() + self.timeout;
-        let host = self.sandbox.as_ref().map(|_| BoundedHost {
+        let host = self.workers.as_ref().map(|_| BoundedHost {
             evaluation: self,
             until,
         });
@@ -124,7 +152,7 @@ impl OfflineEvaluation {
     fn pool(&self) -> Result<&Pool, &str> {
         self.pool
             .get_or_init(|| {
-                let config = self.sandbox.clone().ok_or("no program workers")?;
+                let config = self.workers.ok_or("no program workers")?.config()?;
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
