@@ -25,6 +25,38 @@ pub struct Expr {
     pub kind: ExprKind,
 }
 
+impl Expr {
+    /// Pushes the expressions directly under this one onto `stack`, for walks that must not
+    /// recurse (the depth of a tree is bounded by the parser, not by the walker's stack).
+    pub fn push_children<'e>(&'e self, stack: &mut Vec<&'e Expr>) {
+        match &self.kind {
+            ExprKind::Call { target, args, .. } => {
+                stack.extend(target.as_deref());
+                stack.extend(args.iter());
+            }
+            ExprKind::Select { operand, .. } => stack.push(operand),
+            ExprKind::List { elements, .. } => stack.extend(elements.iter()),
+            ExprKind::Map { entries } => {
+                for entry in entries {
+                    stack.push(&entry.key);
+                    stack.push(&entry.value);
+                }
+            }
+            ExprKind::Struct { fields, .. } => {
+                stack.extend(fields.iter().map(|field| &field.value))
+            }
+            ExprKind::Comprehension(fold) => stack.extend([
+                &fold.iter_range,
+                &fold.accu_init,
+                &fold.loop_condition,
+                &fold.loop_step,
+                &fold.result,
+            ]),
+            ExprKind::Literal(_) | ExprKind::Ident(_) => {}
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExprKind {
     Literal(Literal),

@@ -136,70 +136,42 @@ fn visit_literals(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
 fn validate_literals(env: &Env, expr: &Expr, issues: &mut Vec<Issue>) {
     let mut stack = vec![expr];
     while let Some(node) = stack.pop() {
-        match &node.kind {
-            ExprKind::Call {
-                target,
-                function,
-                args,
-            } => {
-                if let Some(
-                    first @ Expr {
-                        kind: ExprKind::Literal(literal),
-                        ..
-                    },
-                ) = args.first()
-                {
-                    let valid = match &**function {
-                        "duration" | "timestamp" => {
-                            let call = Expr {
-                                id: node.id,
-                                span: node.span,
-                                kind: ExprKind::Call {
-                                    target: None,
-                                    function: function.clone(),
-                                    args: vec![first.clone()],
-                                },
-                            };
-                            Program::plan(env, "", &call, None).is_ok_and(|program| {
-                                program.eval(&[], &mut Budget::new(1_000)).is_ok()
-                            })
-                        }
-                        "matches" => match literal {
-                            Literal::String(pattern) => re2::compile(pattern).is_ok(),
-                            _ => true,
+        if let ExprKind::Call { function, args, .. } = &node.kind
+            && let Some(
+                first @ Expr {
+                    kind: ExprKind::Literal(literal),
+                    ..
+                },
+            ) = args.first()
+        {
+            let valid = match &**function {
+                "duration" | "timestamp" => {
+                    let call = Expr {
+                        id: node.id,
+                        span: node.span,
+                        kind: ExprKind::Call {
+                            target: None,
+                            function: function.clone(),
+                            args: vec![first.clone()],
                         },
-                        _ => true,
                     };
-                    if !valid {
-                        issues.push(Issue {
-                            span: first.span,
-                            message: format!("invalid {function} argument"),
-                        });
-                    }
+                    Program::plan(env, "", &call, None)
+                        .is_ok_and(|program| program.eval(&[], &mut Budget::new(1_000)).is_ok())
                 }
-                stack.extend(target.as_deref());
-                stack.extend(args.iter());
+                "matches" => match literal {
+                    Literal::String(pattern) => re2::compile(pattern).is_ok(),
+                    _ => true,
+                },
+                _ => true,
+            };
+            if !valid {
+                issues.push(Issue {
+                    span: first.span,
+                    message: format!("invalid {function} argument"),
+                });
             }
-            ExprKind::Select { operand, .. } => stack.push(operand),
-            ExprKind::List { elements, .. } => stack.extend(elements.iter()),
-            ExprKind::Map { entries } => {
-                for entry in entries {
-                    stack.push(&entry.key);
-                    stack.push(&entry.value);
-                }
-            }
-            ExprKind::Struct { fields, .. } => {
-                stack.extend(fields.iter().map(|field| &field.value))
-            }
-            ExprKind::Comprehension(fold) => stack.extend([
-                &fold.iter_range,
-                &fold.accu_init,
-                &fold.loop_condition,
-                &fold.loop_step,
-                &fold.result,
-            ]),
-            ExprKind::Literal(_) | ExprKind::Ident(_) => {}
         }
+        node.push_children(&mut stack);
     }
 }
 
@@ -266,30 +238,6 @@ fn validate_formats(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
                 }),
             }
         }
-        match &node.kind {
-            ExprKind::Call { target, args, .. } => {
-                stack.extend(target.as_deref());
-                stack.extend(args.iter());
-            }
-            ExprKind::Select { operand, .. } => stack.push(operand),
-            ExprKind::List { elements, .. } => stack.extend(elements.iter()),
-            ExprKind::Map { entries } => {
-                for entry in entries {
-                    stack.push(&entry.key);
-                    stack.push(&entry.value);
-                }
-            }
-            ExprKind::Struct { fields, .. } => {
-                stack.extend(fields.iter().map(|field| &field.value))
-            }
-            ExprKind::Comprehension(fold) => stack.extend([
-                &fold.iter_range,
-                &fold.accu_init,
-                &fold.loop_condition,
-                &fold.loop_step,
-                &fold.result,
-            ]),
-            ExprKind::Literal(_) | ExprKind::Ident(_) => {}
-        }
+        node.push_children(&mut stack);
     }
 }
