@@ -99,7 +99,8 @@ pub(crate) async fn verdict(
 /// What a CEL rule reads besides the object: kube-apiserver's variables, from the request.
 /// `object` is null on DELETE and `oldObject` on CREATE, as in a ValidatingAdmissionPolicy.
 struct CelData {
-    namespace_object: Value,
+    /// Shared with the namespace cache, not copied per rule.
+    namespace_object: Option<std::sync::Arc<Value>>,
     references: Value,
 }
 
@@ -109,11 +110,7 @@ async fn cel_data(
     object: &Value,
 ) -> Result<CelData, RuleError> {
     Ok(CelData {
-        namespace_object: scope
-            .namespaces
-            .object()
-            .await
-            .map_or(Value::Null, |namespace| (*namespace).clone()),
+        namespace_object: scope.namespaces.object().await,
         references: Value::Object(scope.resolve(references, object).await?),
     })
 }
@@ -133,7 +130,7 @@ fn cel_inputs<'a>(
         object,
         old_object: scope.request.old_object.as_ref().unwrap_or(NULL),
         request: &scope.request.info,
-        namespace_object: &data.namespace_object,
+        namespace_object: data.namespace_object.as_deref().unwrap_or(NULL),
         references: &data.references,
     }
 }
