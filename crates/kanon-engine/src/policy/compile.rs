@@ -122,24 +122,10 @@ pub(super) fn compile_override_rules(
                 message: None,
             })
         });
-        let program = o.program.as_ref().and_then(|source| {
-            let at = format!("{field}.program");
-            let program = compile_program(
-                source.as_str().into(),
-                ProgramKind::Override,
-                false,
-                &at,
-                errors,
-            )?;
-            Some(RuleProgram {
-                field: at,
-                program,
-                refs: Vec::new(),
-                native: None,
-                authored: true,
-                message: None,
-            })
-        });
+        let program = o
+            .program
+            .as_deref()
+            .and_then(|source| authored_program(source, ProgramKind::Override, &field, errors));
         let plaintext: Vec<PlaintextOp> = o
             .plaintext
             .iter()
@@ -166,6 +152,25 @@ pub(super) fn compile_override_rules(
         });
     }
     out
+}
+
+/// A rule's hand-written `program` (at `<field>.program`), compiled.
+fn authored_program(
+    source: &str,
+    kind: ProgramKind,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<RuleProgram> {
+    let at = format!("{field}.program");
+    let program = compile_program(source.into(), kind, false, &at, errors)?;
+    Some(RuleProgram {
+        field: at,
+        program,
+        refs: Vec::new(),
+        native: None,
+        authored: true,
+        message: None,
+    })
 }
 
 pub(super) fn compile_validate_rules(
@@ -234,24 +239,10 @@ pub(super) fn compile_validate_rules(
                 message: Some(message),
             })
         });
-        let program = rule.program.as_ref().and_then(|source| {
-            let at = format!("{field}.program");
-            let program = compile_program(
-                source.as_str().into(),
-                ProgramKind::Validate,
-                false,
-                &at,
-                errors,
-            )?;
-            Some(RuleProgram {
-                field: at,
-                program,
-                refs: Vec::new(),
-                native: None,
-                authored: true,
-                message: None,
-            })
-        });
+        let program = rule
+            .program
+            .as_deref()
+            .and_then(|source| authored_program(source, ProgramKind::Validate, &field, errors));
         let cel = rule.cel.as_ref().and_then(|cel| {
             crate::language::cel::validate::compile(
                 cel,
