@@ -67,9 +67,11 @@ stop() { # pid
 }
 trap 'stop "$kanon_pid"; stop "$ceiling_pid"; rm -rf "$work"' EXIT
 
-# N ClusterOverridePolicies: 10 select every Pod (v1/Pod) and each adds a label (plaintext or a
-# `labels` template); the rest select other kinds, spread over 168 apiVersion/kind pairs.
-make_policies() { # dir count plaintext|labels
+# N policies: 10 select every Pod (v1/Pod), the rest select other kinds, spread over 168
+# apiVersion/kind pairs. ClusterOverridePolicies adding a label each (plaintext, a `labels`
+# template or a CEL JSONPatch mutation), or ClusterValidatePolicies with the CEL memory-limit
+# rule (cel-validate).
+make_policies() { # dir count plaintext|labels|cel-mutate|cel-validate
   python3 - "$@" <<'PY'
 import os, sys
 d, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -82,9 +84,28 @@ for i in range(n):
     if i % 500 == 0:
         f = open(os.path.join(d, f"policies-{i // 500:03}.yaml"), "w")
     api, kind = ("v1", "Pod") if i < 10 else kinds[i % len(kinds)]
+    if mode == "cel-validate":
+        f.write(f"""---
+apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {{name: p{i:05d}}}
+spec:
+  resourceSelectors: [{{apiVersion: "{api}", kind: {kind}}}]
+  validateRules:
+  - targetOperations: [CREATE, UPDATE]
+    cel:
+      validations:
+      - expression: "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)"
+        message: every container needs a memory limit
+""")
+        continue
     if mode == "plaintext":
         overriders = f"""plaintext:
       - {{op: add, path: /metadata/labels/bench-p{i}, value: "v{i}"}}"""
+    elif mode == "cel-mutate":
+        overriders = (
+            "cel:\n        mutations:\n        - patchType: JSONPatch\n          jsonPatch:\n"
+            f"            expression: \"[JSONPatch{{op: 'add', path: '/metadata/labels/bench-p{i}', value: 'v{i}'}}]\"")
     else:
         overriders = f"""template: {{type: labels, operation: add, path: bench-p{i}, value: {{string: "v{i}"}}}}"""
     f.write(f"""---
@@ -137,50 +158,6 @@ fixed_rate() { # url out body
     -D "$3" --output-format json -c 32 -q 1000 --latency-correction --wait-ongoing-requests-after-deadline -z "${seconds}s" "$1" >"$2"
 }
 
-# N policies with CEL rules, 10 selecting the Pod: mutate (ClusterOverridePolicies, a JSONPatch
-# mutation adding a label each) or validate (ClusterValidatePolicies, the memory-limit rule).
-make_cel_policies() { # dir count mutate|validate
-  python3 - "$@" <<'PY'
-import os, sys
-d, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-os.makedirs(d, exist_ok=True)
-kinds = [("apps/v1", k) for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")] + \
-        [("v1", k) for k in ("ConfigMap", "Service", "Secret", "ServiceAccount")] + \
-        [(f"g{i}.example.com/v1", f"Thing{j}") for i in range(40) for j in range(4)]
-with open(os.path.join(d, "policies.yaml"), "w") as f:
-    for i in range(n):
-        api, kind = ("v1", "Pod") if i < 10 else kinds[i % len(kinds)]
-        if mode == "mutate":
-            f.write(f"""---
-apiVersion: policy.kanon.dev/v1alpha1
-kind: ClusterOverridePolicy
-metadata: {{name: p{i:05d}}}
-spec:
-  resourceSelectors: [{{apiVersion: "{api}", kind: {kind}}}]
-  overrideRules:
-  - overriders:
-      cel:
-        mutations:
-        - patchType: JSONPatch
-          jsonPatch:
-            expression: "[JSONPatch{{op: 'add', path: '/metadata/labels/bench-p{i}', value: 'v{i}'}}]"
-""")
-        else:
-            f.write(f"""---
-apiVersion: policy.kanon.dev/v1alpha1
-kind: ClusterValidatePolicy
-metadata: {{name: p{i:05d}}}
-spec:
-  resourceSelectors: [{{apiVersion: "{api}", kind: {kind}}}]
-  validateRules:
-  - targetOperations: [CREATE, UPDATE]
-    cel:
-      validations:
-      - expression: "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)"
-        message: every container needs a memory limit
-""")
-PY
-}
 
 # LOAD_BENCH_CONFIGS="plain100 labels100" measures only those (e.g. to compare two commits).
 read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000 cel100 celvalidate100}"
@@ -189,8 +166,8 @@ make_policies "$work/plain100" 100 plaintext
 make_policies "$work/labels100" 100 labels
 make_policies "$work/labels1000" 1000 labels
 make_policies "$work/labels10000" 10000 labels
-make_cel_policies "$work/cel100" 100 mutate
-make_cel_policies "$work/celvalidate100" 100 validate
+make_policies "$work/cel100" 100 cel-mutate
+make_policies "$work/celvalidate100" 100 cel-validate
 # The memory-limit rule's Pod: the fixture with a memory limit on every container.
 python3 - "$fixture" "$work/pod-limited.json" <<'PY'
 import json, sys
