@@ -89,11 +89,7 @@ fn identity(kind: PolicyKind, object: &Value) -> Result<PolicyId, String> {
             }
         ));
     }
-    Ok(PolicyId {
-        kind,
-        namespace,
-        name: name.to_string(),
-    })
+    Ok(PolicyId::new(kind, namespace, name))
 }
 
 impl ClusterPolicies {

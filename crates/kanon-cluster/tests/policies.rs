@@ -21,11 +21,7 @@ fn cop(name: &str, generation: i64, value: &str) -> Value {
 }
 
 fn id(kind: PolicyKind, namespace: Option<&str>, name: &str) -> PolicyId {
-    PolicyId {
-        kind,
-        namespace: namespace.map(str::to_string),
-        name: name.to_string(),
-    }
+    PolicyId::new(kind, namespace.map(str::to_string), name)
 }
 
 fn synced() -> ClusterPolicies {

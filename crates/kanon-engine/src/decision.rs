@@ -9,10 +9,13 @@ use kanon_api::{FailurePolicy, Operation, ValidationAction};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::admission_policy;
 use crate::diff::Changes;
 use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
 use crate::index::Indexed;
 use crate::language;
+use crate::language::cel::mutate::CelOverrideRule;
+use crate::language::cel::validate::CelValidateRule;
 use crate::policy::{CompiledPolicy, PolicyRules};
 use crate::request::Request;
 use crate::rule::RuleError;
@@ -124,7 +127,7 @@ impl Decision {
         evaluation: &Evaluation<'_>,
         namespaces: &mut NamespaceLabels<'_>,
     ) -> bool {
-        let applies = applies(policy, view, request.operation, namespaces).await;
+        let applies = applies(policy, view, request, namespaces).await;
         self.settle(policy, applies, evaluation)
     }
 
@@ -160,6 +163,65 @@ impl Decision {
         });
     }
 
+    /// Records what a binding of a ValidatingAdmissionPolicy did, in the apiserver's words.
+    fn admission_validated(
+        &mut self,
+        policy: &CompiledPolicy,
+        validated: admission_policy::Validated,
+    ) {
+        let outcome = match (&validated.error, validated.rejected) {
+            (_, true) => PolicyOutcome::Rejected,
+            (Some((error, ignored)), false) => PolicyOutcome::Failed {
+                ignored: *ignored,
+                reason: error.reason(),
+            },
+            (None, false) => PolicyOutcome::Passed,
+        };
+        self.applied_policies.push(String::from(&*policy.label));
+        self.record(policy, outcome);
+        if let Some((_, reason)) = validated.denials.first()
+            && self.allowed
+        {
+            self.allowed = false;
+            self.status_reason = Some(*reason);
+        }
+        self.messages
+            .extend(validated.denials.into_iter().map(|(message, _)| message));
+        self.warnings.extend(validated.warnings);
+        for (key, value) in validated.annotations {
+            // The apiserver keeps the first value of a key.
+            self.audit_annotations.entry(key).or_insert(value);
+        }
+    }
+
+    /// Records what a binding of a MutatingAdmissionPolicy did, in the apiserver's words: its
+    /// errors deny under `Fail` (422 Invalid) and are dropped under `Ignore`.
+    fn admission_mutated(&mut self, policy: &CompiledPolicy, mutated: admission_policy::Mutated) {
+        let ignored = policy.failure_policy == FailurePolicy::Ignore;
+        let outcome = match mutated.errors.first() {
+            Some((_, error)) => PolicyOutcome::Failed {
+                ignored,
+                reason: error.reason(),
+            },
+            None => PolicyOutcome::Mutated {
+                patched: mutated.applied > 0,
+            },
+        };
+        self.record(policy, outcome);
+        if mutated.errors.is_empty() {
+            self.applied_policies.push(String::from(&*policy.label));
+            return;
+        }
+        if !ignored {
+            if self.allowed {
+                self.status_reason = Some(kanon_api::ValidationReason::Invalid);
+            }
+            self.allowed = false;
+            self.messages
+                .extend(mutated.errors.into_iter().map(|(message, _)| message));
+        }
+    }
+
     /// Folds the verdict of a later stage (validation after mutation) into this one.
     fn merge(&mut self, later: Decision) {
         if self.allowed && !later.allowed {
@@ -179,9 +241,10 @@ impl Decision {
 async fn applies(
     policy: &CompiledPolicy,
     view: &ObjectView<'_>,
-    operation: Operation,
+    request: &Request,
     namespaces: &mut NamespaceLabels<'_>,
 ) -> Result<bool, RuleError> {
+    let operation = request.operation;
     if !policy.selects_resource(view) {
         return Ok(false);
     }
@@ -203,11 +266,36 @@ async fn applies(
     if !has_rule && !meets_every_operation {
         return Ok(false);
     }
+    if let Some(binding) = &policy.admission {
+        return binding.selects(request, view.object, namespaces).await;
+    }
     if !policy.reads_namespace_labels(view) {
         return policy.selects_namespace(view, || Ok(None));
     }
     let labels = namespaces.labels().await?;
     policy.selects_namespace(view, || Ok(labels))
+}
+
+/// A binding of a ValidatingAdmissionPolicy: the binding and the policy's compiled rule.
+fn admission_validation(
+    policy: &CompiledPolicy,
+) -> Option<(&admission_policy::AdmissionBinding, &CelValidateRule)> {
+    let binding = policy.admission.as_deref()?;
+    let PolicyRules::Validate { rules, .. } = &policy.rules else {
+        return None;
+    };
+    Some((binding, rules.first()?.cel.as_deref()?))
+}
+
+/// A binding of a MutatingAdmissionPolicy: the binding and the policy's compiled rule.
+fn admission_mutation(
+    policy: &CompiledPolicy,
+) -> Option<(&admission_policy::AdmissionBinding, &CelOverrideRule)> {
+    let binding = policy.admission.as_deref()?;
+    let PolicyRules::Override(rules) = &policy.rules else {
+        return None;
+    };
+    Some((binding, rules.first()?.cel.as_deref()?))
 }
 
 /// The error a defective policy meets every request it applies to with.
@@ -415,7 +503,7 @@ async fn override_object<'v>(
     {
         let view = request.view(&working);
         for policy in candidates {
-            let applies = applies(policy, &view, request.operation, &mut namespaces).await;
+            let applies = applies(policy, &view, request, &mut namespaces).await;
             selected.push((policy, applies));
         }
     }
@@ -424,6 +512,18 @@ async fn override_object<'v>(
             continue;
         }
         let object = working.to_mut();
+        if let Some((binding, rule)) = admission_mutation(policy) {
+            let mut scope = Scope {
+                request,
+                evaluation,
+                namespaces: &mut namespaces,
+                policy: &policy.label,
+            };
+            let mutated =
+                admission_policy::mutate(binding, rule, &mut scope, object, &mut changes).await;
+            decision.admission_mutated(policy, mutated);
+            continue;
+        }
         // Each step is atomic, so a policy of one step needs no copy to roll back.
         let steps: usize = match &policy.rules {
             PolicyRules::Override(rules) => rules
@@ -493,6 +593,18 @@ pub(crate) async fn validate(
             namespaces: &mut namespaces,
             policy: &policy.label,
         };
+        if let Some((binding, rule)) = admission_validation(policy) {
+            let validated = admission_policy::validate(
+                binding,
+                rule,
+                policy.failure_policy,
+                &mut scope,
+                subject,
+            )
+            .await;
+            decision.admission_validated(policy, validated);
+            continue;
+        }
         let Judged {
             reasons,
             status,

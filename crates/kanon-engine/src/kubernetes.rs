@@ -16,7 +16,7 @@
 //! them (see [`crate::kinds_warnings`]).
 
 use crate::language::cel;
-use crate::language::cel::compile::RuleEnv;
+use crate::language::cel::compile::{RuleEnv, Site};
 use jsonpath_rust::parser::model::{Segment, Selector};
 use kanon_api::{OverrideRule, RefSource, ResourceRefer, ResourceSelector, ValidateRule};
 use kanon_schema::{KindSuggestion, Kinds, KnownKind, Resolution};
@@ -59,7 +59,7 @@ pub(crate) fn check(
             );
             cel::schema::warnings(
                 &sources,
-                RuleEnv::mutation,
+                || RuleEnv::mutation(Site::KanonRule),
                 &selected.kinds,
                 kinds,
                 warnings,
@@ -86,7 +86,7 @@ pub(crate) fn check(
             let sources = cel::schema::Sources::validation(cel, &format!("{at}.cel"));
             cel::schema::warnings(
                 &sources,
-                RuleEnv::validation,
+                || RuleEnv::validation(Site::KanonRule),
                 &selected.kinds,
                 kinds,
                 warnings,

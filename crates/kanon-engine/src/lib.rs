@@ -13,6 +13,7 @@
 //! fail with a [`RuleError`]; [`decision`] calls them through one seam, `language::apply` and
 //! `language::verdict`.
 
+pub mod admission_policy;
 pub mod decision;
 pub mod diff;
 pub mod document;
@@ -45,6 +46,7 @@ pub use language::plaintext;
 pub use language::template::native;
 pub use references as refs;
 
+pub use admission_policy::{AdmissionPolicies, admission_kind_of};
 pub use decision::{Decision, PolicyOutcome, PolicyResult};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};

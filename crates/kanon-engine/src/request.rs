@@ -109,9 +109,13 @@ fn offline_info(
     name: &str,
 ) -> Value {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = resource_of(api_version, kind);
     let mut info = serde_json::json!({
         "uid": "",
         "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": resource},
+        "requestKind": {"group": group, "version": version, "kind": kind},
+        "requestResource": {"group": group, "version": version, "resource": resource},
         "name": name,
         "operation": operation.as_str(),
         "userInfo": {},
@@ -121,6 +125,34 @@ fn offline_info(
         info["namespace"] = Value::String(ns.to_string());
     }
     info
+}
+
+/// The plural resource a kind is served as: from Kubernetes' schema for built-in kinds, else
+/// guessed as the apiserver's own `UnsafeGuessKindToResource` does (`Policy` → `policies`).
+fn resource_of(api_version: &str, kind: &str) -> String {
+    static BUILTIN: std::sync::OnceLock<Option<kanon_schema::Kinds>> = std::sync::OnceLock::new();
+    let known = BUILTIN
+        .get_or_init(|| kanon_schema::Kinds::builtin().ok())
+        .as_ref()
+        .and_then(|kinds| {
+            kinds
+                .kind(api_version, kind)
+                .map(|k| k.kind.resource.clone())
+        });
+    if let Some(resource) = known {
+        return resource;
+    }
+    let lower = kind.to_ascii_lowercase();
+    if lower.is_empty() {
+        return lower;
+    }
+    if lower.ends_with('s') {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y') {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
 }
 
 fn text_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {

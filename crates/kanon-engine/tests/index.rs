@@ -300,20 +300,12 @@ fn policies_are_held_in_evaluation_order_and_found_by_id() {
         ]
     );
     assert!(!set.is_empty());
-    let id = PolicyId {
-        kind: PolicyKind::OverridePolicy,
-        namespace: Some("b".into()),
-        name: "o".into(),
-    };
+    let id = PolicyId::new(PolicyKind::OverridePolicy, Some("b".into()), "o");
     assert_eq!(
         set.get(&id).map(|p| p.id.to_string()).as_deref(),
         Some("OverridePolicy/b/o")
     );
-    let missing = PolicyId {
-        kind: PolicyKind::OverridePolicy,
-        namespace: Some("c".into()),
-        name: "o".into(),
-    };
+    let missing = PolicyId::new(PolicyKind::OverridePolicy, Some("c".into()), "o");
     assert!(set.get(&missing).is_none());
     assert!(PolicySet::default().is_empty());
     assert!(PolicySet::build(Vec::new()).unwrap().is_empty());

@@ -550,6 +550,9 @@ fn context_holds_object_old_object_operation_request_and_namespace() {
     assert_eq!(
         get("request", &create_req, &NoObjects),
         json!({"uid": "", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "name": "web",
+               "resource": {"group": "", "version": "v1", "resource": "pods"},
+               "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+               "requestResource": {"group": "", "version": "v1", "resource": "pods"},
                "operation": "CREATE", "userInfo": {}, "dryRun": false, "namespace": "default"})
     );
     assert_eq!(

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kanon_engine::{PolicyPublisher, PolicySet, compile_document, policy_kind_of};
+use kanon_engine::{
+    AdmissionPolicies, PolicyPublisher, PolicySet, compile_document, policy_kind_of,
+};
 use serde_json::Value;
 
 use crate::poll::{Fingerprint, fingerprint, poll_files};
@@ -184,46 +186,64 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
     Ok(docs)
 }
 
-/// Compiles every document as a kanon policy. On failure: every problem, each naming the
+/// Compiles every document as a policy: kanon's kinds, and Kubernetes' admission policies with
+/// their bindings (each binding one policy). On failure: every problem, each naming the
 /// document's origin (and, for a policy that does not compile, every error by field path).
 pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
-    let mut problems = Vec::new();
-    let mut compiled = Vec::new();
-    compile_into(docs, &mut compiled, &mut problems);
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    PolicySet::build(compiled).map_err(|e| vec![e.to_string()])
+    let mut compiled = Compiling::default();
+    compiled.add(docs);
+    compiled.finish()
 }
 
-/// Compiles `docs` into `compiled`, each problem into `problems`.
-fn compile_into(
-    docs: &[Document],
-    compiled: &mut Vec<kanon_engine::CompiledPolicy>,
-    problems: &mut Vec<String>,
-) {
-    for doc in docs {
-        if policy_kind_of(&doc.value).is_none() {
-            let text = |key| {
-                doc.value
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string()
-            };
-            problems.push(format!(
-                "{}: {} {} is not a kanon policy kind (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy)",
-                doc.origin(),
-                text("apiVersion"),
-                text("kind"),
-                kanon_api::API_VERSION
-            ));
-            continue;
+/// Policies compiled so far, the admission policies waiting for their bindings, and every
+/// problem met.
+#[derive(Default)]
+struct Compiling {
+    policies: Vec<kanon_engine::CompiledPolicy>,
+    admission: AdmissionPolicies,
+    problems: Vec<String>,
+}
+
+impl Compiling {
+    fn add(&mut self, docs: &[Document]) {
+        for doc in docs {
+            if AdmissionPolicies::accepts(&doc.value) {
+                self.admission.add_from(&doc.value, &doc.origin());
+                continue;
+            }
+            if policy_kind_of(&doc.value).is_none() {
+                let text = |key| {
+                    doc.value
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string()
+                };
+                self.problems.push(format!(
+                    "{}: {} {} is not a policy kanon reads (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy; or admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, and v1beta1 or v1 MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding)",
+                    doc.origin(),
+                    text("apiVersion"),
+                    text("kind"),
+                    kanon_api::API_VERSION
+                ));
+                continue;
+            }
+            match compile_document(&doc.value) {
+                Ok(policy) => self.policies.push(policy),
+                Err(invalid) => self.problems.push(format!("{}: {invalid}", doc.origin())),
+            }
         }
-        match compile_document(&doc.value) {
-            Ok(policy) => compiled.push(policy),
-            Err(invalid) => problems.push(format!("{}: {invalid}", doc.origin())),
+    }
+
+    fn finish(mut self) -> Result<PolicySet, Vec<String>> {
+        match self.admission.compile() {
+            Ok(bound) => self.policies.extend(bound),
+            Err(problems) => self.problems.extend(problems),
         }
+        if !self.problems.is_empty() {
+            return Err(self.problems);
+        }
+        PolicySet::build(self.policies).map_err(|e| vec![e.to_string()])
     }
 }
 
@@ -241,20 +261,16 @@ pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, Vec<String>> {
 pub fn load_directory(dir: &Path) -> Result<PolicySet, Vec<String>> {
     let mut files = Vec::new();
     collect_files(dir, true, &mut files).map_err(|e| vec![e.to_string()])?;
-    let mut problems = Vec::new();
-    let mut compiled = Vec::new();
+    let mut compiled = Compiling::default();
     // File by file, so that only one file's documents are held beside the compiled policies
     // (10,000 policies as documents cost more than compiled).
     for file in files {
         match read_file(&file) {
-            Ok(docs) => compile_into(&docs, &mut compiled, &mut problems),
-            Err(e) => problems.push(e.to_string()),
+            Ok(docs) => compiled.add(&docs),
+            Err(e) => compiled.problems.push(e.to_string()),
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    PolicySet::build(compiled).map_err(|e| vec![e.to_string()])
+    compiled.finish()
 }
 
 /// Puts a loaded set in force, or reports why it could not be loaded.

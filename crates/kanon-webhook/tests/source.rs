@@ -179,7 +179,7 @@ fn load_directory_reports_every_problem_by_file() {
     );
     assert!(problems[2].contains("d-other.yaml"), "{problems:#?}");
     assert!(
-        problems[2].contains("is not a kanon policy kind"),
+        problems[2].contains("is not a policy kanon reads"),
         "{problems:#?}"
     );
 }

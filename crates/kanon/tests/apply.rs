@@ -256,7 +256,7 @@ fn bad_input_exits_2_with_the_reason() {
         (vec!["--policy".into(), p("missing.yaml"), "--resource".into(), p("pod.yaml")], format!("{}: No such file", p("missing.yaml"))),
         (vec!["--policy".into(), p("bad.yaml"), "--resource".into(), p("pod.yaml")], format!("{}: invalid YAML at line 3", p("bad.yaml"))),
         (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("bad.yaml")], format!("{}: invalid YAML at line 3", p("bad.yaml"))),
-        (vec!["--policy".into(), p("notpolicy.yaml"), "--resource".into(), p("pod.yaml")], "v1 Pod is not a kanon policy kind".into()),
+        (vec!["--policy".into(), p("notpolicy.yaml"), "--resource".into(), p("pod.yaml")], "v1 Pod is not a policy kanon reads".into()),
         (vec!["--policy".into(), p("cue.yaml"), "--resource".into(), p("pod.yaml")], "spec.overrideRules[0].overriders.cue: kinitiras CUE is not supported: rewrite it as a minijinja rule `program`".into()),
         (vec!["--policy".into(), p("template.yaml"), "--resource".into(), p("pod.yaml")], "ClusterOverridePolicy/t is invalid:\n  spec.overrideRules[0].overriders.program: line 2: syntax error: unexpected end of input, expected end of block".into()),
         (vec!["--policy".into(), p("unknown.yaml"), "--resource".into(), p("pod.yaml")], "spec.resourceSelector: unknown field".into()),

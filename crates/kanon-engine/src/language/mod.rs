@@ -131,7 +131,7 @@ fn cel_inputs<'a>(
         old_object: scope.request.old_object.as_ref().unwrap_or(NULL),
         request: &scope.request.info,
         namespace_object: data.namespace_object.as_deref().unwrap_or(NULL),
-        references: &data.references,
+        fifth: &data.references,
     }
 }
 

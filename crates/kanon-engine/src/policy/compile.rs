@@ -137,6 +137,7 @@ pub(super) fn compile_override_rules(
             crate::language::cel::mutate::compile(
                 cel,
                 &format!("{field}.cel"),
+                crate::language::cel::compile::Site::KanonRule,
                 own_namespace,
                 errors,
             )
@@ -247,6 +248,7 @@ pub(super) fn compile_validate_rules(
             crate::language::cel::validate::compile(
                 cel,
                 &format!("{field}.cel"),
+                crate::language::cel::compile::Site::KanonRule,
                 own_namespace,
                 errors,
             )
@@ -408,6 +410,7 @@ pub(super) fn compile_checked(object: &PolicyObject, kinds: Option<&Kinds>) -> C
             defect,
             rendered,
             warnings,
+            admission: None,
         },
         errors,
     }

@@ -127,6 +127,9 @@ pub struct CompiledPolicy {
     /// `kanon test`, returned as admission warnings when the policy is written, and kept in
     /// its status.
     pub warnings: Vec<FieldError>,
+    /// Set for a binding of a ValidatingAdmissionPolicy or MutatingAdmissionPolicy: how it
+    /// matches requests (instead of `selectors`), its params and its actions.
+    pub admission: Option<Arc<crate::admission_policy::AdmissionBinding>>,
 }
 
 /// Result of [`compile`](super::compile()): the compiled policy, which is usable for matching even when invalid,

@@ -12,23 +12,88 @@ use serde_json::Value;
 
 use crate::error::{FieldError, InvalidPolicy};
 
-/// The identity of a policy: kind, namespace (namespaced kinds) and name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// The identity of a policy: kind, namespace (namespaced kinds) and name; for a Kubernetes
+/// admission policy, also its binding.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PolicyId {
-    /// The kind.
+    /// The kind. For a Kubernetes admission policy (`binding` set), the kanon kind whose
+    /// webhook it runs in: ClusterOverridePolicy for a MutatingAdmissionPolicy,
+    /// ClusterValidatePolicy for a ValidatingAdmissionPolicy.
     pub kind: PolicyKind,
     /// The namespace, for namespaced kinds.
     pub namespace: Option<String>,
-    /// The name.
+    /// The name (of the admission policy, when `binding` is set).
     pub name: String,
+    /// The binding of a ValidatingAdmissionPolicy or MutatingAdmissionPolicy: each binding of
+    /// such a policy is evaluated as a policy of its own. `None` for kanon's kinds.
+    pub binding: Option<String>,
+}
+
+impl PolicyId {
+    /// The identity of a policy of one of kanon's kinds.
+    pub fn new(kind: PolicyKind, namespace: Option<String>, name: impl Into<String>) -> Self {
+        PolicyId {
+            kind,
+            namespace,
+            name: name.into(),
+            binding: None,
+        }
+    }
+
+    /// The `kind` as written: kanon's kind, or `ValidatingAdmissionPolicy` /
+    /// `MutatingAdmissionPolicy` for a binding of one.
+    pub fn kind_name(&self) -> &'static str {
+        match (&self.binding, self.kind) {
+            (None, kind) => kind.as_str(),
+            (Some(_), PolicyKind::ClusterOverridePolicy | PolicyKind::OverridePolicy) => {
+                "MutatingAdmissionPolicy"
+            }
+            (Some(_), _) => "ValidatingAdmissionPolicy",
+        }
+    }
+}
+
+impl Ord for PolicyId {
+    /// Evaluation order: by kind; within a kind, Kubernetes' admission policies before kanon's
+    /// own (kube-apiserver runs its policy plugins before its webhooks); then namespace, name
+    /// and binding.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (
+            self.kind,
+            self.binding.is_none(),
+            &self.namespace,
+            &self.name,
+            &self.binding,
+        )
+            .cmp(&(
+                other.kind,
+                other.binding.is_none(),
+                &other.namespace,
+                &other.name,
+                &other.binding,
+            ))
+    }
+}
+
+impl PartialOrd for PolicyId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl fmt::Display for PolicyId {
-    /// `Kind/name`, or `Kind/namespace/name` for namespaced kinds.
+    /// `Kind/name`, or `Kind/namespace/name` for namespaced kinds;
+    /// `ValidatingAdmissionPolicy/name with binding b` for a binding of an admission policy.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "{}/{}/{}", self.kind, ns, self.name),
-            None => write!(f, "{}/{}", self.kind, self.name),
+        match (&self.namespace, &self.binding) {
+            (_, Some(binding)) => write!(
+                f,
+                "{}/{} with binding {binding}",
+                self.kind_name(),
+                self.name
+            ),
+            (Some(ns), None) => write!(f, "{}/{}/{}", self.kind, ns, self.name),
+            (None, None) => write!(f, "{}/{}", self.kind, self.name),
         }
     }
 }
@@ -57,7 +122,7 @@ pub enum PolicyObject {
 }
 
 /// Formats a serde_ignored path as a field path (`spec.overrideRules[0].overriders.foo`).
-pub(super) fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
+pub(crate) fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
     use serde_ignored::Path;
     match path {
         Path::Root => String::new(),
@@ -276,14 +341,11 @@ impl PolicyObject {
             PolicyObject::ClusterValidate(p) => (PolicyKind::ClusterValidatePolicy, &p.metadata),
             PolicyObject::Validate(p) => (PolicyKind::ValidatePolicy, &p.metadata),
         };
-        PolicyId {
-            kind,
-            namespace: if kind.is_namespaced() {
-                meta.namespace.clone()
-            } else {
-                None
-            },
-            name: meta.name.clone().unwrap_or_default(),
-        }
+        let namespace = if kind.is_namespaced() {
+            meta.namespace.clone()
+        } else {
+            None
+        };
+        PolicyId::new(kind, namespace, meta.name.clone().unwrap_or_default())
     }
 }

@@ -8,7 +8,7 @@ use kanon_cel::{Env, Program, Type};
 
 use crate::error::FieldError;
 
-/// The variables every CEL rule sees, in slot order.
+/// The variables every CEL rule of kanon's kinds sees, in slot order.
 pub(crate) const BASE_VARIABLES: [&str; 5] = [
     "object",
     "oldObject",
@@ -17,36 +17,61 @@ pub(crate) const BASE_VARIABLES: [&str; 5] = [
     "references",
 ];
 
+/// The variables a ValidatingAdmissionPolicy's or MutatingAdmissionPolicy's expressions see, in
+/// slot order: kube-apiserver's, with `params` where kanon's rules have `references`.
+pub(crate) const ADMISSION_VARIABLES: [&str; 5] = [
+    "object",
+    "oldObject",
+    "request",
+    "namespaceObject",
+    "params",
+];
+
+/// Where a CEL rule is written, which decides the names it sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Site {
+    /// In a rule of kanon's kinds: `references`, no `params`.
+    KanonRule,
+    /// In a Kubernetes admission policy: `params`, no `references`.
+    AdmissionPolicy,
+}
+
 /// Names kube-apiserver declares that kanon does not, with why: refused when written, never
 /// silently false or null.
 const NOT_HERE: [(&str, &str); 2] = [
     (
         "authorizer",
-        "`authorizer` (authorization checks) is not available in kanon's CEL rules: kanon does not make SubjectAccessReviews",
+        "`authorizer` (authorization checks) is not available in kanon: kanon does not make SubjectAccessReviews",
     ),
     (
         "params",
-        "`params` exists only in a ValidatingAdmissionPolicy with a paramKind; a kanon rule reads other objects through `references`",
+        "`params` exists only in a ValidatingAdmissionPolicy or MutatingAdmissionPolicy with a paramKind; a kanon rule reads other objects through `references`",
     ),
 ];
 
-/// kube-apiserver's environment with kanon's base variables: built once.
-static BASE: LazyLock<Env> = LazyLock::new(|| {
+fn environment(variables: [&str; 5]) -> Env {
     let mut env = Env::kubernetes();
-    for name in BASE_VARIABLES {
+    for name in variables {
         env.declare_variable(name, Type::Dyn);
     }
     env
-});
+}
 
-/// The environment of MutatingAdmissionPolicy's expressions: the base one, `jsonpatch.escapeKey`
-/// and the `JSONPatch` type.
-static MUTATION_BASE: LazyLock<Env> = LazyLock::new(|| {
-    let mut env = BASE.clone();
+/// MutatingAdmissionPolicy's additions: `jsonpatch.escapeKey` and the `JSONPatch` type.
+fn for_mutations(mut env: Env) -> Env {
     kanon_cel::library::install_patch_types(&mut env);
     env.declare_object("JSONPatch");
     env
-});
+}
+
+/// kube-apiserver's environment with kanon's base variables: built once.
+static BASE: LazyLock<Env> = LazyLock::new(|| environment(BASE_VARIABLES));
+/// The same for override rules.
+static MUTATION_BASE: LazyLock<Env> = LazyLock::new(|| for_mutations(BASE.clone()));
+/// kube-apiserver's own environment of admission policies.
+static ADMISSION: LazyLock<Env> = LazyLock::new(|| environment(ADMISSION_VARIABLES));
+/// The same for MutatingAdmissionPolicy.
+static ADMISSION_MUTATION: LazyLock<Env> = LazyLock::new(|| for_mutations(ADMISSION.clone()));
 
 /// A compiled expression and where it was written.
 #[derive(Debug, Clone)]
@@ -93,14 +118,24 @@ pub(crate) enum Expect {
 
 impl RuleEnv {
     /// The environment of a validate rule.
-    pub(crate) fn validation() -> Self {
-        RuleEnv { env: BASE.clone() }
+    pub(crate) fn validation(site: Site) -> Self {
+        let env = match site {
+            Site::KanonRule => &BASE,
+            Site::AdmissionPolicy => &ADMISSION,
+        };
+        RuleEnv {
+            env: LazyLock::force(env).clone(),
+        }
     }
 
     /// The environment of an override rule (MutatingAdmissionPolicy's).
-    pub(crate) fn mutation() -> Self {
+    pub(crate) fn mutation(site: Site) -> Self {
+        let env = match site {
+            Site::KanonRule => &MUTATION_BASE,
+            Site::AdmissionPolicy => &ADMISSION_MUTATION,
+        };
         RuleEnv {
-            env: MUTATION_BASE.clone(),
+            env: LazyLock::force(env).clone(),
         }
     }
 

@@ -13,7 +13,7 @@ use kanon_api::{CelMutation, PatchType};
 use kanon_cel::Value;
 use serde_json::Value as Json;
 
-use super::compile::{Expect, Expression, Named, RuleEnv};
+use super::compile::{Expect, Expression, Named, RuleEnv, Site};
 use super::validate::{Inputs, failed, matches, out_of_budget};
 use super::{CallError, Meter};
 use crate::error::FieldError;
@@ -34,11 +34,12 @@ pub(crate) struct CelOverrideRule {
 pub(crate) fn compile(
     rule: &CelMutation,
     at: &str,
+    site: Site,
     own_namespace: Option<&str>,
     errors: &mut Vec<FieldError>,
 ) -> Option<CelOverrideRule> {
     let before = errors.len();
-    let mut env = RuleEnv::mutation();
+    let mut env = RuleEnv::mutation(site);
     let references = env.references(&rule.references, at, own_namespace, errors);
     let variables = env.variables(&rule.variables, at, errors);
     let match_conditions = env.match_conditions(&rule.match_conditions, at, errors);
@@ -89,29 +90,70 @@ pub(crate) fn compile(
     })
 }
 
+/// What a rule's mutations did when each runs whatever the ones before it did.
+#[derive(Debug, Default)]
+pub(crate) struct EachApplied {
+    /// How many operations applied.
+    pub(crate) applied: usize,
+    /// The errors of the mutations that failed (or of the match conditions), in order.
+    pub(crate) errors: Vec<RuleError>,
+}
+
 impl CelOverrideRule {
     /// Runs the rule's mutations on `working`, each seeing the object the ones before it left:
     /// `apply` applies one mutation's operations (recording them). How many operations there
-    /// were.
+    /// were; the first error stops the rule.
     pub(crate) fn apply(
         &self,
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        mut apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), RuleError>,
+        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), RuleError>,
     ) -> Result<usize, RuleError> {
+        let outcome = self.run(inputs, working, interrupted, true, apply);
+        match outcome.errors.into_iter().next() {
+            Some(error) => Err(error),
+            None => Ok(outcome.applied),
+        }
+    }
+
+    /// As [`CelOverrideRule::apply`], but a mutation that fails is left out and the next one
+    /// runs (a MutatingAdmissionPolicy's meaning): every error is returned.
+    pub(crate) fn apply_each(
+        &self,
+        inputs: Inputs<'_>,
+        working: &mut Json,
+        interrupted: &(dyn Fn() -> bool + Sync),
+        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), RuleError>,
+    ) -> EachApplied {
+        self.run(inputs, working, interrupted, false, apply)
+    }
+
+    fn run(
+        &self,
+        inputs: Inputs<'_>,
+        working: &mut Json,
+        interrupted: &(dyn Fn() -> bool + Sync),
+        stop_at_error: bool,
+        mut apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), RuleError>,
+    ) -> EachApplied {
         let mut meter = Meter::new(interrupted);
+        let mut outcome = EachApplied::default();
         {
             let mut activation = Inputs {
                 object: &*working,
                 ..inputs
             }
             .activation(&self.variables);
-            if !matches(&self.match_conditions, &mut activation, &mut meter)? {
-                return Ok(0);
+            match matches(&self.match_conditions, &mut activation, &mut meter) {
+                Ok(true) => {}
+                Ok(false) => return outcome,
+                Err(error) => {
+                    outcome.errors.push(error);
+                    return outcome;
+                }
             }
         }
-        let mut applied = 0;
         for mutation in &self.mutations {
             // The operations are owned JSON: the object's borrow ends before they apply.
             let operations = {
@@ -121,19 +163,30 @@ impl CelOverrideRule {
                 }
                 .activation(&self.variables);
                 let program = mutation.program.clone();
-                let value = match meter.run(|budget| program.eval_with(&mut activation, budget)) {
-                    Ok(value) => value,
-                    Err(CallError::OutOfBudget) => return Err(out_of_budget(&mutation.field)),
-                    Err(CallError::Failed(error)) => {
-                        return Err(failed(mutation, error.to_string()));
+                match meter.run(|budget| program.eval_with(&mut activation, budget)) {
+                    Ok(value) => operations(&value).map_err(|message| failed(mutation, message)),
+                    Err(CallError::OutOfBudget) => {
+                        outcome.errors.push(out_of_budget(&mutation.field));
+                        return outcome;
                     }
-                };
-                operations(&value).map_err(|message| failed(mutation, message))?
+                    Err(CallError::Failed(error)) => Err(failed(mutation, error.to_string())),
+                }
             };
-            applied += operations.len();
-            apply(working, operations, &mutation.field)?;
+            let result = operations.and_then(|operations| {
+                let count = operations.len();
+                apply(working, operations, &mutation.field).map(|()| count)
+            });
+            match result {
+                Ok(count) => outcome.applied += count,
+                Err(error) => {
+                    outcome.errors.push(error);
+                    if stop_at_error {
+                        return outcome;
+                    }
+                }
+            }
         }
-        Ok(applied)
+        outcome
     }
 }
 

@@ -12,7 +12,7 @@ use kanon_cel::Value;
 use serde_json::Value as Json;
 
 use super::activation::RuleActivation;
-use super::compile::{Expect, Expression, Named, RuleEnv};
+use super::compile::{Expect, Expression, Named, RuleEnv, Site};
 use super::{CallError, MESSAGE_LIMIT, Meter};
 use crate::error::FieldError;
 use crate::references::CompiledRef;
@@ -46,7 +46,8 @@ pub(crate) struct Inputs<'a> {
     pub(crate) old_object: &'a Json,
     pub(crate) request: &'a Json,
     pub(crate) namespace_object: &'a Json,
-    pub(crate) references: &'a Json,
+    /// `references` in a kanon rule, `params` in an admission policy.
+    pub(crate) fifth: &'a Json,
 }
 
 impl<'a> Inputs<'a> {
@@ -57,7 +58,7 @@ impl<'a> Inputs<'a> {
                 Value::from_json(self.old_object),
                 Value::from_json(self.request),
                 Value::from_json(self.namespace_object),
-                Value::from_json(self.references),
+                Value::from_json(self.fifth),
             ],
             variables,
         )
@@ -79,11 +80,12 @@ pub(crate) struct CelVerdict {
 pub(crate) fn compile(
     rule: &CelValidation,
     at: &str,
+    site: Site,
     own_namespace: Option<&str>,
     errors: &mut Vec<FieldError>,
 ) -> Option<CelValidateRule> {
     let before = errors.len();
-    let mut env = RuleEnv::validation();
+    let mut env = RuleEnv::validation(site);
     let references = env.references(&rule.references, at, own_namespace, errors);
     let variables = env.variables(&rule.variables, at, errors);
     let match_conditions = env.match_conditions(&rule.match_conditions, at, errors);
@@ -167,46 +169,48 @@ pub(crate) fn compile(
     })
 }
 
+/// What one validation found, as kube-apiserver's decisions say it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Check {
+    /// It holds.
+    Holds,
+    /// It does not: the message and the reason.
+    Fails(String, ValidationReason),
+    /// It could not be evaluated.
+    Error(RuleError),
+}
+
+/// Every validation's and audit annotation's outcome on one request, in order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Checked {
+    /// A match condition was false: nothing ran.
+    pub(crate) skipped: bool,
+    /// One per validation.
+    pub(crate) checks: Vec<Check>,
+    /// One per audit annotation: its key and its value (`None`: null or empty, left out).
+    pub(crate) annotations: Vec<(String, Result<Option<String>, RuleError>)>,
+}
+
 impl CelValidateRule {
-    /// Runs the rule on one request.
+    /// Runs the rule on one request with kanon's meaning: the first validation that does not
+    /// hold denies; one that cannot be evaluated is an error unless another denies.
     pub(crate) fn evaluate(
         &self,
         inputs: Inputs<'_>,
         interrupted: &(dyn Fn() -> bool + Sync),
     ) -> Result<CelVerdict, RuleError> {
-        let mut meter = Meter::new(interrupted);
-        let mut activation = inputs.activation(&self.variables);
-        if !matches(&self.match_conditions, &mut activation, &mut meter)? {
-            return Ok(CelVerdict {
-                skipped: true,
-                ..CelVerdict::default()
-            });
-        }
-        let mut verdict = CelVerdict::default();
-        let mut first_error: Option<RuleError> = None;
-        for validation in &self.validations {
-            let program = validation.expression.program.clone();
-            match meter.run(|budget| program.eval_with(&mut activation, budget)) {
-                Ok(Value::Bool(true)) => {}
-                Ok(Value::Bool(false)) => {
-                    let message = self.message(validation, &mut activation, &mut meter);
-                    verdict.failures.push((message, validation.reason));
-                }
-                Ok(other) => {
-                    first_error.get_or_insert_with(|| {
-                        failed(
-                            &validation.expression,
-                            format!("expected a bool, got {}", other.type_of()),
-                        )
-                    });
-                }
-                Err(CallError::OutOfBudget) => {
-                    first_error.get_or_insert_with(|| out_of_budget(&self.field));
-                    break;
-                }
-                Err(CallError::Failed(error)) => {
-                    first_error
-                        .get_or_insert_with(|| failed(&validation.expression, error.to_string()));
+        let checked = self.check(inputs, interrupted)?;
+        let mut verdict = CelVerdict {
+            skipped: checked.skipped,
+            ..CelVerdict::default()
+        };
+        let mut first_error = None;
+        for check in checked.checks {
+            match check {
+                Check::Holds => {}
+                Check::Fails(message, reason) => verdict.failures.push((message, reason)),
+                Check::Error(error) => {
+                    first_error.get_or_insert(error);
                 }
             }
         }
@@ -215,26 +219,68 @@ impl CelValidateRule {
         {
             return Err(error);
         }
-        for (key, expression) in &self.audit_annotations {
-            let program = expression.program.clone();
-            match meter.run(|budget| program.eval_with(&mut activation, budget)) {
-                Ok(Value::String(text)) => {
-                    verdict
-                        .audit_annotations
-                        .push((key.clone(), text.as_str().to_owned()));
-                }
-                Ok(Value::Null) => {}
-                Ok(other) => {
-                    return Err(failed(
-                        expression,
-                        format!("expected a string or null, got {}", other.type_of()),
-                    ));
-                }
-                Err(CallError::OutOfBudget) => return Err(out_of_budget(&self.field)),
-                Err(CallError::Failed(error)) => return Err(failed(expression, error.to_string())),
+        for (key, value) in checked.annotations {
+            if let Some(value) = value? {
+                verdict.audit_annotations.push((key, value));
             }
         }
         Ok(verdict)
+    }
+
+    /// Runs the rule on one request and says what each validation and audit annotation
+    /// found. Errors: a match condition that could not be evaluated (and none false), or the
+    /// rule's whole budget spent (no further expression runs), as kube-apiserver gives them.
+    pub(crate) fn check(
+        &self,
+        inputs: Inputs<'_>,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Checked, RuleError> {
+        let mut meter = Meter::new(interrupted);
+        let mut activation = inputs.activation(&self.variables);
+        if !matches(&self.match_conditions, &mut activation, &mut meter)? {
+            return Ok(Checked {
+                skipped: true,
+                ..Checked::default()
+            });
+        }
+        let mut checked = Checked::default();
+        for validation in &self.validations {
+            let program = validation.expression.program.clone();
+            let check = match meter.run(|budget| program.eval_with(&mut activation, budget)) {
+                Ok(Value::Bool(true)) => Check::Holds,
+                Ok(Value::Bool(false)) => {
+                    let message = self.message(validation, &mut activation, &mut meter);
+                    Check::Fails(message, validation.reason)
+                }
+                Ok(other) => Check::Error(failed(
+                    &validation.expression,
+                    format!("expected a bool, got {}", other.type_of()),
+                )),
+                Err(CallError::OutOfBudget) => return Err(out_of_budget(&self.field)),
+                Err(CallError::Failed(error)) => {
+                    Check::Error(failed(&validation.expression, error.to_string()))
+                }
+            };
+            checked.checks.push(check);
+        }
+        for (key, expression) in &self.audit_annotations {
+            let program = expression.program.clone();
+            let value = match meter.run(|budget| program.eval_with(&mut activation, budget)) {
+                Ok(Value::String(text)) => {
+                    let text = text.as_str().trim();
+                    Ok((!text.is_empty()).then(|| text.to_owned()))
+                }
+                Ok(Value::Null) => Ok(None),
+                Ok(other) => Err(failed(
+                    expression,
+                    format!("expected a string or null, got {}", other.type_of()),
+                )),
+                Err(CallError::OutOfBudget) => return Err(out_of_budget(&self.field)),
+                Err(CallError::Failed(error)) => Err(failed(expression, error.to_string())),
+            };
+            checked.annotations.push((key.clone(), value));
+        }
+        Ok(checked)
     }
 
     /// The message of a validation that does not hold, as kube-apiserver chooses it.

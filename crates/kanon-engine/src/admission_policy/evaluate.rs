@@ -1,0 +1,376 @@
+//! One binding of an admission policy on one request, as kube-apiserver 1.35 evaluates it:
+//! matching, params (the policy runs once per param), then the validations' decisions through
+//! the binding's actions, or the mutations in order; messages, warnings and audit annotations in
+//! the apiserver's words.
+
+use std::sync::Arc;
+
+use kanon_api::{FailurePolicy, Operation, ValidationAction, ValidationReason};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::compile::AdmissionBinding;
+use super::matching::Attributes;
+use crate::diff::Changes;
+use crate::evaluation::{NamespaceLabels, Scope};
+use crate::language::cel::mutate::CelOverrideRule;
+use crate::language::cel::validate::{CelValidateRule, Check, Inputs};
+use crate::request::Request;
+use crate::rule::RuleError;
+
+/// kube-apiserver's cap on one audit annotation's value.
+const AUDIT_VALUE_LIMIT: usize = 10 * 1024;
+
+/// The key of the audit annotation that records validation failures of `Audit` bindings.
+pub const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
+
+const NULL: &Value = &Value::Null;
+
+impl AdmissionBinding {
+    /// Whether the policy's constraints and the binding's match resources both select the
+    /// request, as it came (`object` is the request's object, or the old object on DELETE).
+    pub(crate) async fn selects(
+        &self,
+        request: &Request,
+        object: &Value,
+        namespaces: &mut NamespaceLabels<'_>,
+    ) -> Result<bool, RuleError> {
+        let attributes = attributes(request, object);
+        let matchers = std::iter::once(&self.constraints).chain(self.narrowed.as_ref());
+        for matcher in matchers {
+            let labels = if matcher.reads_namespace(&attributes) {
+                namespaces.labels().await?
+            } else {
+                None
+            };
+            if !matcher.selects(&attributes, labels) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// `ValidatingAdmissionPolicy 'p' with binding 'b'`.
+    fn named(&self) -> String {
+        let kind = if self.mutating {
+            "MutatingAdmissionPolicy"
+        } else {
+            "ValidatingAdmissionPolicy"
+        };
+        format!("{kind} '{}' with binding '{}'", self.policy, self.binding)
+    }
+}
+
+/// What matching reads of the request: its resource from the review (offline: from the kind).
+fn attributes<'a>(request: &'a Request, object: &'a Value) -> Attributes<'a> {
+    let text = |pointer: &str| request.info.pointer(pointer).and_then(Value::as_str);
+    let (group, version) = request
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", request.api_version.as_str()));
+    let (object, old_object) = match request.operation {
+        Operation::Delete => (NULL, request.old_object.as_ref().unwrap_or(object)),
+        _ => (object, request.old_object.as_ref().unwrap_or(NULL)),
+    };
+    Attributes {
+        operation: request.operation,
+        group: text("/resource/group").unwrap_or(group),
+        version: text("/resource/version").unwrap_or(version),
+        resource: text("/resource/resource").unwrap_or_default(),
+        sub_resource: text("/subResource").unwrap_or_default(),
+        namespace: request.namespace.as_deref().unwrap_or_default(),
+        name: &request.name,
+        object,
+        old_object,
+    }
+}
+
+/// The inputs of one evaluation with one param.
+fn inputs<'a>(
+    request: &'a Request,
+    object: &'a Value,
+    namespace_object: Option<&'a Value>,
+    param: Option<&'a Value>,
+) -> Inputs<'a> {
+    Inputs {
+        object: if request.operation == Operation::Delete {
+            NULL
+        } else {
+            object
+        },
+        old_object: request.old_object.as_ref().unwrap_or(NULL),
+        request: &request.info,
+        namespace_object: namespace_object.unwrap_or(NULL),
+        fifth: param.unwrap_or(NULL),
+    }
+}
+
+/// An error as the apiserver words it: the CEL error's own text, without kanon's field path.
+fn kube_words(error: &RuleError) -> String {
+    match error {
+        RuleError::Cel { message, .. }
+        | RuleError::Reference { message, .. }
+        | RuleError::Patch { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What one binding of a ValidatingAdmissionPolicy did with a request.
+#[derive(Debug, Default)]
+pub(crate) struct Validated {
+    /// Denials, in the apiserver's words, each with its reason.
+    pub(crate) denials: Vec<(String, ValidationReason)>,
+    /// Warnings.
+    pub(crate) warnings: Vec<String>,
+    /// Audit annotations, keys as the apiserver writes them.
+    pub(crate) annotations: Vec<(String, String)>,
+    /// Whether a validation did not hold (whatever the actions did with it).
+    pub(crate) rejected: bool,
+    /// The first error met, and whether the failure policy ignored it.
+    pub(crate) error: Option<(RuleError, bool)>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ValidationFailure<'a> {
+    message: &'a str,
+    policy: &'a str,
+    binding: &'a str,
+    expression_index: usize,
+    validation_actions: Vec<&'static str>,
+}
+
+impl Validated {
+    /// An error of the binding (its params, a match condition, the budget): a denial under
+    /// `Fail`, nothing under `Ignore`.
+    fn error(&mut self, binding: &AdmissionBinding, fail: bool, error: RuleError, message: String) {
+        if fail {
+            self.decision(binding, 0, message, ValidationReason::Invalid);
+        }
+        self.error.get_or_insert((error, !fail));
+    }
+
+    /// A decision to deny, through the binding's actions.
+    fn decision(
+        &mut self,
+        binding: &AdmissionBinding,
+        index: usize,
+        message: String,
+        reason: ValidationReason,
+    ) {
+        for action in &binding.actions {
+            match action {
+                ValidationAction::Deny => self.denials.push((
+                    format!("{} denied request: {message}", binding.named()),
+                    reason,
+                )),
+                ValidationAction::Warn => self.warnings.push(format!(
+                    "Validation failed for {}: {message}",
+                    binding.named()
+                )),
+                ValidationAction::Audit => {
+                    // The apiserver keeps the first value of an annotation key.
+                    if self
+                        .annotations
+                        .iter()
+                        .any(|(key, _)| key == VALIDATION_FAILURE_KEY)
+                    {
+                        continue;
+                    }
+                    let failure = [ValidationFailure {
+                        message: &message,
+                        policy: &binding.policy,
+                        binding: &binding.binding,
+                        expression_index: index,
+                        validation_actions: binding
+                            .actions
+                            .iter()
+                            .map(|a| match a {
+                                ValidationAction::Deny => "Deny",
+                                ValidationAction::Warn => "Warn",
+                                ValidationAction::Audit => "Audit",
+                            })
+                            .collect(),
+                    }];
+                    if let Ok(value) = serde_json::to_string(&failure) {
+                        self.annotations
+                            .push((VALIDATION_FAILURE_KEY.to_owned(), value));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs one binding of a ValidatingAdmissionPolicy on the request (which it selects).
+pub(crate) async fn validate(
+    binding: &AdmissionBinding,
+    rule: &CelValidateRule,
+    failure_policy: FailurePolicy,
+    scope: &mut Scope<'_, '_>,
+    object: &Value,
+) -> Validated {
+    let fail = failure_policy == FailurePolicy::Fail;
+    let mut out = Validated::default();
+    let request = scope.request;
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let params = binding
+        .params
+        .collect(scope.evaluation.lookup(), namespace, scope.policy)
+        .await;
+    let params = match params {
+        Ok(params) => params,
+        Err(message) => {
+            let message = format!("failed to configure binding: {message}");
+            let error = RuleError::Reference {
+                field: "spec.paramRef".to_owned(),
+                message: message.clone(),
+            };
+            out.error(binding, fail, error, message);
+            return out;
+        }
+    };
+    let namespace_object: Option<Arc<Value>> = scope.namespaces.object().await;
+    let evaluation = scope.evaluation;
+    let interrupted = move || evaluation.deadline_passed();
+    let mut published: Vec<(String, Vec<String>)> = Vec::new();
+    for param in &params {
+        let inputs = inputs(
+            request,
+            object,
+            namespace_object.as_deref(),
+            param.as_deref(),
+        );
+        let checked = match rule.check(inputs, &interrupted) {
+            Ok(checked) => checked,
+            Err(error) => {
+                let message = kube_words(&error);
+                out.error(binding, fail, error, message);
+                continue;
+            }
+        };
+        for (index, check) in checked.checks.into_iter().enumerate() {
+            match check {
+                Check::Holds => {}
+                Check::Fails(message, reason) => {
+                    out.rejected = true;
+                    out.decision(binding, index, message, reason);
+                }
+                Check::Error(error) => {
+                    if fail {
+                        out.decision(
+                            binding,
+                            index,
+                            kube_words(&error),
+                            ValidationReason::Invalid,
+                        );
+                    }
+                    out.error.get_or_insert((error, !fail));
+                }
+            }
+        }
+        for (key, value) in checked.annotations {
+            match value {
+                Ok(Some(mut value)) => {
+                    if value.len() > AUDIT_VALUE_LIMIT {
+                        let mut cut = AUDIT_VALUE_LIMIT;
+                        while !value.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        value.truncate(cut);
+                    }
+                    match published.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, values)) if !values.contains(&value) => values.push(value),
+                        Some(_) => {}
+                        None => published.push((key, vec![value])),
+                    }
+                }
+                Ok(None) => {}
+                // Under Fail an audit annotation that fails denies, whatever the actions.
+                Err(error) => {
+                    if fail {
+                        out.denials.push((
+                            format!("{} denied request: {}", binding.named(), kube_words(&error)),
+                            ValidationReason::Invalid,
+                        ));
+                    }
+                    out.error.get_or_insert((error, !fail));
+                }
+            }
+        }
+    }
+    for (key, values) in published {
+        out.annotations
+            .push((format!("{}/{key}", binding.policy), values.join(", ")));
+    }
+    out
+}
+
+/// What one binding of a MutatingAdmissionPolicy did with a request.
+#[derive(Debug, Default)]
+pub(crate) struct Mutated {
+    /// How many patch operations applied.
+    pub(crate) applied: usize,
+    /// Errors, in the apiserver's words (`policy 'p' with binding 'b' denied request: ...`),
+    /// each with the typed error; they deny under `Fail`.
+    pub(crate) errors: Vec<(String, RuleError)>,
+}
+
+/// Runs one binding of a MutatingAdmissionPolicy on `working` (which it selects): once per
+/// param, each mutation in order. A mutation that fails is left out and the next one runs, the
+/// changes before it kept, as in kube-apiserver.
+pub(crate) async fn mutate(
+    binding: &AdmissionBinding,
+    rule: &CelOverrideRule,
+    scope: &mut Scope<'_, '_>,
+    working: &mut Value,
+    changes: &mut Changes,
+) -> Mutated {
+    let mut out = Mutated::default();
+    let request = scope.request;
+    let denied = |message: &str| {
+        format!(
+            "policy '{}' with binding '{}' denied request: {message}",
+            binding.policy, binding.binding
+        )
+    };
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let params = binding
+        .params
+        .collect(scope.evaluation.lookup(), namespace, scope.policy)
+        .await;
+    let params = match params {
+        Ok(params) => params,
+        Err(message) => {
+            let message = format!("failed to configure binding: {message}");
+            out.errors.push((
+                denied(&message),
+                RuleError::Reference {
+                    field: "spec.paramRef".to_owned(),
+                    message,
+                },
+            ));
+            return out;
+        }
+    };
+    let namespace_object: Option<Arc<Value>> = scope.namespaces.object().await;
+    let evaluation = scope.evaluation;
+    let interrupted = move || evaluation.deadline_passed();
+    for param in &params {
+        let inputs = inputs(request, NULL, namespace_object.as_deref(), param.as_deref());
+        let outcome = rule.apply_each(inputs, working, &interrupted, |working, ops, field| {
+            ops.iter().for_each(|op| changes.before(op, working));
+            crate::language::plaintext::apply_all_owned(working, ops).map_err(|(i, e)| {
+                RuleError::Patch {
+                    field: field.to_owned(),
+                    message: format!("JSON Patch: operation {i}: {e}"),
+                }
+            })
+        });
+        out.applied += outcome.applied;
+        for error in outcome.errors {
+            out.errors.push((denied(&kube_words(&error)), error));
+        }
+    }
+    out
+}

@@ -1,0 +1,264 @@
+//! Which requests an admission policy's `matchConstraints` and a binding's `matchResources`
+//! select, as kube-apiserver decides: namespace selector, object selector, excluded rules (which
+//! win), then the resource rules with their operations, groups, versions, resources,
+//! subresources, scope and resource names.
+
+use kanon_api::Operation;
+use serde_json::Value;
+
+use super::manifest::{MatchResources, NamedRule};
+use crate::error::FieldError;
+use crate::selector::{LabelMatcher, labels_of};
+
+/// What matching reads of a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attributes<'a> {
+    pub(crate) operation: Operation,
+    pub(crate) group: &'a str,
+    pub(crate) version: &'a str,
+    pub(crate) resource: &'a str,
+    pub(crate) sub_resource: &'a str,
+    /// Empty for cluster-scoped objects (a Namespace included).
+    pub(crate) namespace: &'a str,
+    pub(crate) name: &'a str,
+    /// The object (null on DELETE) and the old object (null on CREATE).
+    pub(crate) object: &'a Value,
+    pub(crate) old_object: &'a Value,
+}
+
+impl Attributes<'_> {
+    fn is_namespace(&self) -> bool {
+        self.group.is_empty() && self.resource == "namespaces"
+    }
+}
+
+/// A compiled `NamedRuleWithOperations`.
+#[derive(Debug, Clone)]
+pub(crate) struct Rule {
+    operations: Vec<String>,
+    groups: Vec<String>,
+    versions: Vec<String>,
+    resources: Vec<String>,
+    scope: Scope,
+    names: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Any,
+    Cluster,
+    Namespaced,
+}
+
+impl Rule {
+    fn compile(rule: &NamedRule, at: &str, mutating: bool, errors: &mut Vec<FieldError>) -> Self {
+        for (list, name) in [
+            (&rule.operations, "operations"),
+            (&rule.api_groups, "apiGroups"),
+            (&rule.api_versions, "apiVersions"),
+            (&rule.resources, "resources"),
+        ] {
+            if list.is_empty() {
+                errors.push(FieldError::new(format!("{at}.{name}"), "is required"));
+            }
+            if list.len() > 1 && list.iter().any(|item| item == "*") {
+                errors.push(FieldError::new(
+                    format!("{at}.{name}"),
+                    "if `*` is present, it must be the only entry",
+                ));
+            }
+        }
+        for (index, operation) in rule.operations.iter().enumerate() {
+            let allowed: &[&str] = if mutating {
+                // kube-apiserver refuses DELETE and CONNECT in a MutatingAdmissionPolicy.
+                &["*", "CREATE", "UPDATE"]
+            } else {
+                &["*", "CREATE", "UPDATE", "DELETE", "CONNECT"]
+            };
+            if !allowed.contains(&operation.as_str()) {
+                errors.push(FieldError::new(
+                    format!("{at}.operations[{index}]"),
+                    format!(
+                        "unsupported value `{operation}`: supported values: {}",
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        for (index, resource) in rule.resources.iter().enumerate() {
+            if resource.is_empty() || resource.split('/').count() > 2 {
+                errors.push(FieldError::new(
+                    format!("{at}.resources[{index}]"),
+                    "must be a resource, `resource/subresource`, `*`, `*/*` or `*/subresource`",
+                ));
+            }
+        }
+        let scope = match rule.scope.as_deref() {
+            None | Some("*") => Scope::Any,
+            Some("Cluster") => Scope::Cluster,
+            Some("Namespaced") => Scope::Namespaced,
+            Some(other) => {
+                errors.push(FieldError::new(
+                    format!("{at}.scope"),
+                    format!(
+                        "unsupported value `{other}`: supported values: *, Cluster, Namespaced"
+                    ),
+                ));
+                Scope::Any
+            }
+        };
+        Rule {
+            operations: rule.operations.clone(),
+            groups: rule.api_groups.clone(),
+            versions: rule.api_versions.clone(),
+            resources: rule.resources.clone(),
+            scope,
+            names: rule.resource_names.clone(),
+        }
+    }
+
+    /// Whether the rule matches the request, its resource names included.
+    fn matches(&self, request: &Attributes<'_>) -> bool {
+        let any = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
+        any(&self.operations, request.operation.as_str())
+            && any(&self.groups, request.group)
+            && any(&self.versions, request.version)
+            && self.resources.iter().any(|written| {
+                let (resource, sub) = written.split_once('/').unwrap_or((written, ""));
+                (resource == "*" || resource == request.resource)
+                    && (sub == "*" || sub == request.sub_resource)
+            })
+            && match self.scope {
+                Scope::Any => true,
+                Scope::Cluster => request.is_namespace() || request.namespace.is_empty(),
+                Scope::Namespaced => !request.is_namespace() && !request.namespace.is_empty(),
+            }
+            && (self.names.is_empty() || self.names.iter().any(|n| n == request.name))
+    }
+}
+
+/// Compiled `matchConstraints` / `matchResources`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Matcher {
+    namespace_selector: Option<LabelMatcher>,
+    object_selector: Option<LabelMatcher>,
+    rules: Vec<Rule>,
+    excluded: Vec<Rule>,
+}
+
+impl Matcher {
+    /// Compiles `written` at `at`. A policy's constraints need resource rules; a binding's
+    /// may leave them out (then the policy's alone decide).
+    pub(crate) fn compile(
+        written: &MatchResources,
+        at: &str,
+        mutating: bool,
+        rules_required: bool,
+        errors: &mut Vec<FieldError>,
+    ) -> Self {
+        if rules_required && written.resource_rules.is_empty() {
+            errors.push(FieldError::new(
+                format!("{at}.resourceRules"),
+                "at least one resource rule is required",
+            ));
+        }
+        if let Some(policy) = written.match_policy.as_deref()
+            && !matches!(policy, "Exact" | "Equivalent")
+        {
+            errors.push(FieldError::new(
+                format!("{at}.matchPolicy"),
+                format!("unsupported value `{policy}`: supported values: Exact, Equivalent"),
+            ));
+        }
+        let selector = |selector: &Option<_>, name: &str, errors: &mut Vec<FieldError>| {
+            selector
+                .as_ref()
+                .map(|s| LabelMatcher::compile(s, &format!("{at}.{name}"), errors))
+                .filter(|m| !m.is_empty())
+        };
+        let rules = |rules: &[NamedRule], name: &str, errors: &mut Vec<FieldError>| {
+            rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Rule::compile(r, &format!("{at}.{name}[{i}]"), mutating, errors))
+                .collect()
+        };
+        Matcher {
+            namespace_selector: selector(&written.namespace_selector, "namespaceSelector", errors),
+            object_selector: selector(&written.object_selector, "objectSelector", errors),
+            rules: rules(&written.resource_rules, "resourceRules", errors),
+            excluded: rules(
+                &written.exclude_resource_rules,
+                "excludeResourceRules",
+                errors,
+            ),
+        }
+    }
+
+    /// Whether judging a request needs the labels of its namespace.
+    pub(crate) fn reads_namespace(&self, request: &Attributes<'_>) -> bool {
+        self.namespace_selector.is_some()
+            && !request.is_namespace()
+            && !request.namespace.is_empty()
+    }
+
+    /// Whether the matcher selects the request; `namespace_labels` are the labels of its
+    /// namespace when [`Matcher::reads_namespace`] says they are needed.
+    pub(crate) fn selects(
+        &self,
+        request: &Attributes<'_>,
+        namespace_labels: Option<&serde_json::Map<String, Value>>,
+    ) -> bool {
+        if let Some(selector) = &self.namespace_selector {
+            // A cluster-scoped object that is not a Namespace is never left out by it.
+            let holds = if request.is_namespace() {
+                let own = if request.object.is_null() {
+                    request.old_object
+                } else {
+                    request.object
+                };
+                selector.matches(labels_of(own))
+            } else if request.namespace.is_empty() {
+                true
+            } else {
+                selector.matches(namespace_labels)
+            };
+            if !holds {
+                return false;
+            }
+        }
+        if let Some(selector) = &self.object_selector {
+            let holds = [request.object, request.old_object]
+                .into_iter()
+                .filter(|o| !o.is_null())
+                .any(|o| selector.matches(labels_of(o)));
+            if !holds {
+                return false;
+            }
+        }
+        if self.excluded.iter().any(|r| r.matches(request)) {
+            return false;
+        }
+        self.rules.is_empty() || self.rules.iter().any(|r| r.matches(request))
+    }
+
+    /// The operations its rules can match (for the webhook's rules), as kanon's operation set.
+    pub(crate) fn operations(&self) -> crate::policy::OperationSet {
+        use crate::policy::OperationSet;
+        let mut operations = Vec::new();
+        for operation in self.rules.iter().flat_map(|r| &r.operations) {
+            match operation.as_str() {
+                "*" => return OperationSet::ALL,
+                "CREATE" => operations.push(Operation::Create),
+                "UPDATE" => operations.push(Operation::Update),
+                "DELETE" => operations.push(Operation::Delete),
+                "CONNECT" => operations.push(Operation::Connect),
+                _ => {}
+            }
+        }
+        if operations.is_empty() {
+            return OperationSet::NONE;
+        }
+        OperationSet::from_targets(&operations)
+    }
+}
