@@ -692,6 +692,10 @@ impl ControlPlane {
             "--shutdown-send-retry-after=true".to_owned(),
             // So tests can create privileged Pods for policies to judge.
             "--allow-privileged=true".to_owned(),
+            // MutatingAdmissionPolicy (beta in 1.35, off by default), so that kanon's evaluation
+            // of MAPs can be compared with the apiserver's own.
+            "--feature-gates=MutatingAdmissionPolicy=true".to_owned(),
+            "--runtime-config=admissionregistration.k8s.io/v1beta1=true".to_owned(),
         ]);
         if !self.controller_manager_enabled {
             // The plugin rejects Pods in namespaces whose `default` ServiceAccount does not

@@ -13,7 +13,7 @@ use super::compile::AdmissionBinding;
 use super::matching::Attributes;
 use crate::diff::Changes;
 use crate::evaluation::{NamespaceLabels, Scope};
-use crate::language::cel::mutate::CelOverrideRule;
+use crate::language::cel::mutate::{CelOverrideRule, PatchFailure};
 use crate::language::cel::validate::{CelValidateRule, Check, Inputs};
 use crate::request::Request;
 use crate::rule::RuleError;
@@ -360,10 +360,13 @@ pub(crate) async fn mutate(
         let inputs = inputs(request, NULL, namespace_object.as_deref(), param.as_deref());
         let outcome = rule.apply_each(inputs, working, &interrupted, |working, ops, field| {
             ops.iter().for_each(|op| changes.before(op, working));
-            crate::language::plaintext::apply_all_owned(working, ops).map_err(|(i, e)| {
-                RuleError::Patch {
-                    field: field.to_owned(),
-                    message: format!("JSON Patch: operation {i}: {e}"),
+            crate::language::plaintext::apply_all_owned(working, ops).map_err(|(index, e)| {
+                PatchFailure {
+                    index,
+                    error: RuleError::Patch {
+                        field: field.to_owned(),
+                        message: format!("JSON Patch: operation {index}: {e}"),
+                    },
                 }
             })
         });

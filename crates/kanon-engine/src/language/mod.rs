@@ -174,9 +174,12 @@ async fn apply_cel(
     let inputs = cel_inputs(scope, &data, &Value::Null);
     rule.apply(inputs, working, &interrupted, |working, ops, field| {
         ops.iter().for_each(|op| changes.before(op, working));
-        plaintext::apply_all_owned(working, ops).map_err(|(i, e)| RuleError::Patch {
-            field: field.to_owned(),
-            message: format!("operation {i}: {e}"),
+        plaintext::apply_all_owned(working, ops).map_err(|(index, e)| cel::mutate::PatchFailure {
+            index,
+            error: RuleError::Patch {
+                field: field.to_owned(),
+                message: format!("operation {index}: {e}"),
+            },
         })
     })
 }

@@ -9,6 +9,7 @@
 //! `cargo test -p kanon --test e2e -- NAME` runs the scenarios whose name contains NAME.
 
 mod admission;
+mod admission_policies;
 mod cel;
 mod chart;
 mod custom_kinds;
@@ -76,6 +77,7 @@ fn main() {
     let scenarios: Vec<Scenario> = [
         admission::SCENARIOS,
         cel::SCENARIOS,
+        admission_policies::SCENARIOS,
         lifecycle::SCENARIOS,
         custom_kinds::SCENARIOS,
         references::SCENARIOS,

@@ -90,6 +90,15 @@ pub(crate) fn compile(
     })
 }
 
+/// Why a mutation's operations did not apply: which one failed, and the error.
+#[derive(Debug)]
+pub(crate) struct PatchFailure {
+    /// The index of the failing operation.
+    pub(crate) index: usize,
+    /// Why.
+    pub(crate) error: RuleError,
+}
+
 /// What a rule's mutations did when each runs whatever the ones before it did.
 #[derive(Debug, Default)]
 pub(crate) struct EachApplied {
@@ -108,7 +117,7 @@ impl CelOverrideRule {
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), RuleError>,
+        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), PatchFailure>,
     ) -> Result<usize, RuleError> {
         let outcome = self.run(inputs, working, interrupted, true, apply);
         match outcome.errors.into_iter().next() {
@@ -124,7 +133,7 @@ impl CelOverrideRule {
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), RuleError>,
+        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), PatchFailure>,
     ) -> EachApplied {
         self.run(inputs, working, interrupted, false, apply)
     }
@@ -135,7 +144,7 @@ impl CelOverrideRule {
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
         stop_at_error: bool,
-        mut apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), RuleError>,
+        mut apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), PatchFailure>,
     ) -> EachApplied {
         let mut meter = Meter::new(interrupted);
         let mut outcome = EachApplied::default();
@@ -174,7 +183,17 @@ impl CelOverrideRule {
             };
             let result = operations.and_then(|operations| {
                 let count = operations.len();
-                apply(working, operations, &mutation.field).map(|()| count)
+                let tests: Vec<bool> = operations
+                    .iter()
+                    .map(|op| matches!(op, PatchOperation::Test(_)))
+                    .collect();
+                match apply(working, operations, &mutation.field) {
+                    Ok(()) => Ok(count),
+                    // A `test` that does not hold means "do not apply this patch", not an
+                    // error (kube-apiserver's MutatingAdmissionPolicy).
+                    Err(failure) if tests.get(failure.index) == Some(&true) => Ok(0),
+                    Err(failure) => Err(failure.error),
+                }
             });
             match result {
                 Ok(count) => outcome.applied += count,

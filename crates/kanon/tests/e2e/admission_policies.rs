@@ -1,0 +1,426 @@
+//! kanon's evaluation of ValidatingAdmissionPolicy and MutatingAdmissionPolicy manifests against
+//! kube-apiserver's own: the suite `examples/suites/admission-policies` (policies, bindings,
+//! params, namespaces, and its cases) is applied to the control plane, and every case is sent to
+//! the apiserver (a server-side dry run) and to `kanon apply` on the object the apiserver's
+//! admission saw (the same request made before the policies existed, with its defaults). Both
+//! must agree on the verdict, the message and its reason, the warnings and the mutated object.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::Scenario;
+use crate::env::{Env, repo, text};
+
+pub const SCENARIOS: &[Scenario] = &[(
+    "admission_policies::kanon_and_the_apiserver_agree_on_every_case",
+    kanon_and_the_apiserver_agree_on_every_case,
+)];
+
+/// One case of the suite: the object, the operation, the old object.
+struct Case {
+    title: String,
+    operation: String,
+    object: Value,
+    old: Option<Value>,
+}
+
+/// What one side made of a case.
+#[derive(Debug, Clone, PartialEq)]
+struct Outcome {
+    allowed: bool,
+    /// The denial's message, without the apiserver's `<resource> "<name>" is forbidden: `.
+    message: Option<String>,
+    /// The denial's reason (`Invalid`, `Forbidden`).
+    reason: Option<String>,
+    warnings: BTreeSet<String>,
+    /// The object as admitted, without the fields the apiserver sets on every write.
+    object: Option<Value>,
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    kanon_webhook::source::read_documents(&[path.to_path_buf()])
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+        .into_iter()
+        .map(|d| d.value)
+        .collect()
+}
+
+fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The suite's cases with their objects.
+fn cases(suite: &Path) -> Vec<Case> {
+    let resources = documents(&suite.join("resources"));
+    let file = documents(&suite.join("kanon-test.yaml"));
+    let cases = file[0]["cases"].as_array().expect("cases").clone();
+    cases
+        .into_iter()
+        .map(|case| {
+            let (kind, namespace, name) = (
+                text_at(&case, "/resource/kind"),
+                case.pointer("/resource/namespace").and_then(Value::as_str),
+                text_at(&case, "/resource/name"),
+            );
+            let object = resources
+                .iter()
+                .find(|r| {
+                    text_at(r, "/kind") == kind
+                        && text_at(r, "/metadata/name") == name
+                        && r.pointer("/metadata/namespace").and_then(Value::as_str) == namespace
+                })
+                .unwrap_or_else(|| panic!("no resource {kind} {namespace:?} {name}"))
+                .clone();
+            let operation = case
+                .get("operation")
+                .and_then(Value::as_str)
+                .unwrap_or("CREATE")
+                .to_owned();
+            let old = case
+                .get("oldResource")
+                .and_then(Value::as_str)
+                .map(|path| documents(&suite.join(path)).remove(0));
+            Case {
+                title: format!("{operation} {kind} {}/{name}", namespace.unwrap_or("")),
+                operation,
+                object,
+                old,
+            }
+        })
+        .collect()
+}
+
+/// Drops what the apiserver writes on every object (identity, versions, timestamps, field
+/// managers): the two sides cannot agree on those.
+fn normalized(mut object: Value) -> Value {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in [
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+            "generation",
+        ] {
+            metadata.remove(key);
+        }
+    }
+    object
+}
+
+/// The kind's resource name for kubectl.
+fn resource(object: &Value) -> &'static str {
+    match text_at(object, "/kind") {
+        "Deployment" => "deployments.apps",
+        "ConfigMap" => "configmaps",
+        "Namespace" => "namespaces",
+        other => panic!("the corpus has no resource name for {other}"),
+    }
+}
+
+fn namespace_args(object: &Value) -> Vec<String> {
+    match object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
+        Some(ns) => vec!["-n".to_owned(), ns.to_owned()],
+        None => Vec::new(),
+    }
+}
+
+/// Sends the case to the apiserver as a server-side dry run.
+fn send(env: &Env, case: &Case) -> Output {
+    match case.operation.as_str() {
+        "CREATE" => env.kubectl_stdin(
+            &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+            &case.object.to_string(),
+        ),
+        "UPDATE" => env.kubectl_stdin(
+            &["replace", "--dry-run=server", "-o", "json", "-f", "-"],
+            &case.object.to_string(),
+        ),
+        "DELETE" => {
+            let mut args = vec![
+                "delete".to_owned(),
+                resource(&case.object).to_owned(),
+                text_at(&case.object, "/metadata/name").to_owned(),
+                "--dry-run=server".to_owned(),
+            ];
+            args.extend(namespace_args(&case.object));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            env.kubectl(&args)
+        }
+        other => panic!("the corpus has no {other} case"),
+    }
+}
+
+/// What the apiserver answered, read from kubectl's output.
+fn apiserver_outcome(case: &Case, out: &Output) -> Outcome {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings = stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix("Warning: "))
+        .map(str::to_owned)
+        .collect();
+    if out.status.success() {
+        let object = (case.operation != "DELETE").then(|| {
+            normalized(
+                serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("{}: kubectl printed no object: {e}", case.title)),
+            )
+        });
+        return Outcome {
+            allowed: true,
+            message: None,
+            reason: None,
+            warnings,
+            object,
+        };
+    }
+    // kubectl words an Invalid status as `The <resource> "<name>" is invalid: : <message>`, any
+    // other as `Error from server (<Reason>): [error when creating "STDIN": ]<message>`.
+    let (reason, message) = if let Some(line) = stderr
+        .lines()
+        .find(|line| line.starts_with("The ") && line.contains(" is invalid: "))
+    {
+        let (_, after) = line.split_once(" is invalid: ").expect("checked");
+        ("Invalid", after.strip_prefix(": ").unwrap_or(after))
+    } else {
+        let line = stderr
+            .lines()
+            .find(|line| line.starts_with("Error from server ("))
+            .unwrap_or_else(|| panic!("{}: no error in {stderr}", case.title));
+        let rest = &line["Error from server (".len()..];
+        let (reason, rest) = rest.split_once("): ").expect("a reason");
+        let rest = match rest.split_once("\"STDIN\": ") {
+            Some((_, after)) => after,
+            None => rest,
+        };
+        let message = match rest.split_once(" is forbidden: ") {
+            Some((_, after)) => after,
+            None => rest,
+        };
+        (reason, message)
+    };
+    Outcome {
+        allowed: false,
+        message: Some(message.to_owned()),
+        reason: Some(reason.to_owned()),
+        warnings,
+        object: None,
+    }
+}
+
+/// What `kanon apply` makes of the case, on the object the apiserver's admission saw.
+fn kanon_outcome(
+    suite: &Path,
+    work: &Path,
+    case: &Case,
+    seen: &Value,
+    old: Option<&Value>,
+) -> Outcome {
+    let input = work.join("input.json");
+    std::fs::write(&input, seen.to_string()).expect("write the input");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
+    command
+        .arg("apply")
+        .arg("--policy")
+        .arg(suite.join("policies"))
+        .arg("--resource")
+        .arg(&input)
+        .arg("--context")
+        .arg(work.join("context.json"))
+        .args(["--operation", &case.operation, "--output", "json"]);
+    if let Some(old) = old {
+        let path = work.join("old.json");
+        std::fs::write(&path, old.to_string()).expect("write the old object");
+        command.arg("--old-resource").arg(path);
+    }
+    let out = command.output().expect("kanon runs");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}: kanon apply failed: {}",
+        case.title,
+        text(&out)
+    );
+    let answers: Value = serde_json::from_slice(&out.stdout).expect("kanon prints JSON");
+    let answer = &answers[0];
+    let allowed = answer["allowed"].as_bool().expect("allowed");
+    Outcome {
+        allowed,
+        message: answer["messages"]
+            .get(0)
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        reason: answer
+            .get("statusReason")
+            .and_then(Value::as_str)
+            .filter(|_| !allowed)
+            .map(str::to_owned),
+        warnings: answer["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        object: (allowed && case.operation != "DELETE")
+            .then(|| normalized(answer["patched"].clone())),
+    }
+}
+
+/// Whether the two outcomes agree. Where a JSON patch does not apply, the text after
+/// `JSON Patch: ` is each side's own explanation of the failing operation (the apiserver's is its
+/// patch library's); the rest must be the same to the letter.
+fn agree(apiserver: &Outcome, kanon: &Outcome) -> bool {
+    const PATCH: &str = "denied request: JSON Patch: ";
+    let cut = |message: &Option<String>| {
+        message.as_ref().map(|m| match m.find(PATCH) {
+            Some(at) => m[..at + PATCH.len()].to_owned(),
+            None => m.clone(),
+        })
+    };
+    let (mut a, mut k) = (apiserver.clone(), kanon.clone());
+    a.message = cut(&a.message);
+    k.message = cut(&k.message);
+    a == k
+}
+
+/// The object as the apiserver's admission sees it: the same request, made before the policies
+/// exist (with the apiserver's defaults); for DELETE, the stored object.
+fn seen_by_admission(env: &Env, case: &Case) -> Value {
+    if case.operation == "DELETE" {
+        return stored(env, &case.object).expect("the object to delete exists");
+    }
+    let out = send(env, case);
+    assert!(out.status.success(), "{}: {}", case.title, text(&out));
+    serde_json::from_slice(&out.stdout).expect("an object")
+}
+
+fn stored(env: &Env, object: &Value) -> Option<Value> {
+    let mut args = vec![
+        "get".to_owned(),
+        resource(object).to_owned(),
+        text_at(object, "/metadata/name").to_owned(),
+        "-o".to_owned(),
+        "json".to_owned(),
+    ];
+    args.extend(namespace_args(object));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = env.kubectl(&args);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).expect("an object"))
+}
+
+/// Removes what the scenario creates, so that it starts clean and leaves nothing behind.
+fn clean(env: &Env, suite: &Path) {
+    let _ = env.kubectl(&[
+        "delete",
+        "-f",
+        &suite.join("policies").display().to_string(),
+        "--ignore-not-found",
+    ]);
+    for namespace in [
+        "ap-prod",
+        "ap-dev",
+        "ap-canary",
+        "ap-empty-team",
+        "ap-no-team",
+    ] {
+        let _ = env.kubectl(&[
+            "delete",
+            "namespace",
+            namespace,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=60s",
+        ]);
+    }
+}
+
+fn kanon_and_the_apiserver_agree_on_every_case(env: &mut Env) {
+    let suite: PathBuf = repo().join("examples/suites/admission-policies");
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let cases = cases(&suite);
+    clean(env, &suite);
+
+    // The cluster as the suite's context describes it; the old objects of UPDATE and DELETE.
+    let context = suite.join("context").display().to_string();
+    let out = env.kubectl(&["apply", "-f", &context]);
+    assert!(out.status.success(), "{}", text(&out));
+    for case in &cases {
+        if let Some(old) = &case.old {
+            env.apply(old);
+        }
+    }
+    // kanon reads the context as the apiserver holds it (with its labels and fields).
+    let mut held = Vec::new();
+    for document in documents(&suite.join("context")) {
+        held.push(stored(env, &document).expect("context object stored"));
+    }
+    std::fs::write(
+        work.path().join("context.json"),
+        Value::Array(held).to_string(),
+    )
+    .expect("write the context");
+    let seen: Vec<Value> = cases.iter().map(|c| seen_by_admission(env, c)).collect();
+    let olds: Vec<Option<Value>> = cases
+        .iter()
+        .map(|case| match case.operation.as_str() {
+            "UPDATE" | "DELETE" => stored(env, &case.object),
+            _ => None,
+        })
+        .collect();
+
+    // The policies: the apiserver takes a moment to put new ones in force, so the comparison is
+    // repeated until they agree or 30 s have passed.
+    let out = env.kubectl(&["apply", "-f", &suite.join("policies").display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let expected: Vec<Outcome> = cases
+        .iter()
+        .zip(&seen)
+        .zip(&olds)
+        .map(|((case, seen), old)| kanon_outcome(&suite, work.path(), case, seen, old.as_ref()))
+        .collect();
+    let started = Instant::now();
+    let differences = loop {
+        let mut differences = Vec::new();
+        for (case, kanon) in cases.iter().zip(&expected) {
+            let apiserver = apiserver_outcome(case, &send(env, case));
+            if !agree(&apiserver, kanon) {
+                differences.push(format!(
+                    "{}:\n  apiserver: {apiserver:?}\n  kanon:     {kanon:?}",
+                    case.title
+                ));
+            }
+        }
+        if differences.is_empty() || started.elapsed() > Duration::from_secs(30) {
+            break differences;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    clean(env, &suite);
+    assert!(
+        differences.is_empty(),
+        "kanon and kube-apiserver disagree on {} of {} cases:\n{}",
+        differences.len(),
+        cases.len(),
+        differences.join("\n")
+    );
+    // Every kind of outcome is in the corpus, so agreement means something.
+    assert!(expected.iter().any(|o| o.allowed && !o.warnings.is_empty()));
+    assert!(
+        expected
+            .iter()
+            .any(|o| !o.allowed && o.reason.as_deref() == Some("Forbidden"))
+    );
+    assert!(
+        expected
+            .iter()
+            .any(|o| !o.allowed && o.reason.as_deref() == Some("Invalid"))
+    );
+}
