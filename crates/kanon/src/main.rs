@@ -3,6 +3,7 @@
 mod allocator;
 mod apply;
 mod cluster;
+mod convert;
 mod inputs;
 mod objects;
 mod programs;
@@ -47,6 +48,32 @@ enum Command {
     Render(render::RenderArgs),
     /// Print the CustomResourceDefinitions of the four policy kinds.
     Crds,
+    /// Convert ValidatingAdmissionPolicies and MutatingAdmissionPolicies with their bindings
+    /// into kanon cluster policies.
+    ///
+    /// Each (policy, binding) pair becomes one ClusterValidatePolicy (a
+    /// ValidatingAdmissionPolicy's) or ClusterOverridePolicy (a MutatingAdmissionPolicy's),
+    /// named `<policy>-<binding>` (`<policy>` when the binding has the policy's name), with the
+    /// policy's CEL copied as written and its matching translated: resource rules to resource
+    /// selectors of the built-in kinds and target operations, the namespace selectors of the
+    /// policy and the binding to one namespace selector, and what selectors cannot say exactly
+    /// (subresources, wildcards, scope, resource names, excluded rules, the binding's resource
+    /// rules, an object selector on UPDATE) to match conditions named `kanon-convert-...`,
+    /// before the policy's own.
+    ///
+    /// The converted policies decide the same requests the same way, but word their messages
+    /// as kanon does: `ClusterValidatePolicy/<name>: <message>` where kube-apiserver says
+    /// `ValidatingAdmissionPolicy '<policy>' with binding '<binding>' denied request:
+    /// <message>` (warnings and audit annotation keys likewise), and under `failurePolicy:
+    /// Ignore` kanon warns about an error it ignores, where kube-apiserver says nothing; the
+    /// YAML output says so in a comment at its top.
+    ///
+    /// Refused, with the field named: `paramKind` and `paramRef` (kanon's rules have no params;
+    /// they read other objects through `references`), a policy without a binding, a binding
+    /// whose policy is not given.
+    ///
+    /// Exit status: 0 when every pair is converted, 2 on bad input or what cannot be converted.
+    Convert(convert::ConvertArgs),
     /// Run hand-written programs for `kanon serve`, `kanon apply` and `kanon test` (started by
     /// them, over standard input and output).
     #[command(hide = true)]
@@ -60,6 +87,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Test(args) => suite::run(&args),
         Command::Render(args) => render::run(&args),
+        Command::Convert(args) => convert::run(&args),
         Command::ProgramWorker => serve::run_worker(),
         Command::Crds => match print_crds() {
             Ok(()) => ExitCode::SUCCESS,

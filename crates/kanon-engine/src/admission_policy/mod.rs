@@ -11,7 +11,7 @@
 
 mod compile;
 mod evaluate;
-mod manifest;
+pub mod manifest;
 mod matching;
 mod params;
 
