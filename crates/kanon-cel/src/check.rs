@@ -192,7 +192,7 @@ impl Checker<'_> {
             }
             ExprKind::Struct { type_name, fields } => {
                 let name: Arc<str> = Arc::from(type_name.trim_start_matches('.'));
-                if !self.env.objects.contains_key(&name) {
+                if !self.env.is_object(&name) {
                     for field in fields {
                         self.check(&field.value);
                     }

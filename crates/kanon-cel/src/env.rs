@@ -25,6 +25,9 @@ pub struct Env {
     pub(crate) functions: HashMap<Arc<str>, Vec<Arc<Overload>>>,
     pub(crate) parse_options: ParseOptions,
     pub(crate) objects: HashMap<Arc<str>, ()>,
+    /// Families of object types: a root name whose dotted extensions are object types too
+    /// (MutatingAdmissionPolicy's `Object`, `Object.spec`, `Object.spec.containers`, ...).
+    pub(crate) object_families: Vec<Arc<str>>,
     /// Type names usable as type values (`type(x) == net.IP`) that no struct literal builds.
     pub(crate) type_names: std::collections::HashSet<Arc<str>>,
     pub(crate) object_types: Option<Arc<dyn ObjectTypes>>,
@@ -179,6 +182,24 @@ impl Env {
         self.objects.insert(Arc::from(name), ());
     }
 
+    /// Declares a family of object types: `root` and every `root.<field>.<field>...`, each
+    /// buildable by a struct literal with any fields (of type `dyn`), as kube-apiserver's
+    /// MutatingAdmissionPolicy declares `Object` for apply configurations.
+    pub fn declare_object_family(&mut self, root: &str) {
+        self.object_families.push(Arc::from(root));
+    }
+
+    /// Whether a struct literal may build `name`.
+    pub(crate) fn is_object(&self, name: &str) -> bool {
+        self.objects.contains_key(name)
+            || self.object_families.iter().any(|root| {
+                name == &**root
+                    || name
+                        .strip_prefix(&**root)
+                        .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1)
+            })
+    }
+
     /// Declares a type name that expressions may use as a type value (`net.IP`), without
     /// letting a struct literal build it (see [`Env::declare_object`] for that).
     pub fn declare_type(&mut self, name: &str) {
@@ -187,7 +208,7 @@ impl Env {
 
     /// Is `name` a declared object or type name?
     pub(crate) fn names_type(&self, name: &str) -> bool {
-        self.objects.contains_key(name) || self.type_names.contains(name)
+        self.is_object(name) || self.type_names.contains(name)
     }
 
     /// Removes a function entirely (every overload): for environments that must refuse it.

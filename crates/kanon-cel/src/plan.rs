@@ -118,7 +118,7 @@ impl Planner<'_> {
             }
             ExprKind::Struct { type_name, fields } => {
                 let name: Arc<str> = Arc::from(type_name.trim_start_matches('.'));
-                if !self.env.objects.contains_key(&name) {
+                if !self.env.is_object(&name) {
                     return self.issue(
                         expr,
                         format!("undeclared reference to '{name}' (in container '')"),

@@ -343,3 +343,29 @@ fn kubernetes_refuses_mixed_literals_as_the_apiserver_does() {
         &Type::list(Type::Dyn)
     );
 }
+
+#[test]
+fn an_object_family_builds_apply_configurations_at_any_depth() {
+    let mut env = env_with_object();
+    env.declare_object_family("Object");
+    let program = env
+        .compile("Object{spec: Object.spec{replicas: 3, template: Object.spec.template{metadata: Object.spec.template.metadata{labels: {'a': 'b'}}}}}")
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(program.result_type(), &Type::Object("Object".into()));
+    let object = json!({});
+    let value = program
+        .eval(&[Value::from_json(&object)], &mut Budget::new(1_000_000))
+        .unwrap();
+    assert_eq!(
+        value.to_json().unwrap(),
+        json!({"spec": {"replicas": 3, "template": {"metadata": {"labels": {"a": "b"}}}}})
+    );
+    // Only the family's root and its dotted extensions are object types.
+    for refused in ["Objects{}", "Object.{}", "Other{}"] {
+        let error = env.compile(refused).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            error.contains("undeclared reference") || error.contains("Syntax error"),
+            "{refused}: {error}"
+        );
+    }
+}

@@ -38,6 +38,7 @@ pub mod rule;
 pub mod selector;
 pub mod set;
 pub mod shape;
+pub mod structured_merge;
 pub mod targets;
 
 // Where these modules were before the rule languages had a module each; other crates and the

@@ -380,17 +380,65 @@ fn a_mutation_that_does_not_apply_fails_under_the_failure_policy() {
 }
 
 #[test]
-fn apply_configuration_is_refused_until_it_is_built() {
+fn apply_configurations_merge_by_the_kinds_schema() {
+    let policy = cop(
+        "sidecar-env",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                    "Object{metadata: Object.metadata{labels: {'env-set': 'yes'}}, spec: Object.spec{containers: [Object.spec.containers{name: object.spec.containers[0].name, env: [Object.spec.containers.env{name: 'MODE', value: 'strict'}]}]}}"}},
+            ]}}}],
+        }),
+    );
+    let set = set_of(&[policy]);
+    let original = limited_pod();
+    let decision = mutate_create(&set, &original);
+    assert!(decision.allowed, "{decision:?}");
+    let patched = decision.patched.clone().expect("patched");
+    // Merged into the first container by its name; the container keeps everything else.
+    assert_eq!(patched["spec"]["containers"][0]["env"][0]["name"], "MODE");
+    assert_eq!(
+        patched["spec"]["containers"][0]["resources"],
+        original["spec"]["containers"][0]["resources"]
+    );
+    assert_eq!(
+        patched["spec"]["containers"].as_array().map(Vec::len),
+        original["spec"]["containers"].as_array().map(Vec::len)
+    );
+    assert_eq!(patched["metadata"]["labels"]["env-set"], "yes");
+    assert_patch_is_diff(&original, &decision);
+
+    // An atomic list is refused, as kube-apiserver refuses it; and a result that is not an
+    // Object is refused when written.
+    let atomic = cop(
+        "args",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                    "Object{spec: Object.spec{containers: [Object.spec.containers{name: 'app', args: ['-v']}]}}"}},
+            ]}}}],
+        }),
+    );
+    let decision = mutate_create(&set_of(&[atomic]), &limited_pod());
+    assert!(!decision.allowed, "{decision:?}");
+    assert!(
+        decision.messages[0].contains(
+            "error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.containers[0].args"
+        ),
+        "{decision:?}"
+    );
     let errors = compile_errors(&cop(
         "p",
         json!({"overrideRules": [{"overriders": {"cel": {"mutations": [
-            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{}"}},
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "[JSONPatch{op: 'remove', path: '/a'}]"}},
         ]}}}]}),
     ));
     assert_error(
         &errors,
-        "spec.overrideRules[0].overriders.cel.mutations[0].patchType",
-        "ApplyConfiguration mutations are not supported by kanon yet",
+        "spec.overrideRules[0].overriders.cel.mutations[0].applyConfiguration.expression",
+        "but Object is needed here",
     );
 }
 

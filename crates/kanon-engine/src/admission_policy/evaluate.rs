@@ -13,7 +13,7 @@ use super::compile::AdmissionBinding;
 use super::matching::Attributes;
 use crate::diff::Changes;
 use crate::evaluation::{NamespaceLabels, Scope};
-use crate::language::cel::mutate::{CelOverrideRule, PatchFailure};
+use crate::language::cel::mutate::{CelOverrideRule, apply_change};
 use crate::language::cel::validate::{CelValidateRule, Check, Inputs};
 use crate::request::Request;
 use crate::rule::RuleError;
@@ -358,17 +358,12 @@ pub(crate) async fn mutate(
     let interrupted = move || evaluation.deadline_passed();
     for param in &params {
         let inputs = inputs(request, NULL, namespace_object.as_deref(), param.as_deref());
-        let outcome = rule.apply_each(inputs, working, &interrupted, |working, ops, field| {
-            ops.iter().for_each(|op| changes.before(op, working));
-            crate::language::plaintext::apply_all_owned(working, ops).map_err(|(index, e)| {
-                PatchFailure {
-                    index,
-                    error: RuleError::Patch {
-                        field: field.to_owned(),
-                        message: format!("JSON Patch: operation {index}: {e}"),
-                    },
-                }
-            })
+        let kinds = crate::language::object_kinds(scope);
+        let object_type = kinds
+            .as_ref()
+            .and_then(|kinds| crate::language::object_type(kinds, working));
+        let outcome = rule.apply_each(inputs, working, &interrupted, |working, change, field| {
+            apply_change(working, change, field, object_type, changes, "JSON Patch: ")
         });
         out.applied += outcome.applied;
         for error in outcome.errors {

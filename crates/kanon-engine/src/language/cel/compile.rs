@@ -57,10 +57,12 @@ fn environment(variables: [&str; 5]) -> Env {
     env
 }
 
-/// MutatingAdmissionPolicy's additions: `jsonpatch.escapeKey` and the `JSONPatch` type.
+/// MutatingAdmissionPolicy's additions: `jsonpatch.escapeKey`, the `JSONPatch` type and the
+/// `Object` types of apply configurations (`Object`, `Object.spec`, ...).
 fn for_mutations(mut env: Env) -> Env {
     kanon_cel::library::install_patch_types(&mut env);
     env.declare_object("JSONPatch");
+    env.declare_object_family("Object");
     env
 }
 
@@ -113,6 +115,8 @@ pub(crate) enum Expect {
     StringOrNull,
     /// A list of `JSONPatch`.
     Patches,
+    /// An `Object{...}` (an apply configuration).
+    ApplyConfiguration,
     Any,
 }
 
@@ -171,6 +175,7 @@ impl RuleEnv {
             Expect::String => *found == Type::String,
             Expect::StringOrNull => matches!(found, Type::String | Type::Null),
             Expect::Patches => matches!(found, Type::List(_)),
+            Expect::ApplyConfiguration => *found == Type::Object("Object".into()),
         };
         if !fits {
             let wanted = match expect {
@@ -178,6 +183,7 @@ impl RuleEnv {
                 Expect::String => "string",
                 Expect::StringOrNull => "string or null",
                 Expect::Patches => "list(JSONPatch)",
+                Expect::ApplyConfiguration => "Object",
                 Expect::Any => "any",
             };
             errors.push(FieldError::new(

@@ -3,7 +3,9 @@
 //! Match conditions decide whether the rule runs; then each mutation, in order, sees the object
 //! as the mutations before it left it. A `JSONPatch` mutation gives a list of
 //! `JSONPatch{op, path, from, value}`, applied as RFC 6902 operations; a patch that does not
-//! apply is an error under the policy's failure policy.
+//! apply is an error under the policy's failure policy (a `test` that does not hold leaves the
+//! patch out instead). An `ApplyConfiguration` mutation gives an `Object{...}`, merged into the
+//! object by the kind's schema ([`crate::structured_merge`]).
 
 use json_patch::{
     AddOperation, CopyOperation, MoveOperation, PatchOperation, RemoveOperation, ReplaceOperation,
@@ -25,7 +27,7 @@ use crate::rule::RuleError;
 pub(crate) struct CelOverrideRule {
     match_conditions: Vec<Named>,
     variables: Vec<Named>,
-    mutations: Vec<Expression>,
+    mutations: Vec<(PatchType, Expression)>,
     /// The kanon references, resolved before the rule runs.
     pub(crate) references: Vec<(String, CompiledRef)>,
 }
@@ -52,34 +54,41 @@ pub(crate) fn compile(
     let mut mutations = Vec::with_capacity(rule.mutations.len());
     for (index, mutation) in rule.mutations.iter().enumerate() {
         let field = format!("{at}.mutations[{index}]");
-        match mutation.patch_type {
-            PatchType::JsonPatch => {
-                if mutation.apply_configuration.is_some() {
-                    errors.push(FieldError::new(
-                        format!("{field}.applyConfiguration"),
-                        "must not be set when patchType is JSONPatch",
-                    ));
-                }
-                let Some(patch) = &mutation.json_patch else {
-                    errors.push(FieldError::new(
-                        format!("{field}.jsonPatch"),
-                        "is required when patchType is JSONPatch",
-                    ));
-                    continue;
-                };
-                if let Some(expression) = env.compile(
-                    &patch.expression,
-                    &format!("{field}.jsonPatch.expression"),
-                    Expect::Patches,
-                    errors,
-                ) {
-                    mutations.push(expression);
-                }
-            }
-            PatchType::ApplyConfiguration => errors.push(FieldError::new(
-                format!("{field}.patchType"),
-                "ApplyConfiguration mutations are not supported by kanon yet (they need Kubernetes' structured merge); write the change as a JSONPatch mutation",
-            )),
+        let (written, other, name, expect) = match mutation.patch_type {
+            PatchType::JsonPatch => (
+                &mutation.json_patch,
+                &mutation.apply_configuration,
+                ("jsonPatch", "applyConfiguration", "JSONPatch"),
+                Expect::Patches,
+            ),
+            PatchType::ApplyConfiguration => (
+                &mutation.apply_configuration,
+                &mutation.json_patch,
+                ("applyConfiguration", "jsonPatch", "ApplyConfiguration"),
+                Expect::ApplyConfiguration,
+            ),
+        };
+        let (own, foreign, patch_type) = name;
+        if other.is_some() {
+            errors.push(FieldError::new(
+                format!("{field}.{foreign}"),
+                format!("must not be set when patchType is {patch_type}"),
+            ));
+        }
+        let Some(written) = written else {
+            errors.push(FieldError::new(
+                format!("{field}.{own}"),
+                format!("is required when patchType is {patch_type}"),
+            ));
+            continue;
+        };
+        if let Some(expression) = env.compile(
+            &written.expression,
+            &format!("{field}.{own}.expression"),
+            expect,
+            errors,
+        ) {
+            mutations.push((mutation.patch_type, expression));
         }
     }
     (errors.len() == before).then(|| CelOverrideRule {
@@ -88,6 +97,13 @@ pub(crate) fn compile(
         mutations,
         references,
     })
+}
+
+/// What one mutation gives: RFC 6902 operations, or an apply configuration to merge.
+#[derive(Debug)]
+pub(crate) enum Change {
+    Patch(Vec<PatchOperation>),
+    Apply(Json),
 }
 
 /// Why a mutation's operations did not apply: which one failed, and the error.
@@ -117,7 +133,7 @@ impl CelOverrideRule {
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), PatchFailure>,
+        apply: impl FnMut(&mut Json, Change, &str) -> Result<(), PatchFailure>,
     ) -> Result<usize, RuleError> {
         let outcome = self.run(inputs, working, interrupted, true, apply);
         match outcome.errors.into_iter().next() {
@@ -133,7 +149,7 @@ impl CelOverrideRule {
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), PatchFailure>,
+        apply: impl FnMut(&mut Json, Change, &str) -> Result<(), PatchFailure>,
     ) -> EachApplied {
         self.run(inputs, working, interrupted, false, apply)
     }
@@ -144,7 +160,7 @@ impl CelOverrideRule {
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
         stop_at_error: bool,
-        mut apply: impl FnMut(&mut Json, Vec<PatchOperation>, &str) -> Result<(), PatchFailure>,
+        mut apply: impl FnMut(&mut Json, Change, &str) -> Result<(), PatchFailure>,
     ) -> EachApplied {
         let mut meter = Meter::new(interrupted);
         let mut outcome = EachApplied::default();
@@ -163,9 +179,9 @@ impl CelOverrideRule {
                 }
             }
         }
-        for mutation in &self.mutations {
-            // The operations are owned JSON: the object's borrow ends before they apply.
-            let operations = {
+        for (patch_type, mutation) in &self.mutations {
+            // The change is owned JSON: the object's borrow ends before it applies.
+            let change = {
                 let mut activation = Inputs {
                     object: &*working,
                     ..inputs
@@ -173,7 +189,18 @@ impl CelOverrideRule {
                 .activation(&self.variables);
                 let program = mutation.program.clone();
                 match meter.run(|budget| program.eval_with(&mut activation, budget)) {
-                    Ok(value) => operations(&value).map_err(|message| failed(mutation, message)),
+                    Ok(value) => match patch_type {
+                        PatchType::JsonPatch => operations(&value)
+                            .map(Change::Patch)
+                            .map_err(|message| failed(mutation, message)),
+                        // kube-apiserver says these in its own words, not as the expression's.
+                        PatchType::ApplyConfiguration => apply_configuration(&value)
+                            .map(Change::Apply)
+                            .map_err(|message| RuleError::Cel {
+                                field: mutation.field.clone(),
+                                message,
+                            }),
+                    },
                     Err(CallError::OutOfBudget) => {
                         outcome.errors.push(out_of_budget(&mutation.field));
                         return outcome;
@@ -181,13 +208,18 @@ impl CelOverrideRule {
                     Err(CallError::Failed(error)) => Err(failed(mutation, error.to_string())),
                 }
             };
-            let result = operations.and_then(|operations| {
-                let count = operations.len();
-                let tests: Vec<bool> = operations
-                    .iter()
-                    .map(|op| matches!(op, PatchOperation::Test(_)))
-                    .collect();
-                match apply(working, operations, &mutation.field) {
+            let result = change.and_then(|change| {
+                let (count, tests) = match &change {
+                    Change::Patch(operations) => (
+                        operations.len(),
+                        operations
+                            .iter()
+                            .map(|op| matches!(op, PatchOperation::Test(_)))
+                            .collect(),
+                    ),
+                    Change::Apply(_) => (1, Vec::new()),
+                };
+                match apply(working, change, &mutation.field) {
                     Ok(()) => Ok(count),
                     // A `test` that does not hold means "do not apply this patch", not an
                     // error (kube-apiserver's MutatingAdmissionPolicy).
@@ -207,6 +239,102 @@ impl CelOverrideRule {
         }
         outcome
     }
+}
+
+/// The apply configuration an `ApplyConfiguration` mutation's value holds: an `Object{...}`
+/// whose nested objects are named after their field paths (`Object.spec.template`), as
+/// kube-apiserver checks before merging.
+fn apply_configuration(value: &Value<'_>) -> Result<Json, String> {
+    let Value::Object(object) = value else {
+        return Err(format!("expected Object, got {}", value.type_of()));
+    };
+    let mut mismatches = Vec::new();
+    type_names(
+        value,
+        &mut vec![object.type_name.to_string()],
+        &mut mismatches,
+    );
+    if !mismatches.is_empty() {
+        return Err(format!("type mismatch: {}", mismatches.join("\n")));
+    }
+    value.to_json()
+}
+
+/// Every nested object whose type name is not its field path from the root `Object`.
+fn type_names(value: &Value<'_>, path: &mut Vec<String>, mismatches: &mut Vec<String>) {
+    match value {
+        Value::Object(object) => {
+            let expected = path.join(".");
+            if *object.type_name != *expected {
+                mismatches.push(format!(
+                    "unexpected type name {:?}, expected {expected:?}, which matches field name path from root Object type",
+                    &*object.type_name
+                ));
+            }
+            for (name, field) in &object.fields {
+                path.push(name.to_string());
+                type_names(field, path, mismatches);
+                path.pop();
+            }
+        }
+        Value::List(items) => items
+            .iter()
+            .for_each(|item| type_names(&item, path, mismatches)),
+        Value::Map(map) => map
+            .entries()
+            .iter()
+            .for_each(|(_, item)| type_names(item, path, mismatches)),
+        _ => {}
+    }
+}
+
+/// Applies one mutation's change to `working`, each operation recorded in `changes` before it
+/// applies; an apply configuration is merged by `object_type` (the working object's schema) and
+/// applied as the operations from the object to the merge. `words` prefixes a patch that does not
+/// apply (`JSON Patch: ` for an admission policy, as the apiserver says).
+pub(crate) fn apply_change(
+    working: &mut Json,
+    change: Change,
+    field: &str,
+    object_type: Option<(&kanon_schema::Schema, &kanon_schema::Type)>,
+    changes: &mut crate::diff::Changes,
+    words: &str,
+) -> Result<(), PatchFailure> {
+    let operations = match change {
+        Change::Patch(operations) => operations,
+        Change::Apply(configuration) => {
+            let failure = |message: String| PatchFailure {
+                index: usize::MAX,
+                error: RuleError::Patch {
+                    field: field.to_owned(),
+                    message,
+                },
+            };
+            let Some((schema, root)) = object_type else {
+                return Err(failure(format!(
+                    "Resource kind {}/{} not found: an apply configuration needs the kind's schema",
+                    working
+                        .get("apiVersion")
+                        .and_then(Json::as_str)
+                        .unwrap_or("?"),
+                    working.get("kind").and_then(Json::as_str).unwrap_or("?"),
+                )));
+            };
+            let merged = crate::structured_merge::apply(schema, root, working, &configuration)
+                .map_err(|error| failure(format!("error applying patch: {error}")))?;
+            json_patch::diff(working, &merged).0
+        }
+    };
+    operations.iter().for_each(|op| changes.before(op, working));
+    crate::language::plaintext::apply_all_owned(working, operations).map_err(|(index, e)| {
+        PatchFailure {
+            index,
+            error: RuleError::Patch {
+                field: field.to_owned(),
+                message: format!("{words}operation {index}: {e}"),
+            },
+        }
+    })
 }
 
 /// The RFC 6902 operations a mutation's value holds: a list of `JSONPatch{op, path, from,

@@ -1,0 +1,455 @@
+//! Server-side apply's structured merge of an apply configuration into an object, driven by the
+//! kind's schema, as a MutatingAdmissionPolicy's `ApplyConfiguration` mutation merges in
+//! kube-apiserver: the configuration is first checked against the schema (a field the type does
+//! not declare, or a value of the wrong kind, is refused), then refused if it sets any atomic
+//! list, map or struct (whose unset parts it would silently drop), then merged: structs and maps
+//! field by field, `x-kubernetes-list-type: map` lists item by key and `set` lists by value (in
+//! structured-merge-diff's order: the object's items, with the configuration's placed where they
+//! first meet), scalars replaced.
+
+use std::collections::HashMap;
+
+use kanon_schema::{List, ListType, MapType, Schema, Shape, Type};
+use serde_json::{Map, Value};
+
+/// Why an apply configuration could not be merged; the text is kube-apiserver's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    /// The configuration does not fit the kind's schema.
+    #[error("failed to convert patch object to typed object: {0}")]
+    Schema(String),
+    /// The configuration sets atomic lists, maps or structs.
+    #[error("invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {0}")]
+    Atomic(String),
+    /// The items of a keyed list cannot be told apart.
+    #[error("failed to merge patch: {0}")]
+    Merge(String),
+}
+
+/// What a schema type is to the merge, once references are followed.
+enum Node<'s> {
+    /// Replaced whole: scalars, int-or-string, quantities.
+    Leaf,
+    /// Anything: objects merge key by key, lists are atomic.
+    Untyped,
+    Struct {
+        fields: &'s std::collections::BTreeMap<String, Type>,
+        atomic: bool,
+    },
+    Map {
+        values: &'s Type,
+        atomic: bool,
+    },
+    List(&'s List),
+}
+
+fn node<'s>(schema: &'s Schema, ty: &'s Type) -> Node<'s> {
+    let (ty, _) = schema.deref(ty).unwrap_or((ty, None));
+    let atomic = ty.map_type == Some(MapType::Atomic);
+    match &ty.shape {
+        Shape::Object(object) if object.fields.is_empty() => Node::Untyped,
+        Shape::Object(object) => Node::Struct {
+            fields: &object.fields,
+            atomic,
+        },
+        Shape::Map(values) => Node::Map { values, atomic },
+        Shape::List(list) => Node::List(list),
+        Shape::Any => Node::Untyped,
+        _ if ty.preserve_unknown_fields => Node::Untyped,
+        _ => Node::Leaf,
+    }
+}
+
+fn scalar_fits(ty: &Type, value: &Value) -> Result<(), String> {
+    let fits = match (&ty.shape, value) {
+        (_, Value::Null) => true,
+        (Shape::Boolean, Value::Bool(_)) => true,
+        (Shape::Integer, Value::Number(n)) => n.is_i64() || n.is_u64(),
+        (Shape::Number, Value::Number(_)) => true,
+        (Shape::String, Value::String(_)) => true,
+        (Shape::IntOrString, Value::Number(_) | Value::String(_)) => true,
+        (Shape::OneOf(_), Value::Number(_) | Value::String(_) | Value::Bool(_)) => true,
+        (Shape::Boolean | Shape::Integer | Shape::Number | Shape::String, _) => false,
+        _ => true,
+    };
+    if fits {
+        return Ok(());
+    }
+    let expected = match &ty.shape {
+        Shape::Boolean => "boolean",
+        Shape::Integer => "numeric (int)",
+        Shape::Number => "numeric (int or float)",
+        _ => "string",
+    };
+    Err(format!("expected {expected}, got {value}"))
+}
+
+/// Checks `value` against `ty`: every field declared, every scalar of its kind.
+fn check(schema: &Schema, ty: &Type, value: &Value, path: &str, errors: &mut Vec<String>) {
+    let (resolved, _) = schema.deref(ty).unwrap_or((ty, None));
+    match (node(schema, ty), value) {
+        (_, Value::Null) => {}
+        (Node::Struct { fields, .. }, Value::Object(map)) => {
+            for (key, child) in map {
+                let at = format!("{path}.{key}");
+                match fields.get(key) {
+                    Some(field) => check(schema, field, child, &at, errors),
+                    None => errors.push(format!("{at}: field not declared in schema")),
+                }
+            }
+        }
+        (Node::Map { values, .. }, Value::Object(map)) => {
+            for (key, child) in map {
+                check(schema, values, child, &format!("{path}.{key}"), errors);
+            }
+        }
+        (Node::List(list), Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                check(
+                    schema,
+                    &list.items,
+                    item,
+                    &format!("{path}[{index}]"),
+                    errors,
+                );
+            }
+        }
+        (Node::Struct { .. } | Node::Map { .. }, other) => {
+            errors.push(format!("{path}: expected map, got {other}"));
+        }
+        (Node::List(_), other) => errors.push(format!("{path}: expected list, got {other}")),
+        (Node::Leaf, value) => {
+            if let Err(message) = scalar_fits(resolved, value) {
+                errors.push(format!("{path}: {message}"));
+            }
+        }
+        (Node::Untyped, _) => {}
+    }
+}
+
+/// The paths of the atomic lists, maps and structs `value` sets.
+fn atomics(schema: &Schema, ty: &Type, value: &Value, path: &str, found: &mut Vec<String>) {
+    match (node(schema, ty), value) {
+        (Node::Struct { fields, atomic }, Value::Object(map)) => {
+            if atomic {
+                found.push(path.to_owned());
+            }
+            for (key, child) in map {
+                if let Some(field) = fields.get(key) {
+                    atomics(schema, field, child, &format!("{path}.{key}"), found);
+                }
+            }
+        }
+        (Node::Map { values, atomic }, Value::Object(map)) => {
+            if atomic {
+                found.push(path.to_owned());
+            }
+            for (key, child) in map {
+                atomics(schema, values, child, &format!("{path}.{key}"), found);
+            }
+        }
+        (Node::List(list), Value::Array(items)) => {
+            if matches!(list.list_type, None | Some(ListType::Atomic)) {
+                found.push(path.to_owned());
+            }
+            for (index, item) in items.iter().enumerate() {
+                atomics(
+                    schema,
+                    &list.items,
+                    item,
+                    &format!("{path}[{index}]"),
+                    found,
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Merges the apply configuration `patch` into `live`, an object of the type `root`.
+pub fn apply(
+    schema: &Schema,
+    root: &Type,
+    live: &Value,
+    patch: &Value,
+) -> Result<Value, MergeError> {
+    let mut errors = Vec::new();
+    check(schema, root, patch, "", &mut errors);
+    if !errors.is_empty() {
+        return Err(MergeError::Schema(errors.join(", ")));
+    }
+    let mut found = Vec::new();
+    atomics(schema, root, patch, "", &mut found);
+    if !found.is_empty() {
+        return Err(MergeError::Atomic(found.join(", ")));
+    }
+    Ok(merge(schema, root, Some(live), Some(patch))?.unwrap_or(Value::Null))
+}
+
+fn is_empty(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(map)) => map.is_empty(),
+        Some(Value::Array(items)) => items.is_empty(),
+        Some(_) => false,
+    }
+}
+
+/// The merge of `lhs` (the object) and `rhs` (the configuration) at a value of type `ty`.
+fn merge(
+    schema: &Schema,
+    ty: &Type,
+    lhs: Option<&Value>,
+    rhs: Option<&Value>,
+) -> Result<Option<Value>, MergeError> {
+    let (Some(lhs_value), Some(rhs_value)) = (lhs, rhs) else {
+        return Ok(rhs.or(lhs).cloned());
+    };
+    let leaf = || Ok(Some(rhs_value.clone()));
+    match node(schema, ty) {
+        Node::Leaf => leaf(),
+        Node::Struct { atomic: true, .. } | Node::Map { atomic: true, .. } => leaf(),
+        Node::List(list) if matches!(list.list_type, None | Some(ListType::Atomic)) => leaf(),
+        _ if is_empty(lhs) && is_empty(rhs) => leaf(),
+        Node::Struct { fields, .. } => merge_maps(lhs_value, rhs_value, |key| {
+            fields.get(key).map(|field| (schema, field))
+        }),
+        Node::Map { values, .. } => merge_maps(lhs_value, rhs_value, |_| Some((schema, values))),
+        Node::Untyped => match (lhs_value, rhs_value) {
+            (Value::Object(_), Value::Object(_)) => {
+                merge_maps(lhs_value, rhs_value, |_| None::<(&Schema, &Type)>)
+            }
+            _ => leaf(),
+        },
+        Node::List(list) => merge_lists(schema, list, lhs_value, rhs_value),
+    }
+}
+
+/// Two maps merged key by key (the object's keys in its order, then the configuration's new
+/// ones); a key whose type `field` does not know merges as untyped.
+fn merge_maps<'s>(
+    lhs: &Value,
+    rhs: &Value,
+    field: impl Fn(&str) -> Option<(&'s Schema, &'s Type)>,
+) -> Result<Option<Value>, MergeError> {
+    let (Value::Object(left), Value::Object(right)) = (lhs, rhs) else {
+        return Ok(Some(rhs.clone()));
+    };
+    let mut out = Map::new();
+    let keys = left
+        .keys()
+        .chain(right.keys().filter(|k| !left.contains_key(*k)));
+    for key in keys {
+        let (l, r) = (left.get(key), right.get(key));
+        let merged = match field(key) {
+            Some((schema, ty)) => merge(schema, ty, l, r)?,
+            None => merge_untyped(l, r),
+        };
+        if let Some(value) = merged {
+            out.insert(key.clone(), value);
+        }
+    }
+    Ok((!out.is_empty()).then_some(Value::Object(out)))
+}
+
+fn merge_untyped(lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value> {
+    match (lhs, rhs) {
+        (Some(Value::Object(left)), Some(Value::Object(right)))
+            if !(left.is_empty() && right.is_empty()) =>
+        {
+            let mut out = left.clone();
+            for (key, value) in right {
+                let merged = merge_untyped(left.get(key), Some(value));
+                if let Some(merged) = merged {
+                    out.insert(key.clone(), merged);
+                }
+            }
+            Some(Value::Object(out))
+        }
+        _ => rhs.or(lhs).cloned(),
+    }
+}
+
+/// What identifies an item of an associative list: its key fields' values, or itself.
+fn item_key(list: &List, item: &Value) -> Result<String, String> {
+    match &list.list_type {
+        Some(ListType::Map(keys)) => {
+            let mut parts = Vec::with_capacity(keys.len());
+            for key in keys {
+                match item.get(key) {
+                    Some(value) if !value.is_null() => parts.push(format!("{key}={value}")),
+                    _ => {
+                        return Err(format!(
+                            "associative list with keys has an element that omits key field {key:?} (and doesn't have default value)"
+                        ));
+                    }
+                }
+            }
+            Ok(format!("[{}]", parts.join(",")))
+        }
+        _ => Ok(format!("[={item}]")),
+    }
+}
+
+/// Two associative lists merged item by item, in structured-merge-diff's order.
+fn merge_lists(
+    schema: &Schema,
+    list: &List,
+    lhs: &Value,
+    rhs: &Value,
+) -> Result<Option<Value>, MergeError> {
+    let (Value::Array(left), Value::Array(right)) = (lhs, rhs) else {
+        return Ok(Some(rhs.clone()));
+    };
+    let keys = |items: &[Value], duplicates_allowed: bool| -> Result<Vec<String>, MergeError> {
+        let mut seen = std::collections::HashSet::new();
+        let mut keys = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let key = item_key(list, item)
+                .map_err(|e| MergeError::Merge(format!("element {index}: {e}")))?;
+            if !seen.insert(key.clone()) && !duplicates_allowed {
+                return Err(MergeError::Merge(format!(
+                    "duplicate entries for key {key}"
+                )));
+            }
+            keys.push(key);
+        }
+        Ok(keys)
+    };
+    let (lkeys, rkeys) = (keys(left, true)?, keys(right, false)?);
+    let mut lhs_by_key: HashMap<&str, &Value> = HashMap::new();
+    for (key, item) in lkeys.iter().zip(left) {
+        lhs_by_key.entry(key).or_insert(item);
+    }
+    let rhs_by_key: HashMap<&str, &Value> = rkeys.iter().map(String::as_str).zip(right).collect();
+    let mut shared = rkeys
+        .iter()
+        .filter(|k| lhs_by_key.contains_key(k.as_str()))
+        .map(String::as_str);
+    let mut next_shared = shared.next();
+    let mut merged_rhs = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(left.len().max(right.len()));
+    let mut push = |merged: Option<Value>| {
+        if let Some(value) = merged {
+            out.push(value);
+        }
+    };
+    let (mut l, mut r) = (0, 0);
+    while l < left.len() || r < right.len() {
+        if l < left.len() && r < right.len() {
+            let key = lkeys[l].as_str();
+            if key == rkeys[r] {
+                merged_rhs.insert(key);
+                push(merge(
+                    schema,
+                    &list.items,
+                    lhs_by_key.get(key).copied(),
+                    rhs_by_key.get(key).copied(),
+                )?);
+                l += 1;
+                r += 1;
+                next_shared = shared.next();
+                continue;
+            }
+            if rhs_by_key.contains_key(key) && next_shared.is_some_and(|next| next != key) {
+                // A shared item, but not the one whose turn it is.
+                l += 1;
+                continue;
+            }
+        }
+        if l < left.len() {
+            let key = lkeys[l].as_str();
+            if !rhs_by_key.contains_key(key) {
+                push(merge(schema, &list.items, Some(&left[l]), None)?);
+                l += 1;
+                continue;
+            } else if merged_rhs.contains(key) {
+                l += 1;
+            }
+        }
+        if r < right.len() {
+            let key = rkeys[r].as_str();
+            merged_rhs.insert(key);
+            push(merge(
+                schema,
+                &list.items,
+                lhs_by_key.get(key).copied(),
+                rhs_by_key.get(key).copied(),
+            )?);
+            r += 1;
+            if next_shared == Some(key) {
+                next_shared = shared.next();
+            }
+        }
+    }
+    Ok((!out.is_empty()).then_some(Value::Array(out)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment() -> (&'static Schema, &'static Type) {
+        let schema = Schema::builtin().expect("the built-in schema");
+        let kind = schema.kind("apps/v1", "Deployment").expect("Deployment");
+        (schema, schema.root_type(kind).expect("its type"))
+    }
+
+    fn live() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},
+               "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                   {"name": "app", "image": "app:1", "env": [{"name": "A", "value": "1"}]},
+                   {"name": "side", "image": "side:1"}],
+                   "tolerations": [{"key": "k", "operator": "Exists"}]}}}})
+    }
+
+    #[test]
+    fn list_maps_merge_by_key_and_new_items_follow() {
+        let (schema, root) = deployment();
+        let patch = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "side", "image": "side:2"},
+            {"name": "new", "image": "new:1"}]}}}});
+        let merged = apply(schema, root, &live(), &patch).unwrap();
+        let containers = &merged["spec"]["template"]["spec"]["containers"];
+        assert_eq!(containers[0]["image"], "app:1");
+        assert_eq!(containers[0]["env"][0]["name"], "A");
+        assert_eq!(containers[1]["image"], "side:2");
+        assert_eq!(containers[2]["name"], "new");
+        assert_eq!(merged["spec"]["replicas"], 1);
+        assert_eq!(merged["metadata"]["labels"]["app"], "web");
+    }
+
+    #[test]
+    fn atomic_lists_unknown_fields_and_wrong_scalars_are_refused() {
+        let (schema, root) = deployment();
+        let atomic = json!({"spec": {"template": {"spec": {"tolerations": [{"key": "other"}]}}}});
+        assert_eq!(
+            apply(schema, root, &live(), &atomic)
+                .unwrap_err()
+                .to_string(),
+            "invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.template.spec.tolerations"
+        );
+        let unknown = json!({"spec": {"replicaz": 2}});
+        assert_eq!(
+            apply(schema, root, &live(), &unknown)
+                .unwrap_err()
+                .to_string(),
+            "failed to convert patch object to typed object: .spec.replicaz: field not declared in schema"
+        );
+        let wrong = json!({"spec": {"replicas": "two"}});
+        assert!(
+            apply(schema, root, &live(), &wrong)
+                .unwrap_err()
+                .to_string()
+                .starts_with("failed to convert patch object to typed object: .spec.replicas: expected numeric")
+        );
+        let keyless = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
+        assert!(
+            apply(schema, root, &live(), &keyless)
+                .unwrap_err()
+                .to_string()
+                .contains("omits key field \"name\"")
+        );
+    }
+}
