@@ -105,6 +105,18 @@ impl Decision {
                 reason: error.reason(),
             },
         );
+        if let Some(binding) = &policy.admission {
+            // The apiserver's words for an admission policy it cannot match or run; nothing
+            // under Ignore.
+            if policy.failure_policy == FailurePolicy::Fail {
+                if self.allowed {
+                    self.status_reason = Some(kanon_api::ValidationReason::Invalid);
+                }
+                self.allowed = false;
+                self.messages.push(binding.configuration_denial(error));
+            }
+            return;
+        }
         match policy.failure_policy {
             FailurePolicy::Fail => {
                 self.allowed = false;
@@ -189,8 +201,22 @@ impl Decision {
             .extend(validated.denials.into_iter().map(|(message, _)| message));
         self.warnings.extend(validated.warnings);
         for (key, value) in validated.annotations {
-            // The apiserver keeps the first value of a key.
-            self.audit_annotations.entry(key).or_insert(value);
+            match self.audit_annotations.get_mut(&key) {
+                None => {
+                    self.audit_annotations.insert(key, value);
+                }
+                // The apiserver keeps the first validation failure, and joins the distinct
+                // values one policy's bindings give an audit annotation.
+                Some(_) if key == admission_policy::VALIDATION_FAILURE_KEY => {}
+                Some(known) => {
+                    for one in value.split(", ") {
+                        if !known.split(", ").any(|k| k == one) {
+                            known.push_str(", ");
+                            known.push_str(one);
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -50,6 +50,29 @@ impl AdmissionBinding {
         Ok(true)
     }
 
+    /// The denial of a policy that could not be matched or run (its namespace not found, the
+    /// deadline), as the apiserver words a policy's configuration error.
+    pub(crate) fn configuration_denial(&self, error: &RuleError) -> String {
+        let cause = match error {
+            RuleError::NamespaceNotFound { namespace } => {
+                format!("namespaces {namespace:?} not found")
+            }
+            other => kube_words(other),
+        };
+        if self.mutating {
+            // Go's %q: the policy's name in double quotes.
+            format!(
+                "policy {:?} denied request: failed to configure policy: {cause}",
+                self.policy
+            )
+        } else {
+            format!(
+                "ValidatingAdmissionPolicy '{}' denied request: failed to configure policy: {cause}",
+                self.policy
+            )
+        }
+    }
+
     /// `ValidatingAdmissionPolicy 'p' with binding 'b'`.
     fn named(&self) -> String {
         let kind = if self.mutating {
@@ -141,11 +164,29 @@ struct ValidationFailure<'a> {
 }
 
 impl Validated {
-    /// An error of the binding (its params, a match condition, the budget): a denial under
-    /// `Fail`, nothing under `Ignore`.
+    /// An evaluation error (a match condition, the budget): a decision to deny under `Fail`,
+    /// through the binding's actions; nothing under `Ignore`.
     fn error(&mut self, binding: &AdmissionBinding, fail: bool, error: RuleError, message: String) {
         if fail {
             self.decision(binding, 0, message, ValidationReason::Invalid);
+        }
+        self.error.get_or_insert((error, !fail));
+    }
+
+    /// A configuration error of the binding (its params): under `Fail` a denial whatever its
+    /// actions, as the apiserver gives it; nothing under `Ignore`.
+    fn configuration_error(
+        &mut self,
+        binding: &AdmissionBinding,
+        fail: bool,
+        error: RuleError,
+        message: String,
+    ) {
+        if fail {
+            self.denials.push((
+                format!("{} denied request: {message}", binding.named()),
+                ValidationReason::Invalid,
+            ));
         }
         self.error.get_or_insert((error, !fail));
     }
@@ -194,12 +235,29 @@ impl Validated {
                     }];
                     if let Ok(value) = serde_json::to_string(&failure) {
                         self.annotations
-                            .push((VALIDATION_FAILURE_KEY.to_owned(), value));
+                            .push((VALIDATION_FAILURE_KEY.to_owned(), go_json(&value)));
                     }
                 }
             }
         }
     }
+}
+
+/// JSON as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and U+2029 escaped (they only
+/// occur inside strings).
+fn go_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for character in json.chars() {
+        match character {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Runs one binding of a ValidatingAdmissionPolicy on the request (which it selects).
@@ -226,7 +284,7 @@ pub(crate) async fn validate(
                 field: "spec.paramRef".to_owned(),
                 message: message.clone(),
             };
-            out.error(binding, fail, error, message);
+            out.configuration_error(binding, fail, error, message);
             return out;
         }
     };
