@@ -15,10 +15,16 @@ use serde_json::Value;
 use crate::Scenario;
 use crate::env::{Env, repo, text};
 
-pub const SCENARIOS: &[Scenario] = &[(
-    "admission_policies::kanon_and_the_apiserver_agree_on_every_case",
-    kanon_and_the_apiserver_agree_on_every_case,
-)];
+pub const SCENARIOS: &[Scenario] = &[
+    (
+        "admission_policies::kanon_and_the_apiserver_agree_on_every_case",
+        kanon_and_the_apiserver_agree_on_every_case,
+    ),
+    (
+        "admission_policies::converted_policies_decide_the_same_through_kanons_webhook",
+        converted_policies_decide_the_same_through_kanons_webhook,
+    ),
+];
 
 /// One case of the suite: the object, the operation, the old object.
 struct Case {
@@ -216,7 +222,7 @@ fn apiserver_outcome(case: &Case, out: &Output) -> Outcome {
 
 /// What `kanon apply` makes of the case, on the object the apiserver's admission saw.
 fn kanon_outcome(
-    suite: &Path,
+    policies: &Path,
     work: &Path,
     case: &Case,
     seen: &Value,
@@ -228,7 +234,7 @@ fn kanon_outcome(
     command
         .arg("apply")
         .arg("--policy")
-        .arg(suite.join("policies"))
+        .arg(policies)
         .arg("--resource")
         .arg(&input)
         .arg("--context")
@@ -342,13 +348,24 @@ fn clean(env: &Env, suite: &Path) {
     }
 }
 
-fn kanon_and_the_apiserver_agree_on_every_case(env: &mut Env) {
+/// The suite's cluster in place (context, old objects) and what each case's request is.
+struct Prepared {
+    suite: PathBuf,
+    work: tempfile::TempDir,
+    cases: Vec<Case>,
+    /// The object the apiserver's admission sees for each case.
+    seen: Vec<Value>,
+    /// The stored old object of each UPDATE and DELETE case.
+    olds: Vec<Option<Value>>,
+}
+
+/// Cleans up, then creates the suite's context and old objects, and asks the apiserver (with no
+/// policy in force) what each case's object looks like to admission.
+fn prepare(env: &Env) -> Prepared {
     let suite: PathBuf = repo().join("examples/suites/admission-policies");
     let work = tempfile::tempdir().expect("a temporary directory");
     let cases = cases(&suite);
     clean(env, &suite);
-
-    // The cluster as the suite's context describes it; the old objects of UPDATE and DELETE.
     let context = suite.join("context").display().to_string();
     let out = env.kubectl(&["apply", "-f", &context]);
     assert!(out.status.success(), "{}", text(&out));
@@ -375,35 +392,72 @@ fn kanon_and_the_apiserver_agree_on_every_case(env: &mut Env) {
             _ => None,
         })
         .collect();
+    Prepared {
+        suite,
+        work,
+        cases,
+        seen,
+        olds,
+    }
+}
 
-    // The policies: the apiserver takes a moment to put new ones in force, so the comparison is
-    // repeated until they agree or 30 s have passed.
+/// Sends every case to the apiserver until each outcome `agrees` with `expected`, or 30 s have
+/// passed (the apiserver takes a moment to put new policies in force): the last outcomes, and
+/// the cases that still disagree.
+fn until_agreed(
+    env: &Env,
+    cases: &[Case],
+    expected: &[Outcome],
+    agrees: impl Fn(&Outcome, &Outcome) -> bool,
+) -> (Vec<Outcome>, Vec<String>) {
+    let started = Instant::now();
+    loop {
+        let mut outcomes = Vec::new();
+        let mut differences = Vec::new();
+        for (case, expected) in cases.iter().zip(expected) {
+            let apiserver = apiserver_outcome(case, &send(env, case));
+            if !agrees(&apiserver, expected) {
+                differences.push(format!(
+                    "{}:\n  apiserver: {apiserver:?}\n  expected:  {expected:?}",
+                    case.title
+                ));
+            }
+            outcomes.push(apiserver);
+        }
+        if differences.is_empty() || started.elapsed() > Duration::from_secs(30) {
+            return (outcomes, differences);
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn kanon_and_the_apiserver_agree_on_every_case(env: &mut Env) {
+    let prepared = prepare(env);
+    let Prepared {
+        suite,
+        work,
+        cases,
+        seen,
+        olds,
+    } = &prepared;
     let out = env.kubectl(&["apply", "-f", &suite.join("policies").display().to_string()]);
     assert!(out.status.success(), "{}", text(&out));
     let expected: Vec<Outcome> = cases
         .iter()
-        .zip(&seen)
-        .zip(&olds)
-        .map(|((case, seen), old)| kanon_outcome(&suite, work.path(), case, seen, old.as_ref()))
+        .zip(seen)
+        .zip(olds)
+        .map(|((case, seen), old)| {
+            kanon_outcome(
+                &suite.join("policies"),
+                work.path(),
+                case,
+                seen,
+                old.as_ref(),
+            )
+        })
         .collect();
-    let started = Instant::now();
-    let differences = loop {
-        let mut differences = Vec::new();
-        for (case, kanon) in cases.iter().zip(&expected) {
-            let apiserver = apiserver_outcome(case, &send(env, case));
-            if !agree(&apiserver, kanon) {
-                differences.push(format!(
-                    "{}:\n  apiserver: {apiserver:?}\n  kanon:     {kanon:?}",
-                    case.title
-                ));
-            }
-        }
-        if differences.is_empty() || started.elapsed() > Duration::from_secs(30) {
-            break differences;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    };
-    clean(env, &suite);
+    let (_, differences) = until_agreed(env, cases, &expected, agree);
+    clean(env, suite);
     assert!(
         differences.is_empty(),
         "kanon and kube-apiserver disagree on {} of {} cases:\n{}",
@@ -422,5 +476,122 @@ fn kanon_and_the_apiserver_agree_on_every_case(env: &mut Env) {
         expected
             .iter()
             .any(|o| !o.allowed && o.reason.as_deref() == Some("Invalid"))
+    );
+}
+
+/// The suite's policies that have no params (which `kanon convert` refuses).
+fn convertible(suite: &Path, into: &Path) {
+    std::fs::create_dir_all(into).expect("a directory");
+    for entry in std::fs::read_dir(suite.join("policies")).expect("the policies") {
+        let path = entry.expect("an entry").path();
+        let text = std::fs::read_to_string(&path).expect("a policy file");
+        if !text.contains("paramKind") {
+            std::fs::copy(&path, into.join(path.file_name().expect("a name"))).expect("copy");
+        }
+    }
+}
+
+/// Whether kanon's webhook, serving the converted policies, decided as the apiserver did with
+/// the originals: the same verdict, the same object, as many warnings (the ones kanon adds for
+/// an error ignored under `failurePolicy: Ignore`, where the apiserver says nothing, aside), and
+/// a denial that ends with the apiserver's message after its `denied request: ` (kanon words the
+/// policy's name its own way).
+fn webhook_agrees(webhook: &Outcome, apiserver: &Outcome) -> bool {
+    let said = |warnings: &BTreeSet<String>| {
+        warnings
+            .iter()
+            .filter(|w| !w.contains("skipped (failurePolicy Ignore)"))
+            .count()
+    };
+    let message = match (&webhook.message, &apiserver.message) {
+        (None, None) => true,
+        (Some(ours), Some(theirs)) => {
+            let theirs = theirs
+                .split_once("denied request: ")
+                .map_or(theirs.as_str(), |(_, after)| after);
+            let theirs = theirs.split("JSON Patch: ").next().unwrap_or(theirs);
+            ours.contains(theirs)
+        }
+        _ => false,
+    };
+    webhook.allowed == apiserver.allowed
+        && webhook.object == apiserver.object
+        && said(&webhook.warnings) == said(&apiserver.warnings)
+        && message
+}
+
+fn converted_policies_decide_the_same_through_kanons_webhook(env: &mut Env) {
+    let prepared = prepare(env);
+    let Prepared {
+        suite,
+        work,
+        cases,
+        seen,
+        olds,
+    } = &prepared;
+    let originals = work.path().join("originals");
+    convertible(suite, &originals);
+
+    // The originals in the apiserver, until they agree with kanon's offline evaluation of them.
+    let out = env.kubectl(&["apply", "-f", &originals.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let offline: Vec<Outcome> = cases
+        .iter()
+        .zip(seen)
+        .zip(olds)
+        .map(|((case, seen), old)| kanon_outcome(&originals, work.path(), case, seen, old.as_ref()))
+        .collect();
+    let (apiserver, differences) = until_agreed(env, cases, &offline, agree);
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    let out = env.kubectl(&["delete", "-f", &originals.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // The same policies converted to kanon's kinds, served by kanon's webhook.
+    let converted = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["convert", "--output", "json", "-f"])
+        .arg(&originals)
+        .output()
+        .expect("kanon convert runs");
+    assert!(converted.status.success(), "{}", text(&converted));
+    let converted: Vec<Value> = serde_json::from_slice(&converted.stdout).expect("a JSON list");
+    for policy in &converted {
+        env.apply_policy(policy)
+            .unwrap_or_else(|e| panic!("converted policy refused: {e}\n{policy}"));
+        let kind = text_at(policy, "/kind").to_owned();
+        let name = text_at(policy, "/metadata/name").to_owned();
+        env.wait_policy_status(&kind, None, &name);
+    }
+    let (webhook, differences) = until_agreed(env, cases, &apiserver, webhook_agrees);
+    for policy in &converted {
+        env.delete_policy(
+            text_at(policy, "/kind"),
+            None,
+            text_at(policy, "/metadata/name"),
+        );
+    }
+    clean(env, suite);
+    assert!(
+        differences.is_empty(),
+        "kanon's webhook with the converted policies and kube-apiserver with the originals disagree on {} of {} cases:\n{}",
+        differences.len(),
+        cases.len(),
+        differences.join("\n")
+    );
+    assert!(apiserver.iter().any(|o| !o.allowed));
+    assert!(apiserver.iter().any(|o| o.allowed && o.object.is_some()));
+    // The webhook's answers are kanon's: its denials name the converted policies.
+    assert!(
+        webhook.iter().any(|o| o
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("ClusterValidatePolicy/"))),
+        "{webhook:?}"
+    );
+    assert!(
+        webhook.iter().any(|o| o
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("ClusterOverridePolicy/"))),
+        "{webhook:?}"
     );
 }
