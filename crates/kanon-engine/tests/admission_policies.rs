@@ -255,7 +255,7 @@ fn a_mutating_policy_refuses_the_delete_operation() {
                 "operations": ["CREATE", "DELETE"],
             }])),
             "reinvocationPolicy": "Never",
-            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}}],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'test', path: '/kind', value: object.kind}]"}}],
         }),
     );
     assert_eq!(
@@ -471,7 +471,7 @@ fn a_mutating_policy_needs_a_reinvocation_policy() {
         "m",
         json!({
             "matchConstraints": constraints(json!([core_rule(json!(["pods"]))])),
-            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}}],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: 'test', path: '/kind', value: object.kind}]"}}],
         }),
     );
     assert_eq!(
@@ -523,7 +523,10 @@ fn a_validating_policy_at_v1beta1_is_refused_when_added() {
 
 #[test]
 fn a_mutating_policy_at_v1_compiles() {
-    let mut policy = patching_map("Fail", &["[]"]);
+    let mut policy = patching_map(
+        "Fail",
+        &["[JSONPatch{op: 'test', path: '/kind', value: object.kind}]"],
+    );
     policy["apiVersion"] = json!(V1);
     let mut binding = map_binding();
     binding["apiVersion"] = json!(V1);

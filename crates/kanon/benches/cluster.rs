@@ -55,6 +55,9 @@ const MATCHING: usize = 10;
 /// ClusterOverridePolicies installed.
 const COPS: usize = 100;
 
+/// Part 4's concurrent clients, unless `KANON_BENCH_CEL_CLIENTS` says otherwise.
+const CEL_CLIENTS: usize = 16;
+
 /// How long and how hard each part runs.
 struct Settings {
     /// Pod creates per second.
@@ -70,12 +73,23 @@ struct Settings {
     /// Rounds over the review cases, and reviews per case and round.
     review_rounds: usize,
     reviews_per_round: usize,
+    /// Part 4: concurrent clients (closed loop), seconds of warm-up and measured seconds per
+    /// round, rounds (each over the three configurations).
+    cel_clients: usize,
+    cel_warmup_secs: u32,
+    cel_round_secs: u32,
+    cel_rounds: usize,
 }
 
 impl Settings {
     fn from_args() -> Settings {
         let quick = std::env::args().any(|a| a == "--quick")
             || std::env::var("KANON_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let cel_clients = std::env::var("KANON_BENCH_CEL_CLIENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(CEL_CLIENTS);
         if quick {
             Settings {
                 rate: 50,
@@ -85,6 +99,10 @@ impl Settings {
                 change_samples: 5,
                 review_rounds: 2,
                 reviews_per_round: 100,
+                cel_clients,
+                cel_warmup_secs: 1,
+                cel_round_secs: 3,
+                cel_rounds: 1,
             }
         } else {
             Settings {
@@ -95,6 +113,10 @@ impl Settings {
                 change_samples: 20,
                 review_rounds: 4,
                 reviews_per_round: 500,
+                cel_clients,
+                cel_warmup_secs: 2,
+                cel_round_secs: 10,
+                cel_rounds: 3,
             }
         }
     }
@@ -372,6 +394,17 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
+/// The median of `values` (the mean of the middle two when there is an even number).
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut sorted: Vec<f64> = values.collect();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
 fn signed_ms(a: Duration, b: Duration) -> String {
     let diff = a.as_secs_f64() - b.as_secs_f64();
     format!("{:+.2} ms", diff * 1e3)
@@ -494,6 +527,8 @@ struct World {
     kanon_miss: Option<Kanon>,
     control_plane: Option<ControlPlane>,
     webhooks: bool,
+    /// Whether part 4's validating webhook configuration may be registered.
+    cel_webhook: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -525,6 +560,7 @@ impl World {
             kanon_miss: None,
             control_plane: Some(control_plane),
             webhooks: false,
+            cel_webhook: false,
             _dir: tempfile::tempdir()?,
         };
         let crds = repo().join("crds").display().to_string();
@@ -766,6 +802,9 @@ impl Drop for World {
     fn drop(&mut self) {
         if let Err(error) = self.delete_webhooks() {
             eprintln!("bench: deleting the webhooks: {error:#}");
+        }
+        if let Err(error) = self.delete_cel_webhook() {
+            eprintln!("bench: deleting the CEL webhook: {error:#}");
         }
         if let Some(mut kanon) = self.kanon_miss.take() {
             kanon.stop();
@@ -1273,6 +1312,647 @@ fn lookups(world: &mut World, settings: &Settings) -> Result<LookupResults> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// 4. CEL through the apiserver: ValidatingAdmissionPolicies against kanon's CEL rules
+
+/// The namespace of the Pods created in part 4.
+const CEL_NS: &str = "bench-cel";
+
+/// kanon's validating webhook configuration in part 4, and its webhook.
+const CEL_WEBHOOK: &str = "kanon-bench-cel";
+const CEL_WEBHOOK_NAME: &str = "validate-cel.bench.kanon.dev";
+
+/// One of the 10 rules: a CEL validation that holds for [`cel_pod`], and how to change that Pod
+/// so that this rule alone fails.
+struct CelRule {
+    name: &'static str,
+    expression: &'static str,
+    violate: fn(&mut Value),
+}
+
+/// The 10 rules, each installed once as a ValidatingAdmissionPolicy with its binding and once as
+/// a kanon ClusterValidatePolicy.
+const CEL_RULES: [CelRule; 10] = [
+    CelRule {
+        name: "memory-limit",
+        expression: "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) \
+                     && 'memory' in c.resources.limits)",
+        violate: |pod| {
+            pod["spec"]["containers"][0]["resources"]["limits"]
+                .as_object_mut()
+                .map(|limits| limits.remove("memory"));
+        },
+    },
+    CelRule {
+        name: "cpu-limit",
+        expression: "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) \
+                     && 'cpu' in c.resources.limits)",
+        violate: |pod| {
+            pod["spec"]["containers"][0]["resources"]["limits"]
+                .as_object_mut()
+                .map(|limits| limits.remove("cpu"));
+        },
+    },
+    CelRule {
+        name: "memory-at-most-1gi",
+        expression: "object.spec.containers.all(c, !has(c.resources) || !has(c.resources.limits) \
+                     || !('memory' in c.resources.limits) \
+                     || quantity(c.resources.limits.memory).compareTo(quantity('1Gi')) <= 0)",
+        violate: |pod| pod["spec"]["containers"][0]["resources"]["limits"]["memory"] = json!("2Gi"),
+    },
+    CelRule {
+        name: "image-registry",
+        expression: "object.spec.containers.all(c, c.image.startsWith('registry.example/'))",
+        violate: |pod| pod["spec"]["containers"][0]["image"] = json!("docker.io/library/app:1.0"),
+    },
+    CelRule {
+        name: "image-tag",
+        expression: "object.spec.containers.all(c, c.image.contains(':') \
+                     && !c.image.endsWith(':latest'))",
+        violate: |pod| pod["spec"]["containers"][0]["image"] = json!("registry.example/app:latest"),
+    },
+    CelRule {
+        name: "team-label",
+        expression: "has(object.metadata.labels) && 'team' in object.metadata.labels \
+                     && object.metadata.labels.team.matches('^[a-z][a-z0-9-]*$')",
+        violate: |pod| pod["metadata"]["labels"]["team"] = json!("Platform"),
+    },
+    CelRule {
+        name: "no-host-namespaces",
+        expression: "!object.spec.?hostNetwork.orValue(false) && !object.spec.?hostPID.orValue(false) \
+                     && !object.spec.?hostIPC.orValue(false)",
+        violate: |pod| pod["spec"]["hostNetwork"] = json!(true),
+    },
+    CelRule {
+        name: "run-as-non-root",
+        expression: "object.spec.?securityContext.?runAsNonRoot.orValue(false) \
+                     || object.spec.containers.all(c, c.?securityContext.?runAsNonRoot.orValue(false))",
+        violate: |pod| pod["spec"]["securityContext"]["runAsNonRoot"] = json!(false),
+    },
+    CelRule {
+        name: "no-privilege-escalation",
+        expression: "object.spec.containers.all(c, \
+                     !c.?securityContext.?allowPrivilegeEscalation.orValue(true) \
+                     && !c.?securityContext.?privileged.orValue(false))",
+        violate: |pod| {
+            pod["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] =
+                json!(true)
+        },
+    },
+    CelRule {
+        name: "no-host-path",
+        expression: "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath))",
+        violate: |pod| {
+            pod["spec"]["volumes"] = json!([{"name": "host", "hostPath": {"path": "/tmp"}}]);
+        },
+    },
+];
+
+/// The message of a rule's validation (the same in the VAP and in kanon's policy).
+fn cel_message(rule: &CelRule) -> String {
+    format!("bench rule {} does not hold", rule.name)
+}
+
+/// The object name of a rule's VAP, binding and kanon policy.
+fn cel_name(rule: &CelRule) -> String {
+    format!("bench-cel-{}", rule.name)
+}
+
+/// The Pod of part 4: every one of the 10 rules holds for it.
+fn cel_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": CEL_NS,
+                     "labels": {"app": "bench", "team": "platform"}},
+        "spec": {
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 1000},
+            "containers": [{
+                "name": "app",
+                "image": "registry.example/app:1.0",
+                "securityContext": {"allowPrivilegeEscalation": false},
+                "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}},
+            }],
+        },
+    })
+}
+
+/// The namespace selector of part 4's VAPs and webhook: [`CEL_NS`] only.
+fn cel_namespace_selector() -> Value {
+    json!({"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "In", "values": [CEL_NS]}]})
+}
+
+/// A rule as a ValidatingAdmissionPolicy (Pods, CREATE, in [`CEL_NS`]) and its binding (Deny).
+fn cel_vap(rule: &CelRule) -> [Value; 2] {
+    let name = cel_name(rule);
+    let labels = json!({"bench.kanon.dev/cel": "true"});
+    [
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": cel_namespace_selector(),
+                    "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                       "operations": ["CREATE"], "resources": ["pods"]}],
+                },
+                "validations": [{"expression": rule.expression, "message": cel_message(rule)}],
+            },
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"policyName": name, "validationActions": ["Deny"]},
+        }),
+    ]
+}
+
+/// A rule as a kanon ClusterValidatePolicy (Pods in [`CEL_NS`], CREATE, `cel.validations`).
+fn cel_cvp(rule: &CelRule) -> Value {
+    let mut document = policy(
+        "ClusterValidatePolicy",
+        &cel_name(rule),
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod", "namespace": CEL_NS}],
+            "failurePolicy": "Fail",
+            "validationActions": ["Deny"],
+            "validateRules": [{"targetOperations": ["CREATE"], "cel": {"validations": [
+                {"expression": rule.expression, "message": cel_message(rule)}]}}],
+        }),
+    );
+    document["metadata"]["labels"]["bench.kanon.dev/cel"] = json!("true");
+    document
+}
+
+/// What is in force during a round of part 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CelConfig {
+    /// No policy, no webhook.
+    NoPolicy,
+    /// The 10 rules as ValidatingAdmissionPolicies with their bindings.
+    Vaps,
+    /// The 10 rules as kanon ClusterValidatePolicies, behind kanon's validating webhook.
+    KanonCel,
+}
+
+impl CelConfig {
+    const ALL: [CelConfig; 3] = [CelConfig::NoPolicy, CelConfig::Vaps, CelConfig::KanonCel];
+
+    fn name(self) -> &'static str {
+        match self {
+            CelConfig::NoPolicy => "no policy",
+            CelConfig::Vaps => "10 VAPs",
+            CelConfig::KanonCel => "kanon webhook, 10 CEL rules",
+        }
+    }
+
+    /// What the apiserver's refusal of a Pod violating `rule` says, when this configuration
+    /// refuses it (`None`: admitted).
+    fn denial(self, rule: &CelRule) -> Option<String> {
+        match self {
+            CelConfig::NoPolicy => None,
+            CelConfig::Vaps => Some(format!(
+                "ValidatingAdmissionPolicy '{0}' with binding '{0}' denied request",
+                cel_name(rule)
+            )),
+            CelConfig::KanonCel => Some(format!(
+                "admission webhook \"{CEL_WEBHOOK_NAME}\" denied the request"
+            )),
+        }
+    }
+}
+
+impl World {
+    /// A server-side dry-run create of `pod`: `Ok(Ok(()))` when admitted, `Ok(Err(message))`
+    /// when the apiserver refuses it.
+    fn dry_run_create(&self, pod: &Value) -> Result<Result<(), String>> {
+        let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+        let pod: Pod = serde_json::from_value(pod.clone())?;
+        let params = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        match self
+            .runtime
+            .block_on(self.pods(namespace).create(&params, &pod))
+        {
+            Ok(_) => Ok(Ok(())),
+            Err(kube::Error::Api(status)) => Ok(Err(status.message.clone())),
+            Err(other) => Err(other.into()),
+        }
+    }
+
+    /// kanon's validating webhook of part 4: Pods, CREATE, in [`CEL_NS`] only, `Fail`, 5 s.
+    fn cel_webhook_configuration(&self) -> Result<Value> {
+        let kanon = self.kanon();
+        let ca = base64::engine::general_purpose::STANDARD.encode(kanon.ca_pem()?);
+        Ok(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": CEL_WEBHOOK},
+            "webhooks": [{
+                "name": CEL_WEBHOOK_NAME,
+                "clientConfig": {"url": kanon.url("/validate"), "caBundle": ca},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": ["pods"], "scope": "Namespaced"}],
+                "namespaceSelector": cel_namespace_selector(),
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            }],
+        }))
+    }
+
+    /// Waits until `config` is what the apiserver enforces: for each rule, a dry-run create of
+    /// a Pod violating that rule alone is refused by that rule's VAP or by kanon's webhook with
+    /// the rule's message, or (no policy) admitted; and the bench Pod itself is admitted.
+    fn wait_cel_config(&self, config: CelConfig) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut wrong = Vec::new();
+            if let Err(message) = self.dry_run_create(&cel_pod("probe"))? {
+                wrong.push(format!("the bench Pod: refused: {message}"));
+            }
+            for rule in &CEL_RULES {
+                let mut pod = cel_pod(&format!("probe-{}", rule.name));
+                (rule.violate)(&mut pod);
+                match (config.denial(rule), self.dry_run_create(&pod)?) {
+                    (None, Ok(())) => {}
+                    (Some(denial), Err(message))
+                        if message.contains(&denial) && message.contains(&cel_message(rule)) => {}
+                    (_, outcome) => wrong.push(format!("{}: {outcome:?}", rule.name)),
+                }
+            }
+            if wrong.is_empty() {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{} not in force after 60 s: {wrong:#?}",
+                config.name()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Puts `config` in force and waits until the apiserver enforces it.
+    fn enter_cel_config(&mut self, config: CelConfig) -> Result<()> {
+        match config {
+            CelConfig::NoPolicy => {}
+            CelConfig::Vaps => {
+                let items: Vec<Value> = CEL_RULES.iter().flat_map(cel_vap).collect();
+                self.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}))?;
+            }
+            CelConfig::KanonCel => {
+                let webhook = self.cel_webhook_configuration()?;
+                self.cel_webhook = true;
+                self.apply(&webhook)?;
+            }
+        }
+        self.wait_cel_config(config)
+    }
+
+    /// Takes `config` out and waits until nothing refuses the rules' violating Pods.
+    fn leave_cel_config(&mut self, config: CelConfig) -> Result<()> {
+        match config {
+            CelConfig::NoPolicy => {}
+            CelConfig::Vaps => {
+                self.kubectl(&[
+                    "delete",
+                    "validatingadmissionpolicybindings,validatingadmissionpolicies",
+                    "-l",
+                    "bench.kanon.dev/cel=true",
+                ])?;
+            }
+            CelConfig::KanonCel => self.delete_cel_webhook()?,
+        }
+        self.wait_cel_config(CelConfig::NoPolicy)
+    }
+
+    fn delete_cel_webhook(&mut self) -> Result<()> {
+        if self.cel_webhook {
+            self.kubectl(&[
+                "delete",
+                "--ignore-not-found",
+                &format!("validatingwebhookconfiguration/{CEL_WEBHOOK}"),
+            ])?;
+            self.cel_webhook = false;
+        }
+        Ok(())
+    }
+
+    /// How many times each of kanon's 10 CEL policies has been evaluated so far
+    /// (`kanon_policy_evaluations_total`).
+    fn kanon_cel_evaluations(&self) -> Result<Vec<f64>> {
+        let text = self.kanon().metrics()?;
+        Ok(CEL_RULES
+            .iter()
+            .map(|rule| {
+                metric_sum(
+                    &text,
+                    "kanon_policy_evaluations_total",
+                    &[(
+                        "policy",
+                        &format!("ClusterValidatePolicy/{}", cel_name(rule)),
+                    )],
+                )
+            })
+            .collect())
+    }
+
+    /// The apiserver's time in its validating admission plugins so far, for admitted CREATEs:
+    /// (calls, seconds) of `ValidatingAdmissionPolicy` and of `ValidatingAdmissionWebhook`
+    /// (`apiserver_admission_controller_admission_duration_seconds`; the apiserver counts no
+    /// admission per VAP, only denials and errors).
+    fn validating_plugins(&self) -> Result<[(f64, f64); 2]> {
+        let out = self.kubectl(&["get", "--raw", "/metrics"])?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let plugin = |name: &str| {
+            let labels = [
+                ("name", name),
+                ("operation", "CREATE"),
+                ("rejected", "false"),
+                ("type", "validate"),
+            ];
+            (
+                metric_sum(
+                    &text,
+                    "apiserver_admission_controller_admission_duration_seconds_count",
+                    &labels,
+                ),
+                metric_sum(
+                    &text,
+                    "apiserver_admission_controller_admission_duration_seconds_sum",
+                    &labels,
+                ),
+            )
+        };
+        Ok([
+            plugin("ValidatingAdmissionPolicy"),
+            plugin("ValidatingAdmissionWebhook"),
+        ])
+    }
+
+    /// Deletes every Pod of `namespace` (many thousands: the collection delete may time out
+    /// on the client's side while the apiserver goes on) and waits until none is left.
+    fn delete_many_pods(&self, namespace: &str) -> Result<()> {
+        let api = self.pods(namespace);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let left = self
+                .runtime
+                .block_on(api.list_metadata(&ListParams::default().limit(1)))?;
+            if left.items.is_empty() {
+                return Ok(());
+            }
+            ensure!(Instant::now() < deadline, "Pods of {namespace} not deleted");
+            if let Err(error) = self
+                .runtime
+                .block_on(api.delete_collection(&DeleteParams::default(), &ListParams::default()))
+            {
+                eprintln!("bench: deleting the Pods of {namespace}: {error} (retried)");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The sum of every sample of metric `name` (any other labels) that has all of `labels`.
+fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// One create of the closed loop: when it started (from the loop's start), how long it took,
+/// and the apiserver's refusal if it was not admitted.
+struct Timed {
+    started: Duration,
+    latency: Duration,
+    error: Option<String>,
+}
+
+/// `clients` concurrent clients, each creating Pods (`pod`, renamed `<prefix>-<client>-<n>`)
+/// one after the other, the next as soon as the previous one is answered, for `total`.
+async fn creates_closed_loop(
+    api: Api<Pod>,
+    pod: Pod,
+    prefix: &str,
+    clients: usize,
+    total: Duration,
+) -> Vec<Timed> {
+    let origin = tokio::time::Instant::now();
+    let end = origin + total;
+    let mut tasks = Vec::with_capacity(clients);
+    for client in 0..clients {
+        let api = api.clone();
+        let mut pod = pod.clone();
+        let prefix = prefix.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut done = Vec::new();
+            for n in 0.. {
+                let started = tokio::time::Instant::now();
+                if started >= end {
+                    break;
+                }
+                pod.metadata.name = Some(format!("{prefix}-{client:02}-{n:06}"));
+                let error = api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .err()
+                    .map(|e| match e {
+                        kube::Error::Api(status) => status.message.clone(),
+                        other => other.to_string(),
+                    });
+                done.push(Timed {
+                    started: started - origin,
+                    latency: started.elapsed(),
+                    error,
+                });
+            }
+            done
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(mut done) => all.append(&mut done),
+            Err(e) => all.push(Timed {
+                started: Duration::ZERO,
+                latency: Duration::MAX,
+                error: Some(format!("the task failed: {e}")),
+            }),
+        }
+    }
+    all
+}
+
+struct CelRound {
+    config: CelConfig,
+    /// Creates answered within the measured window.
+    stats: Stats,
+    latencies: Vec<Duration>,
+    /// Creates answered per second of the measured window.
+    throughput: f64,
+    /// Pods admitted in the round, warm-up and the last answers after the window included.
+    admitted: usize,
+    /// kanon: evaluations of each of its 10 policies during the round (the least and the most).
+    evaluations: Option<(f64, f64)>,
+    /// The apiserver's mean time per admitted CREATE in its `ValidatingAdmissionPolicy` and
+    /// `ValidatingAdmissionWebhook` plugins during the round.
+    plugin_means: [Duration; 2],
+    load: String,
+}
+
+fn cel_round(
+    world: &World,
+    settings: &Settings,
+    number: usize,
+    config: CelConfig,
+) -> Result<CelRound> {
+    let pod: Pod = serde_json::from_value(cel_pod("template"))?;
+    let warmup = Duration::from_secs(settings.cel_warmup_secs.into());
+    let window = Duration::from_secs(settings.cel_round_secs.into());
+    let before = world.kanon_cel_evaluations()?;
+    let plugins_before = world.validating_plugins()?;
+    let creates = world.runtime.block_on(creates_closed_loop(
+        world.pods(CEL_NS),
+        pod,
+        &format!("c{number}"),
+        settings.cel_clients,
+        warmup + window,
+    ));
+    let load = load_average();
+    let after = world.kanon_cel_evaluations()?;
+    let plugins_after = world.validating_plugins()?;
+    let errors: Vec<&String> = creates.iter().filter_map(|c| c.error.as_ref()).collect();
+    ensure!(
+        errors.is_empty(),
+        "{}: {} of {} creates refused; the first: {:?}",
+        config.name(),
+        errors.len(),
+        creates.len(),
+        &errors[..errors.len().min(3)]
+    );
+    let admitted = creates.len();
+    let latencies: Vec<Duration> = creates
+        .iter()
+        .filter(|c| {
+            let answered = c.started + c.latency;
+            answered >= warmup && answered < warmup + window
+        })
+        .map(|c| c.latency)
+        .collect();
+    let throughput = latencies.len() as f64 / window.as_secs_f64();
+    // Every admitted Pod is stored.
+    let stored = world
+        .runtime
+        .block_on(world.pods(CEL_NS).list_metadata(&ListParams::default()))?
+        .items
+        .len();
+    ensure!(
+        stored == admitted,
+        "{}: {admitted} creates admitted, {stored} Pods stored",
+        config.name()
+    );
+    // With kanon, every admitted Pod went through each of its 10 policies once; otherwise
+    // none of them ran.
+    let deltas: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let expected = if config == CelConfig::KanonCel {
+        admitted as f64
+    } else {
+        0.0
+    };
+    ensure!(
+        deltas.iter().all(|&d| d == expected),
+        "{}: {admitted} Pods admitted, but kanon's CEL policies were evaluated {deltas:?} times",
+        config.name()
+    );
+    let evaluations = (config == CelConfig::KanonCel).then(|| {
+        let least = deltas.iter().copied().fold(f64::INFINITY, f64::min);
+        let most = deltas.iter().copied().fold(0.0, f64::max);
+        (least, most)
+    });
+    let plugin_means = [0, 1].map(|i| {
+        let (calls, seconds) = (
+            plugins_after[i].0 - plugins_before[i].0,
+            plugins_after[i].1 - plugins_before[i].1,
+        );
+        if calls > 0.0 {
+            Duration::from_secs_f64(seconds / calls)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let stats = stats(&latencies);
+    eprintln!(
+        "bench: CEL round {number} ({}): {admitted} Pods admitted, {:.0} creates/s, p50 {}, p99 {}; load {load}",
+        config.name(),
+        throughput,
+        ms(stats.p50),
+        ms(stats.p99)
+    );
+    Ok(CelRound {
+        config,
+        stats,
+        latencies,
+        throughput,
+        admitted,
+        evaluations,
+        plugin_means,
+        load,
+    })
+}
+
+/// Part 4: the rounds, the configurations alternating (their order rotated every round).
+fn cel_through_apiserver(world: &mut World, settings: &Settings) -> Result<Vec<CelRound>> {
+    world.namespace(CEL_NS)?;
+    for rule in &CEL_RULES {
+        world.apply_policy(&cel_cvp(rule))?;
+    }
+    let cvps = cvps().len();
+    world.wait_policies_ready("ClusterValidatePolicy", cvps + CEL_RULES.len())?;
+    world.wait_cel_config(CelConfig::NoPolicy)?;
+    eprintln!(
+        "bench: {} kanon CEL policies ready; {} concurrent clients",
+        CEL_RULES.len(),
+        settings.cel_clients
+    );
+    let mut rounds = Vec::new();
+    for round in 0..settings.cel_rounds {
+        for k in 0..CelConfig::ALL.len() {
+            let config = CelConfig::ALL[(round + k) % CelConfig::ALL.len()];
+            world.enter_cel_config(config)?;
+            std::thread::sleep(Duration::from_secs(2));
+            rounds.push(cel_round(world, settings, rounds.len() + 1, config)?);
+            // Still in force at the end of the round.
+            world.wait_cel_config(config)?;
+            world.leave_cel_config(config)?;
+            world.delete_many_pods(CEL_NS)?;
+        }
+    }
+    world.kubectl(&[
+        "delete",
+        "clustervalidatepolicies",
+        "-l",
+        "bench.kanon.dev/cel=true",
+    ])?;
+    world.wait_policies_ready("ClusterValidatePolicy", cvps)?;
+    Ok(rounds)
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn main() -> Result<()> {
     let settings = Settings::from_args();
@@ -1312,6 +1992,7 @@ fn main() -> Result<()> {
         stats(&taken)
     };
     world.unregister_webhooks()?;
+    let cel_rounds = cel_through_apiserver(&mut world, &settings)?;
     let lookup = lookups(&mut world, &settings)?;
     let kanon_alive = world.kanon.as_mut().is_some_and(Kanon::running)
         && world.kanon_miss.as_mut().is_some_and(Kanon::running);
@@ -1335,6 +2016,9 @@ fn main() -> Result<()> {
             "changes_direct_ms": millis(&changes.direct),
             "reviews_ms": lookup.latencies.iter().map(|((case, cache), l)| json!({
                 "lookup": case, "cache": cache, "latencies_ms": millis(l)})).collect::<Vec<_>>(),
+            "cel_rounds": cel_rounds.iter().map(|r| json!({
+                "configuration": r.config.name(), "creates_per_s": r.throughput,
+                "latencies_ms": millis(&r.latencies)})).collect::<Vec<_>>(),
         });
         std::fs::write(&path, serde_json::to_vec(&dump)?)?;
         eprintln!(
@@ -1554,6 +2238,92 @@ fn main() -> Result<()> {
     println!(
         "The HTTP service answered {} requests.",
         lookup.service_requests
+    );
+    println!();
+    println!(
+        "## CEL through the apiserver: 10 rules as ValidatingAdmissionPolicies and as kanon CEL policies ({} concurrent clients, closed loop; {} s measured per round after {} s of warm-up)",
+        settings.cel_clients, settings.cel_round_secs, settings.cel_warmup_secs
+    );
+    println!();
+    println!(
+        "| round | configuration | measured | creates/s | p50 | p90 | p99 | max | admitted (all) | kanon: each policy evaluated | apiserver per create: VAP plugin / webhook plugin | load after |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (i, r) in cel_rounds.iter().enumerate() {
+        let evaluated = match r.evaluations {
+            Some((least, most)) if least == most => format!("{least:.0}"),
+            Some((least, most)) => format!("{least:.0} to {most:.0}"),
+            None => "-".into(),
+        };
+        println!(
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {evaluated} | {} / {} | {} |",
+            i + 1,
+            r.config.name(),
+            r.stats.n,
+            r.throughput,
+            ms(r.stats.p50),
+            ms(r.stats.p90),
+            ms(r.stats.p99),
+            ms(r.stats.max),
+            r.admitted,
+            ms(r.plugin_means[0]),
+            ms(r.plugin_means[1]),
+            r.load
+        );
+    }
+    println!();
+    println!(
+        "| configuration | creates/s: median (rounds) | p50 (all rounds) | p99 (all rounds) |"
+    );
+    println!("|---|---|---|---|");
+    let of = |config: CelConfig| -> Vec<&CelRound> {
+        cel_rounds.iter().filter(|r| r.config == config).collect()
+    };
+    let median_throughput = |config: CelConfig| median(of(config).iter().map(|r| r.throughput));
+    for config in CelConfig::ALL {
+        let rounds = of(config);
+        let latencies: Vec<Duration> = rounds
+            .iter()
+            .flat_map(|r| r.latencies.iter().copied())
+            .collect();
+        let s = stats(&latencies);
+        println!(
+            "| {} | **{:.0}** ({}) | {} | {} |",
+            config.name(),
+            median_throughput(config),
+            rounds
+                .iter()
+                .map(|r| format!("{:.0}", r.throughput))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ms(s.p50),
+            ms(s.p99)
+        );
+    }
+    println!();
+    let per_round = |a: CelConfig, b: CelConfig| -> String {
+        of(a)
+            .iter()
+            .zip(of(b))
+            .map(|(x, y)| format!("{:.2}", x.throughput / y.throughput))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (a, b) in [
+        (CelConfig::KanonCel, CelConfig::Vaps),
+        (CelConfig::KanonCel, CelConfig::NoPolicy),
+        (CelConfig::Vaps, CelConfig::NoPolicy),
+    ] {
+        println!(
+            "{} / {}, creates/s: **{:.2}** (medians; round by round {}).",
+            a.name(),
+            b.name(),
+            median_throughput(a) / median_throughput(b),
+            per_round(a, b)
+        );
+    }
+    println!(
+        "Target (issue 19 §5): kanon with CEL at least 2× the VAPs' creates/s. Every create was admitted and stored; before and after each round, a Pod violating each rule alone was refused by that rule (VAPs, kanon) or admitted (no policy); kanon evaluated each of its policies once per admitted Pod."
     );
     println!();
     let problems: Vec<&str> = kanon_log

@@ -11,6 +11,20 @@ use super::matching::{
 };
 use super::{Binding, CONVERTED_FROM, Converted, PREFIX, Policy, Spec, binding_kind, policy_kind};
 
+/// The variables with a name declared twice written once: kube-apiserver accepts the repeat
+/// and reads the later definition everywhere, which kanon's rules (that refuse a repeat) say by
+/// keeping the later expression at the first one's place.
+fn last_definitions(variables: &[kanon_api::Variable]) -> Vec<kanon_api::Variable> {
+    let mut kept: Vec<kanon_api::Variable> = Vec::with_capacity(variables.len());
+    for variable in variables {
+        match kept.iter_mut().find(|known| known.name == variable.name) {
+            Some(known) => known.expression = variable.expression.clone(),
+            None => kept.push(variable.clone()),
+        }
+    }
+    kept
+}
+
 /// Each item as JSON, as written.
 fn values<T: serde::Serialize>(items: &[T]) -> Vec<Value> {
     items
@@ -217,7 +231,10 @@ pub(super) fn convert_pair(
         }
     };
     put("matchConditions", &match_conditions);
-    put("variables", &values(policy.spec.variables()));
+    put(
+        "variables",
+        &values(&last_definitions(policy.spec.variables())),
+    );
     let kind = if let Spec::Mutating(written) = &policy.spec {
         put("mutations", &values(&written.mutations));
         rule.insert("overriders".into(), json!({"cel": cel}));

@@ -24,6 +24,10 @@ pub const SCENARIOS: &[Scenario] = &[
         "admission_policies::converted_policies_decide_the_same_through_kanons_webhook",
         converted_policies_decide_the_same_through_kanons_webhook,
     ),
+    (
+        "admission_policies::what_the_apiserver_refuses_kanon_refuses_at_the_same_field",
+        what_the_apiserver_refuses_kanon_refuses_at_the_same_field,
+    ),
 ];
 
 /// One case of the suite: the object, the operation, the old object.
@@ -593,5 +597,84 @@ fn converted_policies_decide_the_same_through_kanons_webhook(env: &mut Env) {
             .as_deref()
             .is_some_and(|m| m.contains("ClusterOverridePolicy/"))),
         "{webhook:?}"
+    );
+}
+
+/// `text` without list indexes (`spec.a[0].b` → `spec.a.b`).
+fn without_indexes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_index = false;
+    for character in text.chars() {
+        match character {
+            '[' => in_index = true,
+            ']' if in_index => in_index = false,
+            _ if in_index => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The field paths an apiserver refusal names: `The X "n" is invalid: spec.a[0].b: Invalid value:
+/// ...` (several joined by `, ` inside `[...]`).
+fn refused_fields(message: &str) -> Vec<String> {
+    message
+        .split(char::is_whitespace)
+        .map(|word| word.trim_start_matches('['))
+        .filter(|word| word.starts_with("spec.") && word.ends_with(':'))
+        .map(|word| word.trim_end_matches(':').to_owned())
+        .collect()
+}
+
+fn what_the_apiserver_refuses_kanon_refuses_at_the_same_field(env: &mut Env) {
+    let corpus = repo().join("crates/kanon/tests/e2e/refused-admission-policies");
+    let resource = repo().join("examples/suites/admission-policies/resources/namespaces.yaml");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&corpus)
+        .expect("the corpus")
+        .map(|entry| entry.expect("an entry").path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    let mut differences = Vec::new();
+    for file in &files {
+        let out = env.kubectl(&[
+            "apply",
+            "--dry-run=server",
+            "-f",
+            &file.display().to_string(),
+        ]);
+        let apiserver = text(&out);
+        let kanon = Command::new(env!("CARGO_BIN_EXE_kanon"))
+            .arg("apply")
+            .arg("--policy")
+            .arg(file)
+            .arg("--resource")
+            .arg(&resource)
+            .output()
+            .expect("kanon runs");
+        let kanon_says = String::from_utf8_lossy(&kanon.stderr).into_owned();
+        let fields = refused_fields(&apiserver);
+        // kanon names the field (the apiserver leaves some list indexes out), or its parent
+        // (`spec.paramRef` for `spec.paramRef.name`).
+        let kanon_fields = without_indexes(&kanon_says);
+        let named = fields.iter().map(|f| without_indexes(f)).any(|field| {
+            kanon_fields.contains(&format!("{field}:"))
+                || field
+                    .rsplit_once('.')
+                    .is_some_and(|(parent, _)| kanon_fields.contains(&format!("{parent}:")))
+        });
+        if out.status.success() || kanon.status.code() != Some(2) || fields.is_empty() || !named {
+            differences.push(format!(
+                "{}:\n  apiserver (refused: {}): {apiserver}\n  kanon (exit {:?}): {kanon_says}",
+                file.display(),
+                !out.status.success(),
+                kanon.status.code()
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "kanon and kube-apiserver refuse differently:\n{}",
+        differences.join("\n")
     );
 }

@@ -104,6 +104,7 @@ pub(crate) type CelError = FieldError;
 /// The environment one rule's expressions are compiled in, growing as its variables compile.
 pub(crate) struct RuleEnv {
     env: Env,
+    site: Site,
 }
 
 /// What a field's expression must give.
@@ -129,6 +130,7 @@ impl RuleEnv {
         };
         RuleEnv {
             env: LazyLock::force(env).clone(),
+            site,
         }
     }
 
@@ -140,6 +142,7 @@ impl RuleEnv {
         };
         RuleEnv {
             env: LazyLock::force(env).clone(),
+            site,
         }
     }
 
@@ -174,7 +177,10 @@ impl RuleEnv {
             Expect::Bool => *found == Type::Bool,
             Expect::String => *found == Type::String,
             Expect::StringOrNull => matches!(found, Type::String | Type::Null),
-            Expect::Patches => matches!(found, Type::List(_)),
+            // A list of JSONPatch, as kube-apiserver requires (`[]` alone is `list(dyn)`).
+            Expect::Patches => {
+                *found == Type::List(std::sync::Arc::new(Type::Object("JSONPatch".into())))
+            }
             Expect::ApplyConfiguration => *found == Type::Object("Object".into()),
         };
         if !fits {
@@ -216,10 +222,10 @@ impl RuleEnv {
                 ));
                 continue;
             }
-            if compiled
+            let earlier = compiled
                 .iter()
-                .any(|known: &Named| known.name == variable.name)
-            {
+                .position(|known: &Named| known.name == variable.name);
+            if earlier.is_some() && self.site == Site::KanonRule {
                 errors.push(FieldError::new(
                     format!("{field}.name"),
                     format!("variable `{}` is declared twice", variable.name),
@@ -238,10 +244,16 @@ impl RuleEnv {
             let kind = expression.program.result_type().clone();
             self.env
                 .declare_variable(&format!("variables.{}", variable.name), kind);
-            compiled.push(Named {
+            let named = Named {
                 name: variable.name.clone(),
                 expression,
-            });
+            };
+            match earlier {
+                // kube-apiserver accepts a name declared twice in an admission policy: the
+                // later definition replaces the earlier one for every expression (in its slot).
+                Some(slot) => compiled[slot] = named,
+                None => compiled.push(named),
+            }
         }
         compiled
     }
