@@ -396,6 +396,7 @@ async fn run_validate(
                 } else {
                     verdict.reason
                 });
+                reasons.extend(verdict.more_reasons);
             }
         }
     }

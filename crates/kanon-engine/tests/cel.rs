@@ -203,6 +203,30 @@ fn old_object_and_request_are_the_apiservers() {
 }
 
 #[test]
+fn every_validation_that_fails_has_its_own_message() {
+    let cel = json!({"validations": [
+        {"expression": MEMORY_LIMIT, "message": "needs memory limits"},
+        {"expression": "object.metadata.name == 'web'", "message": "ok"},
+        {"expression": "object.spec.containers.all(c, c.image.startsWith('corp/'))", "message": "images from corp/ only"},
+    ]});
+    let warned = judge(
+        cel_policy("p", cel.clone(), json!({"validationActions": ["Warn"]})),
+        &create(&unlimited_pod()),
+    );
+    assert!(warned.allowed);
+    assert_eq!(
+        warned.warnings,
+        [
+            "ClusterValidatePolicy/p: needs memory limits",
+            "ClusterValidatePolicy/p: images from corp/ only"
+        ]
+    );
+    let denied = judge(cel_policy("p", cel, json!({})), &create(&unlimited_pod()));
+    assert!(!denied.allowed);
+    assert_eq!(denied.messages.len(), 2, "{denied:?}");
+}
+
+#[test]
 fn warn_and_audit_actions_and_audit_annotations() {
     let cel = json!({
         "validations": [{"expression": MEMORY_LIMIT, "message": "needs memory limits"}],

@@ -153,6 +153,7 @@ async fn cel_verdict(
         Some((message, reason)) => Verdict {
             valid: false,
             reason: message,
+            more_reasons: failures.map(|(message, _)| message).collect(),
             warnings: Vec::new(),
             audit_annotations: outcome.audit_annotations,
             status: Some(reason),

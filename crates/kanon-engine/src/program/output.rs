@@ -111,6 +111,7 @@ pub fn verdict_from_output(output: Option<serde_json::Value>) -> Result<Verdict,
     Ok(Verdict {
         valid,
         reason,
+        more_reasons: Vec::new(),
         warnings,
         audit_annotations: Vec::new(),
         status: None,

@@ -7,6 +7,9 @@ pub struct Verdict {
     pub valid: bool,
     /// Why not, when it does not.
     pub reason: String,
+    /// Further reasons, when several checks of the rule failed (a CEL rule's validations, each
+    /// its own message as a ValidatingAdmissionPolicy gives them).
+    pub more_reasons: Vec<String>,
     /// Warnings, whatever the verdict.
     pub warnings: Vec<String>,
     /// Audit annotations the rule writes (a CEL rule's `auditAnnotations`), key and value.

@@ -127,6 +127,7 @@ async fn condition(
     Ok(Verdict {
         valid: false,
         reason: rendered.text,
+        more_reasons: Vec::new(),
         warnings: rendered.warning.into_iter().collect(),
         audit_annotations: Vec::new(),
         status: None,
