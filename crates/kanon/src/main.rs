@@ -82,6 +82,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::ProgramWorker) {
+        end_quietly_on_a_closed_pipe();
+    }
     match cli.command {
         Command::Apply(args) => apply::run(&args),
         Command::Serve(args) => serve::run(&args),
@@ -96,6 +99,17 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    }
+}
+
+/// Restores the default action of SIGPIPE, which Rust's runtime ignores: a command whose reader
+/// goes away (`kanon apply ... | head`) then ends as other command-line tools do, instead of
+/// panicking on a failed print. Not for `serve`, whose writes to closed sockets must fail as
+/// errors, not end the process.
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: called once at start, before any thread exists; only changes a signal's action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

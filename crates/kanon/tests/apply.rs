@@ -513,3 +513,22 @@ fn every_mistake_in_the_examples_is_caught_as_its_header_says() {
     }
     assert!(seen >= 6, "only {seen} mistakes checked");
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_without_a_panic() {
+    // Enough output to fill a pipe, read by nobody.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["apply", "--policy", "examples/policies", "--resource"])
+        .args(std::iter::repeat_n("examples/resources", 40))
+        .args(["--output", "json"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kanon runs");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("kanon ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!out.status.success(), "no output could be written");
+}
