@@ -347,14 +347,19 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
         }
         for qualifier in &attr.qualifiers {
             optional = optional || qualifier.optional;
-            let key = match &qualifier.key {
-                QualKey::Const(key) => Ok(key.clone()),
-                QualKey::Attr(key) => self.resolve(key),
+            // A constant key is read in place, not cloned, on every lookup.
+            let computed;
+            let key: Result<&Value<'a>, EvalError> = match &qualifier.key {
+                QualKey::Const(key) => Ok(key),
+                QualKey::Attr(key) => {
+                    computed = self.resolve(key);
+                    computed.as_ref().map_err(Clone::clone)
+                }
             };
             if optional {
                 // QualifyIfPresent: observed (costed) only when something is found.
                 let key = key?;
-                match lookup(&value, &key, true)? {
+                match lookup(&value, key, true)? {
                     Some(found) => {
                         self.ctx.budget.charge(1)?;
                         value = if qualifier.test {
@@ -368,9 +373,9 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
             } else {
                 let found = key.and_then(|key| {
                     if qualifier.test {
-                        lookup(&value, &key, true).map(|found| Value::Bool(found.is_some()))
+                        lookup(&value, key, true).map(|found| Value::Bool(found.is_some()))
                     } else {
-                        lookup(&value, &key, false).map(|found| found.unwrap_or(Value::Null))
+                        lookup(&value, key, false).map(|found| found.unwrap_or(Value::Null))
                     }
                 });
                 self.charge_unless_cancelled(&found, 1)?;

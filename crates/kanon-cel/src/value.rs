@@ -285,7 +285,7 @@ impl<'a> Map<'a> {
     pub fn get(&self, key: &Value<'a>) -> Option<Value<'a>> {
         match self {
             Map::Json(entries) => match key {
-                Value::String(name) => entries.get(name.as_str()).map(Value::from_json),
+                Value::String(name) => json_get(entries, name.as_str()).map(Value::from_json),
                 _ => None,
             },
             Map::Owned(entries) => match key {
@@ -329,7 +329,7 @@ impl<'a> Map<'a> {
 
     pub fn get_str(&self, name: &str) -> Option<Value<'a>> {
         match self {
-            Map::Json(entries) => entries.get(name).map(Value::from_json),
+            Map::Json(entries) => json_get(entries, name).map(Value::from_json),
             Map::Owned(entries) => entries
                 .get(&Key::String(Str::Owned(Arc::from(name))))
                 .cloned(),
@@ -384,6 +384,18 @@ impl<'a> Map<'a> {
                 .collect(),
         }
     }
+}
+
+/// A JSON object's entry: small objects (most of a Kubernetes object's) are searched in order,
+/// which is faster than hashing the key with the map's SipHash.
+fn json_get<'j>(entries: &'j serde_json::Map<String, Json>, name: &str) -> Option<&'j Json> {
+    if entries.len() <= 8 {
+        return entries
+            .iter()
+            .find(|(key, _)| key.as_str() == name)
+            .map(|(_, value)| value);
+    }
+    entries.get(name)
 }
 
 /// A typed object built by a struct literal: its type name and its fields in the order written.
