@@ -334,18 +334,22 @@ fn merge_lists(
             out.push(value);
         }
     };
+    // The item of this key, both sides merged.
+    let merged = |key: &str| {
+        merge(
+            schema,
+            &list.items,
+            lhs_by_key.get(key).copied(),
+            rhs_by_key.get(key).copied(),
+        )
+    };
     let (mut l, mut r) = (0, 0);
     while l < left.len() || r < right.len() {
         if l < left.len() && r < right.len() {
             let key = lkeys[l].as_str();
             if key == rkeys[r] {
                 merged_rhs.insert(key);
-                push(merge(
-                    schema,
-                    &list.items,
-                    lhs_by_key.get(key).copied(),
-                    rhs_by_key.get(key).copied(),
-                )?);
+                push(merged(key)?);
                 l += 1;
                 r += 1;
                 next_shared = shared.next();
@@ -370,12 +374,7 @@ fn merge_lists(
         if r < right.len() {
             let key = rkeys[r].as_str();
             merged_rhs.insert(key);
-            push(merge(
-                schema,
-                &list.items,
-                lhs_by_key.get(key).copied(),
-                rhs_by_key.get(key).copied(),
-            )?);
+            push(merged(key)?);
             r += 1;
             if next_shared == Some(key) {
                 next_shared = shared.next();

@@ -58,6 +58,16 @@ struct Policy {
     bound: bool,
 }
 
+/// What both kinds of policy have, as written.
+struct Common<'m> {
+    kind: AdmissionKind,
+    name: &'m str,
+    origin: &'m str,
+    failure_policy: Option<&'m str>,
+    match_constraints: Option<&'m MatchResources>,
+    param_kind: Option<&'m ParamKind>,
+}
+
 struct Binding {
     origin: String,
     kind: AdmissionKind,
@@ -155,12 +165,7 @@ impl AdmissionPolicies {
     }
 
     fn add_validating(&mut self, manifest: Manifest<ValidatingPolicySpec>, origin: &str) {
-        let kind = AdmissionKind::ValidatingPolicy;
-        let mut errors = Vec::new();
         let spec = &manifest.spec;
-        let failure_policy = failure_policy(spec.failure_policy.as_deref(), &mut errors);
-        let constraints = constraints(spec.match_constraints.as_ref(), false, &mut errors);
-        check_param_kind(spec.param_kind.as_ref(), &mut errors);
         let written = CelValidation {
             match_conditions: spec.match_conditions.clone(),
             variables: spec.variables.clone(),
@@ -168,73 +173,87 @@ impl AdmissionPolicies {
             audit_annotations: spec.audit_annotations.clone(),
             references: BTreeMap::new(),
         };
-        let rule = crate::language::cel::validate::compile(
-            &written,
-            "spec",
-            Site::AdmissionPolicy,
-            None,
-            &mut errors,
-        );
-        self.keep(
-            kind,
-            manifest.name(),
-            errors,
-            Policy {
-                origin: origin.to_owned(),
-                kind,
-                name: manifest.name().to_owned(),
-                failure_policy,
-                param_kind: spec.param_kind.clone(),
-                constraints,
-                rule: rule.map(|r| Rule::Validating(Arc::new(r))),
-                bound: false,
-            },
-        );
+        let common = Common {
+            kind: AdmissionKind::ValidatingPolicy,
+            name: manifest.name(),
+            origin,
+            failure_policy: spec.failure_policy.as_deref(),
+            match_constraints: spec.match_constraints.as_ref(),
+            param_kind: spec.param_kind.as_ref(),
+        };
+        self.add_policy(common, |errors| {
+            crate::language::cel::validate::compile(
+                &written,
+                "spec",
+                Site::AdmissionPolicy,
+                None,
+                errors,
+            )
+            .map(|r| Rule::Validating(Arc::new(r)))
+        });
     }
 
     fn add_mutating(&mut self, manifest: Manifest<MutatingPolicySpec>, origin: &str) {
-        let kind = AdmissionKind::MutatingPolicy;
-        let mut errors = Vec::new();
         let spec = &manifest.spec;
-        let failure_policy = failure_policy(spec.failure_policy.as_deref(), &mut errors);
-        let constraints = constraints(spec.match_constraints.as_ref(), true, &mut errors);
-        check_param_kind(spec.param_kind.as_ref(), &mut errors);
-        match spec.reinvocation_policy.as_deref() {
-            Some("Never" | "IfNeeded") => {}
-            None => errors.push(FieldError::new("spec.reinvocationPolicy", "is required")),
-            Some(other) => errors.push(FieldError::new(
-                "spec.reinvocationPolicy",
-                format!("unsupported value `{other}`: supported values: Never, IfNeeded"),
-            )),
-        }
         let written = CelMutation {
             match_conditions: spec.match_conditions.clone(),
             variables: spec.variables.clone(),
             mutations: spec.mutations.clone(),
             references: BTreeMap::new(),
         };
-        let rule = crate::language::cel::mutate::compile(
-            &written,
-            "spec",
-            Site::AdmissionPolicy,
-            None,
-            &mut errors,
-        );
-        self.keep(
-            kind,
-            manifest.name(),
-            errors,
-            Policy {
-                origin: origin.to_owned(),
-                kind,
-                name: manifest.name().to_owned(),
-                failure_policy,
-                param_kind: spec.param_kind.clone(),
-                constraints,
-                rule: rule.map(|r| Rule::Mutating(Arc::new(r))),
-                bound: false,
-            },
-        );
+        let common = Common {
+            kind: AdmissionKind::MutatingPolicy,
+            name: manifest.name(),
+            origin,
+            failure_policy: spec.failure_policy.as_deref(),
+            match_constraints: spec.match_constraints.as_ref(),
+            param_kind: spec.param_kind.as_ref(),
+        };
+        let reinvocation = spec.reinvocation_policy.as_deref();
+        self.add_policy(common, |errors| {
+            match reinvocation {
+                Some("Never" | "IfNeeded") => {}
+                None => errors.push(FieldError::new("spec.reinvocationPolicy", "is required")),
+                Some(other) => errors.push(FieldError::new(
+                    "spec.reinvocationPolicy",
+                    format!("unsupported value `{other}`: supported values: Never, IfNeeded"),
+                )),
+            }
+            crate::language::cel::mutate::compile(
+                &written,
+                "spec",
+                Site::AdmissionPolicy,
+                None,
+                errors,
+            )
+            .map(|r| Rule::Mutating(Arc::new(r)))
+        });
+    }
+
+    /// Checks what both kinds of policy have, compiles the rule, and keeps the policy (or its
+    /// problems).
+    fn add_policy(
+        &mut self,
+        common: Common<'_>,
+        rule: impl FnOnce(&mut Vec<FieldError>) -> Option<Rule>,
+    ) {
+        let mut errors = Vec::new();
+        let failure_policy = failure_policy(common.failure_policy, &mut errors);
+        let mutating = common.kind == AdmissionKind::MutatingPolicy;
+        let constraints = constraints(common.match_constraints, mutating, &mut errors);
+        check_param_kind(common.param_kind, &mut errors);
+        let rule = rule(&mut errors);
+        let policy = Policy {
+            origin: common.origin.to_owned(),
+            kind: common.kind,
+            name: common.name.to_owned(),
+            failure_policy,
+            param_kind: common.param_kind.cloned(),
+            constraints,
+            rule,
+            bound: false,
+        };
+        self.keep(common.kind, common.name, errors, policy);
     }
 
     fn keep(&mut self, kind: AdmissionKind, name: &str, errors: Vec<FieldError>, policy: Policy) {

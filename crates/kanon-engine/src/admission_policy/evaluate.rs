@@ -243,6 +243,23 @@ impl Validated {
     }
 }
 
+/// The binding's params for the request; an error is the binding's configuration error, in the
+/// apiserver's words (`failed to configure binding: ...`).
+async fn params(
+    binding: &AdmissionBinding,
+    scope: &Scope<'_, '_>,
+) -> Result<super::params::Collected, RuleError> {
+    let namespace = scope.request.namespace.as_deref().unwrap_or_default();
+    binding
+        .params
+        .collect(scope.evaluation.lookup(), namespace, scope.policy)
+        .await
+        .map_err(|message| RuleError::Reference {
+            field: "spec.paramRef".to_owned(),
+            message: format!("failed to configure binding: {message}"),
+        })
+}
+
 /// JSON as Go's `encoding/json` writes it: `<`, `>`, `&`, U+2028 and U+2029 escaped (they only
 /// occur inside strings).
 fn go_json(json: &str) -> String {
@@ -271,19 +288,10 @@ pub(crate) async fn validate(
     let fail = failure_policy == FailurePolicy::Fail;
     let mut out = Validated::default();
     let request = scope.request;
-    let namespace = request.namespace.as_deref().unwrap_or_default();
-    let params = binding
-        .params
-        .collect(scope.evaluation.lookup(), namespace, scope.policy)
-        .await;
-    let params = match params {
+    let params = match params(binding, scope).await {
         Ok(params) => params,
-        Err(message) => {
-            let message = format!("failed to configure binding: {message}");
-            let error = RuleError::Reference {
-                field: "spec.paramRef".to_owned(),
-                message: message.clone(),
-            };
+        Err(error) => {
+            let message = kube_words(&error);
             out.configuration_error(binding, fail, error, message);
             return out;
         }
@@ -392,22 +400,10 @@ pub(crate) async fn mutate(
             binding.policy, binding.binding
         )
     };
-    let namespace = request.namespace.as_deref().unwrap_or_default();
-    let params = binding
-        .params
-        .collect(scope.evaluation.lookup(), namespace, scope.policy)
-        .await;
-    let params = match params {
+    let params = match params(binding, scope).await {
         Ok(params) => params,
-        Err(message) => {
-            let message = format!("failed to configure binding: {message}");
-            out.errors.push((
-                denied(&message),
-                RuleError::Reference {
-                    field: "spec.paramRef".to_owned(),
-                    message,
-                },
-            ));
+        Err(error) => {
+            out.errors.push((denied(&kube_words(&error)), error));
             return out;
         }
     };
