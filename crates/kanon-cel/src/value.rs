@@ -406,6 +406,51 @@ pub struct Object<'a> {
 }
 
 impl<'a> Value<'a> {
+    /// About how many values this one holds that it owns (what it reads in place from JSON is
+    /// not counted): one per list item, map entry and object field, one per 32 bytes of string.
+    /// Shared parts count each time they are reached (an over-estimate), and counting stops
+    /// once past `limit`, so it takes at most about `limit` steps whatever the value.
+    pub fn owned_size(&self, limit: usize) -> usize {
+        enum Work<'v, 'a> {
+            Value(&'v Value<'a>),
+            List(&'v List<'a>),
+        }
+        let mut total = 0usize;
+        let mut stack = vec![Work::Value(self)];
+        while let Some(work) = stack.pop() {
+            if total > limit {
+                break;
+            }
+            match work {
+                Work::List(List::Json(_)) => {}
+                Work::List(List::Owned(items)) => {
+                    total += items.len();
+                    stack.extend(items.iter().map(Work::Value));
+                }
+                Work::List(List::Concat(concat)) => {
+                    stack.push(Work::List(&concat.first));
+                    stack.push(Work::List(&concat.second));
+                }
+                Work::Value(value) => match value {
+                    Value::String(Str::Owned(text)) => total += text.len() / 32 + 1,
+                    Value::Bytes(bytes) => total += bytes.len() / 32 + 1,
+                    Value::List(list) => stack.push(Work::List(list)),
+                    Value::Map(Map::Owned(entries)) => {
+                        total += entries.len();
+                        stack.extend(entries.values().map(Work::Value));
+                    }
+                    Value::Optional(Some(inner)) => stack.push(Work::Value(inner)),
+                    Value::Object(object) => {
+                        total += object.fields.len();
+                        stack.extend(object.fields.values().map(Work::Value));
+                    }
+                    _ => {}
+                },
+            }
+        }
+        total
+    }
+
     /// A JSON document as a CEL value, read in place. Numbers that fit an int are ints, others
     /// doubles (as kube-apiserver decodes unstructured objects).
     pub fn from_json(json: &'a Json) -> Value<'a> {

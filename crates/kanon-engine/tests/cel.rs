@@ -321,6 +321,37 @@ fn expressions_are_checked_when_written_by_field_path() {
 }
 
 #[test]
+fn what_a_rules_variables_hold_together_is_bounded() {
+    // Each variable fits the per-call cost limit, and all of them the rule's budget, but
+    // together they would hold some 100 MiB: the third one is refused.
+    let variables: Vec<Value> = (0..4)
+        .map(|i| json!({"name": format!("r{i}"), "expression": "lists.range(900000)"}))
+        .collect();
+    let validations: Vec<Value> = (0..4)
+        .map(|i| json!({"expression": format!("variables.r{i}.size() > 0")}))
+        .collect();
+    let cel = json!({"variables": variables, "validations": validations});
+    let decision = judge(cel_policy("p", cel, json!({})), &create(&limited_pod()));
+    assert!(!decision.allowed);
+    assert!(
+        decision.messages[0].ends_with(
+            "resulted in error: the rule's variables hold more than 2000000 values (kanon's bound on one rule's memory)"
+        ),
+        "{decision:?}"
+    );
+    // Two of them are fine.
+    let variables: Vec<Value> = (0..2)
+        .map(|i| json!({"name": format!("r{i}"), "expression": "lists.range(900000)"}))
+        .collect();
+    let validations: Vec<Value> = (0..2)
+        .map(|i| json!({"expression": format!("variables.r{i}.size() > 0")}))
+        .collect();
+    let cel = json!({"variables": variables, "validations": validations});
+    let decision = judge(cel_policy("p", cel, json!({})), &create(&limited_pod()));
+    assert!(decision.allowed, "{decision:?}");
+}
+
+#[test]
 fn a_rule_that_runs_too_long_ends_at_its_cost_bound() {
     let nested = "[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, \
         [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, [1,2,3,4,5,6,7,8,9,10].all(f, a + b + c + d + e + f > 0))))))";

@@ -11,6 +11,9 @@ pub(crate) struct RuleActivation<'v, 'a> {
     base: [Value<'a>; BASE_VARIABLES.len()],
     variables: &'v [Named],
     computed: Vec<Option<Result<Value<'a>, EvalError>>>,
+    /// What the computed variables hold ([`Value::owned_size`]), against
+    /// [`super::VARIABLE_VALUES_LIMIT`].
+    held: usize,
 }
 
 impl<'v, 'a> RuleActivation<'v, 'a> {
@@ -21,6 +24,7 @@ impl<'v, 'a> RuleActivation<'v, 'a> {
             base,
             variables,
             computed: vec![None; variables.len()],
+            held: 0,
         }
     }
 }
@@ -39,7 +43,20 @@ impl<'a> Activation<'a> for RuleActivation<'_, 'a> {
         };
         let program = variable.expression.program.clone();
         // Its cost is the reading expression's, as in kube-apiserver.
-        let value = program.eval_with(self, budget);
+        let mut value = program.eval_with(self, budget);
+        // Kept until the rule ends: within the cost budget a rule's variables could hold
+        // hundreds of MiB, so what they hold together is bounded too (beyond kube-apiserver).
+        if let Ok(computed) = &value {
+            let limit = super::VARIABLE_VALUES_LIMIT;
+            self.held = self
+                .held
+                .saturating_add(computed.owned_size(limit.saturating_sub(self.held)));
+            if self.held > limit {
+                value = Err(EvalError::Invalid(format!(
+                    "the rule's variables hold more than {limit} values (kanon's bound on one rule's memory)"
+                )));
+            }
+        }
         if let Some(slot) = self.computed.get_mut(index) {
             *slot = Some(value.clone());
         }

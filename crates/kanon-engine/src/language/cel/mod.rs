@@ -23,6 +23,11 @@ use kanon_cel::EvalError;
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
 /// kube-apiserver's budget for all expressions of one policy on one request.
 pub const PER_EVALUATION_LIMIT: u64 = 10_000_000;
+/// How many values (list items, map entries, 32-byte pieces of strings) one rule's variables may
+/// hold together on one request: about 64 MiB. kube-apiserver has no such bound; within its cost
+/// budget alone, a rule's variables can hold some 300 MiB (measured), which a few concurrent
+/// reviews would multiply past a webhook's memory limit.
+pub const VARIABLE_VALUES_LIMIT: usize = 2_000_000;
 /// Longest message a `messageExpression` may give; longer is cut (kube-apiserver: 5 KiB).
 pub const MESSAGE_LIMIT: usize = 5 * 1024;
 
