@@ -31,6 +31,10 @@ pub(crate) struct Ctx {
     pub(crate) port: u16,
     pub(crate) stderr: PathBuf,
     pub(crate) bodies: Arc<Bodies>,
+    /// The kanon under attack, for `kanon apply`.
+    pub(crate) bin: PathBuf,
+    /// `--max-concurrent-reviews`, as given or by default.
+    pub(crate) evaluation_slots: usize,
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
 }
@@ -564,5 +568,7 @@ pub(crate) async fn attack(attack: Attack, ctx: Arc<Ctx>) -> Result<String> {
             flood(ctx, 500, spec, "partial ClientHellos").await
         }
         Attack::Slowloris => slowloris(ctx).await,
+        Attack::CelHarmless => crate::cel::run(ctx, false).await,
+        Attack::CelHostile => crate::cel::run(ctx, true).await,
     }
 }

@@ -36,6 +36,7 @@ impl Kanon {
         let policies = dir.path().join("policies");
         std::fs::create_dir(&policies)?;
         std::fs::write(policies.join("never-denies.yaml"), POLICY)?;
+        crate::cel::add_policies(attack, &policies)?;
         let (port, metrics_port) = (free_port()?, free_port()?);
         let stderr = dir.path().join("kanon.stderr");
         let mut command = Command::new(&settings.bin);

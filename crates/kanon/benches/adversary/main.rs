@@ -31,8 +31,14 @@
 //! | `idle-flood` | 2,000 idle TCP connections |
 //! | `half-handshake` | 500 connections that send part of a ClientHello and stop |
 //! | `slowloris` | 200 TLS connections sending a request head one byte per second |
+//! | `cel-harmless` | six small CEL rules on labelled Pods; 16 clients send such Pods back to back for 20 s |
+//! | `cel-hostile` | the same rules made hostile (nested comprehensions, strings doubled in a loop, a regex over 1 MiB, a regex past RE2's size, a 240-deep literal, 12 variables of `lists.range(900000)`); see `cel.rs` |
 //!
-//! Run: `cargo bench -p kanon --bench adversary` (about 3½ minutes), or
+//! The last two are not attacks on the port but a policy author's worst: kanon's memory while
+//! every review's CEL rules run to their bounds, next to the same load with harmless rules
+//! (`KANON_ADVERSARY_ATTACKS=cel-harmless,cel-hostile` runs only them).
+//!
+//! Run: `cargo bench -p kanon --bench adversary` (about 4½ minutes), or
 //! `scripts/adversary-bench.sh`. Environment:
 //!
 //! - `KANON_BIN`: the kanon to attack (default: the release build that `cargo bench` made
@@ -45,6 +51,7 @@
 //! - `KANON_ADVERSARY_SECONDS`: one duration for every attack (to check the bench itself);
 //! - `KANON_ADVERSARY_KEEP_LOGS=DIR`: copy kanon's standard error there, one file per attack.
 mod attacks;
+mod cel;
 mod http;
 mod kanon;
 mod legit;
@@ -108,9 +115,11 @@ enum Attack {
     IdleFlood,
     HalfHandshake,
     Slowloris,
+    CelHarmless,
+    CelHostile,
 }
 
-const ATTACKS: [Attack; 12] = [
+const ATTACKS: [Attack; 14] = [
     Attack::BigArray,
     Attack::DribbleLongTimeout,
     Attack::StalledBodies,
@@ -123,6 +132,8 @@ const ATTACKS: [Attack; 12] = [
     Attack::IdleFlood,
     Attack::HalfHandshake,
     Attack::Slowloris,
+    Attack::CelHarmless,
+    Attack::CelHostile,
 ];
 
 impl Attack {
@@ -140,6 +151,8 @@ impl Attack {
             Attack::IdleFlood => "idle-flood",
             Attack::HalfHandshake => "half-handshake",
             Attack::Slowloris => "slowloris",
+            Attack::CelHarmless => "cel-harmless",
+            Attack::CelHostile => "cel-hostile",
         }
     }
 
@@ -154,6 +167,7 @@ impl Attack {
             // Opening 2,000 takes some seconds (kanon's accept queue overflows and SYNs are
             // retried): the last ones must still reach the 10 s header timeout.
             Attack::IdleFlood => 18,
+            Attack::CelHarmless | Attack::CelHostile => 20,
             Attack::StalledBodies
             | Attack::StalledBodiesDefault
             | Attack::FdExhaustion
@@ -232,6 +246,23 @@ impl Settings {
 
     fn duration(&self, attack: Attack) -> Duration {
         Duration::from_secs(self.seconds.unwrap_or(attack.seconds()))
+    }
+
+    /// kanon's evaluation slots: `--max-concurrent-reviews` when given, else its default
+    /// (twice the CPUs, at least 2).
+    fn evaluation_slots(&self) -> usize {
+        let args = &self.extra_args;
+        let given = args.iter().enumerate().find_map(|(i, a)| {
+            match a.strip_prefix("--max-concurrent-reviews") {
+                Some("") => args.get(i + 1)?.parse().ok(),
+                Some(rest) => rest.strip_prefix('=')?.parse().ok(),
+                None => None,
+            }
+        });
+        given.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+            (cpus * 2).max(2)
+        })
     }
 }
 
@@ -404,6 +435,8 @@ async fn measure(
         port: kanon.port,
         stderr: kanon.stderr.clone(),
         bodies: bodies.clone(),
+        bin: settings.bin.clone(),
+        evaluation_slots: settings.evaluation_slots(),
         started,
         deadline,
     });
