@@ -90,7 +90,7 @@ fuzz_target!(|data: &[u8]| {
                 "validateRules": [{"program": source}],
             },
         }),
-           // A condition that denies, so its message is rendered.
+        // A condition that denies, so its message is rendered.
         ProgramKind::Message => json!({
             "apiVersion": api, "kind": "ClusterValidatePolicy", "metadata": {"name": "fuzz"},
             "spec": {

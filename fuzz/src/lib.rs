@@ -442,10 +442,24 @@ pub mod policies {
         check_documents(&documents);
     }
 
-    /// Compiles every document (every kind) and evaluates the ones that decode on a few
-    /// objects, as mutation, validation and both.
+    /// Compiles every document (every kind, Kubernetes' admission policies and their bindings
+    /// included) and evaluates the ones that decode on a few objects, as mutation, validation
+    /// and both.
     pub fn check_documents(documents: &[Value]) {
         let mut compiled = Vec::new();
+        let mut admission = kanon_engine::AdmissionPolicies::new();
+        for document in documents
+            .iter()
+            .filter(|d| kanon_engine::admission_kind_of(d).is_some())
+        {
+            admission.add(document);
+        }
+        match admission.compile() {
+            Ok(bound) => compiled.extend(bound.into_iter().map(Arc::new)),
+            Err(problems) => {
+                let _ = problems.join("\n");
+            }
+        }
         for document in documents {
             let _ = policy_kind_of(document);
             if let Err(e) = compile_document(document) {
