@@ -19,12 +19,13 @@
 //! The hostile rules end at their bounds: kube-apiserver's per-call cost limit (`operation
 //! cancelled: actual cost limit exceeded`; the cost is charged before the call that would pass
 //! it, so the string that would pass it is never made), the regular expression's compiled size
-//! (`error parsing regexp: expression too large`), and kanon's bound on what one rule's
-//! variables hold together (`the rule's variables hold more than 2000000 values`): without it,
-//! 11 of the 12 variables would fit in the rule's cost budget of 10,000,000 units and all be kept
-//! until the rule ends, some 300 MiB per review (a list element costs one unit and takes about
-//! 32 bytes: of what the meter counts, the most memory per unit; strings take 10 bytes per
-//! unit); with it, the third variable ends the rule.
+//! (`error parsing regexp: expression too large`), and the rule's budget of 10,000,000 units
+//! (`validation failed due to running out of cost budget`), which 11 of the 12 variables fit in.
+//! Kept until the rule ends, they would hold some 300 MiB per review (a list element costs one
+//! unit and takes about 32 bytes: of what the meter counts, the most memory per unit; strings
+//! take 10 bytes per unit); kanon's bound on what one rule's variables hold together (2,000,000
+//! values) refuses the third, and those after it are dropped as they are made, so the rule
+//! holds two while it runs out of budget.
 //! `cel-hostile` also measures that: one review through `kanon apply` with the hostile rules and
 //! with the harmless ones, the difference of their peak RSS (`wait4`) being what one review can
 //! hold, to set against the evaluation slots (`--max-concurrent-reviews`) times it.
@@ -54,6 +55,7 @@ const LABEL: &str = "kanon-adversary";
 enum End {
     CostLimit,
     RegexSize,
+    CostBudget,
     /// kanon's bound on what one rule's variables hold together.
     VariablesHeld,
     Deadline,
@@ -68,6 +70,8 @@ impl End {
             End::CostLimit
         } else if text.contains("expression too large") {
             End::RegexSize
+        } else if text.contains("running out of cost budget") {
+            End::CostBudget
         } else if text.contains("the rule's variables hold more than") {
             End::VariablesHeld
         } else if text.contains("operation interrupted") || text.contains("deadline") {
@@ -81,6 +85,7 @@ impl End {
         match self {
             End::CostLimit => "cost limit",
             End::RegexSize => "regex size",
+            End::CostBudget => "cost budget",
             End::VariablesHeld => "variables held",
             End::Deadline => "deadline",
             End::Other => "other",
@@ -166,7 +171,7 @@ fn rules(hostile: bool) -> Vec<Rule> {
         ),
         Rule {
             name: "cel-budget",
-            bound: End::VariablesHeld,
+            bound: End::CostBudget,
             variables: (0..variables)
                 .map(|i| (format!("r{i}"), range.clone()))
                 .collect(),
