@@ -1,5 +1,6 @@
 //! kanon in a real cluster: what it costs a Pod create, how fast a policy change takes effect,
-//! and what a lookup costs a review, cache hit and miss.
+//! what a lookup costs a review, cache hit and miss, and kanon's CEL rules against the same rules
+//! as ValidatingAdmissionPolicies.
 //!
 //! Starts etcd, kube-apiserver and kube-controller-manager 1.35 on 127.0.0.1
 //! (`kanon-control-plane`), installs `crds/`, runs `kanon serve --kubeconfig ...` (this
@@ -22,10 +23,25 @@
 //!    HTTP service in this process), or from a constant (no lookup). Each is sent to a kanon
 //!    with the default caches (`--object-cache-ttl-ms 5000`, `--http-cache-ttl-ms 10000`: hits
 //!    after the first) and to a second kanon with both at 0 (every lookup a miss).
+//! 4. **CEL through the apiserver** (issue 19 §5): 10 CEL rules that all hold for the bench Pod
+//!    (memory and CPU limits, memory at most 1Gi, image registry and tag, a `team` label, no
+//!    host namespaces, runAsNonRoot, no privilege escalation, no hostPath), each written once as
+//!    a ValidatingAdmissionPolicy with its binding (the apiserver's own CEL) and once as a kanon
+//!    ClusterValidatePolicy with `cel.validations` behind kanon's validating webhook; Pod CREATEs
+//!    in a namespace of their own. Three configurations alternate (no policy, the 10 VAPs,
+//!    kanon's webhook with its 10 policies; the order rotated every round): in each, N clients
+//!    (`KANON_BENCH_CEL_CLIENTS`, default 8) create Pods in a closed loop, each the next as soon
+//!    as the previous is answered, which gives the throughput at saturation (creates/s) and the
+//!    latency at that load. Before and after each round a Pod violating each rule alone is
+//!    refused by that rule (or, without policies, admitted); every create must be admitted and
+//!    stored, and kanon must have evaluated each of its policies once per Pod.
 //!
-//! Run: `cargo bench -p kanon --bench cluster` (about 3 minutes; results in BENCHMARKS.md), or
+//! Run: `cargo bench -p kanon --bench cluster` (about 7.5 minutes; results in BENCHMARKS.md), or
 //! `cargo bench -p kanon --bench cluster -- --quick` (or `KANON_BENCH_QUICK=1`) for a short run.
-//! `KANON_BENCH_DUMP=FILE` also writes every sample (milliseconds) to FILE as JSON.
+//! `KANON_BENCH_DUMP=FILE` also writes every sample (milliseconds) to FILE as JSON;
+//! `KANON_BENCH_CEL_CLIENTS=N` sets part 4's concurrent clients (default 8);
+//! `KANON_BENCH_APISERVER_PROFILE=DIR` writes kube-apiserver's CPU profile of each part-4 round
+//! to DIR.
 //! The first run of the control plane's toolchain builds it (see the README).
 
 use std::collections::BTreeMap;
@@ -56,7 +72,7 @@ const MATCHING: usize = 10;
 const COPS: usize = 100;
 
 /// Part 4's concurrent clients, unless `KANON_BENCH_CEL_CLIENTS` says otherwise.
-const CEL_CLIENTS: usize = 16;
+const CEL_CLIENTS: usize = 8;
 
 /// How long and how hard each part runs.
 struct Settings {
@@ -1735,6 +1751,47 @@ fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
+/// The processes whose CPU time part 4 reports, in its tables' order.
+const CPU_PROCESSES: [&str; 5] = [
+    "kube-apiserver",
+    "etcd",
+    "kube-controller-manager",
+    "kanon",
+    "bench client",
+];
+
+/// CPU time (user + system) of a process so far, from `/proc/<pid>/stat` (zero if gone).
+fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's closing parenthesis: field 3 (state) first; utime and stime are
+    // fields 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf(3) has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Duration::from_secs_f64(ticks as f64 / hz)
+}
+
+/// The CPU time so far of each of [`CPU_PROCESSES`] (the bench client is this process).
+fn cpu_times(world: &World) -> [Duration; 5] {
+    let mut pids = world.control_plane().pids();
+    if let Some(child) = world.kanon.as_ref().and_then(|k| k.child.as_ref()) {
+        pids.push(("kanon", child.id()));
+    }
+    pids.push(("bench client", std::process::id()));
+    CPU_PROCESSES.map(|name| {
+        pids.iter()
+            .find(|(n, _)| *n == name)
+            .map_or(Duration::ZERO, |&(_, pid)| process_cpu(pid))
+    })
+}
+
 /// One create of the closed loop: when it started (from the loop's start), how long it took,
 /// and the apiserver's refusal if it was not admitted.
 struct Timed {
@@ -1812,6 +1869,10 @@ struct CelRound {
     /// The apiserver's mean time per admitted CREATE in its `ValidatingAdmissionPolicy` and
     /// `ValidatingAdmissionWebhook` plugins during the round.
     plugin_means: [Duration; 2],
+    /// CPU time per admitted Pod of each of [`CPU_PROCESSES`] over the round (warm-up
+    /// included), and the share of the machine's CPUs all of them used.
+    cpu_per_create: [Duration; 5],
+    cpu_share: f64,
     load: String,
 }
 
@@ -1826,6 +1887,27 @@ fn cel_round(
     let window = Duration::from_secs(settings.cel_round_secs.into());
     let before = world.kanon_cel_evaluations()?;
     let plugins_before = world.validating_plugins()?;
+    // `KANON_BENCH_APISERVER_PROFILE=DIR`: kube-apiserver's CPU profile over the measured
+    // window, to DIR/cel-round-<n>-<configuration>.pprof (`go tool pprof -top FILE`).
+    let profile = std::env::var_os("KANON_BENCH_APISERVER_PROFILE").map(|dir| {
+        let mut kubectl = world.control_plane().kubectl();
+        kubectl.args([
+            "get",
+            "--raw",
+            &format!("/debug/pprof/profile?seconds={}", settings.cel_round_secs),
+        ]);
+        let slug = config.name().replace([' ', ','], "-").replace("--", "-");
+        let path = Path::new(&dir).join(format!("cel-round-{number}-{slug}.pprof"));
+        std::thread::spawn(move || -> Result<PathBuf> {
+            std::thread::sleep(warmup);
+            let out = kubectl.output()?;
+            ensure!(out.status.success(), "the profile: {}", text(&out));
+            std::fs::write(&path, &out.stdout)?;
+            Ok(path)
+        })
+    });
+    let cpu_before = cpu_times(world);
+    let began = Instant::now();
     let creates = world.runtime.block_on(creates_closed_loop(
         world.pods(CEL_NS),
         pod,
@@ -1833,7 +1915,16 @@ fn cel_round(
         settings.cel_clients,
         warmup + window,
     ));
+    let wall = began.elapsed();
+    let cpu_after = cpu_times(world);
     let load = load_average();
+    if let Some(profile) = profile {
+        match profile.join() {
+            Ok(Ok(path)) => eprintln!("bench: kube-apiserver's profile in {}", path.display()),
+            Ok(Err(error)) => eprintln!("bench: kube-apiserver's profile: {error:#}"),
+            Err(_) => eprintln!("bench: kube-apiserver's profile: the thread panicked"),
+        }
+    }
     let after = world.kanon_cel_evaluations()?;
     let plugins_after = world.validating_plugins()?;
     let errors: Vec<&String> = creates.iter().filter_map(|c| c.error.as_ref()).collect();
@@ -1884,6 +1975,11 @@ fn cel_round(
         let most = deltas.iter().copied().fold(0.0, f64::max);
         (least, most)
     });
+    let cpu_used: [Duration; 5] =
+        std::array::from_fn(|i| cpu_after[i].saturating_sub(cpu_before[i]));
+    let cpu_per_create = cpu_used.map(|d| d / admitted.max(1) as u32);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let cpu_share = cpu_used.iter().sum::<Duration>().as_secs_f64() / wall.as_secs_f64() / cpus;
     let plugin_means = [0, 1].map(|i| {
         let (calls, seconds) = (
             plugins_after[i].0 - plugins_before[i].0,
@@ -1911,6 +2007,8 @@ fn cel_round(
         admitted,
         evaluations,
         plugin_means,
+        cpu_per_create,
+        cpu_share,
         load,
     })
 }
@@ -2298,6 +2396,36 @@ fn main() -> Result<()> {
                 .join(", "),
             ms(s.p50),
             ms(s.p99)
+        );
+    }
+    println!();
+    println!(
+        "CPU time per admitted Pod (median over the rounds), from /proc/<pid>/stat over each round:"
+    );
+    println!();
+    println!(
+        "| configuration | {} | all | share of the {} CPUs used |",
+        CPU_PROCESSES.join(" | "),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!("|---|{}---|---|", "---|".repeat(CPU_PROCESSES.len()));
+    for config in CelConfig::ALL {
+        let rounds = of(config);
+        let column = |i: usize| median(rounds.iter().map(|r| r.cpu_per_create[i].as_secs_f64()));
+        let all = median(
+            rounds
+                .iter()
+                .map(|r| r.cpu_per_create.iter().sum::<Duration>().as_secs_f64()),
+        );
+        println!(
+            "| {} | {} | {:.3} ms | {:.0}% |",
+            config.name(),
+            (0..CPU_PROCESSES.len())
+                .map(|i| format!("{:.3} ms", column(i) * 1e3))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            all * 1e3,
+            median(rounds.iter().map(|r| r.cpu_share)) * 100.0
         );
     }
     println!();
