@@ -2,7 +2,6 @@
 //! reports in its table row.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -13,31 +12,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep, sleep_until, timeout, timeout_at};
-use tokio_rustls::TlsConnector;
 
-use crate::http::{
-    Endpoint, Response, Stream, answer_text, exchange, get, tcp_connect, tls_handshake,
-};
+use crate::ctx::{Ctx, secs};
+use crate::http::{Response, Stream, answer_text, exchange, get, tcp_connect, tls_handshake};
 use crate::kanon::stderr_lines;
-use crate::reviews::Bodies;
 use crate::sampler::kanon_side_open;
 use crate::{Attack, FD_LIMIT, MAX_BODY, STALLED_SENT, percentile};
-
-/// What an attack works with.
-pub(crate) struct Ctx {
-    pub(crate) webhook: Endpoint,
-    pub(crate) metrics: Endpoint,
-    pub(crate) tls: TlsConnector,
-    pub(crate) port: u16,
-    pub(crate) stderr: PathBuf,
-    pub(crate) bodies: Arc<Bodies>,
-    /// The kanon under attack, for `kanon apply`.
-    pub(crate) bin: PathBuf,
-    /// `--max-concurrent-reviews`, as given or by default.
-    pub(crate) evaluation_slots: usize,
-    pub(crate) started: Instant,
-    pub(crate) deadline: Instant,
-}
 
 /// A connection held open by an attack.
 struct HoldSpec {
@@ -167,10 +147,6 @@ async fn hold_many(
         }
     }
     held
-}
-
-pub(crate) fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
 }
 
 fn mib(bytes: usize) -> String {

@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout_at};
 
-use crate::attacks::{Ctx, secs};
+use crate::ctx::{Ctx, secs};
 use crate::http::exchange;
 use crate::{Attack, ms, percentile};
 

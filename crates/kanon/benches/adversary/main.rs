@@ -52,6 +52,7 @@
 //! - `KANON_ADVERSARY_KEEP_LOGS=DIR`: copy kanon's standard error there, one file per attack.
 mod attacks;
 mod cel;
+mod ctx;
 mod http;
 mod kanon;
 mod legit;
@@ -70,7 +71,8 @@ use serde_json::Value;
 use tokio::time::{Instant, sleep, sleep_until, timeout_at};
 use tokio_rustls::TlsConnector;
 
-use crate::attacks::{Ctx, attack, secs};
+use crate::attacks::attack;
+use crate::ctx::{Ctx, secs};
 use crate::http::{Endpoint, tls_connector};
 use crate::kanon::Kanon;
 use crate::legit::{Clients, Got, Legit, Sample};
