@@ -262,6 +262,14 @@ impl<T: Lookup + ?Sized> Lookup for Arc<T> {
     }
 }
 
+/// The kinds `lookup` knows (in a cluster, custom kinds too), else the built-in ones: what an
+/// evaluation resolves a kind's schema or scope by.
+pub(crate) fn kinds_of(lookup: &dyn Lookup) -> Option<kanon_schema::Kinds> {
+    lookup
+        .kinds()
+        .or_else(|| kanon_schema::Kinds::builtin().ok())
+}
+
 /// A future that is already resolved, as a [`LookupFuture`].
 pub fn ready<'a, T: Send + 'a>(result: Result<T, LookupError>) -> LookupFuture<'a, T> {
     Box::pin(std::future::ready(result))

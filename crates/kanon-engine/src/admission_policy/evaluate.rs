@@ -87,10 +87,7 @@ impl AdmissionBinding {
 /// What matching reads of the request: its resource from the review (offline: from the kind).
 fn attributes<'a>(request: &'a Request, object: &'a Value) -> Attributes<'a> {
     let text = |pointer: &str| request.info.pointer(pointer).and_then(Value::as_str);
-    let (group, version) = request
-        .api_version
-        .split_once('/')
-        .unwrap_or(("", request.api_version.as_str()));
+    let (group, version) = crate::request::group_version(&request.api_version);
     let (object, old_object) = match request.operation {
         Operation::Delete => (NULL, request.old_object.as_ref().unwrap_or(object)),
         _ => (object, request.old_object.as_ref().unwrap_or(NULL)),
@@ -412,12 +409,9 @@ pub(crate) async fn mutate(
     let interrupted = move || evaluation.deadline_passed();
     for param in &params {
         let inputs = inputs(request, NULL, namespace_object.as_deref(), param.as_deref());
-        let kinds = crate::language::object_kinds(scope);
-        let object_type = kinds
-            .as_ref()
-            .and_then(|kinds| crate::language::object_type(kinds, working));
+        let lookup = scope.evaluation.lookup();
         let outcome = rule.apply_each(inputs, working, &interrupted, |working, change, field| {
-            apply_change(working, change, field, object_type, changes, "JSON Patch: ")
+            apply_change(working, change, field, lookup, changes, "JSON Patch: ")
         });
         out.applied += outcome.applied;
         for error in outcome.errors {

@@ -173,10 +173,7 @@ fn describe(kind: &ParamKind) -> String {
 
 /// Whether the kind is namespaced, when the lookup's kinds (or the built-in ones) know it.
 fn scope_of(lookup: &dyn Lookup, kind: &ParamKind) -> Option<bool> {
-    let kinds = lookup
-        .kinds()
-        .or_else(|| kanon_schema::Kinds::builtin().ok())?;
-    kinds
+    crate::lookup::kinds_of(lookup)?
         .kind(&kind.api_version, &kind.kind)
         .map(|known| known.kind.namespaced)
 }

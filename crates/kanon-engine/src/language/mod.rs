@@ -173,31 +173,10 @@ async fn apply_cel(
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let inputs = cel_inputs(scope, &data, &Value::Null);
-    let kinds = object_kinds(scope);
-    let object_type = kinds.as_ref().and_then(|kinds| object_type(kinds, working));
+    let lookup = scope.evaluation.lookup();
     rule.apply(inputs, working, &interrupted, |working, change, field| {
-        cel::mutate::apply_change(working, change, field, object_type, changes, "")
+        cel::mutate::apply_change(working, change, field, lookup, changes, "")
     })
-}
-
-/// The kinds an apply configuration is merged by: the lookup's (in a cluster, custom kinds
-/// too), else the built-in ones.
-pub(crate) fn object_kinds(scope: &Scope<'_, '_>) -> Option<kanon_schema::Kinds> {
-    scope
-        .evaluation
-        .lookup()
-        .kinds()
-        .or_else(|| kanon_schema::Kinds::builtin().ok())
-}
-
-/// The schema and root type of `object`'s kind, when `kinds` know it.
-pub(crate) fn object_type<'k>(
-    kinds: &'k kanon_schema::Kinds,
-    object: &Value,
-) -> Option<(&'k kanon_schema::Schema, &'k kanon_schema::Type)> {
-    let text = |key: &str| object.get(key).and_then(Value::as_str);
-    let known = kinds.kind(text("apiVersion")?, text("kind")?)?;
-    Some((known.schema, known.schema.root_type(known.kind)?))
 }
 
 /// Applies a rule's plaintext operations to `working` in one atomic step, each recorded in

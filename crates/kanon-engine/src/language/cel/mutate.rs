@@ -289,14 +289,15 @@ fn type_names(value: &Value<'_>, path: &mut Vec<String>, mismatches: &mut Vec<St
 }
 
 /// Applies one mutation's change to `working`, each operation recorded in `changes` before it
-/// applies; an apply configuration is merged by `object_type` (the working object's schema) and
-/// applied as the operations from the object to the merge. `words` prefixes a patch that does not
-/// apply (`JSON Patch: ` for an admission policy, as the apiserver says).
+/// applies; an apply configuration is merged by the working object's schema (from `lookup`'s
+/// kinds, read only then) and applied as the operations from the object to the merge. `words`
+/// prefixes a patch that does not apply (`JSON Patch: ` for an admission policy, as the
+/// apiserver says).
 pub(crate) fn apply_change(
     working: &mut Json,
     change: Change,
     field: &str,
-    object_type: Option<(&kanon_schema::Schema, &kanon_schema::Type)>,
+    lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
     words: &str,
 ) -> Result<(), PatchFailure> {
@@ -310,7 +311,9 @@ pub(crate) fn apply_change(
                     message,
                 },
             };
-            let Some((schema, root)) = object_type else {
+            let kinds = crate::lookup::kinds_of(lookup);
+            let Some((schema, root)) = kinds.as_ref().and_then(|kinds| object_type(kinds, working))
+            else {
                 return Err(failure(format!(
                     "Resource kind {}/{} not found: an apply configuration needs the kind's schema",
                     working
@@ -335,6 +338,16 @@ pub(crate) fn apply_change(
             },
         }
     })
+}
+
+/// The schema and root type of `object`'s kind, when `kinds` know it.
+fn object_type<'k>(
+    kinds: &'k kanon_schema::Kinds,
+    object: &Json,
+) -> Option<(&'k kanon_schema::Schema, &'k kanon_schema::Type)> {
+    let text = |key: &str| object.get(key).and_then(Json::as_str);
+    let known = kinds.kind(text("apiVersion")?, text("kind")?)?;
+    Some((known.schema, known.schema.root_type(known.kind)?))
 }
 
 /// The RFC 6902 operations a mutation's value holds: a list of `JSONPatch{op, path, from,
