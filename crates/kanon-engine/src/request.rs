@@ -108,7 +108,7 @@ fn offline_info(
     namespace: Option<&str>,
     name: &str,
 ) -> Value {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let (group, version) = group_version(api_version);
     let resource = resource_of(api_version, kind);
     let mut info = serde_json::json!({
         "uid": "",
@@ -127,18 +127,19 @@ fn offline_info(
     info
 }
 
+/// The group (empty for the core group) and version of an `apiVersion`.
+pub(crate) fn group_version(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
 /// The plural resource a kind is served as: from Kubernetes' schema for built-in kinds, else
 /// guessed as the apiserver's own `UnsafeGuessKindToResource` does (`Policy` → `policies`).
 fn resource_of(api_version: &str, kind: &str) -> String {
-    static BUILTIN: std::sync::OnceLock<Option<kanon_schema::Kinds>> = std::sync::OnceLock::new();
-    let known = BUILTIN
-        .get_or_init(|| kanon_schema::Kinds::builtin().ok())
-        .as_ref()
-        .and_then(|kinds| {
-            kinds
-                .kind(api_version, kind)
-                .map(|k| k.kind.resource.clone())
-        });
+    // The embedded schema is loaded once, by kanon-schema.
+    let known = kanon_schema::Schema::builtin()
+        .ok()
+        .and_then(|schema| schema.kind(api_version, kind))
+        .map(|known| known.resource.clone());
     if let Some(resource) = known {
         return resource;
     }

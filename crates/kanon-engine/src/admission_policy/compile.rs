@@ -273,17 +273,8 @@ impl AdmissionPolicies {
         let mut seen: Vec<(AdmissionKind, &str)> = Vec::new();
         for policy in &self.policies {
             if seen.contains(&(policy.kind, &policy.name)) {
-                self.problems.push((
-                    policy.origin.clone(),
-                    invalid(
-                        policy.kind,
-                        &policy.name,
-                        vec![FieldError::new(
-                            "metadata.name",
-                            "is defined more than once",
-                        )],
-                    ),
-                ));
+                self.problems
+                    .push(defined_twice(&policy.origin, policy.kind, &policy.name));
             }
             seen.push((policy.kind, &policy.name));
         }
@@ -291,17 +282,8 @@ impl AdmissionPolicies {
         let mut binding_names: Vec<(AdmissionKind, &str)> = Vec::new();
         for binding in &bindings {
             if binding_names.contains(&(binding.kind, &binding.name)) {
-                self.problems.push((
-                    binding.origin.clone(),
-                    invalid(
-                        binding.kind,
-                        &binding.name,
-                        vec![FieldError::new(
-                            "metadata.name",
-                            "is defined more than once",
-                        )],
-                    ),
-                ));
+                self.problems
+                    .push(defined_twice(&binding.origin, binding.kind, &binding.name));
                 continue;
             }
             binding_names.push((binding.kind, &binding.name));
@@ -463,6 +445,12 @@ impl AdmissionPolicies {
             admission: Some(admission),
         }))
     }
+}
+
+/// The problem of a name given to two documents of one kind.
+fn defined_twice(origin: &str, kind: AdmissionKind, name: &str) -> (String, InvalidPolicy) {
+    let error = FieldError::new("metadata.name", "is defined more than once");
+    (origin.to_owned(), invalid(kind, name, vec![error]))
 }
 
 fn failure_policy(written: Option<&str>, errors: &mut Vec<FieldError>) -> FailurePolicy {
