@@ -26,6 +26,22 @@ pub struct Expr {
 }
 
 impl Expr {
+    /// `a.b.c` as one dotted name, when the expression is only identifiers and selects (the
+    /// checker and the planner read variable and namespace names so).
+    pub(crate) fn qualified_name(&self) -> Option<String> {
+        match &self.kind {
+            ExprKind::Ident(name) => Some(name.to_string()),
+            ExprKind::Select {
+                operand,
+                field,
+                test: false,
+            } => operand
+                .qualified_name()
+                .map(|prefix| format!("{prefix}.{field}")),
+            _ => None,
+        }
+    }
+
     /// Pushes the expressions directly under this one onto `stack`, for walks that must not
     /// recurse (the depth of a tree is bounded by the parser, not by the walker's stack).
     pub fn push_children<'e>(&'e self, stack: &mut Vec<&'e Expr>) {

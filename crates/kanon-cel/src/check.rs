@@ -110,7 +110,7 @@ impl Checker<'_> {
                 test,
             } => {
                 if !*test
-                    && let Some(name) = qualified_name(expr)
+                    && let Some(name) = expr.qualified_name()
                     && let Some(kind) = self.name_type(&name)
                 {
                     return kind;
@@ -356,7 +356,7 @@ impl Checker<'_> {
     fn call(&mut self, expr: &Expr, target: Option<&Expr>, function: &str, args: &[Expr]) -> Type {
         // `ns.f(x)` naming a global function.
         if let Some(target) = target
-            && let Some(namespace) = qualified_name(target)
+            && let Some(namespace) = target.qualified_name()
         {
             let qualified = format!("{}.{function}", namespace.trim_start_matches('.'));
             let root = namespace.split('.').next().unwrap_or(&namespace);
@@ -604,17 +604,5 @@ fn occurs(name: &str, kind: &Type, checker: &Checker<'_>) -> bool {
         Type::Optional(inner) => occurs(name, &inner, checker),
         Type::Type(Some(inner)) => occurs(name, &inner, checker),
         _ => false,
-    }
-}
-
-fn qualified_name(expr: &Expr) -> Option<String> {
-    match &expr.kind {
-        ExprKind::Ident(name) => Some(name.to_string()),
-        ExprKind::Select {
-            operand,
-            field,
-            test: false,
-        } => qualified_name(operand).map(|prefix| format!("{prefix}.{field}")),
-        _ => None,
     }
 }

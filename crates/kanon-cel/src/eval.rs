@@ -592,14 +592,7 @@ fn lookup<'a>(
 ) -> Result<Option<Value<'a>>, EvalError> {
     match value {
         Value::Map(map) => {
-            if !matches!(
-                key,
-                Value::String(_)
-                    | Value::Int(_)
-                    | Value::Uint(_)
-                    | Value::Bool(_)
-                    | Value::Double(_)
-            ) {
+            if !key.is_primitive() {
                 return Err(EvalError::Invalid(format!(
                     "invalid qualifier type: {}",
                     go_type_name(key)

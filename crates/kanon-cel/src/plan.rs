@@ -66,7 +66,7 @@ impl Planner<'_> {
                 field,
                 test,
             } => {
-                if !*test && let Some(name) = qualified_name(expr) {
+                if !*test && let Some(name) = expr.qualified_name() {
                     // `a.b.c` may name a variable, a type or a namespaced constant as a whole.
                     if let Some(node) = self.resolve_qualified(&name) {
                         return node;
@@ -244,7 +244,7 @@ impl Planner<'_> {
 
         // `ns.f(x)`: a global function whose name is qualified, unless `ns` is a value.
         if let Some(target) = target
-            && let Some(namespace) = qualified_name(target)
+            && let Some(namespace) = target.qualified_name()
         {
             let qualified = format!("{}.{function}", namespace.trim_start_matches('.'));
             let root = namespace.split('.').next().unwrap_or(&namespace);
@@ -332,16 +332,7 @@ impl Planner<'_> {
             if elements.is_empty() {
                 return Node::Const(Value::Bool(false));
             }
-            if elements.iter().all(|element| {
-                matches!(
-                    element,
-                    Value::Bool(_)
-                        | Value::Int(_)
-                        | Value::Uint(_)
-                        | Value::Double(_)
-                        | Value::String(_)
-                )
-            }) {
+            if elements.iter().all(Value::is_primitive) {
                 let element = nodes.swap_remove(0);
                 return Node::SetMembership(Box::new(element), Arc::new(elements));
             }
@@ -505,19 +496,6 @@ fn index_node(operand: Node, index: Node, optional: bool) -> Node {
         test: false,
     });
     Node::Attr(Box::new(attr))
-}
-
-/// `a.b.c` as one dotted name, when the expression is only identifiers and selects.
-fn qualified_name(expr: &Expr) -> Option<String> {
-    match &expr.kind {
-        ExprKind::Ident(name) => Some(name.to_string()),
-        ExprKind::Select {
-            operand,
-            field,
-            test: false,
-        } => qualified_name(operand).map(|prefix| format!("{prefix}.{field}")),
-        _ => None,
-    }
 }
 
 fn literal_value(literal: &Literal) -> Value<'static> {

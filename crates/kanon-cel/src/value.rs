@@ -406,6 +406,15 @@ pub struct Object<'a> {
 }
 
 impl<'a> Value<'a> {
+    /// Whether it is a bool, int, uint, double or string: what may key a map lookup, and what a
+    /// constant list may hold to become a set lookup.
+    pub(crate) fn is_primitive(&self) -> bool {
+        matches!(
+            self,
+            Value::Bool(_) | Value::Int(_) | Value::Uint(_) | Value::Double(_) | Value::String(_)
+        )
+    }
+
     /// About how many values this one holds that it owns (what it reads in place from JSON is
     /// not counted): one per list item, map entry and object field, one per 32 bytes of string.
     /// Shared parts count each time they are reached (an over-estimate), and counting stops
