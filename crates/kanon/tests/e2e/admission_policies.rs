@@ -363,6 +363,20 @@ struct Prepared {
     olds: Vec<Option<Value>>,
 }
 
+impl Prepared {
+    /// What `kanon apply` with `policies` makes of every case, on the objects admission saw.
+    fn offline(&self, policies: &Path) -> Vec<Outcome> {
+        self.cases
+            .iter()
+            .zip(&self.seen)
+            .zip(&self.olds)
+            .map(|((case, seen), old)| {
+                kanon_outcome(policies, self.work.path(), case, seen, old.as_ref())
+            })
+            .collect()
+    }
+}
+
 /// Cleans up, then creates the suite's context and old objects, and asks the apiserver (with no
 /// policy in force) what each case's object looks like to admission.
 fn prepare(env: &Env) -> Prepared {
@@ -437,29 +451,10 @@ fn until_agreed(
 
 fn kanon_and_the_apiserver_agree_on_every_case(env: &mut Env) {
     let prepared = prepare(env);
-    let Prepared {
-        suite,
-        work,
-        cases,
-        seen,
-        olds,
-    } = &prepared;
+    let Prepared { suite, cases, .. } = &prepared;
     let out = env.kubectl(&["apply", "-f", &suite.join("policies").display().to_string()]);
     assert!(out.status.success(), "{}", text(&out));
-    let expected: Vec<Outcome> = cases
-        .iter()
-        .zip(seen)
-        .zip(olds)
-        .map(|((case, seen), old)| {
-            kanon_outcome(
-                &suite.join("policies"),
-                work.path(),
-                case,
-                seen,
-                old.as_ref(),
-            )
-        })
-        .collect();
+    let expected = prepared.offline(&suite.join("policies"));
     let (_, differences) = until_agreed(env, cases, &expected, agree);
     clean(env, suite);
     assert!(
@@ -527,11 +522,7 @@ fn webhook_agrees(webhook: &Outcome, apiserver: &Outcome) -> bool {
 fn converted_policies_decide_the_same_through_kanons_webhook(env: &mut Env) {
     let prepared = prepare(env);
     let Prepared {
-        suite,
-        work,
-        cases,
-        seen,
-        olds,
+        suite, work, cases, ..
     } = &prepared;
     let originals = work.path().join("originals");
     convertible(suite, &originals);
@@ -539,12 +530,7 @@ fn converted_policies_decide_the_same_through_kanons_webhook(env: &mut Env) {
     // The originals in the apiserver, until they agree with kanon's offline evaluation of them.
     let out = env.kubectl(&["apply", "-f", &originals.display().to_string()]);
     assert!(out.status.success(), "{}", text(&out));
-    let offline: Vec<Outcome> = cases
-        .iter()
-        .zip(seen)
-        .zip(olds)
-        .map(|((case, seen), old)| kanon_outcome(&originals, work.path(), case, seen, old.as_ref()))
-        .collect();
+    let offline = prepared.offline(&originals);
     let (apiserver, differences) = until_agreed(env, cases, &offline, agree);
     assert!(differences.is_empty(), "{}", differences.join("\n"));
     let out = env.kubectl(&["delete", "-f", &originals.display().to_string()]);
