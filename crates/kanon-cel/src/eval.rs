@@ -20,9 +20,9 @@ use crate::value::{
 };
 
 /// cel-go's constants for the cost of building values.
-const LIST_CREATE_COST: u64 = 10;
-const MAP_CREATE_COST: u64 = 30;
-const STRUCT_CREATE_COST: u64 = 40;
+pub(crate) const LIST_CREATE_COST: u64 = 10;
+pub(crate) const MAP_CREATE_COST: u64 = 30;
+pub(crate) const STRUCT_CREATE_COST: u64 = 40;
 /// How often a comprehension polls the interrupt, in iterations (kube-apiserver's setting).
 const INTERRUPT_EVERY: u32 = 100;
 
@@ -137,6 +137,10 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
     fn eval(&mut self, node: &'n Node) -> Outcome<'a> {
         match node {
             Node::Const(value) => Ok(value.clone()),
+            Node::Built(value, cost) => {
+                self.ctx.budget.charge(*cost)?;
+                Ok(value.clone())
+            }
             Node::Attr(attr) => {
                 let value = self.resolve(attr);
                 if let Err(error) = &value

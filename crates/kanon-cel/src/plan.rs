@@ -48,6 +48,46 @@ struct Planner<'e> {
     ambiguous: Option<&'e std::collections::HashSet<u32>>,
 }
 
+/// A list, map or struct literal made of constants and such literals, built once here: evaluating
+/// it charges what building it costs cel-go, which builds it on every evaluation (its
+/// `OptOptimize` folds only list and map literals of plain constants, and those for free). A
+/// literal whose building fails stays as it is, to fail when evaluated.
+fn prebuild(node: Node) -> Node {
+    let fixed = |node: &Node| match node {
+        Node::Const(_) => Some(0),
+        Node::Built(_, cost) => Some(*cost),
+        _ => None,
+    };
+    let (parts, own) = match &node {
+        Node::List(elements, optional) if !optional.contains(&true) => (
+            elements.iter().map(fixed).sum::<Option<u64>>(),
+            crate::eval::LIST_CREATE_COST,
+        ),
+        Node::Map(entries, _) if entries.iter().all(|(_, _, optional)| !optional) => (
+            entries
+                .iter()
+                .map(|(key, value, _)| Some(fixed(key)? + fixed(value)?))
+                .sum::<Option<u64>>(),
+            crate::eval::MAP_CREATE_COST,
+        ),
+        Node::Struct(_, fields) if fields.iter().all(|(_, _, optional)| !optional) => (
+            fields
+                .iter()
+                .map(|(_, value, _)| fixed(value))
+                .sum::<Option<u64>>(),
+            crate::eval::STRUCT_CREATE_COST,
+        ),
+        _ => (None, 0),
+    };
+    let Some(parts) = parts else {
+        return node;
+    };
+    match evaluate_constant(&node) {
+        Ok(value) => Node::Built(value, own + parts),
+        Err(_) => node,
+    }
+}
+
 impl Planner<'_> {
     fn issue(&mut self, expr: &Expr, message: String) -> Node {
         self.issues.push(Issue {
@@ -124,13 +164,14 @@ impl Planner<'_> {
                         format!("undeclared reference to '{name}' (in container '')"),
                     );
                 }
-                Node::Struct(
+                let node = Node::Struct(
                     name,
                     fields
                         .iter()
                         .map(|field| (field.name.clone(), self.plan(&field.value), field.optional))
                         .collect(),
-                )
+                );
+                prebuild(node)
             }
             ExprKind::Comprehension(comprehension) => self.plan_fold(comprehension),
         }
@@ -390,7 +431,7 @@ impl Planner<'_> {
     /// conversion that fails is a compile error, as there).
     fn fold_constant(&mut self, expr: &Expr, node: Node) -> Node {
         if !self.env.fold_constants {
-            return node;
+            return prebuild(node);
         }
         let constant = match &node {
             Node::List(elements, optional) => {
@@ -406,7 +447,7 @@ impl Planner<'_> {
             _ => false,
         };
         if !constant {
-            return node;
+            return prebuild(node);
         }
         match evaluate_constant(&node) {
             Ok(value) => Node::Const(value),

@@ -53,6 +53,16 @@ impl Program {
     pub fn source(&self) -> &str {
         &self.source
     }
+
+    /// The value the program always gives, when it reads nothing (a literal of constants):
+    /// a caller may prepare what it derives from it once. Evaluating it still charges what
+    /// building it costs.
+    pub fn constant(&self) -> Option<&Value<'static>> {
+        match &self.root {
+            Node::Const(value) | Node::Built(value, _) => Some(value),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +93,9 @@ pub(crate) enum Node {
     /// (cel-spec).
     Map(Vec<(Node, Node, bool)>, bool),
     Struct(Arc<str>, Vec<(Arc<str>, Node, bool)>),
+    /// A list, map or struct literal of constants, built when planning, and what building it
+    /// costs cel-go on each evaluation.
+    Built(Value<'static>, u64),
     Fold(Box<Fold>),
 }
 

@@ -27,9 +27,18 @@ use crate::rule::RuleError;
 pub(crate) struct CelOverrideRule {
     match_conditions: Vec<Named>,
     variables: Vec<Named>,
-    mutations: Vec<(PatchType, Expression)>,
+    mutations: Vec<Mutation>,
     /// The kanon references, resolved before the rule runs.
     pub(crate) references: Vec<(String, CompiledRef)>,
+}
+
+#[derive(Debug, Clone)]
+struct Mutation {
+    patch_type: PatchType,
+    expression: Expression,
+    /// The operations of a JSONPatch expression that reads nothing (a list of constant
+    /// patches), prepared when the policy compiles instead of on every request.
+    prepared: Option<Vec<PatchOperation>>,
 }
 
 /// Compiles a `cel` overrider at `at`.
@@ -88,7 +97,18 @@ pub(crate) fn compile(
             expect,
             errors,
         ) {
-            mutations.push((mutation.patch_type, expression));
+            let prepared = match mutation.patch_type {
+                PatchType::JsonPatch => expression
+                    .program
+                    .constant()
+                    .and_then(|value| operations(value).ok()),
+                PatchType::ApplyConfiguration => None,
+            };
+            mutations.push(Mutation {
+                patch_type: mutation.patch_type,
+                expression,
+                prepared,
+            });
         }
     }
     (errors.len() == before).then(|| CelOverrideRule {
@@ -164,7 +184,7 @@ impl CelOverrideRule {
     ) -> EachApplied {
         let mut meter = Meter::new(interrupted);
         let mut outcome = EachApplied::default();
-        {
+        if !self.match_conditions.is_empty() {
             let mut activation = Inputs {
                 object: &*working,
                 ..inputs
@@ -179,7 +199,12 @@ impl CelOverrideRule {
                 }
             }
         }
-        for (patch_type, mutation) in &self.mutations {
+        for Mutation {
+            patch_type,
+            expression: mutation,
+            prepared,
+        } in &self.mutations
+        {
             // The change is owned JSON: the object's borrow ends before it applies.
             let change = {
                 let mut activation = Inputs {
@@ -189,6 +214,10 @@ impl CelOverrideRule {
                 .activation(&self.variables);
                 let program = mutation.program.clone();
                 match meter.run(|budget| program.eval_with(&mut activation, budget)) {
+                    // Evaluated all the same, for its cost.
+                    Ok(_) if prepared.is_some() => {
+                        Ok(Change::Patch(prepared.clone().unwrap_or_default()))
+                    }
                     Ok(value) => match patch_type {
                         PatchType::JsonPatch => operations(&value)
                             .map(Change::Patch)
@@ -328,6 +357,14 @@ pub(crate) fn apply_change(
             json_patch::diff(working, &merged).0
         }
     };
+    let mut operations = operations;
+    // A single operation (the usual patch) applied and recorded in one walk.
+    if operations.len() == 1
+        && let Some(op) = operations.pop()
+        && let Err(op) = changes.apply_one(working, op)
+    {
+        operations.push(op);
+    }
     operations.iter().for_each(|op| changes.before(op, working));
     crate::language::plaintext::apply_all_owned(working, operations).map_err(|(index, e)| {
         PatchFailure {
