@@ -16,7 +16,7 @@ use crate::program::{Attr, Call, Fold, MAP_INSERT, Node, QualKey, Root};
 use crate::re2::RegexCache;
 use crate::types::Type;
 use crate::value::{
-    Key, List, Map, Object, Value, format_double, go_text, go_type_name, map_insert_owned,
+    Key, List, Map, Object, Value, format_double, go_text, go_type_name, json_get, map_insert_owned,
 };
 
 /// cel-go's constants for the cost of building values.
@@ -349,8 +349,19 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
                 }
             }
         }
-        for qualifier in &attr.qualifiers {
+        let mut qualifiers = attr.qualifiers.iter();
+        while let Some(qualifier) = qualifiers.next() {
             optional = optional || qualifier.optional;
+            // The usual case, a field selected from the request's JSON: the JSON is walked in
+            // place while the fields go on, and a value is made of the last one only.
+            if !optional
+                && let (Value::Map(Map::Json(entries)), QualKey::Const(Value::String(name))) =
+                    (&value, &qualifier.key)
+            {
+                value =
+                    self.select_json(entries, name.as_str(), qualifier.test, &mut qualifiers)?;
+                continue;
+            }
             // A constant key is read in place, not cloned, on every lookup.
             let computed;
             let key: Result<&Value<'a>, EvalError> = match &qualifier.key {
@@ -390,6 +401,40 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
             Ok(Value::Optional(Some(Arc::new(value))))
         } else {
             Ok(value)
+        }
+    }
+
+    /// `name` (or, with `test`, its presence) looked up in `entries`, then on through
+    /// the non-optional field names that follow in `rest` (taken from it) while they meet JSON
+    /// objects, each charged 1 as [`lookup`] is: the value reached.
+    fn select_json(
+        &mut self,
+        mut entries: &'a serde_json::Map<String, serde_json::Value>,
+        mut name: &'n str,
+        mut test: bool,
+        rest: &mut std::slice::Iter<'n, crate::program::Qualifier>,
+    ) -> Outcome<'a> {
+        loop {
+            self.ctx.budget.charge(1)?;
+            let found = json_get(entries, name);
+            if test {
+                return Ok(Value::Bool(found.is_some()));
+            }
+            let Some(found) = found else {
+                return Err(EvalError::NoSuchKey(name.to_owned()));
+            };
+            if let serde_json::Value::Object(inner) = found
+                && let Some(next) = rest.as_slice().first()
+                && !next.optional
+                && let QualKey::Const(Value::String(next_name)) = &next.key
+            {
+                rest.next();
+                entries = inner;
+                name = next_name.as_str();
+                test = next.test;
+                continue;
+            }
+            return Ok(Value::from_json(found));
         }
     }
 

@@ -388,8 +388,11 @@ impl<'a> Map<'a> {
 
 /// A JSON object's entry: small objects (most of a Kubernetes object's) are searched in order,
 /// which is faster than hashing the key with the map's SipHash.
-fn json_get<'j>(entries: &'j serde_json::Map<String, Json>, name: &str) -> Option<&'j Json> {
-    if entries.len() <= 8 {
+pub(crate) fn json_get<'j>(
+    entries: &'j serde_json::Map<String, Json>,
+    name: &str,
+) -> Option<&'j Json> {
+    if entries.len() <= 16 {
         return entries
             .iter()
             .find(|(key, _)| key.as_str() == name)

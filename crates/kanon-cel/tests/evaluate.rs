@@ -299,6 +299,17 @@ fn costs_follow_the_apiservers_meter() {
     assert_eq!(cost("[object, 2]"), 11);
     assert_eq!(cost("[1, 2]"), 0);
     assert_eq!(cost("{'a': object}"), 31);
+    // A chain of fields read from the JSON in place costs 1 a field, a presence test too.
+    assert_eq!(cost("object.spec.containers[0].resources.limits.memory"), 7);
+    assert_eq!(cost("has(object.spec.containers[0].resources.limits)"), 5);
+    assert_eq!(cost("has(object.spec.nothing)"), 2);
+    let program = env.compile("object.spec.nothing.deeper").unwrap();
+    let mut budget = Budget::unlimited();
+    let error = program
+        .eval(&[Value::from_json(&object)], &mut budget)
+        .unwrap_err();
+    assert_eq!(error.to_string(), "no such key: nothing");
+    assert_eq!(budget.spent, 3);
 }
 
 /// A struct literal of constants is built once, when compiled, but each evaluation is charged
