@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::ast::operators;
 pub use crate::budget::Budget;
 use crate::error::EvalError;
@@ -58,7 +60,7 @@ impl Program {
     ) -> Result<Value<'a>, EvalError> {
         let mut machine = Machine {
             variables: activation,
-            locals: Vec::new(),
+            locals: SmallVec::new(),
             ctx: Ctx {
                 budget,
                 regexes: &self.regexes,
@@ -75,7 +77,7 @@ pub(crate) fn evaluate_constant(node: &Node) -> Result<Value<'static>, EvalError
     let mut nothing = Values(&[]);
     let mut machine: Machine<'_, '_, 'static, '_, '_> = Machine {
         variables: &mut nothing,
-        locals: Vec::new(),
+        locals: SmallVec::new(),
         ctx: Ctx {
             budget: &mut budget,
             regexes: &regexes,
@@ -104,7 +106,7 @@ struct Machine<'n, 'v, 'a, 'e, 'i> {
     variables: &'v mut dyn Activation<'a>,
     /// Comprehension accumulators and iteration variables; an accumulator may hold an error,
     /// which `&&`/`||` later in the fold may absorb, as in cel-go.
-    locals: Vec<Local<'n, 'a>>,
+    locals: SmallVec<[Local<'n, 'a>; 6]>,
     ctx: Ctx<'e, 'i>,
 }
 
@@ -122,7 +124,7 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
             let init: &'n Node = init;
             // The initial value may be first read deep inside the fold, with other folds'
             // variables above it: they are kept aside while it is computed.
-            let above = self.locals.split_off(slot + 1);
+            let above: SmallVec<[Local<'n, 'a>; 6]> = self.locals.drain(slot + 1..).collect();
             let value = self.eval(init);
             self.locals.truncate(slot + 1);
             self.locals.extend(above);
@@ -466,7 +468,7 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
     /// evaluated (the first error is the result) and the call is charged even when one failed;
     /// a call of more arguments stops at the first error, uncharged.
     fn call(&mut self, call: &'n Call) -> Outcome<'a> {
-        let mut args = Vec::with_capacity(call.args.len());
+        let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed = None;
         for (index, arg) in call.args.iter().enumerate() {
             let value = match call.accumulator {
