@@ -122,18 +122,25 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
     fn local(&mut self, slot: usize) -> &mut Outcome<'a> {
         if let Some(Local::Lazy(init)) = self.locals.get(slot) {
             let init: &'n Node = init;
-            // The initial value may be first read deep inside the fold, with other folds'
-            // variables above it: they are kept aside while it is computed.
-            let above: SmallVec<[Local<'n, 'a>; 6]> = self.locals.drain(slot + 1..).collect();
-            let value = self.eval(init);
-            self.locals.truncate(slot + 1);
-            self.locals.extend(above);
-            self.locals[slot] = Local::Ready(value);
+            self.initialise(slot, init);
         }
         match self.locals.get_mut(slot) {
             Some(Local::Ready(value)) => value,
             _ => unreachable!("a comprehension variable outside its comprehension"),
         }
+    }
+
+    /// Computes a lazy accumulator's initial value.
+    #[cold]
+    #[inline(never)]
+    fn initialise(&mut self, slot: usize, init: &'n Node) {
+        // The initial value may be first read deep inside the fold, with other folds'
+        // variables above it: they are kept aside while it is computed.
+        let above: SmallVec<[Local<'n, 'a>; 6]> = self.locals.drain(slot + 1..).collect();
+        let value = self.eval(init);
+        self.locals.truncate(slot + 1);
+        self.locals.extend(above);
+        self.locals[slot] = Local::Ready(value);
     }
 
     fn eval(&mut self, node: &'n Node) -> Outcome<'a> {
@@ -223,6 +230,8 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
         }
     }
 
+    // Kept out of `eval`, whose frame every node's evaluation pays for.
+    #[inline(never)]
     fn list(
         &mut self,
         elements: &'n [Node],
@@ -248,6 +257,8 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
         Ok(values)
     }
 
+    // Kept out of `eval`, whose frame every node's evaluation pays for.
+    #[inline(never)]
     fn map(
         &mut self,
         entries: &'n [(Node, Node, bool)],
@@ -295,6 +306,8 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
         Ok(map)
     }
 
+    // Kept out of `eval`, whose frame every node's evaluation pays for.
+    #[inline(never)]
     fn fields(
         &mut self,
         fields: &'n [(Arc<str>, Node, bool)],
@@ -467,6 +480,8 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
     /// A call, as cel-go evaluates one: the arguments of a unary or binary call are all
     /// evaluated (the first error is the result) and the call is charged even when one failed;
     /// a call of more arguments stops at the first error, uncharged.
+    // Kept out of `eval`, whose frame every node's evaluation pays for.
+    #[inline(never)]
     fn call(&mut self, call: &'n Call) -> Outcome<'a> {
         let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed = None;
@@ -541,6 +556,8 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
         (overload.implementation)(&mut self.ctx, &args)
     }
 
+    // Kept out of `eval`, whose frame every node's evaluation pays for.
+    #[inline(never)]
     fn fold(&mut self, fold: &'n Fold) -> Outcome<'a> {
         let range = self.eval(&fold.range)?;
         self.locals

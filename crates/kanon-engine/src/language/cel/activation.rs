@@ -38,10 +38,13 @@ impl<'a> Activation<'a> for RuleActivation<'_, 'a> {
         if let Some(Some(known)) = self.computed.get(index) {
             return known.clone();
         }
-        let Some(variable) = self.variables.get(index) else {
+        // The compiled variables outlive this activation: read through a copy of the slice, not
+        // through `self`, which the evaluation borrows.
+        let variables = self.variables;
+        let Some(variable) = variables.get(index) else {
             return Ok(Value::Null);
         };
-        let program = variable.expression.program.clone();
+        let program = &variable.expression.program;
         // Its cost is the reading expression's, as in kube-apiserver.
         let mut value = program.eval_with(self, budget);
         // Kept until the rule ends: within the cost budget a rule's variables could hold

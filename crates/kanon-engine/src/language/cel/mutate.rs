@@ -212,7 +212,7 @@ impl CelOverrideRule {
                     ..inputs
                 }
                 .activation(&self.variables);
-                let program = mutation.program.clone();
+                let program = &mutation.program;
                 match meter.run(|budget| program.eval_with(&mut activation, budget)) {
                     // Evaluated all the same, for its cost.
                     Ok(_) if prepared.is_some() => {

@@ -245,7 +245,7 @@ impl CelValidateRule {
         }
         let mut checked = Checked::default();
         for validation in &self.validations {
-            let program = validation.expression.program.clone();
+            let program = &validation.expression.program;
             let check = match meter.run(|budget| program.eval_with(&mut activation, budget)) {
                 Ok(Value::Bool(true)) => Check::Holds,
                 Ok(Value::Bool(false)) => {
@@ -264,7 +264,7 @@ impl CelValidateRule {
             checked.checks.push(check);
         }
         for (key, expression) in &self.audit_annotations {
-            let program = expression.program.clone();
+            let program = &expression.program;
             let value = match meter.run(|budget| program.eval_with(&mut activation, budget)) {
                 Ok(Value::String(text)) => {
                     let text = text.as_str().trim();
@@ -291,7 +291,7 @@ impl CelValidateRule {
         meter: &mut Meter<'_>,
     ) -> String {
         if let Some(expression) = &validation.message_expression {
-            let program = expression.program.clone();
+            let program = &expression.program;
             if let Ok(Value::String(text)) =
                 meter.run(|budget| program.eval_with(activation, budget))
             {
@@ -320,7 +320,7 @@ pub(crate) fn matches(
 ) -> Result<bool, RuleError> {
     let mut first_error = None;
     for condition in conditions {
-        let program = condition.expression.program.clone();
+        let program = &condition.expression.program;
         match meter.run(|budget| program.eval_with(activation, budget)) {
             Ok(Value::Bool(true)) => {}
             Ok(Value::Bool(false)) => return Ok(false),
