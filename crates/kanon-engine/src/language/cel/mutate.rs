@@ -365,6 +365,9 @@ pub(crate) fn apply_change(
     {
         operations.push(op);
     }
+    if operations.is_empty() {
+        return Ok(());
+    }
     operations.iter().for_each(|op| changes.before(op, working));
     crate::language::plaintext::apply_all_owned(working, operations).map_err(|(index, e)| {
         PatchFailure {
