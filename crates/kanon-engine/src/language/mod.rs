@@ -66,21 +66,33 @@ pub(crate) async fn apply(
         }
         OverrideStep::Cel(rule) => return apply_cel(rule, scope, working, changes).await,
     };
-    let mut ops = patch.0;
-    let applied = ops.len();
-    // A single operation (the usual template output) applied and recorded in one walk.
+    let applied = patch.0.len();
+    apply_recorded(working, patch.0, changes).map_err(|(i, e)| RuleError::Patch {
+        field: rule.field.clone(),
+        message: format!("operation {i}: {e}"),
+    })?;
+    Ok(applied)
+}
+
+/// Applies `ops` to `working` in one atomic step, each recorded in `changes` before it
+/// applies; a single operation (the usual one) is applied and recorded in one walk. On error
+/// `working` is unchanged and the error names the failing operation's index.
+pub(crate) fn apply_recorded(
+    working: &mut Value,
+    mut ops: Vec<PatchOperation>,
+    changes: &mut Changes,
+) -> Result<(), (usize, String)> {
     if ops.len() == 1
         && let Some(op) = ops.pop()
         && let Err(op) = changes.apply_one(working, op)
     {
         ops.push(op);
     }
+    if ops.is_empty() {
+        return Ok(());
+    }
     ops.iter().for_each(|op| changes.before(op, working));
-    plaintext::apply_all_owned(working, ops).map_err(|(i, e)| RuleError::Patch {
-        field: rule.field.clone(),
-        message: format!("operation {i}: {e}"),
-    })?;
-    Ok(applied)
+    plaintext::apply_all_owned(working, ops)
 }
 
 /// Runs one part of a validate rule on `object`: its verdict.

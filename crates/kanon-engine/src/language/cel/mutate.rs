@@ -214,14 +214,14 @@ impl CelOverrideRule {
                 .activation(&self.variables);
                 let program = &mutation.program;
                 match meter.run(|budget| program.eval_with(&mut activation, budget)) {
-                    // Evaluated all the same, for its cost.
-                    Ok(_) if prepared.is_some() => {
-                        Ok(Change::Patch(prepared.clone().unwrap_or_default()))
-                    }
                     Ok(value) => match patch_type {
-                        PatchType::JsonPatch => operations(&value)
-                            .map(Change::Patch)
-                            .map_err(|message| failed(mutation, message)),
+                        // A prepared patch is evaluated all the same, for its cost.
+                        PatchType::JsonPatch => match prepared {
+                            Some(prepared) => Ok(Change::Patch(prepared.clone())),
+                            None => operations(&value)
+                                .map(Change::Patch)
+                                .map_err(|message| failed(mutation, message)),
+                        },
                         // kube-apiserver says these in its own words, not as the expression's.
                         PatchType::ApplyConfiguration => apply_configuration(&value)
                             .map(Change::Apply)
@@ -357,19 +357,7 @@ pub(crate) fn apply_change(
             json_patch::diff(working, &merged).0
         }
     };
-    let mut operations = operations;
-    // A single operation (the usual patch) applied and recorded in one walk.
-    if operations.len() == 1
-        && let Some(op) = operations.pop()
-        && let Err(op) = changes.apply_one(working, op)
-    {
-        operations.push(op);
-    }
-    if operations.is_empty() {
-        return Ok(());
-    }
-    operations.iter().for_each(|op| changes.before(op, working));
-    crate::language::plaintext::apply_all_owned(working, operations).map_err(|(index, e)| {
+    crate::language::apply_recorded(working, operations, changes).map_err(|(index, e)| {
         PatchFailure {
             index,
             error: RuleError::Patch {
