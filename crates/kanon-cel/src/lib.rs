@@ -34,6 +34,7 @@ pub use env::{Env, ObjectTypes};
 pub use error::{CompileError, EvalError, Issue};
 pub use eval::{Activation, Values};
 pub use function::{Ctx, Overload, Signature};
+pub use library::go_quote;
 pub use parser::{ParseOptions, parse};
 pub use program::Program;
 pub use time::{Duration, Timestamp};

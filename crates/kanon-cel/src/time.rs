@@ -9,6 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 
 use crate::error::EvalError;
+use crate::library::go_quote;
 
 const NANOS_PER_SECOND: i64 = 1_000_000_000;
 const NANOS_PER_MINUTE: i64 = 60 * NANOS_PER_SECOND;
@@ -703,33 +704,6 @@ fn go_atoi(text: &str) -> Result<i64, EvalError> {
     } else {
         i64::try_from(value).map_err(|_| failure("value out of range"))
     }
-}
-
-/// Go's `strconv.Quote`, closely enough for error messages: printable characters as they are,
-/// control characters escaped.
-fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x80 && c.is_control() => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 pub(crate) fn base64_encode(bytes: &[u8]) -> String {

@@ -36,7 +36,7 @@ pub struct Decision {
     /// The reason (and HTTP code) of a denial, when the first rule that denied set one (a CEL
     /// validation's `reason`); `None`: Forbidden (403).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_reason: Option<kanon_api::ValidationReason>,
+    pub status_reason: Option<StatusReason>,
     /// The policies that applied to the request, in evaluation order (`Kind/name`).
     pub applied_policies: Vec<String>,
     /// RFC 6902 patch from the object received to the final object; empty when nothing
@@ -49,6 +49,60 @@ pub struct Decision {
     /// What each policy that met the request did, in order (for metrics and logs).
     #[serde(skip)]
     pub policy_results: Vec<PolicyResult>,
+}
+
+/// The reason of a denial as a Kubernetes Status says it, with its HTTP code: the reasons a
+/// CEL validation may give, and `InternalError`, which kube-apiserver answers when a
+/// MutatingAdmissionPolicy leaves an object it cannot decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum StatusReason {
+    /// HTTP 401.
+    Unauthorized,
+    /// HTTP 403.
+    Forbidden,
+    /// HTTP 422.
+    Invalid,
+    /// HTTP 413.
+    RequestEntityTooLarge,
+    /// HTTP 500.
+    InternalError,
+}
+
+impl StatusReason {
+    /// The reason as a Status says it (`Invalid`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusReason::Unauthorized => "Unauthorized",
+            StatusReason::Forbidden => "Forbidden",
+            StatusReason::Invalid => "Invalid",
+            StatusReason::RequestEntityTooLarge => "RequestEntityTooLarge",
+            StatusReason::InternalError => "InternalError",
+        }
+    }
+
+    /// The HTTP status code the reason carries.
+    pub fn code(self) -> u16 {
+        match self {
+            StatusReason::Unauthorized => 401,
+            StatusReason::Forbidden => 403,
+            StatusReason::Invalid => 422,
+            StatusReason::RequestEntityTooLarge => 413,
+            StatusReason::InternalError => 500,
+        }
+    }
+}
+
+impl From<kanon_api::ValidationReason> for StatusReason {
+    fn from(reason: kanon_api::ValidationReason) -> Self {
+        match reason {
+            kanon_api::ValidationReason::Unauthorized => StatusReason::Unauthorized,
+            kanon_api::ValidationReason::Forbidden => StatusReason::Forbidden,
+            kanon_api::ValidationReason::Invalid => StatusReason::Invalid,
+            kanon_api::ValidationReason::RequestEntityTooLarge => {
+                StatusReason::RequestEntityTooLarge
+            }
+        }
+    }
 }
 
 /// What one policy did with a request.
@@ -98,10 +152,16 @@ impl Decision {
 
     /// Records an evaluation error of `policy` under its failure policy.
     fn policy_error(&mut self, policy: &CompiledPolicy, error: &RuleError) {
+        // A CEL patch that writes a field its built-in kind does not declare fails the request
+        // whatever the failure policy, as it does in a MutatingAdmissionPolicy.
+        let failure_policy = match error {
+            RuleError::StrictDecoding { .. } => FailurePolicy::Fail,
+            _ => policy.failure_policy,
+        };
         self.record(
             policy,
             PolicyOutcome::Failed {
-                ignored: policy.failure_policy == FailurePolicy::Ignore,
+                ignored: failure_policy == FailurePolicy::Ignore,
                 reason: error.reason(),
             },
         );
@@ -110,14 +170,14 @@ impl Decision {
             // under Ignore.
             if policy.failure_policy == FailurePolicy::Fail {
                 if self.allowed {
-                    self.status_reason = Some(kanon_api::ValidationReason::Invalid);
+                    self.status_reason = Some(StatusReason::Invalid);
                 }
                 self.allowed = false;
                 self.messages.push(binding.configuration_denial(error));
             }
             return;
         }
-        match policy.failure_policy {
+        match failure_policy {
             FailurePolicy::Fail => {
                 self.allowed = false;
                 self.messages.push(format!("{}: {error}", policy.id));
@@ -139,7 +199,7 @@ impl Decision {
         evaluation: &Evaluation<'_>,
         namespaces: &mut NamespaceLabels<'_>,
     ) -> bool {
-        let applies = applies(policy, view, request, namespaces).await;
+        let applies = applies(policy, view, request, evaluation, namespaces).await;
         self.settle(policy, applies, evaluation)
     }
 
@@ -195,7 +255,7 @@ impl Decision {
             && self.allowed
         {
             self.allowed = false;
-            self.status_reason = Some(*reason);
+            self.status_reason = Some((*reason).into());
         }
         self.messages
             .extend(validated.denials.into_iter().map(|(message, _)| message));
@@ -221,8 +281,31 @@ impl Decision {
     }
 
     /// Records what a binding of a MutatingAdmissionPolicy did, in the apiserver's words: its
-    /// errors deny under `Fail` (422 Invalid) and are dropped under `Ignore`.
-    fn admission_mutated(&mut self, policy: &CompiledPolicy, mutated: admission_policy::Mutated) {
+    /// errors deny under `Fail` (422 Invalid) and are dropped under `Ignore`. Whether the
+    /// request is over: an error that fails it whatever the failure policy (500 InternalError,
+    /// its message alone, as kube-apiserver answers) stops the policies after it.
+    fn admission_mutated(
+        &mut self,
+        policy: &CompiledPolicy,
+        mutated: admission_policy::Mutated,
+    ) -> bool {
+        if let Some(fatal) = mutated.fatal {
+            let reason = mutated
+                .errors
+                .last()
+                .map_or("strict_decoding", |(_, error)| error.reason());
+            self.record(
+                policy,
+                PolicyOutcome::Failed {
+                    ignored: false,
+                    reason,
+                },
+            );
+            self.allowed = false;
+            self.status_reason = Some(StatusReason::InternalError);
+            self.messages = vec![fatal];
+            return true;
+        }
         let ignored = policy.failure_policy == FailurePolicy::Ignore;
         let outcome = match mutated.errors.first() {
             Some((_, error)) => PolicyOutcome::Failed {
@@ -236,16 +319,17 @@ impl Decision {
         self.record(policy, outcome);
         if mutated.errors.is_empty() {
             self.applied_policies.push(String::from(&*policy.label));
-            return;
+            return false;
         }
         if !ignored {
             if self.allowed {
-                self.status_reason = Some(kanon_api::ValidationReason::Invalid);
+                self.status_reason = Some(StatusReason::Invalid);
             }
             self.allowed = false;
             self.messages
                 .extend(mutated.errors.into_iter().map(|(message, _)| message));
         }
+        false
     }
 
     /// Folds the verdict of a later stage (validation after mutation) into this one.
@@ -268,6 +352,7 @@ async fn applies(
     policy: &CompiledPolicy,
     view: &ObjectView<'_>,
     request: &Request,
+    evaluation: &Evaluation<'_>,
     namespaces: &mut NamespaceLabels<'_>,
 ) -> Result<bool, RuleError> {
     let operation = request.operation;
@@ -293,7 +378,9 @@ async fn applies(
         return Ok(false);
     }
     if let Some(binding) = &policy.admission {
-        return binding.selects(request, view.object, namespaces).await;
+        return binding
+            .selects(request, view.object, namespaces, evaluation.lookup())
+            .await;
     }
     if !policy.reads_namespace_labels(view) {
         return policy.selects_namespace(view, || Ok(None));
@@ -530,7 +617,7 @@ async fn override_object<'v>(
     {
         let view = request.view(&working);
         for policy in candidates {
-            let applies = applies(policy, &view, request, &mut namespaces).await;
+            let applies = applies(policy, &view, request, evaluation, &mut namespaces).await;
             selected.push((policy, applies));
         }
     }
@@ -548,7 +635,9 @@ async fn override_object<'v>(
             };
             let mutated =
                 admission_policy::mutate(binding, rule, &mut scope, object, &mut changes).await;
-            decision.admission_mutated(policy, mutated);
+            if decision.admission_mutated(policy, mutated) {
+                break;
+            }
             continue;
         }
         // Each step is atomic, so a policy of one step needs no copy to roll back.
@@ -669,7 +758,7 @@ pub(crate) async fn validate(
             match action {
                 ValidationAction::Deny => {
                     if decision.allowed {
-                        decision.status_reason = status;
+                        decision.status_reason = status.map(StatusReason::from);
                     }
                     decision.allowed = false;
                     decision

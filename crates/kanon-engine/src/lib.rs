@@ -48,7 +48,7 @@ pub use language::template::native;
 pub use references as refs;
 
 pub use admission_policy::{AdmissionPolicies, admission_kind_of};
-pub use decision::{Decision, PolicyOutcome, PolicyResult};
+pub use decision::{Decision, PolicyOutcome, PolicyResult, StatusReason};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use evaluation::Evaluation;

@@ -435,6 +435,80 @@ fn a_mutation_that_does_not_apply_fails_under_the_failure_policy() {
 }
 
 #[test]
+fn a_json_patch_means_what_it_means_in_a_mutating_admission_policy() {
+    // kube-apiserver's patch library: `replace` of an absent member adds it, a negative index
+    // counts from the end; its words when a patch does not apply.
+    let policy = cop(
+        "apiserver-patch",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'replace', path: '/metadata/labels/tier', value: 'web'}, JSONPatch{op: 'replace', path: '/spec/containers/-1/image', value: 'last'}]"}},
+            ]}}}],
+        }),
+    );
+    let decision = mutate_create(&set_of(&[policy]), &limited_pod());
+    assert!(decision.allowed, "{decision:?}");
+    let patched = decision.patched.as_ref().expect("patched");
+    assert_eq!(patched["metadata"]["labels"]["tier"], "web", "{patched}");
+    let containers = patched["spec"]["containers"]
+        .as_array()
+        .expect("containers");
+    assert_eq!(
+        containers.last().map(|c| &c["image"]),
+        Some(&json!("last")),
+        "{patched}"
+    );
+
+    let broken = cop(
+        "broken",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'remove', path: '/metadata/labels/none'}]"}},
+            ]}}}],
+        }),
+    );
+    let decision = mutate_create(&set_of(&[broken]), &limited_pod());
+    assert_eq!(
+        decision.messages,
+        [
+            "ClusterOverridePolicy/broken: spec.overrideRules[0].overriders.cel.mutations[0].jsonPatch.expression: JSON Patch: error in remove for path: '/metadata/labels/none': Unable to remove nonexistent key: none: missing value"
+        ]
+    );
+}
+
+#[test]
+fn a_field_the_kind_does_not_declare_fails_the_request_whatever_the_failure_policy() {
+    let mut policy = cop(
+        "colour",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'add', path: '/spec/containers/0/colour', value: 'blue'}]"}},
+            ]}}}],
+        }),
+    );
+    let decision = mutate_create(&set_of(&[policy.clone()]), &limited_pod());
+    assert!(!decision.allowed, "{decision:?}");
+    assert_eq!(
+        decision.messages,
+        [
+            "ClusterOverridePolicy/colour: spec.overrideRules[0].overriders.cel.mutations[0].jsonPatch.expression: strict decoding error: unknown field \"spec.containers[0].colour\""
+        ]
+    );
+    // As in a MutatingAdmissionPolicy, where kube-apiserver's strict decoding fails the request,
+    // `failurePolicy: Ignore` does not let it through.
+    policy["spec"]["failurePolicy"] = json!("Ignore");
+    let ignored = mutate_create(&set_of(&[policy]), &limited_pod());
+    assert_eq!(ignored.messages, decision.messages);
+    assert!(!ignored.allowed, "{ignored:?}");
+}
+
+#[test]
 fn apply_configurations_merge_by_the_kinds_schema() {
     let policy = cop(
         "sidecar-env",

@@ -126,6 +126,24 @@ impl Kinds {
         })
     }
 
+    /// The versions that serve `resource` (plural, `horizontalpodautoscalers`) in `group`
+    /// (empty for the core group): built-in ones, or in a group that is not built in, custom
+    /// ones. kube-apiserver counts them as equivalent resources for `matchPolicy: Equivalent`.
+    pub fn versions_of(&self, group: &str, resource: &str) -> Vec<&str> {
+        let builtin = self.builtin.kinds().iter().any(|k| k.group() == group);
+        let schema = if builtin {
+            Some(self.builtin)
+        } else {
+            self.custom.as_deref()
+        };
+        schema
+            .into_iter()
+            .flat_map(|schema| schema.kinds())
+            .filter(|k| k.group() == group && k.resource == resource)
+            .map(Kind::version)
+            .collect()
+    }
+
     /// For an `api_version` and `kind` in a custom group ([`is_custom_group`](Self::is_custom_group))
     /// that [`kind`](Self::kind) does not find: the same kind at the group's other versions,
     /// else the group's kind nearest in spelling, ignoring case. Only kinds of the same group

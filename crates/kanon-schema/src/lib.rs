@@ -36,6 +36,7 @@ mod kinds;
 mod model;
 mod render;
 mod resolve;
+mod strict;
 mod suggest;
 
 use std::collections::{BTreeMap, HashMap};

@@ -313,3 +313,63 @@ fn the_first_difference_names_the_type_and_field() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn unknown_fields_are_named_as_strict_decoding_names_them() -> TestResult {
+    let schema = builtin()?;
+    let pod = kind(schema, "v1", "Pod")?;
+    let root = schema.root_type(pod).ok_or("no Pod type")?;
+    let object = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "labels": {"app": "web"}, "colour": "blue"},
+        "spec": {
+            "containers": [
+                {"name": "a", "image": "a"},
+                {"name": "b", "image": "b", "resources": {"limits": {"cpu": "1"}, "limit": {}}},
+            ],
+            "tolerations": null,
+            "bogus": 1,
+        },
+    });
+    assert_eq!(
+        schema.unknown_fields(root, &object, 100),
+        [
+            "metadata.colour",
+            "spec.containers[1].resources.limit",
+            "spec.bogus"
+        ]
+    );
+    assert_eq!(schema.unknown_fields(root, &object, 1), ["metadata.colour"]);
+    // The same, for a value written at a path.
+    let container = serde_json::json!({"name": "c", "resources": {"limit": {}}, "colour": 1});
+    assert_eq!(
+        schema.unknown_fields_at(root, &["spec", "containers", "2"], &container, 100),
+        [
+            "spec.containers[2].resources.limit",
+            "spec.containers[2].colour"
+        ]
+    );
+    assert_eq!(
+        schema.unknown_fields_at(root, &["spec", "bogus", "deeper"], &container, 100),
+        ["spec.bogus"]
+    );
+    assert_eq!(
+        schema.unknown_fields_at(
+            root,
+            &["metadata", "labels", "x"],
+            &serde_json::json!("y"),
+            100
+        ),
+        Vec::<String>::new()
+    );
+    // A declared object's value of the wrong type is not an unknown field; neither is anything
+    // in a free-form place.
+    let revision = kind(schema, "apps/v1", "ControllerRevision")?;
+    let root = schema
+        .root_type(revision)
+        .ok_or("no ControllerRevision type")?;
+    let object = serde_json::json!({"metadata": "text", "data": {"anything": {"at": "all"}}});
+    assert!(schema.unknown_fields(root, &object, 100).is_empty());
+    Ok(())
+}

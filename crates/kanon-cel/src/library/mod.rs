@@ -193,7 +193,7 @@ pub(crate) const REGEX_LENGTH: f64 = 0.25;
 
 /// Go's `strconv.Quote`: the string in double quotes, with Go's escapes (Kubernetes' messages
 /// quote their input with `%q`).
-pub(crate) fn go_quote(text: &str) -> String {
+pub fn go_quote(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for character in text.chars() {

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::compile::AdmissionBinding;
-use super::matching::Attributes;
+use super::matching::{Attributes, Selection};
 use crate::diff::Changes;
 use crate::evaluation::{NamespaceLabels, Scope};
 use crate::language::cel::mutate::{CelOverrideRule, apply_change};
@@ -29,22 +29,49 @@ const NULL: &Value = &Value::Null;
 impl AdmissionBinding {
     /// Whether the policy's constraints and the binding's match resources both select the
     /// request, as it came (`object` is the request's object, or the old object on DELETE).
+    /// Constraints that select it only at another version of its resource (`matchPolicy:
+    /// Equivalent`) are an error: kube-apiserver would convert the object to that version, and
+    /// kanon converts no object, so it neither judges the wrong version nor lets it by unjudged.
     pub(crate) async fn selects(
         &self,
         request: &Request,
         object: &Value,
         namespaces: &mut NamespaceLabels<'_>,
+        lookup: &dyn crate::lookup::Lookup,
     ) -> Result<bool, RuleError> {
         let attributes = attributes(request, object);
+        let mut versions = || {
+            crate::lookup::kinds_of(lookup).map_or_else(Vec::new, |kinds| {
+                kinds
+                    .versions_of(attributes.group, attributes.resource)
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect()
+            })
+        };
         let matchers = std::iter::once(&self.constraints).chain(self.narrowed.as_ref());
-        for matcher in matchers {
+        for (index, matcher) in matchers.enumerate() {
             let labels = if matcher.reads_namespace(&attributes) {
                 namespaces.labels().await?
             } else {
                 None
             };
-            if !matcher.selects(&attributes, labels) {
-                return Ok(false);
+            match matcher.selects(&attributes, labels, &mut versions) {
+                Selection::No => return Ok(false),
+                Selection::Yes => {}
+                Selection::Equivalent(version) if index == 0 => {
+                    return Err(RuleError::Conversion {
+                        from: format!("{}/{}", attributes.group, attributes.version)
+                            .trim_start_matches('/')
+                            .to_owned(),
+                        to: format!("{}/{version}", attributes.group)
+                            .trim_start_matches('/')
+                            .to_owned(),
+                        resource: attributes.resource.to_owned(),
+                    });
+                }
+                // The binding's own rules only narrow; the policy's decide the version.
+                Selection::Equivalent(_) => {}
             }
         }
         Ok(true)
@@ -377,6 +404,9 @@ pub(crate) struct Mutated {
     /// Errors, in the apiserver's words (`policy 'p' with binding 'b' denied request: ...`),
     /// each with the typed error; they deny under `Fail`.
     pub(crate) errors: Vec<(String, RuleError)>,
+    /// An error that fails the whole request whatever the failure policy, in the apiserver's
+    /// words (`Internal error occurred: strict decoding error: ...`): nothing runs after it.
+    pub(crate) fatal: Option<String>,
 }
 
 /// Runs one binding of a MutatingAdmissionPolicy on `working` (which it selects): once per
@@ -411,10 +441,18 @@ pub(crate) async fn mutate(
         let inputs = inputs(request, NULL, namespace_object.as_deref(), param.as_deref());
         let lookup = scope.evaluation.lookup();
         let outcome = rule.apply_each(inputs, working, &interrupted, |working, change, field| {
-            apply_change(working, change, field, lookup, changes, "JSON Patch: ")
+            apply_change(working, change, field, lookup, changes)
         });
         out.applied += outcome.applied;
         for error in outcome.errors {
+            if let RuleError::StrictDecoding { unknown, .. } = &error {
+                out.fatal = Some(format!(
+                    "Internal error occurred: strict decoding error: {}",
+                    crate::rule::unknown_fields(unknown)
+                ));
+                out.errors.push((String::new(), error));
+                return out;
+            }
             out.errors.push((denied(&kube_words(&error)), error));
         }
     }

@@ -1,7 +1,8 @@
 //! Which requests an admission policy's `matchConstraints` and a binding's `matchResources`
 //! select, as kube-apiserver decides: namespace selector, object selector, excluded rules (which
 //! win), then the resource rules with their operations, groups, versions, resources,
-//! subresources, scope and resource names.
+//! subresources, scope and resource names; under `matchPolicy: Equivalent` (the default), rules
+//! also match the request's resource at the other versions that serve it.
 
 use kanon_api::Operation;
 use serde_json::Value;
@@ -24,6 +25,18 @@ pub(crate) struct Attributes<'a> {
     /// The object (null on DELETE) and the old object (null on CREATE).
     pub(crate) object: &'a Value,
     pub(crate) old_object: &'a Value,
+}
+
+/// What a matcher makes of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Selection {
+    /// Not selected.
+    No,
+    /// Selected as the request came.
+    Yes,
+    /// Selected only through the request's resource at this other version (`matchPolicy:
+    /// Equivalent`): kube-apiserver converts the object to it before evaluating.
+    Equivalent(String),
 }
 
 impl Attributes<'_> {
@@ -119,10 +132,17 @@ impl Rule {
 
     /// Whether the rule matches the request, its resource names included.
     fn matches(&self, request: &Attributes<'_>) -> bool {
+        self.matches_at(request, request.version)
+            && (self.names.is_empty() || self.names.iter().any(|n| n == request.name))
+    }
+
+    /// Whether the rule matches the request's resource at `version`, names aside (the
+    /// apiserver does not read them when it matches an equivalent resource).
+    fn matches_at(&self, request: &Attributes<'_>, version: &str) -> bool {
         let any = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
         any(&self.operations, request.operation.as_str())
             && any(&self.groups, request.group)
-            && any(&self.versions, request.version)
+            && any(&self.versions, version)
             && self.resources.iter().any(|written| {
                 let (resource, sub) = written.split_once('/').unwrap_or((written, ""));
                 (resource == "*" || resource == request.resource)
@@ -133,7 +153,6 @@ impl Rule {
                 Scope::Cluster => request.is_namespace() || request.namespace.is_empty(),
                 Scope::Namespaced => !request.is_namespace() && !request.namespace.is_empty(),
             }
-            && (self.names.is_empty() || self.names.iter().any(|n| n == request.name))
     }
 }
 
@@ -144,6 +163,8 @@ pub(crate) struct Matcher {
     object_selector: Option<LabelMatcher>,
     rules: Vec<Rule>,
     excluded: Vec<Rule>,
+    /// `matchPolicy: Equivalent` (the default).
+    equivalent: bool,
 }
 
 impl Matcher {
@@ -192,6 +213,7 @@ impl Matcher {
                 "excludeResourceRules",
                 errors,
             ),
+            equivalent: written.match_policy.as_deref() != Some("Exact"),
         }
     }
 
@@ -203,8 +225,47 @@ impl Matcher {
     }
 
     /// Whether the matcher selects the request; `namespace_labels` are the labels of its
-    /// namespace when [`Matcher::reads_namespace`] says they are needed.
+    /// namespace when [`Matcher::reads_namespace`] says they are needed, `versions` the
+    /// versions that serve the request's resource (read only under `matchPolicy: Equivalent`,
+    /// when no rule matches the request as it came).
     pub(crate) fn selects(
+        &self,
+        request: &Attributes<'_>,
+        namespace_labels: Option<&serde_json::Map<String, Value>>,
+        versions: &mut dyn FnMut() -> Vec<String>,
+    ) -> Selection {
+        if !self.selects_labels(request, namespace_labels) {
+            return Selection::No;
+        }
+        let mut others: Option<Vec<String>> = None;
+        let mut equivalent = |rules: &[Rule]| -> Option<String> {
+            if !self.equivalent {
+                return None;
+            }
+            let others = others.get_or_insert_with(&mut *versions);
+            rules.iter().find_map(|rule| {
+                others
+                    .iter()
+                    .filter(|version| *version != request.version)
+                    .find(|version| rule.matches_at(request, version))
+                    .cloned()
+            })
+        };
+        if self.excluded.iter().any(|r| r.matches(request)) || equivalent(&self.excluded).is_some()
+        {
+            return Selection::No;
+        }
+        if self.rules.is_empty() || self.rules.iter().any(|r| r.matches(request)) {
+            return Selection::Yes;
+        }
+        match equivalent(&self.rules) {
+            Some(version) => Selection::Equivalent(version),
+            None => Selection::No,
+        }
+    }
+
+    /// Whether the namespace and object selectors hold.
+    fn selects_labels(
         &self,
         request: &Attributes<'_>,
         namespace_labels: Option<&serde_json::Map<String, Value>>,
@@ -236,10 +297,7 @@ impl Matcher {
                 return false;
             }
         }
-        if self.excluded.iter().any(|r| r.matches(request)) {
-            return false;
-        }
-        self.rules.is_empty() || self.rules.iter().any(|r| r.matches(request))
+        true
     }
 
     /// The operations its rules can match (for the webhook's rules), as kanon's operation set.

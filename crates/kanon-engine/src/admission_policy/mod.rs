@@ -14,6 +14,7 @@ mod evaluate;
 pub mod manifest;
 mod matching;
 mod params;
+pub(crate) mod patch;
 
 pub use compile::{AdmissionBinding, AdmissionPolicies};
 pub use evaluate::VALIDATION_FAILURE_KEY;

@@ -187,7 +187,7 @@ async fn apply_cel(
     let inputs = cel_inputs(scope, &data, &Value::Null);
     let lookup = scope.evaluation.lookup();
     rule.apply(inputs, working, &interrupted, |working, change, field| {
-        cel::mutate::apply_change(working, change, field, lookup, changes, "")
+        cel::mutate::apply_change(working, change, field, lookup, changes)
     })
 }
 

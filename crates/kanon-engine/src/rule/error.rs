@@ -78,6 +78,30 @@ pub enum RuleError {
         /// `expression '…' resulted in error: …`, or why its value cannot be used.
         message: String,
     },
+    /// A MutatingAdmissionPolicy's JSON patch left a built-in object with fields its kind does
+    /// not declare: kube-apiserver's strict decoding refuses it and fails the whole request,
+    /// whatever the failure policy (`unknown`: the fields' paths, `spec.containers[0].foo`).
+    #[error("{field}: strict decoding error: {}", unknown_fields(.unknown))]
+    StrictDecoding {
+        /// Field path of the mutation.
+        field: String,
+        /// The undeclared fields, in the object's order.
+        unknown: Vec<String>,
+    },
+    /// An admission policy's rules select the request's resource only at another version
+    /// (`matchPolicy: Equivalent`), which kube-apiserver would convert the object to; kanon
+    /// converts no object between versions.
+    #[error(
+        "the policy's rules match {resource} at {to}, not at {from} as requested (matchPolicy: Equivalent), and kanon does not convert objects between versions; name {from} in the rules, or set matchPolicy: Exact"
+    )]
+    Conversion {
+        /// The request's `group/version` (`autoscaling/v2`).
+        from: String,
+        /// The version the rules name (`autoscaling/v1`).
+        to: String,
+        /// The resource (`horizontalpodautoscalers`).
+        resource: String,
+    },
     /// A rule reached a state compilation rules out (a defect of kanon).
     #[error("{field}: {message}")]
     Defect {
@@ -90,8 +114,9 @@ pub enum RuleError {
 
 impl RuleError {
     /// A short, stable name of the cause, for metrics labels and logs: `deadline`,
-    /// `invalid_policy`, `not_found`, `program`, `cel`, `patch`, `reference`, `defect`, or the
-    /// lookup's own ([`LookupError::reason`]: `not_synced`, `timed_out`, `forbidden`, ...).
+    /// `invalid_policy`, `not_found`, `program`, `cel`, `patch`, `strict_decoding`, `conversion`,
+    /// `reference`, `defect`, or the lookup's own ([`LookupError::reason`]: `not_synced`, `timed_out`,
+    /// `forbidden`, ...).
     pub fn reason(&self) -> &'static str {
         match self {
             RuleError::DeadlinePassed => "deadline",
@@ -101,10 +126,21 @@ impl RuleError {
             RuleError::Reference { .. } => "reference",
             RuleError::Program { .. } => "program",
             RuleError::Patch { .. } => "patch",
+            RuleError::StrictDecoding { .. } => "strict_decoding",
+            RuleError::Conversion { .. } => "conversion",
             RuleError::Cel { .. } => "cel",
             RuleError::Defect { .. } => "defect",
         }
     }
+}
+
+/// `unknown field "a", unknown field "b"`, as the Go decoder lists them.
+pub(crate) fn unknown_fields(paths: &[String]) -> String {
+    let listed: Vec<String> = paths
+        .iter()
+        .map(|path| format!("unknown field {}", kanon_cel::go_quote(path)))
+        .collect();
+    listed.join(", ")
 }
 
 /// The errors of an invalid policy, on one line.

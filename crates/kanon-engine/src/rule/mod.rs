@@ -8,5 +8,6 @@ mod variables;
 mod verdict;
 
 pub use error::RuleError;
+pub(crate) use error::unknown_fields;
 pub use variables::Variables;
 pub use verdict::Verdict;

@@ -2,15 +2,17 @@
 //!
 //! Match conditions decide whether the rule runs; then each mutation, in order, sees the object
 //! as the mutations before it left it. A `JSONPatch` mutation gives a list of
-//! `JSONPatch{op, path, from, value}`, applied as RFC 6902 operations; a patch that does not
-//! apply is an error under the policy's failure policy (a `test` that does not hold leaves the
-//! patch out instead). An `ApplyConfiguration` mutation gives an `Object{...}`, merged into the
-//! object by the kind's schema ([`crate::structured_merge`]).
+//! `JSONPatch{op, path, from, value}`, applied as kube-apiserver applies a
+//! MutatingAdmissionPolicy's ([`crate::admission_policy::patch`]: its patch library's meanings
+//! and words, not RFC 6902's to the letter), so that a mutation means the same in kanon's kinds
+//! and in a MAP; a built-in object left with a field its kind does not declare is refused as
+//! the apiserver's strict decoding refuses it. A patch that does not apply is an error under the
+//! policy's failure policy (a `test` that does not hold leaves the patch out instead; in a MAP
+//! the strict decoding error fails the whole request, as in the apiserver). An
+//! `ApplyConfiguration` mutation gives an `Object{...}`, merged into the object by the kind's
+//! schema ([`crate::structured_merge`]).
 
-use json_patch::{
-    AddOperation, CopyOperation, MoveOperation, PatchOperation, RemoveOperation, ReplaceOperation,
-    TestOperation,
-};
+use json_patch::PatchOperation;
 use kanon_api::{CelMutation, PatchType};
 use kanon_cel::Value;
 use serde_json::Value as Json;
@@ -18,6 +20,7 @@ use serde_json::Value as Json;
 use super::compile::{Expect, Expression, Named, RuleEnv, Site};
 use super::validate::{Inputs, failed, matches, out_of_budget};
 use super::{CallError, Meter};
+use crate::admission_policy::patch::{self, Refusal, WrittenOperation};
 use crate::error::FieldError;
 use crate::references::CompiledRef;
 use crate::rule::RuleError;
@@ -36,9 +39,9 @@ pub(crate) struct CelOverrideRule {
 struct Mutation {
     patch_type: PatchType,
     expression: Expression,
-    /// The operations of a JSONPatch expression that reads nothing (a list of constant
+    /// The change a JSONPatch expression that reads nothing gives (a list of constant
     /// patches), prepared when the policy compiles instead of on every request.
-    prepared: Option<Vec<PatchOperation>>,
+    prepared: Option<Change>,
 }
 
 /// Compiles a `cel` overrider at `at`.
@@ -101,7 +104,8 @@ pub(crate) fn compile(
                 PatchType::JsonPatch => expression
                     .program
                     .constant()
-                    .and_then(|value| operations(value).ok()),
+                    .and_then(|value| written_operations(value).ok())
+                    .map(Change::Written),
                 PatchType::ApplyConfiguration => None,
             };
             mutations.push(Mutation {
@@ -119,20 +123,11 @@ pub(crate) fn compile(
     })
 }
 
-/// What one mutation gives: RFC 6902 operations, or an apply configuration to merge.
-#[derive(Debug)]
+/// What one mutation gives: a JSON patch as written, or an apply configuration to merge.
+#[derive(Debug, Clone)]
 pub(crate) enum Change {
-    Patch(Vec<PatchOperation>),
+    Written(Vec<WrittenOperation>),
     Apply(Json),
-}
-
-/// Why a mutation's operations did not apply: which one failed, and the error.
-#[derive(Debug)]
-pub(crate) struct PatchFailure {
-    /// The index of the failing operation.
-    pub(crate) index: usize,
-    /// Why.
-    pub(crate) error: RuleError,
 }
 
 /// What a rule's mutations did when each runs whatever the ones before it did.
@@ -146,14 +141,14 @@ pub(crate) struct EachApplied {
 
 impl CelOverrideRule {
     /// Runs the rule's mutations on `working`, each seeing the object the ones before it left:
-    /// `apply` applies one mutation's operations (recording them). How many operations there
-    /// were; the first error stops the rule.
+    /// `apply` applies one mutation's change (recording it) and says how many operations
+    /// applied. How many operations applied in all; the first error stops the rule.
     pub(crate) fn apply(
         &self,
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Change, &str) -> Result<(), PatchFailure>,
+        apply: impl FnMut(&mut Json, Change, &str) -> Result<usize, RuleError>,
     ) -> Result<usize, RuleError> {
         let outcome = self.run(inputs, working, interrupted, true, apply);
         match outcome.errors.into_iter().next() {
@@ -169,7 +164,7 @@ impl CelOverrideRule {
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Change, &str) -> Result<(), PatchFailure>,
+        apply: impl FnMut(&mut Json, Change, &str) -> Result<usize, RuleError>,
     ) -> EachApplied {
         self.run(inputs, working, interrupted, false, apply)
     }
@@ -180,7 +175,7 @@ impl CelOverrideRule {
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
         stop_at_error: bool,
-        mut apply: impl FnMut(&mut Json, Change, &str) -> Result<(), PatchFailure>,
+        mut apply: impl FnMut(&mut Json, Change, &str) -> Result<usize, RuleError>,
     ) -> EachApplied {
         let mut meter = Meter::new(interrupted);
         let mut outcome = EachApplied::default();
@@ -217,9 +212,9 @@ impl CelOverrideRule {
                     Ok(value) => match patch_type {
                         // A prepared patch is evaluated all the same, for its cost.
                         PatchType::JsonPatch => match prepared {
-                            Some(prepared) => Ok(Change::Patch(prepared.clone())),
-                            None => operations(&value)
-                                .map(Change::Patch)
+                            Some(prepared) => Ok(prepared.clone()),
+                            None => written_operations(&value)
+                                .map(Change::Written)
                                 .map_err(|message| failed(mutation, message)),
                         },
                         // kube-apiserver says these in its own words, not as the expression's.
@@ -237,25 +232,7 @@ impl CelOverrideRule {
                     Err(CallError::Failed(error)) => Err(failed(mutation, error.to_string())),
                 }
             };
-            let result = change.and_then(|change| {
-                let (count, tests) = match &change {
-                    Change::Patch(operations) => (
-                        operations.len(),
-                        operations
-                            .iter()
-                            .map(|op| matches!(op, PatchOperation::Test(_)))
-                            .collect(),
-                    ),
-                    Change::Apply(_) => (1, Vec::new()),
-                };
-                match apply(working, change, &mutation.field) {
-                    Ok(()) => Ok(count),
-                    // A `test` that does not hold means "do not apply this patch", not an
-                    // error (kube-apiserver's MutatingAdmissionPolicy).
-                    Err(failure) if tests.get(failure.index) == Some(&true) => Ok(0),
-                    Err(failure) => Err(failure.error),
-                }
-            });
+            let result = change.and_then(|change| apply(working, change, &mutation.field));
             match result {
                 Ok(count) => outcome.applied += count,
                 Err(error) => {
@@ -318,31 +295,32 @@ fn type_names(value: &Value<'_>, path: &mut Vec<String>, mismatches: &mut Vec<St
 }
 
 /// Applies one mutation's change to `working`, each operation recorded in `changes` before it
-/// applies; an apply configuration is merged by the working object's schema (from `lookup`'s
-/// kinds, read only then) and applied as the operations from the object to the merge. `words`
-/// prefixes a patch that does not apply (`JSON Patch: ` for an admission policy, as the
-/// apiserver says).
+/// applies: how many operations applied (none when a `test` did not hold, which leaves the
+/// patch out). A MutatingAdmissionPolicy's patch is applied as kube-apiserver applies it, and a
+/// built-in object it leaves with fields its kind does not declare fails as the apiserver's
+/// strict decoding fails it. An apply configuration is merged by the working object's schema
+/// (from `lookup`'s kinds, read only then) and applied as the operations from the object to
+/// the merge.
 pub(crate) fn apply_change(
     working: &mut Json,
     change: Change,
     field: &str,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
-    words: &str,
-) -> Result<(), PatchFailure> {
-    let operations = match change {
-        Change::Patch(operations) => operations,
+) -> Result<usize, RuleError> {
+    let failure = |message: String| RuleError::Patch {
+        field: field.to_owned(),
+        message,
+    };
+    let (operations, strict) = match change {
+        Change::Written(written) => match patch::resolve(working, &written) {
+            Ok(operations) => (operations, true),
+            Err(Refusal::TestFailed) => return Ok(0),
+            Err(Refusal::Error(message)) => return Err(failure(format!("JSON Patch: {message}"))),
+        },
         Change::Apply(configuration) => {
-            let failure = |message: String| PatchFailure {
-                index: usize::MAX,
-                error: RuleError::Patch {
-                    field: field.to_owned(),
-                    message,
-                },
-            };
             let kinds = crate::lookup::kinds_of(lookup);
-            let Some((schema, root)) = kinds.as_ref().and_then(|kinds| object_type(kinds, working))
-            else {
+            let Some(known) = kinds.as_ref().and_then(|kinds| known_kind(kinds, working)) else {
                 return Err(failure(format!(
                     "Resource kind {}/{} not found: an apply configuration needs the kind's schema",
                     working
@@ -352,35 +330,81 @@ pub(crate) fn apply_change(
                     working.get("kind").and_then(Json::as_str).unwrap_or("?"),
                 )));
             };
-            let merged = crate::structured_merge::apply(schema, root, working, &configuration)
-                .map_err(|error| failure(format!("error applying patch: {error}")))?;
-            json_patch::diff(working, &merged).0
+            let root = known.schema.root_type(known.kind).ok_or_else(|| {
+                failure(format!("the schema has no type for {}", known.kind.kind))
+            })?;
+            let merged =
+                crate::structured_merge::apply(known.schema, root, working, &configuration)
+                    .map_err(|error| failure(format!("error applying patch: {error}")))?;
+            (json_patch::diff(working, &merged).0, false)
         }
     };
-    crate::language::apply_recorded(working, operations, changes).map_err(|(index, e)| {
-        PatchFailure {
-            index,
-            error: RuleError::Patch {
-                field: field.to_owned(),
-                message: format!("{words}operation {index}: {e}"),
-            },
+    if strict {
+        strictly_decoded(working, &operations, field, lookup)?;
+    }
+    let count = operations.len();
+    crate::language::apply_recorded(working, operations, changes)
+        .map_err(|(index, e)| failure(format!("JSON Patch: operation {index}: {e}")))?;
+    Ok(count)
+}
+
+/// kube-apiserver decodes what a MutatingAdmissionPolicy's JSON patch leaves of a built-in
+/// kind strictly into its Go type: a field the kind does not declare fails the request (a
+/// custom kind is decoded as it is, unknown fields and all). The apiserver's object has no
+/// such field before the patch, so only what the operations write is checked (an object given
+/// offline with a stray field of its own is not the policy's doing).
+fn strictly_decoded(
+    working: &Json,
+    operations: &[PatchOperation],
+    field: &str,
+    lookup: &dyn crate::lookup::Lookup,
+) -> Result<(), RuleError> {
+    /// The decoder stops collecting at 100.
+    const MOST: usize = 100;
+    let kinds = crate::lookup::kinds_of(lookup);
+    let Some(known) = kinds.as_ref().and_then(|kinds| known_kind(kinds, working)) else {
+        return Ok(());
+    };
+    if known.origin != kanon_schema::Origin::BuiltIn {
+        return Ok(());
+    }
+    let Some(root) = known.schema.root_type(known.kind) else {
+        return Ok(());
+    };
+    let mut unknown: Vec<String> = Vec::new();
+    for operation in operations {
+        let (path, value) = match operation {
+            PatchOperation::Add(add) => (&add.path, &add.value),
+            PatchOperation::Replace(replace) => (&replace.path, &replace.value),
+            _ => continue,
+        };
+        let segments: Vec<String> = path.tokens().map(|t| t.decoded().into_owned()).collect();
+        for found in known.schema.unknown_fields_at(root, &segments, value, MOST) {
+            if unknown.len() < MOST && !unknown.contains(&found) {
+                unknown.push(found);
+            }
         }
+    }
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(RuleError::StrictDecoding {
+        field: field.to_owned(),
+        unknown,
     })
 }
 
-/// The schema and root type of `object`'s kind, when `kinds` know it.
-fn object_type<'k>(
+/// `object`'s kind, when `kinds` know it.
+fn known_kind<'k>(
     kinds: &'k kanon_schema::Kinds,
     object: &Json,
-) -> Option<(&'k kanon_schema::Schema, &'k kanon_schema::Type)> {
+) -> Option<kanon_schema::KnownKind<'k>> {
     let text = |key: &str| object.get(key).and_then(Json::as_str);
-    let known = kinds.kind(text("apiVersion")?, text("kind")?)?;
-    Some((known.schema, known.schema.root_type(known.kind)?))
+    kinds.kind(text("apiVersion")?, text("kind")?)
 }
 
-/// The RFC 6902 operations a mutation's value holds: a list of `JSONPatch{op, path, from,
-/// value}`.
-fn operations(value: &Value<'_>) -> Result<Vec<PatchOperation>, String> {
+/// The `JSONPatch{op, path, from, value}` items a mutation's value holds, as written.
+fn written_operations(value: &Value<'_>) -> Result<Vec<WrittenOperation>, String> {
     let Value::List(items) = value else {
         return Err(format!(
             "expected a list of JSONPatch, got {}",
@@ -395,57 +419,29 @@ fn operations(value: &Value<'_>) -> Result<Vec<PatchOperation>, String> {
                 item.type_of()
             ));
         };
-        let text = |name: &str| -> Result<Option<String>, String> {
+        let text = |name: &str| -> Result<String, String> {
             match patch.fields.get(name) {
-                None => Ok(None),
-                Some(Value::String(text)) => Ok(Some(text.as_str().to_owned())),
+                None => Ok(String::new()),
+                Some(Value::String(text)) => Ok(text.as_str().to_owned()),
                 Some(other) => Err(format!(
                     "item {index}: `{name}` must be a string, got {}",
                     other.type_of()
                 )),
             }
         };
-        let op = text("op")?.ok_or_else(|| format!("item {index}: `op` is required"))?;
-        let path = text("path")?.unwrap_or_default();
-        let path = json_patch::jsonptr::PointerBuf::parse(&path)
-            .map_err(|error| format!("item {index}: path {path:?}: {error}"))?;
-        let value = || -> Result<Json, String> {
-            match patch.fields.get("value") {
-                Some(value) => value
+        let value = match patch.fields.get("value") {
+            Some(value) => Some(
+                value
                     .to_json()
-                    .map_err(|error| format!("item {index}: value: {error}")),
-                None => Err(format!("item {index}: `value` is required for op {op:?}")),
-            }
+                    .map_err(|error| format!("item {index}: value: {error}"))?,
+            ),
+            None => None,
         };
-        let from = || -> Result<json_patch::jsonptr::PointerBuf, String> {
-            let from = text("from")?
-                .ok_or_else(|| format!("item {index}: `from` is required for op {op:?}"))?;
-            json_patch::jsonptr::PointerBuf::parse(&from)
-                .map_err(|error| format!("item {index}: from {from:?}: {error}"))
-        };
-        operations.push(match op.as_str() {
-            "add" => PatchOperation::Add(AddOperation {
-                path,
-                value: value()?,
-            }),
-            "remove" => PatchOperation::Remove(RemoveOperation { path }),
-            "replace" => PatchOperation::Replace(ReplaceOperation {
-                path,
-                value: value()?,
-            }),
-            "move" => PatchOperation::Move(MoveOperation {
-                from: from()?,
-                path,
-            }),
-            "copy" => PatchOperation::Copy(CopyOperation {
-                from: from()?,
-                path,
-            }),
-            "test" => PatchOperation::Test(TestOperation {
-                path,
-                value: value()?,
-            }),
-            other => return Err(format!("item {index}: unknown op {other:?}")),
+        operations.push(WrittenOperation {
+            op: text("op")?,
+            path: text("path")?,
+            from: Some(text("from")?).filter(|from| !from.is_empty()),
+            value,
         });
     }
     Ok(operations)
