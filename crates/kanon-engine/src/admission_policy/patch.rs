@@ -273,21 +273,22 @@ struct Place<'d> {
 /// pieces between it and the last walked through objects and arrays (a missing, `null` or
 /// scalar value on the way, or an index that does not read, finds nothing).
 fn find<'d>(doc: &'d Value, path: &str) -> Option<Place<'d>> {
-    let pieces: Vec<&str> = path.split('/').collect();
-    let [_, between @ .., last] = pieces.as_slice() else {
-        return None;
+    let (_, rest) = path.split_once('/')?;
+    let (between, last) = match rest.rsplit_once('/') {
+        Some((between, last)) => (Some(between), last),
+        None => (None, rest),
     };
-    let mut pointer = PointerBuf::root();
-    let mut container = doc;
-    if !container.is_object() && !container.is_array() {
+    if !doc.is_object() && !doc.is_array() {
         return None;
     }
-    for piece in between {
+    let mut pointer = PointerBuf::root();
+    let mut container = doc;
+    for piece in between.into_iter().flat_map(|b| b.split('/')) {
         let key = unescape(piece);
         let next = match container {
             Value::Object(members) => {
-                pointer.push_back(key.as_str());
-                members.get(&key)
+                pointer.push_back(key.as_ref());
+                members.get(key.as_ref())
             }
             Value::Array(items) => {
                 let index = array_index(&key, items.len()).ok()?;
@@ -301,7 +302,7 @@ fn find<'d>(doc: &'d Value, path: &str) -> Option<Place<'d>> {
     Some(Place {
         pointer,
         container,
-        key: unescape(last),
+        key: unescape(last).into_owned(),
     })
 }
 
@@ -409,11 +410,11 @@ fn atoi(text: &str) -> Result<i64, String> {
 }
 
 /// The library's unescaping of a path piece: `~1` to `/`, then `~0` to `~`.
-fn unescape(piece: &str) -> String {
+fn unescape(piece: &str) -> std::borrow::Cow<'_, str> {
     if piece.contains('~') {
-        piece.replace("~1", "/").replace("~0", "~")
+        piece.replace("~1", "/").replace("~0", "~").into()
     } else {
-        piece.to_owned()
+        piece.into()
     }
 }
 

@@ -41,7 +41,7 @@ struct Mutation {
     expression: Expression,
     /// The change a JSONPatch expression that reads nothing gives (a list of constant
     /// patches), prepared when the policy compiles instead of on every request.
-    prepared: Option<Change>,
+    prepared: Option<Vec<WrittenOperation>>,
 }
 
 /// Compiles a `cel` overrider at `at`.
@@ -104,8 +104,7 @@ pub(crate) fn compile(
                 PatchType::JsonPatch => expression
                     .program
                     .constant()
-                    .and_then(|value| written_operations(value).ok())
-                    .map(Change::Written),
+                    .and_then(|value| written_operations(value).ok()),
                 PatchType::ApplyConfiguration => None,
             };
             mutations.push(Mutation {
@@ -123,10 +122,11 @@ pub(crate) fn compile(
     })
 }
 
-/// What one mutation gives: a JSON patch as written, or an apply configuration to merge.
-#[derive(Debug, Clone)]
-pub(crate) enum Change {
-    Written(Vec<WrittenOperation>),
+/// What one mutation gives: a JSON patch as written (borrowed when prepared), or an apply
+/// configuration to merge.
+#[derive(Debug)]
+pub(crate) enum Change<'m> {
+    Written(std::borrow::Cow<'m, [WrittenOperation]>),
     Apply(Json),
 }
 
@@ -148,7 +148,7 @@ impl CelOverrideRule {
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Change, &str) -> Result<usize, RuleError>,
+        apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
     ) -> Result<usize, RuleError> {
         let outcome = self.run(inputs, working, interrupted, true, apply);
         match outcome.errors.into_iter().next() {
@@ -164,7 +164,7 @@ impl CelOverrideRule {
         inputs: Inputs<'_>,
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
-        apply: impl FnMut(&mut Json, Change, &str) -> Result<usize, RuleError>,
+        apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
     ) -> EachApplied {
         self.run(inputs, working, interrupted, false, apply)
     }
@@ -175,7 +175,7 @@ impl CelOverrideRule {
         working: &mut Json,
         interrupted: &(dyn Fn() -> bool + Sync),
         stop_at_error: bool,
-        mut apply: impl FnMut(&mut Json, Change, &str) -> Result<usize, RuleError>,
+        mut apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
     ) -> EachApplied {
         let mut meter = Meter::new(interrupted);
         let mut outcome = EachApplied::default();
@@ -212,9 +212,11 @@ impl CelOverrideRule {
                     Ok(value) => match patch_type {
                         // A prepared patch is evaluated all the same, for its cost.
                         PatchType::JsonPatch => match prepared {
-                            Some(prepared) => Ok(prepared.clone()),
+                            Some(prepared) => {
+                                Ok(Change::Written(std::borrow::Cow::Borrowed(prepared)))
+                            }
                             None => written_operations(&value)
-                                .map(Change::Written)
+                                .map(|written| Change::Written(written.into()))
                                 .map_err(|message| failed(mutation, message)),
                         },
                         // kube-apiserver says these in its own words, not as the expression's.
@@ -303,7 +305,7 @@ fn type_names(value: &Value<'_>, path: &mut Vec<String>, mismatches: &mut Vec<St
 /// the merge.
 pub(crate) fn apply_change(
     working: &mut Json,
-    change: Change,
+    change: Change<'_>,
     field: &str,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
@@ -378,7 +380,8 @@ fn strictly_decoded(
             PatchOperation::Replace(replace) => (&replace.path, &replace.value),
             _ => continue,
         };
-        let segments: Vec<String> = path.tokens().map(|t| t.decoded().into_owned()).collect();
+        let tokens: Vec<_> = path.tokens().collect();
+        let segments: Vec<std::borrow::Cow<'_, str>> = tokens.iter().map(|t| t.decoded()).collect();
         for found in known.schema.unknown_fields_at(root, &segments, value, MOST) {
             if unknown.len() < MOST && !unknown.contains(&found) {
                 unknown.push(found);
