@@ -58,6 +58,21 @@ pub struct Request {
     /// lookup alone; their `_in` forms take the deadline of their
     /// [`Evaluation`](crate::Evaluation) instead.
     pub deadline: Option<Deadline>,
+    /// The built-in kind's schema, looked up once for all the policies that need it.
+    builtin: BuiltinKind,
+}
+
+/// The schema and root type of a request's kind when it is a built-in one, found on first use.
+#[derive(Debug, Clone, Default)]
+struct BuiltinKind(
+    std::sync::OnceLock<Option<(&'static kanon_schema::Schema, &'static kanon_schema::Type)>>,
+);
+
+impl PartialEq for BuiltinKind {
+    /// Derived from the other fields, so never a difference of its own.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// A deadline the caller keeps: the engine asks whether it has passed, and never reads a clock
@@ -163,6 +178,18 @@ fn text_at<'a>(value: &'a Value, pointer: &str) -> Option<&'a str> {
 }
 
 impl Request {
+    /// The embedded schema and the root type of the request's kind (`api_version`, `kind`, as
+    /// they were when first asked), when it is a built-in kind.
+    pub(crate) fn builtin_kind(
+        &self,
+    ) -> Option<(&'static kanon_schema::Schema, &'static kanon_schema::Type)> {
+        *self.builtin.0.get_or_init(|| {
+            let schema = kanon_schema::Schema::builtin().ok()?;
+            let kind = schema.kind(&self.api_version, &self.kind)?;
+            Some((schema, schema.root_type(kind)?))
+        })
+    }
+
     /// A request for `object` (CREATE, UPDATE, CONNECT) or `old_object` (DELETE), identified
     /// by the object's own `apiVersion`, `kind`, namespace and name.
     pub fn from_objects(
@@ -224,6 +251,7 @@ impl Request {
             dry_run: false,
             info,
             deadline: None,
+            builtin: BuiltinKind::default(),
         })
     }
 
@@ -370,6 +398,7 @@ impl Request {
             dry_run,
             info,
             deadline: None,
+            builtin: BuiltinKind::default(),
         })
     }
 

@@ -3,9 +3,10 @@
 //! kube-apiserver: the configuration is first checked against the schema (a field the type does
 //! not declare, or a value of the wrong kind, is refused), then refused if it sets any atomic
 //! list, map or struct (whose unset parts it would silently drop), then merged: structs and maps
-//! field by field, `x-kubernetes-list-type: map` lists item by key and `set` lists by value (in
-//! structured-merge-diff's order: the object's items, with the configuration's placed where they
-//! first meet), scalars replaced.
+//! field by field, `x-kubernetes-list-type: map` lists item by key (a key field an item leaves
+//! out counting as its schema default) and `set` lists by value (in structured-merge-diff's
+//! order: the object's items, with the configuration's placed where they first meet), scalars
+//! replaced.
 
 use std::collections::HashMap;
 
@@ -270,25 +271,44 @@ fn merge_untyped(lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value> {
     }
 }
 
-/// What identifies an item of an associative list: its key fields' values, or itself.
-fn item_key(list: &List, item: &Value) -> Result<String, String> {
-    match &list.list_type {
-        Some(ListType::Map(keys)) => {
-            let mut parts = Vec::with_capacity(keys.len());
-            for key in keys {
-                match item.get(key) {
-                    Some(value) if !value.is_null() => parts.push(format!("{key}={value}")),
-                    _ => {
-                        return Err(format!(
-                            "associative list with keys has an element that omits key field {key:?} (and doesn't have default value)"
-                        ));
-                    }
-                }
-            }
-            Ok(format!("[{}]", parts.join(",")))
+/// What identifies an item of an associative list: its key fields' values, or itself. A key
+/// field the item leaves out counts as its default (a port's `protocol` is `TCP`), or, without
+/// one, is left out of the key; an item with no key field at all cannot be told apart.
+fn item_key(schema: &Schema, list: &List, item: &Value) -> Result<String, String> {
+    let Some(ListType::Map(keys)) = &list.list_type else {
+        return Ok(format!("[={item}]"));
+    };
+    let fields = match item {
+        Value::Object(fields) => fields,
+        Value::Null => {
+            return Err("associative list with keys may not have a null element".to_owned());
         }
-        _ => Ok(format!("[={item}]")),
+        _ => return Err("associative list with keys may not have non-map elements".to_owned()),
+    };
+    let default = |key: &str| {
+        let (item_type, _) = schema.deref(&list.items)?;
+        match &item_type.shape {
+            Shape::Object(object) => object.fields.get(key)?.default.clone(),
+            _ => None,
+        }
+    };
+    // Sorted by field name, as structured-merge-diff sorts a key.
+    let mut sorted: Vec<&String> = keys.iter().collect();
+    sorted.sort();
+    let mut parts = Vec::with_capacity(keys.len());
+    for key in sorted {
+        if let Some(value) = fields.get(key).cloned().or_else(|| default(key)) {
+            parts.push(format!("{key}={value}"));
+        }
     }
+    if parts.is_empty() && !keys.is_empty() {
+        let quoted: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+        return Err(format!(
+            "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
+            quoted.join(" ")
+        ));
+    }
+    Ok(format!("[{}]", parts.join(",")))
 }
 
 /// Two associative lists merged item by item, in structured-merge-diff's order.
@@ -305,7 +325,7 @@ fn merge_lists(
         let mut seen = std::collections::HashSet::new();
         let mut keys = Vec::with_capacity(items.len());
         for (index, item) in items.iter().enumerate() {
-            let key = item_key(list, item)
+            let key = item_key(schema, list, item)
                 .map_err(|e| MergeError::Merge(format!("element {index}: {e}")))?;
             if !seen.insert(key.clone()) && !duplicates_allowed {
                 return Err(MergeError::Merge(format!(
@@ -443,12 +463,77 @@ mod tests {
                 .to_string()
                 .starts_with("failed to convert patch object to typed object: .spec.replicas: expected numeric")
         );
+        // A container's `name` defaults to "" in Kubernetes' schema, so one without a name is
+        // the container named "" (which validation refuses later), not an error here.
         let keyless = json!({"spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}});
-        assert!(
-            apply(schema, root, &live(), &keyless)
-                .unwrap_err()
-                .to_string()
-                .contains("omits key field \"name\"")
+        let merged = apply(schema, root, &live(), &keyless).expect("merges");
+        assert_eq!(
+            merged["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .map(Vec::len),
+            Some(3)
+        );
+    }
+
+    #[test]
+    fn an_item_without_any_key_field_cannot_be_told_apart() {
+        let (schema, _) = deployment();
+        let mut fields = std::collections::BTreeMap::new();
+        fields.insert("port".to_owned(), Type::new(Shape::Integer));
+        let mut protocol = Type::new(Shape::String);
+        protocol.default = Some(json!("TCP"));
+        fields.insert("protocol".to_owned(), protocol);
+        let list = List {
+            items: Box::new(Type::new(Shape::Object(kanon_schema::Object {
+                fields,
+                required: Vec::new(),
+            }))),
+            list_type: Some(ListType::Map(vec!["port".to_owned(), "name".to_owned()])),
+        };
+        // Keys sorted by name; a default stands in for a missing key; a key with neither is
+        // left out.
+        assert_eq!(
+            item_key(schema, &list, &json!({"port": 80, "name": "web"})),
+            Ok("[name=\"web\",port=80]".to_owned())
+        );
+        assert_eq!(
+            item_key(schema, &list, &json!({"port": 80})),
+            Ok("[port=80]".to_owned())
+        );
+        assert_eq!(
+            item_key(schema, &list, &json!({"other": 1})),
+            Err("associative list with keys has an element that omits all key fields [\"port\" \"name\"] (and doesn't have default values for any key fields)".to_owned())
+        );
+        assert_eq!(
+            item_key(schema, &list, &json!(null)),
+            Err("associative list with keys may not have a null element".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_key_field_left_out_counts_as_its_default() {
+        let (schema, root) = deployment();
+        let containers = |ports: Value| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": {"spec": {
+                "containers": [{"name": "app", "image": "app", "ports": ports}],
+            }}}})
+        };
+        let live = containers(json!([{"containerPort": 80, "protocol": "TCP", "name": "http"}]));
+        // A port's key is (containerPort, protocol), and protocol defaults to TCP: the same port.
+        let same = containers(json!([{"containerPort": 80, "name": "web"}]));
+        let merged = apply(schema, root, &live, &same).expect("merges");
+        assert_eq!(
+            merged["spec"]["template"]["spec"]["containers"][0]["ports"],
+            json!([{"containerPort": 80, "protocol": "TCP", "name": "web"}])
+        );
+        // UDP is another port.
+        let udp = containers(json!([{"containerPort": 80, "protocol": "UDP"}]));
+        let merged = apply(schema, root, &live, &udp).expect("merges");
+        assert_eq!(
+            merged["spec"]["template"]["spec"]["containers"][0]["ports"]
+                .as_array()
+                .map(Vec::len),
+            Some(2)
         );
     }
 }

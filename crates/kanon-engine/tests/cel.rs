@@ -509,6 +509,45 @@ fn a_field_the_kind_does_not_declare_fails_the_request_whatever_the_failure_poli
 }
 
 #[test]
+fn a_constant_patch_is_checked_for_each_kind_it_meets() {
+    // `spec.replicas` is a Deployment's field, not a DaemonSet's: found clean for Deployments
+    // (and not checked again for them), the same patch still fails for a DaemonSet.
+    let policy = cop(
+        "replicas",
+        json!({
+            "resourceSelectors": [
+                {"apiVersion": "apps/v1", "kind": "Deployment"},
+                {"apiVersion": "apps/v1", "kind": "DaemonSet"},
+            ],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'add', path: '/spec/replicas', value: 3}]"}},
+            ]}}}],
+        }),
+    );
+    let set = set_of(&[policy]);
+    let workload = |kind: &str| {
+        json!({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "w", "namespace": "default"},
+               "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "a"}]}}}})
+    };
+    for _ in 0..2 {
+        let deployment = mutate_create(&set, &workload("Deployment"));
+        assert!(deployment.allowed, "{deployment:?}");
+        assert_eq!(
+            deployment.patched.as_ref().map(|p| &p["spec"]["replicas"]),
+            Some(&json!(3))
+        );
+        let daemon_set = mutate_create(&set, &workload("DaemonSet"));
+        assert!(!daemon_set.allowed, "{daemon_set:?}");
+        assert!(
+            daemon_set.messages[0]
+                .ends_with("strict decoding error: unknown field \"spec.replicas\""),
+            "{daemon_set:?}"
+        );
+    }
+}
+
+#[test]
 fn apply_configurations_merge_by_the_kinds_schema() {
     let policy = cop(
         "sidecar-env",

@@ -28,12 +28,10 @@ pub(crate) enum Dialect {
 /// of an object embedded in one) refers to.
 pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
-/// Keywords that carry nothing the schema keeps: prose, defaults (admission sees defaulted
-/// objects), the kind a component belongs to (taken from discovery instead) and union
-/// discriminators.
+/// Keywords that carry nothing the schema keeps: prose, the kind a component belongs to (taken
+/// from discovery instead) and union discriminators.
 const IGNORED: &[&str] = &[
     "description",
-    "default",
     "example",
     "title",
     "externalDocs",
@@ -44,6 +42,8 @@ const IGNORED: &[&str] = &[
 /// Keywords the converter reads.
 const READ: &[&str] = &[
     "$ref",
+    // Kept when it is a scalar (for list-map keys); admission sees defaulted objects otherwise.
+    "default",
     "allOf",
     "oneOf",
     "type",
@@ -277,6 +277,10 @@ pub(crate) fn convert(node: &Value, at: &str, dialect: Dialect) -> Result<Type, 
         map_type,
         patch_strategy: text("x-kubernetes-patch-strategy")?,
         patch_merge_key: text("x-kubernetes-patch-merge-key")?,
+        default: map
+            .get("default")
+            .filter(|d| d.is_string() || d.is_number() || d.is_boolean())
+            .cloned(),
     })
 }
 
@@ -407,8 +411,13 @@ mod tests {
         );
         let labels = json!({"type": "object", "additionalProperties": {"type": "string", "default": ""}, "x-kubernetes-map-type": "atomic"});
         let ty = openapi(&labels)?;
-        assert_eq!(ty.shape, Shape::Map(Box::new(Type::new(Shape::String))));
+        let mut value = Type::new(Shape::String);
+        value.default = Some(json!(""));
+        assert_eq!(ty.shape, Shape::Map(Box::new(value)));
         assert_eq!(ty.map_type, Some(MapType::Atomic));
+        // Only a scalar default is kept.
+        let object_default = json!({"type": "object", "default": {}});
+        assert_eq!(openapi(&object_default)?.default, None);
         assert_eq!(openapi(&json!({}))?.shape, Shape::Any);
         let raw = json!({"type": "object"});
         assert_eq!(openapi(&raw)?.shape, Shape::Object(Object::default()));

@@ -11,7 +11,8 @@
 //!   `io.k8s.api.core.v1.PodSpec`) rather than inlined per kind: fields, scalar formats, enums,
 //!   required fields, list types and map keys, map types and strategic-merge-patch attributes.
 //!
-//! Descriptions, defaults and validation limits are left out.
+//! Descriptions, defaults other than scalars (kept for list-map keys) and validation limits are
+//! left out.
 //!
 //! Custom kinds are read at run time from CustomResourceDefinitions ([`CustomResource`],
 //! [`Schema::from_custom_resources`]) into the same model, and [`Kinds`] looks a kind up among

@@ -70,6 +70,10 @@ pub struct Type {
     /// `x-kubernetes-patch-merge-key`: the key that identifies list items in a strategic merge
     /// patch.
     pub patch_merge_key: Option<String>,
+    /// The schema's `default`, when it is a scalar (a string, number or boolean): what a
+    /// list-map key field that an item leaves out counts as when items are matched by key
+    /// (a container port's `protocol` is `TCP`). Other defaults are left out.
+    pub default: Option<serde_json::Value>,
 }
 
 impl Type {
@@ -85,6 +89,7 @@ impl Type {
             map_type: None,
             patch_strategy: None,
             patch_merge_key: None,
+            default: None,
         }
     }
 
@@ -260,6 +265,8 @@ struct TypeRepr {
     patch_merge_key: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     required: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    default: Option<serde_json::Value>,
     // Last, so a named object type reads as its attributes, then its fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fields: Option<BTreeMap<String, Type>>,
@@ -280,6 +287,7 @@ impl From<Type> for TypeRepr {
             embedded_resource: ty.embedded_resource,
             patch_strategy: ty.patch_strategy,
             patch_merge_key: ty.patch_merge_key,
+            default: ty.default,
             ..TypeRepr::default()
         };
         let name = |name: &str| Some(TypeName::One(name.to_string()));
@@ -346,6 +354,7 @@ impl TryFrom<TypeRepr> for Type {
             patch_strategy,
             patch_merge_key,
             required,
+            default,
             fields,
         } = repr;
         let type_label = match &type_name {
@@ -374,6 +383,12 @@ impl TryFrom<TypeRepr> for Type {
         stray(
             !list_map_keys.is_empty() && list_type.as_deref() != Some("map"),
             "listMapKeys",
+        )?;
+        stray(
+            default
+                .as_ref()
+                .is_some_and(|d| !(d.is_string() || d.is_number() || d.is_boolean())),
+            "default (other than a scalar)",
         )?;
         let shape = match (reference, type_name) {
             (Some(_), Some(_)) => return Err("a type has both `ref` and `type`".to_string()),
@@ -421,6 +436,7 @@ impl TryFrom<TypeRepr> for Type {
             map_type,
             patch_strategy,
             patch_merge_key,
+            default,
         })
     }
 }

@@ -23,7 +23,7 @@ impl Schema {
 
     /// [`Schema::unknown_fields`] of `value` written at `path` (JSON pointer segments, list
     /// indexes as numbers) below `ty`, the paths from `ty`'s root: `[<path>]` itself when the
-    /// path goes through a field that is not declared.
+    /// path goes through a field that is not declared. Allocates nothing when nothing is found.
     pub fn unknown_fields_at<S: AsRef<str>>(
         &self,
         ty: &Type,
@@ -31,38 +31,68 @@ impl Schema {
         value: &Value,
         limit: usize,
     ) -> Vec<String> {
-        let mut at = String::new();
-        let mut ty = ty;
-        for segment in path {
-            let segment = segment.as_ref();
-            let Some((target, _)) = self.deref(ty) else {
+        let mut at = ty;
+        for (depth, segment) in path.iter().enumerate() {
+            let Some((target, _)) = self.deref(at) else {
                 return Vec::new();
             };
             if target.preserve_unknown_fields || target.embedded_resource {
                 return Vec::new();
             }
-            match &target.shape {
+            at = match &target.shape {
                 Shape::Object(object) if !object.fields.is_empty() => {
-                    push_key(&mut at, segment);
-                    match object.fields.get(segment) {
-                        Some(field) => ty = field,
-                        None => return vec![at],
+                    match object.fields.get(segment.as_ref()) {
+                        Some(field) => field,
+                        None => return vec![self.go_path(ty, &path[..=depth])],
                     }
                 }
-                Shape::Map(values) => {
-                    push_key(&mut at, segment);
-                    ty = values;
-                }
-                Shape::List(list) => {
-                    let _ = write!(at, "[{segment}]");
-                    ty = &list.items;
-                }
+                Shape::Map(values) => values,
+                Shape::List(list) => &list.items,
                 _ => return Vec::new(),
-            }
+            };
         }
         let mut found = Vec::new();
-        self.unknown_below(ty, value, &mut at, &mut found, limit);
+        self.unknown_below(at, value, &mut String::new(), &mut found, limit);
+        if found.is_empty() {
+            return found;
+        }
+        let prefix = self.go_path(ty, path);
         found
+            .into_iter()
+            .map(|below| match below.starts_with('[') || prefix.is_empty() {
+                true => format!("{prefix}{below}"),
+                false => format!("{prefix}.{below}"),
+            })
+            .collect()
+    }
+
+    /// `path` below `ty` as the decoder names it: keys joined by `.`, list items as `[<index>]`.
+    fn go_path<S: AsRef<str>>(&self, ty: &Type, path: &[S]) -> String {
+        let mut named = String::new();
+        let mut at = Some(ty);
+        for segment in path {
+            let segment = segment.as_ref();
+            let target = at.and_then(|ty| self.deref(ty)).map(|(target, _)| target);
+            at = match target.map(|t| &t.shape) {
+                Some(Shape::List(list)) => {
+                    let _ = write!(named, "[{segment}]");
+                    Some(&list.items)
+                }
+                Some(Shape::Object(object)) => {
+                    push_key(&mut named, segment);
+                    object.fields.get(segment)
+                }
+                Some(Shape::Map(values)) => {
+                    push_key(&mut named, segment);
+                    Some(values)
+                }
+                _ => {
+                    push_key(&mut named, segment);
+                    None
+                }
+            };
+        }
+        named
     }
 
     fn unknown_below(

@@ -373,3 +373,19 @@ fn unknown_fields_are_named_as_strict_decoding_names_them() -> TestResult {
     assert!(schema.unknown_fields(root, &object, 100).is_empty());
     Ok(())
 }
+
+#[test]
+fn scalar_defaults_are_kept_for_list_map_keys() -> TestResult {
+    let schema = builtin()?;
+    let port = schema
+        .named_type("io.k8s.api.core.v1.ContainerPort")
+        .ok_or("no ContainerPort")?;
+    let Shape::Object(object) = &port.shape else {
+        return Err("ContainerPort is not an object".into());
+    };
+    let protocol = object.fields.get("protocol").ok_or("no protocol")?;
+    assert_eq!(protocol.default, Some(serde_json::json!("TCP")));
+    let name = object.fields.get("name").ok_or("no name")?;
+    assert_eq!(name.default, None);
+    Ok(())
+}

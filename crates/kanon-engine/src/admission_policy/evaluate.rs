@@ -441,7 +441,7 @@ pub(crate) async fn mutate(
         let inputs = inputs(request, NULL, namespace_object.as_deref(), param.as_deref());
         let lookup = scope.evaluation.lookup();
         let outcome = rule.apply_each(inputs, working, &interrupted, |working, change, field| {
-            apply_change(working, change, field, lookup, changes)
+            apply_change(working, change, field, request, lookup, changes)
         });
         out.applied += outcome.applied;
         for error in outcome.errors {

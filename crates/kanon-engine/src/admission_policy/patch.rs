@@ -24,6 +24,45 @@ pub(crate) struct WrittenOperation {
     pub(crate) from: Option<String>,
     /// `None` when the expression set no value.
     pub(crate) value: Option<Value>,
+    /// The same operation in RFC 6902's terms, when it is an `add` or `replace` of a value at
+    /// a well-formed pointer below the root: wherever RFC 6902 applies that, it does what the
+    /// apiserver's library does, so it may be tried first (and the library's meaning sought
+    /// only when it does not apply).
+    pub(crate) as_rfc: Option<PatchOperation>,
+}
+
+impl WrittenOperation {
+    /// An operation as written, with its RFC 6902 form when it has one.
+    pub(crate) fn new(
+        op: String,
+        path: String,
+        from: Option<String>,
+        value: Option<Value>,
+    ) -> Self {
+        let pointer = PointerBuf::parse(path.as_str())
+            .ok()
+            .filter(|pointer| !pointer.is_root());
+        let as_rfc = match (op.as_str(), pointer, &value) {
+            ("add", Some(path), Some(value)) => Some(PatchOperation::Add(AddOperation {
+                path,
+                value: value.clone(),
+            })),
+            ("replace", Some(path), Some(value)) => {
+                Some(PatchOperation::Replace(ReplaceOperation {
+                    path,
+                    value: value.clone(),
+                }))
+            }
+            _ => None,
+        };
+        WrittenOperation {
+            op,
+            path,
+            from,
+            value,
+            as_rfc,
+        }
+    }
 }
 
 /// Why a patch does not apply.

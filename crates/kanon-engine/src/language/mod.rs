@@ -185,9 +185,9 @@ async fn apply_cel(
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let inputs = cel_inputs(scope, &data, &Value::Null);
-    let lookup = scope.evaluation.lookup();
+    let (request, lookup) = (scope.request, scope.evaluation.lookup());
     rule.apply(inputs, working, &interrupted, |working, change, field| {
-        cel::mutate::apply_change(working, change, field, lookup, changes)
+        cel::mutate::apply_change(working, change, field, request, lookup, changes)
     })
 }
 

@@ -42,6 +42,10 @@ struct Mutation {
     /// The change a JSONPatch expression that reads nothing gives (a list of constant
     /// patches), prepared when the policy compiles instead of on every request.
     prepared: Option<Vec<WrittenOperation>>,
+    /// The built-in kind (its root type's address) the prepared patch was found to write no
+    /// undeclared field into, at its paths as written: checked on the first request of that
+    /// kind, not on every one.
+    clean_for: std::sync::OnceLock<usize>,
 }
 
 /// Compiles a `cel` overrider at `at`.
@@ -111,6 +115,7 @@ pub(crate) fn compile(
                 patch_type: mutation.patch_type,
                 expression,
                 prepared,
+                clean_for: std::sync::OnceLock::new(),
             });
         }
     }
@@ -122,11 +127,14 @@ pub(crate) fn compile(
     })
 }
 
-/// What one mutation gives: a JSON patch as written (borrowed when prepared), or an apply
-/// configuration to merge.
+/// What one mutation gives: a JSON patch as written (borrowed when prepared, with the record
+/// of the kind it was found clean for), or an apply configuration to merge.
 #[derive(Debug)]
 pub(crate) enum Change<'m> {
-    Written(std::borrow::Cow<'m, [WrittenOperation]>),
+    Written(
+        std::borrow::Cow<'m, [WrittenOperation]>,
+        Option<&'m std::sync::OnceLock<usize>>,
+    ),
     Apply(Json),
 }
 
@@ -198,6 +206,7 @@ impl CelOverrideRule {
             patch_type,
             expression: mutation,
             prepared,
+            clean_for,
         } in &self.mutations
         {
             // The change is owned JSON: the object's borrow ends before it applies.
@@ -212,11 +221,12 @@ impl CelOverrideRule {
                     Ok(value) => match patch_type {
                         // A prepared patch is evaluated all the same, for its cost.
                         PatchType::JsonPatch => match prepared {
-                            Some(prepared) => {
-                                Ok(Change::Written(std::borrow::Cow::Borrowed(prepared)))
-                            }
+                            Some(prepared) => Ok(Change::Written(
+                                std::borrow::Cow::Borrowed(prepared),
+                                Some(clean_for),
+                            )),
                             None => written_operations(&value)
-                                .map(|written| Change::Written(written.into()))
+                                .map(|written| Change::Written(written.into(), None))
                                 .map_err(|message| failed(mutation, message)),
                         },
                         // kube-apiserver says these in its own words, not as the expression's.
@@ -307,6 +317,7 @@ pub(crate) fn apply_change(
     working: &mut Json,
     change: Change<'_>,
     field: &str,
+    request: &crate::request::Request,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
 ) -> Result<usize, RuleError> {
@@ -315,11 +326,30 @@ pub(crate) fn apply_change(
         message,
     };
     let (operations, strict) = match change {
-        Change::Written(written) => match patch::resolve(working, &written) {
-            Ok(operations) => (operations, true),
-            Err(Refusal::TestFailed) => return Ok(0),
-            Err(Refusal::Error(message)) => return Err(failure(format!("JSON Patch: {message}"))),
-        },
+        Change::Written(written, clean_for) => {
+            // The usual single `add` or `replace` applied in one walk where RFC 6902 applies it
+            // (meaning there what the apiserver's library means), then checked.
+            if let [only] = &*written
+                && let Some(rfc) = &only.as_rfc
+                && changes.apply_one(working, rfc.clone()).is_ok()
+            {
+                strictly_decoded(
+                    std::slice::from_ref(rfc),
+                    &written,
+                    clean_for,
+                    field,
+                    request,
+                )?;
+                return Ok(1);
+            }
+            match patch::resolve(working, &written) {
+                Ok(operations) => (operations, Some((written, clean_for))),
+                Err(Refusal::TestFailed) => return Ok(0),
+                Err(Refusal::Error(message)) => {
+                    return Err(failure(format!("JSON Patch: {message}")));
+                }
+            }
+        }
         Change::Apply(configuration) => {
             let kinds = crate::lookup::kinds_of(lookup);
             let Some(known) = kinds.as_ref().and_then(|kinds| known_kind(kinds, working)) else {
@@ -338,11 +368,11 @@ pub(crate) fn apply_change(
             let merged =
                 crate::structured_merge::apply(known.schema, root, working, &configuration)
                     .map_err(|error| failure(format!("error applying patch: {error}")))?;
-            (json_patch::diff(working, &merged).0, false)
+            (json_patch::diff(working, &merged).0, None)
         }
     };
-    if strict {
-        strictly_decoded(working, &operations, field, lookup)?;
+    if let Some((written, clean_for)) = strict {
+        strictly_decoded(&operations, &written, clean_for, field, request)?;
     }
     let count = operations.len();
     crate::language::apply_recorded(working, operations, changes)
@@ -351,28 +381,35 @@ pub(crate) fn apply_change(
 }
 
 /// kube-apiserver decodes what a MutatingAdmissionPolicy's JSON patch leaves of a built-in
-/// kind strictly into its Go type: a field the kind does not declare fails the request (a
-/// custom kind is decoded as it is, unknown fields and all). The apiserver's object has no
-/// such field before the patch, so only what the operations write is checked (an object given
-/// offline with a stray field of its own is not the policy's doing).
+/// kind strictly into the Go type of the request's kind: a field the kind does not declare
+/// fails the request (a custom kind is decoded as it is, unknown fields and all). The
+/// apiserver's object has no such field before the patch, so only what the operations write is
+/// checked (an object given offline with a stray field of its own is not the policy's doing).
 fn strictly_decoded(
-    working: &Json,
     operations: &[PatchOperation],
+    written: &[WrittenOperation],
+    clean_for: Option<&std::sync::OnceLock<usize>>,
     field: &str,
-    lookup: &dyn crate::lookup::Lookup,
+    request: &crate::request::Request,
 ) -> Result<(), RuleError> {
     /// The decoder stops collecting at 100.
     const MOST: usize = 100;
-    let kinds = crate::lookup::kinds_of(lookup);
-    let Some(known) = kinds.as_ref().and_then(|kinds| known_kind(kinds, working)) else {
+    let Some((schema, root)) = request.builtin_kind() else {
         return Ok(());
     };
-    if known.origin != kanon_schema::Origin::BuiltIn {
+    // A prepared patch's values never change: resolved to its paths as written, it writes
+    // the same fields into the same kind every time.
+    let kind = std::ptr::from_ref(root) as usize;
+    let as_written = operations.len() == written.len()
+        && operations.iter().zip(written).all(|(operation, written)| {
+            matches!(
+                operation,
+                PatchOperation::Add(_) | PatchOperation::Replace(_)
+            ) && operation.path().as_str() == written.path
+        });
+    if as_written && clean_for.and_then(std::sync::OnceLock::get) == Some(&kind) {
         return Ok(());
     }
-    let Some(root) = known.schema.root_type(known.kind) else {
-        return Ok(());
-    };
     let mut unknown: Vec<String> = Vec::new();
     for operation in operations {
         let (path, value) = match operation {
@@ -380,15 +417,19 @@ fn strictly_decoded(
             PatchOperation::Replace(replace) => (&replace.path, &replace.value),
             _ => continue,
         };
-        let tokens: Vec<_> = path.tokens().collect();
-        let segments: Vec<std::borrow::Cow<'_, str>> = tokens.iter().map(|t| t.decoded()).collect();
-        for found in known.schema.unknown_fields_at(root, &segments, value, MOST) {
+        let tokens: smallvec::SmallVec<[_; 8]> = path.tokens().collect();
+        let segments: smallvec::SmallVec<[std::borrow::Cow<'_, str>; 8]> =
+            tokens.iter().map(|t| t.decoded()).collect();
+        for found in schema.unknown_fields_at(root, &segments, value, MOST) {
             if unknown.len() < MOST && !unknown.contains(&found) {
                 unknown.push(found);
             }
         }
     }
     if unknown.is_empty() {
+        if let Some(clean_for) = clean_for.filter(|_| as_written) {
+            let _ = clean_for.set(kind);
+        }
         return Ok(());
     }
     Err(RuleError::StrictDecoding {
@@ -440,12 +481,12 @@ fn written_operations(value: &Value<'_>) -> Result<Vec<WrittenOperation>, String
             ),
             None => None,
         };
-        operations.push(WrittenOperation {
-            op: text("op")?,
-            path: text("path")?,
-            from: Some(text("from")?).filter(|from| !from.is_empty()),
+        operations.push(WrittenOperation::new(
+            text("op")?,
+            text("path")?,
+            Some(text("from")?).filter(|from| !from.is_empty()),
             value,
-        });
+        ));
     }
     Ok(operations)
 }
