@@ -32,6 +32,17 @@ fn patched(doc: Value, operations: Value) -> Result<Value, Refusal> {
     Ok(after)
 }
 
+/// Every `(document, operations, expected)` patches to the expected document.
+fn each_patches_to<const N: usize>(cases: [(Value, Value, Value); N]) {
+    for (doc, operations, expected) in cases {
+        assert_eq!(
+            patched(doc, operations.clone()),
+            Ok(expected),
+            "{operations}"
+        );
+    }
+}
+
 fn refused(doc: Value, operations: Value) -> String {
     match patched(doc, operations) {
         Err(Refusal::Error(message)) => message,
@@ -86,13 +97,7 @@ fn the_rfc_cases_apply_as_the_rfc_says() {
             json!({"baz/foo": "qux", "a~b": 2}),
         ),
     ];
-    for (doc, operations, expected) in cases {
-        assert_eq!(
-            patched(doc, operations.clone()),
-            Ok(expected),
-            "{operations}"
-        );
-    }
+    each_patches_to(cases);
 }
 
 #[test]
@@ -154,13 +159,7 @@ fn where_the_library_departs_from_the_rfc_kanon_does_too() {
             json!({"n": 1}),
         ),
     ];
-    for (doc, operations, expected) in cases {
-        assert_eq!(
-            patched(doc, operations.clone()),
-            Ok(expected),
-            "{operations}"
-        );
-    }
+    each_patches_to(cases);
 }
 
 #[test]
