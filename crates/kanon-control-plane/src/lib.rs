@@ -46,5 +46,5 @@ pub use control_plane::{ControlPlane, KEEP_STATE_ENV, Options};
 pub use pki::WEBHOOK_CLIENT_NAME;
 pub use toolchain::{
     ETCD_VERSION, KUBECTL_LAYER_PACKAGE, KUBECTL_LAYER_VERSION, KUBERNETES_STAGING_VERSION,
-    KUBERNETES_VERSION, Toolchain, cache_dir,
+    KUBERNETES_VERSION, Toolchain, cache_dir, go_module,
 };

@@ -352,6 +352,46 @@ fn go_binary() -> PathBuf {
     PathBuf::from("/usr/local/go/bin/go")
 }
 
+/// Downloads the Go module `module` (`path@version`: `k8s.io/pod-security-admission@v0.35.8`)
+/// from the Go module proxy into kanon's cache, once, and returns its directory. Upstream test
+/// data (cel-spec's conformance files, Pod Security's fixtures) is read from there at test time,
+/// never copied into the repository. Needs `go` (on `PATH` or in /usr/local/go/bin); its own
+/// module cache, which builds never delete.
+pub fn go_module(module: &str) -> Result<PathBuf> {
+    let cache = Layout::new()?.root.join("go-modules");
+    fs::create_dir_all(&cache)
+        .with_context(|| format!("creating the module cache {}", cache.display()))?;
+    let output = Command::new(go_binary())
+        .args(["mod", "download", "-json", module])
+        .current_dir(&cache)
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-modcacherw")
+        .env("GOWORK", "off")
+        .env("GOMODCACHE", cache.join("mod"))
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| {
+            format!(
+                "running `{} mod download {module}` (install Go: https://go.dev/dl/)",
+                go_binary().display()
+            )
+        })?;
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "`go mod download -json {module}` printed no JSON; status {}, stderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    if let Some(error) = json.get("Error").and_then(|e| e.as_str()) {
+        bail!("`go mod download -json {module}` failed: {error}");
+    }
+    match json.get("Dir").and_then(|d| d.as_str()) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => bail!("`go mod download -json {module}` named no directory: {json}"),
+    }
+}
+
 /// Fails early, with a hint, when there is no `go` to build with.
 fn check_go(progress: &mut dyn Write) -> Result<()> {
     let go = go_binary();
