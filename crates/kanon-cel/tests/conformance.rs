@@ -64,7 +64,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Once, mpsc};
 use std::time::{Duration, Instant};
@@ -197,50 +196,13 @@ fn cel_spec_conformance() {
 // ---------------------------------------------------------------------------------------------
 // The data.
 
-/// `Dir/tests/simple/testdata` of the module, downloaded by `go` into its module cache.
+/// `Dir/tests/simple/testdata` of the module, downloaded by `go` into kanon's module cache.
 fn cel_spec_testdata() -> PathBuf {
-    let go = go_binary();
-    // Run outside any Go module so that no go.mod is consulted or changed.
-    let output = Command::new(&go)
-        .args(["mod", "download", "-json", MODULE])
-        .current_dir(std::env::temp_dir())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|error| {
-            panic!(
-                "cannot run `{} mod download`: {error}. The CEL conformance test reads cel-spec's \
-                 test data from the Go module {MODULE}; install Go (https://go.dev/dl/) on PATH or \
-                 in /usr/local/go/bin",
-                go.display()
-            )
-        });
-    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-        panic!(
-            "`go mod download -json {MODULE}` printed no JSON ({error}); status {}, stderr:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    if let Some(error) = json.get("Error").and_then(|error| error.as_str()) {
-        panic!("`go mod download -json {MODULE}` failed: {error}");
-    }
-    let dir = json
-        .get("Dir")
-        .and_then(|dir| dir.as_str())
-        .unwrap_or_else(|| panic!("`go mod download -json {MODULE}` named no Dir: {json}"));
-    Path::new(dir).join("tests/simple/testdata")
-}
-
-fn go_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let go = dir.join("go");
-            if go.is_file() {
-                return go;
-            }
-        }
-    }
-    PathBuf::from("/usr/local/go/bin/go")
+    kanon_control_plane::go_module(MODULE)
+        .map(|dir| dir.join("tests/simple/testdata"))
+        .unwrap_or_else(|e| {
+            panic!("the CEL conformance test reads cel-spec's test data from the Go module {MODULE}: {e:#}")
+        })
 }
 
 /// Every `*.textproto`, by file stem, in name order.
