@@ -15,6 +15,7 @@ mod chart;
 mod custom_kinds;
 mod env;
 mod faults;
+mod library;
 mod lifecycle;
 mod limits;
 mod network;
@@ -83,6 +84,7 @@ fn main() {
         references::SCENARIOS,
         security::SCENARIOS,
         network::SCENARIOS,
+        library::SCENARIOS,
         limits::SCENARIOS,
         schema::SCENARIOS,
         chart::SCENARIOS,
