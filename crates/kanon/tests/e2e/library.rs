@@ -48,7 +48,7 @@ fn pods() -> BTreeMap<String, Value> {
         repo().join("library/pod-security/tests/pods.yaml"),
     ));
     for (prefix, path) in sources {
-        let documents = kanon_webhook::source::read_documents(&[path.clone()])
+        let documents = kanon_webhook::source::read_documents(std::slice::from_ref(&path))
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         for document in documents {
             let mut pod = document.value;
