@@ -148,8 +148,12 @@ fn the_library_suites_pass_without_a_warning() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     let summary = stdout.lines().last().unwrap_or_default();
     assert!(summary.ends_with(" passed, 0 failed"), "{summary}");
-    // Both levels' suites ran.
-    for suite in ["pod-security-baseline", "pod-security-restricted"] {
+    // Every suite ran.
+    for suite in [
+        "pod-security-baseline",
+        "pod-security-restricted",
+        "best-practices",
+    ] {
         assert!(stdout.contains(&format!("PASS {suite}: ")), "{stdout}");
     }
     let warnings: Vec<&str> = stderr

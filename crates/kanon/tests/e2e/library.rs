@@ -45,7 +45,7 @@ fn pods() -> BTreeMap<String, Value> {
     }
     sources.push((
         "library-".to_owned(),
-        repo().join("library/pod-security/tests/pods.yaml"),
+        repo().join("library/tests/pod-security/pods.yaml"),
     ));
     for (prefix, path) in sources {
         let documents = kanon_webhook::source::read_documents(std::slice::from_ref(&path))
