@@ -51,19 +51,13 @@ pub struct Decision {
     pub policy_results: Vec<PolicyResult>,
 }
 
-/// The reason of a denial as a Kubernetes Status says it, with its HTTP code: the reasons a
-/// CEL validation may give, and `InternalError`, which kube-apiserver answers when a
+/// The reason of a denial as a Kubernetes Status says it, with its HTTP code: a reason a CEL
+/// validation may give, or `InternalError`, which kube-apiserver answers when a
 /// MutatingAdmissionPolicy leaves an object it cannot decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusReason {
-    /// HTTP 401.
-    Unauthorized,
-    /// HTTP 403.
-    Forbidden,
-    /// HTTP 422.
-    Invalid,
-    /// HTTP 413.
-    RequestEntityTooLarge,
+    /// A validation's reason (`Invalid` 422, `Forbidden` 403, ...).
+    Validation(kanon_api::ValidationReason),
     /// HTTP 500.
     InternalError,
 }
@@ -72,10 +66,7 @@ impl StatusReason {
     /// The reason as a Status says it (`Invalid`).
     pub fn as_str(self) -> &'static str {
         match self {
-            StatusReason::Unauthorized => "Unauthorized",
-            StatusReason::Forbidden => "Forbidden",
-            StatusReason::Invalid => "Invalid",
-            StatusReason::RequestEntityTooLarge => "RequestEntityTooLarge",
+            StatusReason::Validation(reason) => reason.as_str(),
             StatusReason::InternalError => "InternalError",
         }
     }
@@ -83,10 +74,7 @@ impl StatusReason {
     /// The HTTP status code the reason carries.
     pub fn code(self) -> u16 {
         match self {
-            StatusReason::Unauthorized => 401,
-            StatusReason::Forbidden => 403,
-            StatusReason::Invalid => 422,
-            StatusReason::RequestEntityTooLarge => 413,
+            StatusReason::Validation(reason) => reason.code(),
             StatusReason::InternalError => 500,
         }
     }
@@ -94,14 +82,14 @@ impl StatusReason {
 
 impl From<kanon_api::ValidationReason> for StatusReason {
     fn from(reason: kanon_api::ValidationReason) -> Self {
-        match reason {
-            kanon_api::ValidationReason::Unauthorized => StatusReason::Unauthorized,
-            kanon_api::ValidationReason::Forbidden => StatusReason::Forbidden,
-            kanon_api::ValidationReason::Invalid => StatusReason::Invalid,
-            kanon_api::ValidationReason::RequestEntityTooLarge => {
-                StatusReason::RequestEntityTooLarge
-            }
-        }
+        StatusReason::Validation(reason)
+    }
+}
+
+/// Written as the Status reason it is (`Invalid`).
+impl Serialize for StatusReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -170,7 +158,7 @@ impl Decision {
             // under Ignore.
             if policy.failure_policy == FailurePolicy::Fail {
                 if self.allowed {
-                    self.status_reason = Some(StatusReason::Invalid);
+                    self.status_reason = Some(kanon_api::ValidationReason::Invalid.into());
                 }
                 self.allowed = false;
                 self.messages.push(binding.configuration_denial(error));
@@ -289,21 +277,17 @@ impl Decision {
         policy: &CompiledPolicy,
         mutated: admission_policy::Mutated,
     ) -> bool {
-        if let Some(fatal) = mutated.fatal {
-            let reason = mutated
-                .errors
-                .last()
-                .map_or("strict_decoding", |(_, error)| error.reason());
+        if let Some((message, error)) = mutated.fatal {
             self.record(
                 policy,
                 PolicyOutcome::Failed {
                     ignored: false,
-                    reason,
+                    reason: error.reason(),
                 },
             );
             self.allowed = false;
             self.status_reason = Some(StatusReason::InternalError);
-            self.messages = vec![fatal];
+            self.messages = vec![message];
             return true;
         }
         let ignored = policy.failure_policy == FailurePolicy::Ignore;
@@ -323,7 +307,7 @@ impl Decision {
         }
         if !ignored {
             if self.allowed {
-                self.status_reason = Some(StatusReason::Invalid);
+                self.status_reason = Some(kanon_api::ValidationReason::Invalid.into());
             }
             self.allowed = false;
             self.messages

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use kanon_api::Operation;
+use kanon_api::{Operation, ValidationReason};
 use kanon_engine::{
     AdmissionPolicies, CompiledPolicy, Decision, ObjectStore, PolicyOutcome, PolicySet, Request,
     StatusReason, admission_kind_of, admission_policy::AdmissionKind,
@@ -1034,7 +1034,10 @@ fn no_params_found_with_deny_denies() {
             "failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
         )]
     );
-    assert_eq!(decision.status_reason, Some(StatusReason::Invalid));
+    assert_eq!(
+        decision.status_reason,
+        Some(StatusReason::Validation(ValidationReason::Invalid))
+    );
 }
 
 #[test]
@@ -1156,7 +1159,10 @@ fn a_denial_carries_the_validations_reason() {
     let decision = review(&set(&[policy, deny_binding()]), &web(), &namespaces());
     assert!(!decision.allowed);
     assert_eq!(decision.messages, [denied_by_p("no")]);
-    assert_eq!(decision.status_reason, Some(StatusReason::Forbidden));
+    assert_eq!(
+        decision.status_reason,
+        Some(StatusReason::Validation(ValidationReason::Forbidden))
+    );
 }
 
 #[test]
@@ -1164,7 +1170,10 @@ fn a_denial_without_a_reason_is_invalid() {
     let policy = pod_vap(json!([{"expression": "false"}]), json!({}));
     let decision = review(&set(&[policy, deny_binding()]), &web(), &namespaces());
     assert_eq!(decision.messages, [denied_by_p("failed expression: false")]);
-    assert_eq!(decision.status_reason, Some(StatusReason::Invalid));
+    assert_eq!(
+        decision.status_reason,
+        Some(StatusReason::Validation(ValidationReason::Invalid))
+    );
 }
 
 const FAILING: &str = "object.spec.missing == 1";
@@ -1180,7 +1189,10 @@ fn an_error_under_fail_denies_with_the_expression() {
             "expression 'object.spec.missing == 1' resulted in error: no such key: missing"
         )]
     );
-    assert_eq!(decision.status_reason, Some(StatusReason::Invalid));
+    assert_eq!(
+        decision.status_reason,
+        Some(StatusReason::Validation(ValidationReason::Invalid))
+    );
 }
 
 #[test]
@@ -1324,7 +1336,10 @@ fn a_failing_mutation_under_fail_denies_in_the_apiservers_words() {
             "policy 'm' with binding 'mb' denied request: JSON Patch: error in remove for path: '/metadata/labels/missing': Unable to remove nonexistent key: missing: missing value"
         ]
     );
-    assert_eq!(decision.status_reason, Some(StatusReason::Invalid));
+    assert_eq!(
+        decision.status_reason,
+        Some(StatusReason::Validation(ValidationReason::Invalid))
+    );
     assert!(decision.patch.0.is_empty(), "{decision:?}");
 }
 

@@ -91,7 +91,11 @@ impl Kinds {
     /// Whether `api_version`'s group (`apps` of `apps/v1`, the core group of `v1`) is one the
     /// built-in schema serves (exactly: groups are lowercase).
     pub fn is_builtin_group(&self, api_version: &str) -> bool {
-        let group = group_of(api_version);
+        self.builtin_serves(group_of(api_version))
+    }
+
+    /// Whether the built-in schema serves `group` (empty for the core group).
+    fn builtin_serves(&self, group: &str) -> bool {
         self.builtin.kinds().iter().any(|k| k.group() == group)
     }
 
@@ -130,8 +134,7 @@ impl Kinds {
     /// (empty for the core group): built-in ones, or in a group that is not built in, custom
     /// ones. kube-apiserver counts them as equivalent resources for `matchPolicy: Equivalent`.
     pub fn versions_of(&self, group: &str, resource: &str) -> Vec<&str> {
-        let builtin = self.builtin.kinds().iter().any(|k| k.group() == group);
-        let schema = if builtin {
+        let schema = if self.builtin_serves(group) {
             Some(self.builtin)
         } else {
             self.custom.as_deref()

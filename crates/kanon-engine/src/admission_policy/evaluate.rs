@@ -60,13 +60,13 @@ impl AdmissionBinding {
                 Selection::No => return Ok(false),
                 Selection::Yes => {}
                 Selection::Equivalent(version) if index == 0 => {
+                    let api_version = |version: &str| match attributes.group {
+                        "" => version.to_owned(),
+                        group => format!("{group}/{version}"),
+                    };
                     return Err(RuleError::Conversion {
-                        from: format!("{}/{}", attributes.group, attributes.version)
-                            .trim_start_matches('/')
-                            .to_owned(),
-                        to: format!("{}/{version}", attributes.group)
-                            .trim_start_matches('/')
-                            .to_owned(),
+                        from: api_version(attributes.version),
+                        to: api_version(&version),
                         resource: attributes.resource.to_owned(),
                     });
                 }
@@ -405,8 +405,9 @@ pub(crate) struct Mutated {
     /// each with the typed error; they deny under `Fail`.
     pub(crate) errors: Vec<(String, RuleError)>,
     /// An error that fails the whole request whatever the failure policy, in the apiserver's
-    /// words (`Internal error occurred: strict decoding error: ...`): nothing runs after it.
-    pub(crate) fatal: Option<String>,
+    /// words (`Internal error occurred: strict decoding error: ...`), with the typed error:
+    /// nothing runs after it.
+    pub(crate) fatal: Option<(String, RuleError)>,
 }
 
 /// Runs one binding of a MutatingAdmissionPolicy on `working` (which it selects): once per
@@ -446,11 +447,11 @@ pub(crate) async fn mutate(
         out.applied += outcome.applied;
         for error in outcome.errors {
             if let RuleError::StrictDecoding { unknown, .. } = &error {
-                out.fatal = Some(format!(
+                let message = format!(
                     "Internal error occurred: strict decoding error: {}",
                     crate::rule::unknown_fields(unknown)
-                ));
-                out.errors.push((String::new(), error));
+                );
+                out.fatal = Some((message, error));
                 return out;
             }
             out.errors.push((denied(&kube_words(&error)), error));

@@ -238,8 +238,9 @@ impl Matcher {
             return Selection::No;
         }
         let mut others: Option<Vec<String>> = None;
+        // The versions are looked up only when some rule could match through one of them.
         let mut equivalent = |rules: &[Rule]| -> Option<String> {
-            if !self.equivalent {
+            if !self.equivalent || rules.is_empty() {
                 return None;
             }
             let others = others.get_or_insert_with(&mut *versions);

@@ -24,44 +24,20 @@ pub(crate) struct WrittenOperation {
     pub(crate) from: Option<String>,
     /// `None` when the expression set no value.
     pub(crate) value: Option<Value>,
-    /// The same operation in RFC 6902's terms, when it is an `add` or `replace` of a value at
-    /// a well-formed pointer below the root: wherever RFC 6902 applies that, it does what the
-    /// apiserver's library does, so it may be tried first (and the library's meaning sought
-    /// only when it does not apply).
-    pub(crate) as_rfc: Option<PatchOperation>,
 }
 
 impl WrittenOperation {
-    /// An operation as written, with its RFC 6902 form when it has one.
-    pub(crate) fn new(
-        op: String,
-        path: String,
-        from: Option<String>,
-        value: Option<Value>,
-    ) -> Self {
-        let pointer = PointerBuf::parse(path.as_str())
-            .ok()
-            .filter(|pointer| !pointer.is_root());
-        let as_rfc = match (op.as_str(), pointer, &value) {
-            ("add", Some(path), Some(value)) => Some(PatchOperation::Add(AddOperation {
-                path,
-                value: value.clone(),
-            })),
-            ("replace", Some(path), Some(value)) => {
-                Some(PatchOperation::Replace(ReplaceOperation {
-                    path,
-                    value: value.clone(),
-                }))
-            }
-            _ => None,
-        };
-        WrittenOperation {
-            op,
-            path,
-            from,
-            value,
-            as_rfc,
+    /// Where and what an `add` or `replace` of a value at a well-formed pointer below the root
+    /// writes. Wherever RFC 6902 applies such an operation it does what the apiserver's library
+    /// does, so it may be tried as RFC 6902 first (the library's meaning sought only when that
+    /// does not apply).
+    pub(crate) fn rfc_target(&self) -> Option<(PointerBuf, &Value)> {
+        let value = self.value.as_ref()?;
+        if !matches!(self.op.as_str(), "add" | "replace") {
+            return None;
         }
+        let pointer = PointerBuf::parse(self.path.as_str()).ok()?;
+        (!pointer.is_root()).then_some((pointer, value))
     }
 }
 
@@ -377,13 +353,8 @@ impl<'d> Place<'d> {
         }
         let index = atoi(&self.key)
             .map_err(|e| format!("value was not a proper array index: '{}': {e}", self.key))?;
-        let size = items.len() as i64 + 1;
-        if index >= size || index < -size {
-            return Err(format!(
-                "Unable to access invalid index: {index}: {INVALID_INDEX}"
-            ));
-        }
-        let index = if index < 0 { index + size } else { index };
+        // One past the last item is a place to insert at.
+        let index = from_end(index, items.len() + 1)?;
         Ok(self.at(&index.to_string()))
     }
 
@@ -392,14 +363,7 @@ impl<'d> Place<'d> {
     fn removal(&self) -> Result<PointerBuf, String> {
         match self.container {
             Value::Array(items) => {
-                let index = atoi(&self.key)?;
-                let len = items.len() as i64;
-                if index >= len || index < -len {
-                    return Err(format!(
-                        "Unable to access invalid index: {index}: {INVALID_INDEX}"
-                    ));
-                }
-                let index = if index < 0 { index + len } else { index };
+                let index = array_index(&self.key, items.len())?;
                 Ok(self.at(&index.to_string()))
             }
             Value::Object(members) if members.contains_key(&self.key) => Ok(self.at(&self.key)),
@@ -414,16 +378,18 @@ impl<'d> Place<'d> {
 /// An index into an array of `len` items, as the library reads one: Go's `strconv.Atoi`, a
 /// negative index counted from the end.
 fn array_index(key: &str, len: usize) -> Result<usize, String> {
-    let index = atoi(key)?;
-    let len = len as i64;
-    if index < -len || index >= len {
-        return Err(format!(
-            "Unable to access invalid index: {index}: {INVALID_INDEX}"
-        ));
+    from_end(atoi(key)?, len)
+}
+
+/// `index` among `len` places, a negative one counted from the end, as the library reads it.
+fn from_end(index: i64, len: usize) -> Result<usize, String> {
+    let invalid = || format!("Unable to access invalid index: {index}: {INVALID_INDEX}");
+    let len = i64::try_from(len).map_err(|_| invalid())?;
+    let from_start = if index < 0 { index + len } else { index };
+    if index >= len || from_start < 0 {
+        return Err(invalid());
     }
-    let index = if index < 0 { index + len } else { index };
-    usize::try_from(index)
-        .map_err(|_| format!("Unable to access invalid index: {index}: {INVALID_INDEX}"))
+    usize::try_from(from_start).map_err(|_| invalid())
 }
 
 /// Go's `strconv.Atoi`: an optional sign and decimal digits that fit in 64 bits.

@@ -11,13 +11,11 @@ fn written(operations: Value) -> Vec<WrittenOperation> {
     };
     operations
         .into_iter()
-        .map(|operation| {
-            WrittenOperation::new(
-                operation["op"].as_str().unwrap_or_default().to_owned(),
-                operation["path"].as_str().unwrap_or_default().to_owned(),
-                operation["from"].as_str().map(str::to_owned),
-                operation.get("value").cloned(),
-            )
+        .map(|operation| WrittenOperation {
+            op: operation["op"].as_str().unwrap_or_default().to_owned(),
+            path: operation["path"].as_str().unwrap_or_default().to_owned(),
+            from: operation["from"].as_str().map(str::to_owned),
+            value: operation.get("value").cloned(),
         })
         .collect()
 }

@@ -12,7 +12,7 @@
 //! `ApplyConfiguration` mutation gives an `Object{...}`, merged into the object by the kind's
 //! schema ([`crate::structured_merge`]).
 
-use json_patch::PatchOperation;
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
 use kanon_api::{CelMutation, PatchType};
 use kanon_cel::Value;
 use serde_json::Value as Json;
@@ -330,17 +330,24 @@ pub(crate) fn apply_change(
             // The usual single `add` or `replace` applied in one walk where RFC 6902 applies it
             // (meaning there what the apiserver's library means), then checked.
             if let [only] = &*written
-                && let Some(rfc) = &only.as_rfc
-                && changes.apply_one(working, rfc.clone()).is_ok()
+                && let Some((pointer, value)) = only.rfc_target()
             {
-                strictly_decoded(
-                    std::slice::from_ref(rfc),
-                    &written,
-                    clean_for,
-                    field,
-                    request,
-                )?;
-                return Ok(1);
+                let (path, copy) = (pointer.clone(), value.clone());
+                let operation = if only.op == "add" {
+                    PatchOperation::Add(AddOperation { path, value: copy })
+                } else {
+                    PatchOperation::Replace(ReplaceOperation { path, value: copy })
+                };
+                if changes.apply_one(working, operation).is_ok() {
+                    strictly_decoded(
+                        std::iter::once((&*pointer, value)),
+                        &written,
+                        clean_for,
+                        field,
+                        request,
+                    )?;
+                    return Ok(1);
+                }
             }
             match patch::resolve(working, &written) {
                 Ok(operations) => (operations, Some((written, clean_for))),
@@ -372,7 +379,12 @@ pub(crate) fn apply_change(
         }
     };
     if let Some((written, clean_for)) = strict {
-        strictly_decoded(&operations, &written, clean_for, field, request)?;
+        let writes = operations.iter().filter_map(|operation| match operation {
+            PatchOperation::Add(add) => Some((&*add.path, &add.value)),
+            PatchOperation::Replace(replace) => Some((&*replace.path, &replace.value)),
+            _ => None,
+        });
+        strictly_decoded(writes, &written, clean_for, field, request)?;
     }
     let count = operations.len();
     crate::language::apply_recorded(working, operations, changes)
@@ -385,8 +397,8 @@ pub(crate) fn apply_change(
 /// fails the request (a custom kind is decoded as it is, unknown fields and all). The
 /// apiserver's object has no such field before the patch, so only what the operations write is
 /// checked (an object given offline with a stray field of its own is not the policy's doing).
-fn strictly_decoded(
-    operations: &[PatchOperation],
+fn strictly_decoded<'o>(
+    writes: impl Iterator<Item = (&'o json_patch::jsonptr::Pointer, &'o Json)> + Clone,
     written: &[WrittenOperation],
     clean_for: Option<&std::sync::OnceLock<usize>>,
     field: &str,
@@ -397,26 +409,19 @@ fn strictly_decoded(
     let Some((schema, root)) = request.builtin_kind() else {
         return Ok(());
     };
-    // A prepared patch's values never change: resolved to its paths as written, it writes
-    // the same fields into the same kind every time.
+    // A prepared patch's values never change: when every operation writes at its path as
+    // written, it writes the same fields into the same kind every time.
     let kind = std::ptr::from_ref(root) as usize;
-    let as_written = operations.len() == written.len()
-        && operations.iter().zip(written).all(|(operation, written)| {
-            matches!(
-                operation,
-                PatchOperation::Add(_) | PatchOperation::Replace(_)
-            ) && operation.path().as_str() == written.path
-        });
+    let as_written = writes.clone().count() == written.len()
+        && writes
+            .clone()
+            .zip(written)
+            .all(|((path, _), written)| path.as_str() == written.path);
     if as_written && clean_for.and_then(std::sync::OnceLock::get) == Some(&kind) {
         return Ok(());
     }
     let mut unknown: Vec<String> = Vec::new();
-    for operation in operations {
-        let (path, value) = match operation {
-            PatchOperation::Add(add) => (&add.path, &add.value),
-            PatchOperation::Replace(replace) => (&replace.path, &replace.value),
-            _ => continue,
-        };
+    for (path, value) in writes {
         let tokens: smallvec::SmallVec<[_; 8]> = path.tokens().collect();
         let segments: smallvec::SmallVec<[std::borrow::Cow<'_, str>; 8]> =
             tokens.iter().map(|t| t.decoded()).collect();
@@ -481,12 +486,12 @@ fn written_operations(value: &Value<'_>) -> Result<Vec<WrittenOperation>, String
             ),
             None => None,
         };
-        operations.push(WrittenOperation::new(
-            text("op")?,
-            text("path")?,
-            Some(text("from")?).filter(|from| !from.is_empty()),
+        operations.push(WrittenOperation {
+            op: text("op")?,
+            path: text("path")?,
+            from: Some(text("from")?).filter(|from| !from.is_empty()),
             value,
-        ));
+        });
     }
     Ok(operations)
 }
