@@ -46,6 +46,13 @@ pub struct ClusterOverridePolicySpec {
     /// the policy with a warning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_policy: Option<FailurePolicy>,
+    /// Whether a policy that selects Pods also applies to the pod templates of workloads
+    /// (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) when they are created or
+    /// updated; default true. Its rules then see the template as a Pod (`metadata` of the
+    /// template, the workload's namespace and name, `spec` of the template), and a denial names
+    /// the template (`spec.template: ...`). `false`: Pods only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_templates: Option<bool>,
     /// The rules, applied in order.
     pub override_rules: Vec<OverrideRule>,
 }
@@ -82,6 +89,13 @@ pub struct OverridePolicySpec {
     /// the policy with a warning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_policy: Option<FailurePolicy>,
+    /// Whether a policy that selects Pods also applies to the pod templates of workloads
+    /// (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) when they are created or
+    /// updated; default true. Its rules then see the template as a Pod (`metadata` of the
+    /// template, the workload's namespace and name, `spec` of the template), and a denial names
+    /// the template (`spec.template: ...`). `false`: Pods only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_templates: Option<bool>,
     /// The rules, applied in order.
     pub override_rules: Vec<OverrideRule>,
 }

@@ -48,6 +48,13 @@ pub struct ClusterValidatePolicySpec {
     /// What a failed rule does: any of `Deny` (default), `Warn`, `Audit`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validation_actions: Vec<ValidationAction>,
+    /// Whether a policy that selects Pods also applies to the pod templates of workloads
+    /// (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) when they are created or
+    /// updated; default true. Its rules then see the template as a Pod (`metadata` of the
+    /// template, the workload's namespace and name, `spec` of the template), and a denial names
+    /// the template (`spec.template: ...`). `false`: Pods only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_templates: Option<bool>,
     /// The rules, evaluated in order.
     pub validate_rules: Vec<ValidateRule>,
 }
@@ -87,6 +94,13 @@ pub struct ValidatePolicySpec {
     /// What a failed rule does: any of `Deny` (default), `Warn`, `Audit`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validation_actions: Vec<ValidationAction>,
+    /// Whether a policy that selects Pods also applies to the pod templates of workloads
+    /// (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) when they are created or
+    /// updated; default true. Its rules then see the template as a Pod (`metadata` of the
+    /// template, the workload's namespace and name, `spec` of the template), and a denial names
+    /// the template (`spec.template: ...`). `false`: Pods only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_templates: Option<bool>,
     /// The rules, evaluated in order.
     pub validate_rules: Vec<ValidateRule>,
 }

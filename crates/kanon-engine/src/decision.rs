@@ -20,6 +20,7 @@ use crate::policy::{CompiledPolicy, PolicyRules};
 use crate::request::Request;
 use crate::rule::RuleError;
 use crate::selector::ObjectView;
+use crate::workload::Workload;
 
 /// The outcome of a request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -138,8 +139,9 @@ impl Decision {
         }
     }
 
-    /// Records an evaluation error of `policy` under its failure policy.
-    fn policy_error(&mut self, policy: &CompiledPolicy, error: &RuleError) {
+    /// Records an evaluation error of `policy` (judging `within` a workload's pod template, if
+    /// set) under its failure policy.
+    fn policy_error(&mut self, policy: &CompiledPolicy, within: Within, error: &RuleError) {
         // A CEL patch that writes a field its built-in kind does not declare fails the request
         // whatever the failure policy, as it does in a MutatingAdmissionPolicy.
         let failure_policy = match error {
@@ -165,14 +167,38 @@ impl Decision {
             }
             return;
         }
+        // As in a ValidatingAdmissionPolicy, an error under `Fail` is a failed validation: it
+        // does what the policy's actions say, so a policy in Warn or Audit mode warns or
+        // audits it rather than denying.
+        let actions = match &policy.rules {
+            PolicyRules::Validate { actions, .. } if failure_policy == FailurePolicy::Fail => {
+                actions.as_slice()
+            }
+            _ => &[ValidationAction::Deny],
+        };
         match failure_policy {
             FailurePolicy::Fail => {
-                self.allowed = false;
-                self.messages.push(format!("{}: {error}", policy.id));
+                let message = format!("{}: {error}", speaker(policy, within));
+                for action in actions {
+                    match action {
+                        ValidationAction::Deny => {
+                            self.allowed = false;
+                            self.messages.push(message.clone());
+                        }
+                        ValidationAction::Warn => self.warnings.push(message.clone()),
+                        ValidationAction::Audit => {
+                            let mut found = error.to_string();
+                            if let Some(workload) = within {
+                                found = format!("{}: {found}", workload.field);
+                            }
+                            self.audit_annotations.insert(audit_key(policy), found);
+                        }
+                    }
+                }
             }
             FailurePolicy::Ignore => self.warnings.push(format!(
                 "{}: skipped (failurePolicy Ignore): {error}",
-                policy.id
+                speaker(policy, within)
             )),
         }
     }
@@ -186,9 +212,10 @@ impl Decision {
         request: &Request,
         evaluation: &Evaluation<'_>,
         namespaces: &mut NamespaceLabels<'_>,
+        within: Within,
     ) -> bool {
         let applies = applies(policy, view, request, evaluation, namespaces).await;
-        self.settle(policy, applies, evaluation)
+        self.settle(policy, applies, evaluation, within)
     }
 
     /// Whether `policy`, which `applies` or not, is to run now: a policy that applies but
@@ -199,18 +226,19 @@ impl Decision {
         policy: &CompiledPolicy,
         applies: Result<bool, RuleError>,
         evaluation: &Evaluation<'_>,
+        within: Within,
     ) -> bool {
         if evaluation.deadline_passed() {
             // Only policies that meet the request fail; the others would not have run.
             if applies.unwrap_or(true) {
-                self.policy_error(policy, &RuleError::DeadlinePassed);
+                self.policy_error(policy, within, &RuleError::DeadlinePassed);
             }
             return false;
         }
         match applies {
             Ok(applies) => applies,
             Err(e) => {
-                self.policy_error(policy, &e);
+                self.policy_error(policy, within, &e);
                 false
             }
         }
@@ -327,6 +355,18 @@ impl Decision {
         self.audit_annotations.extend(later.audit_annotations);
         self.applied_policies.extend(later.applied_policies);
         self.policy_results.extend(later.policy_results);
+    }
+}
+
+/// Where a policy's rules judged when not the object itself: a workload's pod template.
+type Within = Option<&'static Workload>;
+
+/// Who a message is from: the policy (`Kind/name`), and the pod template it judged
+/// (`Kind/name: spec.template`).
+fn speaker(policy: &CompiledPolicy, within: Within) -> Cow<'_, str> {
+    match within {
+        None => Cow::Borrowed(&*policy.label),
+        Some(workload) => Cow::Owned(format!("{}: {}", policy.label, workload.field)),
     }
 }
 
@@ -579,8 +619,9 @@ pub(crate) async fn mutate_patch(
 }
 
 /// Runs the override policies on `working`: every applicable policy in order, each seeing
-/// the result of the previous one, each operation recorded in `changes` before it applies.
-/// A borrowed `working` is copied only once a policy runs.
+/// the result of the previous one, each operation recorded in `changes` before it applies;
+/// then, for a workload, the Pod policies on its pod template. A borrowed `working` is copied
+/// only once a policy runs.
 async fn override_object<'v>(
     set: Indexed<'_>,
     request: &Request,
@@ -595,70 +636,166 @@ async fn override_object<'v>(
         &request.kind,
         request.namespace.as_deref(),
     );
-    // Policies select on the object as it came, not on earlier policies' changes, so which
-    // apply is known before the object changes.
-    let mut selected = Vec::new();
-    {
-        let view = request.view(&working);
-        for policy in candidates {
-            let applies = applies(policy, &view, request, evaluation, &mut namespaces).await;
-            selected.push((policy, applies));
-        }
+    let mut run = Overriding {
+        decision: &mut decision,
+        request,
+        evaluation,
+        namespaces: &mut namespaces,
+        within: None,
+    };
+    let over = run.run(candidates, &mut working, &mut changes).await;
+    if !over && let Some(workload) = Workload::of_request(request) {
+        override_template(
+            &mut decision,
+            set,
+            workload,
+            request,
+            (&mut working, &mut changes),
+            evaluation,
+        )
+        .await;
     }
-    for (policy, applies) in selected {
-        if !decision.settle(policy, applies, evaluation) {
-            continue;
+    (decision, working, changes)
+}
+
+/// Runs the Pod policies that reach `workload`'s pod template on it, as a Pod, and writes what
+/// they changed back into the template.
+async fn override_template(
+    decision: &mut Decision,
+    set: Indexed<'_>,
+    workload: &'static Workload,
+    request: &Request,
+    (working, changes): (&mut Cow<'_, Value>, &mut Changes),
+    evaluation: &Evaluation<'_>,
+) {
+    let candidates: Vec<&CompiledPolicy> = set
+        .override_candidates("v1", "Pod", request.namespace.as_deref())
+        .filter(|p| p.reaches_template_of(workload))
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let Some(pod_request) = workload.pod_request(request, working) else {
+        return;
+    };
+    let Some(pod) = pod_request.object.as_ref() else {
+        return;
+    };
+    let mut patched = Cow::Borrowed(pod);
+    // The namespace is read again (from the lookup's cache) for the Pod's request.
+    let mut namespaces =
+        NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
+    let mut run = Overriding {
+        decision,
+        request: &pod_request,
+        evaluation,
+        namespaces: &mut namespaces,
+        within: Some(workload),
+    };
+    run.run(
+        candidates.into_iter(),
+        &mut patched,
+        &mut Changes::tracking(),
+    )
+    .await;
+    let Cow::Owned(patched) = patched else {
+        return;
+    };
+    let ops = workload.write_back(working, &patched);
+    if ops.is_empty() || !decision.allowed {
+        return;
+    }
+    // The template is there (the Pod was made from it), so writing it back cannot fail.
+    if let Err((_, error)) = language::apply_recorded(working.to_mut(), ops, changes) {
+        decision.allowed = false;
+        decision.messages.push(format!(
+            "writing the patched pod template back to {}: {error}",
+            workload.field
+        ));
+    }
+}
+
+/// One pass of override policies over an object: the request as they see it, and where the
+/// decision goes.
+struct Overriding<'r, 'a> {
+    decision: &'r mut Decision,
+    request: &'a Request,
+    evaluation: &'a Evaluation<'a>,
+    namespaces: &'r mut NamespaceLabels<'a>,
+    within: Within,
+}
+
+impl<'a> Overriding<'_, 'a> {
+    /// Runs `candidates` that apply on `working`, in order. Whether the request is over (a
+    /// MutatingAdmissionPolicy failed it whatever the failure policy).
+    async fn run(
+        &mut self,
+        candidates: impl Iterator<Item = &'a CompiledPolicy>,
+        working: &mut Cow<'_, Value>,
+        changes: &mut Changes,
+    ) -> bool {
+        let (request, evaluation, within) = (self.request, self.evaluation, self.within);
+        // Policies select on the object as it came, not on earlier policies' changes, so which
+        // apply is known before the object changes.
+        let mut selected = Vec::new();
+        {
+            let view = request.view(working);
+            for policy in candidates {
+                let applies =
+                    applies(policy, &view, request, evaluation, &mut *self.namespaces).await;
+                selected.push((policy, applies));
+            }
         }
-        let object = working.to_mut();
-        if let Some((binding, rule)) = admission_mutation(policy) {
+        let decision = &mut *self.decision;
+        for (policy, applies) in selected {
+            if !decision.settle(policy, applies, evaluation, within) {
+                continue;
+            }
+            let object = working.to_mut();
             let mut scope = Scope {
                 request,
                 evaluation,
-                namespaces: &mut namespaces,
+                namespaces: &mut *self.namespaces,
                 policy: &policy.label,
             };
-            let mutated =
-                admission_policy::mutate(binding, rule, &mut scope, object, &mut changes).await;
-            if decision.admission_mutated(policy, mutated) {
-                break;
-            }
-            continue;
-        }
-        // Each step is atomic, so a policy of one step needs no copy to roll back.
-        let steps: usize = match &policy.rules {
-            PolicyRules::Override(rules) => rules
-                .iter()
-                .filter(|r| r.operations.contains(request.operation))
-                .map(|r| r.steps())
-                .sum(),
-            PolicyRules::Validate { .. } => 0,
-        };
-        let before = (steps > 1).then(|| object.clone());
-        let mut scope = Scope {
-            request,
-            evaluation,
-            namespaces: &mut namespaces,
-            policy: &policy.label,
-        };
-        match run_override(policy, &mut scope, object, &mut changes).await {
-            Ok(applied) => {
-                decision.applied_policies.push(String::from(&*policy.label));
-                decision.record(
-                    policy,
-                    PolicyOutcome::Mutated {
-                        patched: applied > 0,
-                    },
-                );
-            }
-            Err(e) => {
-                if let Some(before) = before {
-                    *object = before;
+            if let Some((binding, rule)) = admission_mutation(policy) {
+                let mutated =
+                    admission_policy::mutate(binding, rule, &mut scope, object, changes).await;
+                if decision.admission_mutated(policy, mutated) {
+                    return true;
                 }
-                decision.policy_error(policy, &e);
+                continue;
+            }
+            // Each step is atomic, so a policy of one step needs no copy to roll back.
+            let steps: usize = match &policy.rules {
+                PolicyRules::Override(rules) => rules
+                    .iter()
+                    .filter(|r| r.operations.contains(request.operation))
+                    .map(|r| r.steps())
+                    .sum(),
+                PolicyRules::Validate { .. } => 0,
+            };
+            let before = (steps > 1).then(|| object.clone());
+            match run_override(policy, &mut scope, object, changes).await {
+                Ok(applied) => {
+                    decision.applied_policies.push(String::from(&*policy.label));
+                    decision.record(
+                        policy,
+                        PolicyOutcome::Mutated {
+                            patched: applied > 0,
+                        },
+                    );
+                }
+                Err(e) => {
+                    if let Some(before) = before {
+                        *object = before;
+                    }
+                    decision.policy_error(policy, within, &e);
+                }
             }
         }
+        false
     }
-    (decision, working, changes)
 }
 
 /// [`PolicySet::validate`](crate::PolicySet::validate).
@@ -673,96 +810,146 @@ pub(crate) async fn validate(
     let Some(subject) = subject else {
         return decision;
     };
-    let view = request.view(subject);
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.validate_candidates(
         &request.api_version,
         &request.kind,
         request.namespace.as_deref(),
     );
-    for policy in candidates {
-        if !decision
-            .runs(policy, &view, request, evaluation, &mut namespaces)
-            .await
+    let mut judging = Judging {
+        decision: &mut decision,
+        request,
+        evaluation,
+        namespaces: &mut namespaces,
+        within: None,
+    };
+    judging.run(candidates, subject).await;
+    if let Some(workload) = Workload::of_request(request) {
+        let candidates: Vec<&CompiledPolicy> = set
+            .validate_candidates("v1", "Pod", request.namespace.as_deref())
+            .filter(|p| p.reaches_template_of(workload))
+            .collect();
+        if !candidates.is_empty()
+            && let Some(pod_request) = workload.pod_request(request, subject)
+            && let Some(pod) = pod_request.object.as_ref()
         {
-            continue;
+            let mut namespaces =
+                NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
+            let mut judging = Judging {
+                decision: &mut decision,
+                request: &pod_request,
+                evaluation,
+                namespaces: &mut namespaces,
+                within: Some(workload),
+            };
+            judging.run(candidates.into_iter(), pod).await;
         }
-        let mut scope = Scope {
-            request,
-            evaluation,
-            namespaces: &mut namespaces,
-            policy: &policy.label,
-        };
-        if let Some((binding, rule)) = admission_validation(policy) {
-            let validated = admission_policy::validate(
-                binding,
-                rule,
-                policy.failure_policy,
-                &mut scope,
-                subject,
-            )
-            .await;
-            decision.admission_validated(policy, validated);
-            continue;
-        }
-        let Judged {
-            reasons,
-            status,
-            warnings,
-            annotations,
-        } = match run_validate(policy, &mut scope, subject).await {
-            Ok(found) => found,
-            Err(error) => {
-                decision.policy_error(policy, &error);
+    }
+    decision
+}
+
+/// One pass of validate policies over an object: the request as they see it, and where the
+/// decision goes.
+struct Judging<'r, 'a> {
+    decision: &'r mut Decision,
+    request: &'a Request,
+    evaluation: &'a Evaluation<'a>,
+    namespaces: &'r mut NamespaceLabels<'a>,
+    within: Within,
+}
+
+impl<'a> Judging<'_, 'a> {
+    /// Judges `subject` by the `candidates` that apply, in order.
+    async fn run(&mut self, candidates: impl Iterator<Item = &'a CompiledPolicy>, subject: &Value) {
+        let (request, evaluation, within) = (self.request, self.evaluation, self.within);
+        let view = request.view(subject);
+        let decision = &mut *self.decision;
+        for policy in candidates {
+            if !decision
+                .runs(policy, &view, request, evaluation, self.namespaces, within)
+                .await
+            {
                 continue;
             }
-        };
-        decision.applied_policies.push(String::from(&*policy.label));
-        let outcome = if reasons.is_empty() {
-            PolicyOutcome::Passed
-        } else {
-            PolicyOutcome::Rejected
-        };
-        decision.record(policy, outcome);
-        for (key, value) in annotations {
+            let mut scope = Scope {
+                request,
+                evaluation,
+                namespaces: &mut *self.namespaces,
+                policy: &policy.label,
+            };
+            if let Some((binding, rule)) = admission_validation(policy) {
+                let validated = admission_policy::validate(
+                    binding,
+                    rule,
+                    policy.failure_policy,
+                    &mut scope,
+                    subject,
+                )
+                .await;
+                decision.admission_validated(policy, validated);
+                continue;
+            }
+            let Judged {
+                reasons,
+                status,
+                warnings,
+                annotations,
+            } = match run_validate(policy, &mut scope, subject).await {
+                Ok(found) => found,
+                Err(error) => {
+                    decision.policy_error(policy, within, &error);
+                    continue;
+                }
+            };
+            decision.applied_policies.push(String::from(&*policy.label));
+            let outcome = if reasons.is_empty() {
+                PolicyOutcome::Passed
+            } else {
+                PolicyOutcome::Rejected
+            };
+            decision.record(policy, outcome);
+            for (key, value) in annotations {
+                decision
+                    .audit_annotations
+                    .insert(annotation_key(&audit_key(policy), &key), value);
+            }
+            let speaker = speaker(policy, within);
             decision
-                .audit_annotations
-                .insert(annotation_key(&audit_key(policy), &key), value);
-        }
-        decision
-            .warnings
-            .extend(warnings.into_iter().map(|w| format!("{}: {w}", policy.id)));
-        if reasons.is_empty() {
-            continue;
-        }
-        let PolicyRules::Validate { actions, .. } = &policy.rules else {
-            continue;
-        };
-        for action in actions {
-            match action {
-                ValidationAction::Deny => {
-                    if decision.allowed {
-                        decision.status_reason = status.map(StatusReason::from);
+                .warnings
+                .extend(warnings.into_iter().map(|w| format!("{speaker}: {w}")));
+            if reasons.is_empty() {
+                continue;
+            }
+            let PolicyRules::Validate { actions, .. } = &policy.rules else {
+                continue;
+            };
+            for action in actions {
+                match action {
+                    ValidationAction::Deny => {
+                        if decision.allowed {
+                            decision.status_reason = status.map(StatusReason::from);
+                        }
+                        decision.allowed = false;
+                        decision
+                            .messages
+                            .extend(reasons.iter().map(|r| format!("{speaker}: {r}")));
                     }
-                    decision.allowed = false;
-                    decision
-                        .messages
-                        .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
-                }
-                ValidationAction::Warn => {
-                    decision
-                        .warnings
-                        .extend(reasons.iter().map(|r| format!("{}: {r}", policy.id)));
-                }
-                ValidationAction::Audit => {
-                    decision
-                        .audit_annotations
-                        .insert(audit_key(policy), reasons.join("; "));
+                    ValidationAction::Warn => {
+                        decision
+                            .warnings
+                            .extend(reasons.iter().map(|r| format!("{speaker}: {r}")));
+                    }
+                    ValidationAction::Audit => {
+                        let mut found = reasons.join("; ");
+                        if let Some(workload) = within {
+                            found = format!("{}: {found}", workload.field);
+                        }
+                        decision.audit_annotations.insert(audit_key(policy), found);
+                    }
                 }
             }
         }
     }
-    decision
 }
 
 /// [`PolicySet::review`](crate::PolicySet::review).

@@ -40,6 +40,7 @@ pub mod set;
 pub mod shape;
 pub mod structured_merge;
 pub mod targets;
+pub mod workload;
 
 // Where these modules were before the rule languages had a module each; other crates and the
 // fuzz targets name them so.

@@ -402,6 +402,26 @@ impl Request {
         })
     }
 
+    /// This request as a Pod policy sees it for a workload's pod template: `pod` and `old` as
+    /// the object and old object, of kind `v1` Pod, with the workload's namespace, name,
+    /// operation, `request` fields and deadline.
+    pub(crate) fn for_pod_template(&self, pod: Value, old: Option<Value>) -> Request {
+        Request {
+            uid: self.uid.clone(),
+            operation: self.operation,
+            api_version: "v1".to_string(),
+            kind: "Pod".to_string(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            object: Some(pod),
+            old_object: old,
+            dry_run: self.dry_run,
+            info: self.info.clone(),
+            deadline: self.deadline.clone(),
+            builtin: BuiltinKind::default(),
+        }
+    }
+
     /// The object under test: the old object on DELETE, else the object.
     pub fn subject(&self) -> Option<&Value> {
         match self.operation {

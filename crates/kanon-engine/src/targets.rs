@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kanon_api::{Operation, PolicyKind};
 
 use crate::policy::{CompiledPolicy, OperationSet, PolicyRules};
+use crate::workload::WORKLOADS;
 
 /// Which of kanon's two webhooks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,6 +86,22 @@ pub(crate) fn targets(policies: &[Arc<CompiledPolicy>], webhook: WebhookKind) ->
                 .entry((s.api_version.clone(), s.kind.clone()))
                 .or_insert(OperationSet::NONE);
             *entry = entry.union(ops);
+        }
+        // A Pod policy also judges the pod templates workloads are created and updated with.
+        let written = [Operation::Create, Operation::Update]
+            .into_iter()
+            .filter(|op| ops.contains(*op))
+            .fold(OperationSet::NONE, |set, op| {
+                set.union(OperationSet::from_targets(&[op]))
+            });
+        if written == OperationSet::NONE {
+            continue;
+        }
+        for workload in WORKLOADS.iter().filter(|w| policy.reaches_template_of(w)) {
+            let entry = types
+                .entry((workload.api_version.to_string(), workload.kind.to_string()))
+                .or_insert(OperationSet::NONE);
+            *entry = entry.union(written);
         }
     }
     Targets {

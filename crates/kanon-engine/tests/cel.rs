@@ -254,6 +254,33 @@ fn warn_and_audit_actions_and_audit_annotations() {
 }
 
 #[test]
+fn an_error_under_fail_does_what_the_actions_say() {
+    // As in a ValidatingAdmissionPolicy: a policy in Warn or Audit mode that cannot evaluate
+    // warns or audits the error instead of denying (a rollout in Warn mode never blocks).
+    let cel = json!({"validations": [{"expression": "object.spec.nodeName == 'x'"}]});
+    let error = "spec.validateRules[0].cel.validations[0].expression: ";
+    let warned = judge(
+        cel_policy(
+            "p",
+            cel.clone(),
+            json!({"validationActions": ["Warn", "Audit"]}),
+        ),
+        &create(&unlimited_pod()),
+    );
+    assert!(warned.allowed, "{warned:?}");
+    assert_eq!(warned.warnings.len(), 1, "{warned:?}");
+    assert!(
+        warned.warnings[0].starts_with(&format!("ClusterValidatePolicy/p: {error}")),
+        "{warned:?}"
+    );
+    let audited = warned.audit_annotations.get("clustervalidatepolicy.p");
+    assert!(audited.is_some_and(|a| a.starts_with(error)), "{warned:?}");
+    let denied = judge(cel_policy("p", cel, json!({})), &create(&unlimited_pod()));
+    assert!(!denied.allowed);
+    assert!(denied.messages[0].starts_with(&format!("ClusterValidatePolicy/p: {error}")));
+}
+
+#[test]
 fn expressions_are_checked_when_written_by_field_path() {
     let errors = compile_errors(&cel_policy(
         "p",

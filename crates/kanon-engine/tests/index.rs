@@ -348,22 +348,34 @@ fn webhook_targets_are_the_types_and_operations_policies_select() {
         ),
     ]);
     let key = |a: &str, k: &str| (a.to_string(), k.to_string());
+    let workloads = |ops: &[kanon_api::Operation]| {
+        kanon_engine::workload::WORKLOADS
+            .iter()
+            .map(|w| (key(w.api_version, w.kind), ops.to_vec()))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
         set.targets(WebhookKind::Mutating),
         Targets {
             types: [
-                (key("apps/v1", "Deployment"), vec![Update]),
                 // CREATE from one policy, every operation from the namespaced one.
                 (key("v1", "Pod"), vec![Create, Update, Delete, Connect]),
             ]
-            .into(),
+            .into_iter()
+            // The Pod policies reach the pod templates workloads are written with (Deployment's
+            // UPDATE from `deployments` among them).
+            .chain(workloads(&[Create, Update]))
+            .collect(),
             every_type: vec![],
         }
     );
     assert_eq!(
         set.targets(WebhookKind::Validating),
         Targets {
-            types: [(key("v1", "Pod"), vec![Create, Connect])].into(),
+            types: [(key("v1", "Pod"), vec![Create, Connect])]
+                .into_iter()
+                .chain(workloads(&[Create]))
+                .collect(),
             every_type: vec![Delete],
         }
     );

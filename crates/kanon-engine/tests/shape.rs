@@ -321,7 +321,7 @@ fn a_wrong_type_says_what_is_expected_and_what_to_write() {
     assert_eq!(
         message_at(&errors, "spec"),
         "must be an object with fields `failurePolicy`, `namespaceSelector`, `overrideRules`, \
-         `resourceSelectors`, not a string (\"none\")"
+         `podTemplates`, `resourceSelectors`, not a string (\"none\")"
     );
 }
 

@@ -614,6 +614,99 @@ fn render_prints_each_templates_program() {
 }
 
 #[test]
+fn render_shows_what_a_pod_policy_becomes_for_workloads() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "pods.yaml",
+        "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: no-host-network}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}, {apiVersion: apps/v1, kind: DaemonSet}]
+  validateRules:
+  - cel:
+      validations:
+      - expression: '!has(object.spec.hostNetwork) || !object.spec.hostNetwork'
+---
+apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: pods-only}
+spec:
+  podTemplates: false
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - cel:
+      validations:
+      - expression: 'true'
+",
+    );
+    write(
+        dir.path(),
+        "cron.yaml",
+        "apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: shop}
+spec:
+  schedule: '0 3 * * *'
+  jobTemplate:
+    spec:
+      template:
+        metadata: {labels: {app: nightly}}
+        spec:
+          hostNetwork: true
+          restartPolicy: OnFailure
+          containers: [{name: job, image: 'busybox:1.36'}]
+",
+    );
+    let out = kanon(
+        dir.path(),
+        &["render", "-p", "pods.yaml", "-r", "cron.yaml"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // The kinds it reaches: not DaemonSet, which it judges as itself.
+    assert!(
+        stdout.contains("# ClusterValidatePolicy/no-host-network pod templates"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   apps/v1 Deployment: spec.template\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("#   batch/v1 CronJob: spec.jobTemplate.spec.template\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("#   apps/v1 DaemonSet"), "{stdout}");
+    assert!(!stdout.contains("pods-only pod templates"), "{stdout}");
+    // The Pod the CronJob's template is judged as.
+    assert!(
+        stdout.contains(
+            "# ClusterValidatePolicy/no-host-network on CronJob nightly: the Pod its rules judge
+apiVersion: v1
+kind: Pod
+metadata:
+  labels:
+    app: nightly
+  namespace: shop
+  name: nightly
+spec:
+  hostNetwork: true
+"
+        ),
+        "{stdout}"
+    );
+    // And `kanon apply` denies the CronJob, naming the template.
+    let out = kanon(dir.path(), &["apply", "-p", "pods.yaml", "-r", "cron.yaml"]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("ClusterValidatePolicy/no-host-network: spec.jobTemplate.spec.template: failed expression: "),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn the_example_suites_pass() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = kanon(&repo, &["test", "examples"]);

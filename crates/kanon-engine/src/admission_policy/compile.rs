@@ -442,6 +442,7 @@ impl AdmissionPolicies {
             defect: None,
             rendered: Vec::new(),
             warnings: Vec::new(),
+            pod_templates: false,
             admission: Some(admission),
         }))
     }

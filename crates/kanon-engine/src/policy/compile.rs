@@ -41,6 +41,7 @@ pub(super) struct SpecParts<'a> {
     selectors: &'a [ResourceSelector],
     namespace_selector: Option<&'a LabelSelector>,
     failure_policy: Option<FailurePolicy>,
+    pod_templates: Option<bool>,
 }
 
 pub(super) fn compile_selectors(
@@ -335,24 +336,32 @@ pub(super) fn compile_checked(object: &PolicyObject, kinds: Option<&Kinds>) -> C
             selectors: &p.spec.resource_selectors,
             namespace_selector: p.spec.namespace_selector.as_ref(),
             failure_policy: p.spec.failure_policy,
+            pod_templates: p.spec.pod_templates,
         },
         PolicyObject::Override(p) => SpecParts {
             selectors: &p.spec.resource_selectors,
             namespace_selector: None,
             failure_policy: p.spec.failure_policy,
+            pod_templates: p.spec.pod_templates,
         },
         PolicyObject::ClusterValidate(p) => SpecParts {
             selectors: &p.spec.resource_selectors,
             namespace_selector: p.spec.namespace_selector.as_ref(),
             failure_policy: p.spec.failure_policy,
+            pod_templates: p.spec.pod_templates,
         },
         PolicyObject::Validate(p) => SpecParts {
             selectors: &p.spec.resource_selectors,
             namespace_selector: None,
             failure_policy: p.spec.failure_policy,
+            pod_templates: p.spec.pod_templates,
         },
     };
     let selectors = compile_selectors(&id, &parts, &mut errors);
+    let pod_templates = parts.pod_templates != Some(false)
+        && selectors
+            .iter()
+            .any(|s| s.api_version == "v1" && s.kind == "Pod");
     let namespace_selector = parts
         .namespace_selector
         .map(|s| LabelMatcher::compile(s, "spec.namespaceSelector", &mut errors));
@@ -406,6 +415,7 @@ pub(super) fn compile_checked(object: &PolicyObject, kinds: Option<&Kinds>) -> C
             failure_policy: parts.failure_policy.unwrap_or_default(),
             selectors,
             namespace_selector,
+            pod_templates,
             rules,
             defect,
             rendered,

@@ -115,6 +115,9 @@ pub struct CompiledPolicy {
     pub selectors: Vec<ResourceMatcher>,
     /// The namespace selector (cluster policies).
     pub namespace_selector: Option<LabelMatcher>,
+    /// Whether the policy also judges (or patches) the pod templates of workloads: it selects
+    /// Pods and has not turned `podTemplates` off.
+    pub pod_templates: bool,
     /// The rules.
     pub rules: PolicyRules,
     /// Set when the policy did not compile: a matching request then meets this error under the

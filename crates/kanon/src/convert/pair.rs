@@ -208,6 +208,11 @@ pub(super) fn convert_pair(
                 selector
             })
             .collect();
+        // A Kubernetes admission policy judges Pods only, never the pod templates of
+        // workloads, which a kanon policy that selects Pods reaches unless told not to.
+        if selected.contains_key(&("v1".to_string(), "Pod".to_string())) {
+            spec.insert("podTemplates".into(), Value::Bool(false));
+        }
         spec.insert("resourceSelectors".into(), Value::Array(selectors));
     }
     if let Some(selector) = &namespace_selector {
