@@ -3,8 +3,8 @@
 # non-default ones, every rendered manifest validated against the Kubernetes API schemas
 # (kubernetes-validate, strict), values the schema must refuse refused, and the properties the
 # chart promises (least privilege, no caBundle or generated rules in the chart, security context,
-# a NetworkPolicy only when enabled and never without a kube-apiserver source) present in what it
-# renders.
+# a NetworkPolicy only when enabled and never without a kube-apiserver source, the policy library
+# only when asked for, in the mode asked for) present in what it renders.
 #
 # usage: scripts/check-chart.sh         (needs helm: `cargo xtask cluster build` provides it)
 set -euo pipefail
@@ -27,6 +27,8 @@ variants=(
   "single-replica|--set replicaCount=1"
   "client-certificates|--set webhook.clientCAConfigMap=apiserver-webhook-ca --set serving.maxConcurrentReviews=4 --set resources.limits.memory=1Gi"
   "network-policy|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].ipBlock.cidr=10.0.0.10/32 --set networkPolicy.apiserver.from[1].ipBlock.cidr=10.0.0.11/32 --set networkPolicy.metrics.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring --set metrics.port=9090 --set networkPolicy.extraIngress[0].from[0].podSelector.matchLabels.app=debug --set networkPolicy.extraIngress[0].ports[0].port=8443"
+  "library-restricted-warn|--set library.podSecurity=restricted --set library.validationActions={Warn} --set library.excludedNamespaces={ci,sandbox} --set library.bestPractices={disallow-latest-tag,require-probes,default-resources}"
+  "library-baseline|--set library.podSecurity=baseline"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
@@ -38,8 +40,9 @@ for variant in "${variants[@]}"; do
   # shellcheck disable=SC2086
   "$helm" template kanon "$chart" --namespace kanon-system $values > "$out/$name.yaml" \
     || fail "helm template ($name)"
-  # Kinds of other projects (cert-manager, Prometheus Operator) have no schema here: reported,
-  # not failed.
+  # Kinds of other projects (cert-manager, Prometheus Operator) and kanon's own (the library's
+  # policies) have no schema here: reported, not failed. kanon's are checked by kanon itself:
+  # crates/kanon/tests/chart_library.rs compiles what the library template renders.
   scripts/validate-manifests.sh "$out/$name.yaml" | grep -v '^INFO' || true
   scripts/validate-manifests.sh "$out/$name.yaml" >/dev/null || fail "invalid manifests ($name)"
 done
@@ -101,12 +104,83 @@ grep -q -- '--client-ca-file=/etc/kanon/client-ca/ca.crt' "$out/client-certifica
 grep -q 'name: apiserver-webhook-ca' "$out/client-certificates.yaml" || fail "client certificates: the ConfigMap"
 grep -q -- '--client-ca-file' "$default" && fail "no client certificates by default"
 
+# The policy library (templates/library.yaml, from the chart's copy in library/): nothing by
+# default; the level's files and the best practices named, every validation in the mode, every
+# policy with the excluded namespaces in its namespaceSelector.
+library=$chart/library
+# The library's policies in a render, one document after another.
+library_policies() { awk -v RS='\n---\n' '/\nkind: Cluster(Validate|Override)Policy\n/ {print; print "---"}' "$1"; }
+# The validationActions of every policy in a render, one line per policy ("Warn", "Deny Audit").
+validation_actions() {
+  awk '/^  validationActions:$/ {on = 1; list = ""; next}
+       on && /^  - / {list = list (list == "" ? "" : " ") substr($0, 5); next}
+       on {print list; on = 0}
+       END {if (on) print list}' "$1"
+}
+# How many documents of `kind` the files hold.
+count_kind() { local kind=$1; shift; cat "$@" | grep -c "^kind: $kind\$" || true; }
+grep -Eq '^kind: Cluster(Validate|Override)Policy$' "$default" \
+  && fail "library: no policy by default (library.podSecurity none, no best practices)"
+
+render="$out/library-restricted-warn.yaml"
+files=("$library"/pod-security/restricted/*.yaml "$library"/best-practices/{disallow-latest-tag,require-probes,default-resources}.yaml)
+validations=$(count_kind ClusterValidatePolicy "${files[@]}")
+mutations=$(count_kind ClusterOverridePolicy "${files[@]}")
+[ "$validations" -gt 15 ] || fail "library: restricted has its checks ($validations)"
+[ "$(count_kind ClusterValidatePolicy "$render")" -eq "$validations" ] \
+  || fail "library: $validations ClusterValidatePolicies, one per document of the restricted level and the validating best practices named"
+[ "$(count_kind ClusterOverridePolicy "$render")" -eq "$mutations" ] \
+  || fail "library: $mutations ClusterOverridePolicy (default-resources)"
+[ "$(validation_actions "$render" | wc -l)" -eq "$validations" ] || fail "library: validationActions on every validation"
+[ "$(validation_actions "$render" | sort -u)" = "Warn" ] || fail "library: every validationActions is [Warn]"
+excluded='    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+      - ci
+      - sandbox'
+policies=$(library_policies "$render")
+[ "$(awk -v RS='\n---\n' -v e="$excluded" 'index($0, e) {n++} END {print n + 0}' <<<"$policies")" \
+  -eq $((validations + mutations)) ] || fail "library: the excluded namespaces in every policy's namespaceSelector"
+[ "$(grep -c 'app.kubernetes.io/managed-by: Helm' <<<"$policies")" -eq $((validations + mutations)) ] \
+  || fail "library: the chart's labels on every policy"
+grep -q 'name: pss-baseline-privileged$' "$render" || fail "library: restricted includes baseline's checks (links followed)"
+
+render="$out/library-baseline.yaml"
+validations=$(count_kind ClusterValidatePolicy "$library"/pod-security/baseline/*.yaml)
+[ "$(count_kind ClusterValidatePolicy "$render")" -eq "$validations" ] \
+  || fail "library: $validations ClusterValidatePolicies of the baseline level"
+[ "$(count_kind ClusterOverridePolicy "$render")" -eq 0 ] || fail "library: baseline has no mutation"
+[ "$(validation_actions "$render" | wc -l)" -eq "$validations" ] || fail "library: validationActions on every validation"
+[ "$(validation_actions "$render" | sort -u)" = "Deny" ] || fail "library: [Deny] by default"
+grep -q 'namespaceSelector' <<<"$(library_policies "$render")" && fail "library: no namespaceSelector without excludedNamespaces"
+grep -q 'pss-restricted-' "$render" && fail "library: baseline without restricted's checks"
+
+# Refused, with the reason.
+refused() {
+  local expected=$1; shift
+  local err
+  if err=$("$helm" template kanon "$chart" "$@" 2>&1 >/dev/null); then
+    fail "rendered: $*"
+  fi
+  grep -qF -- "$expected" <<<"$err" || fail "$*: unexpected error: $err"
+}
+refused 'no best practice named no-such-practice; the library has: ' --set 'library.bestPractices={disallow-latest-tag,no-such-practice}'
+refused 'disallow-latest-tag, ' --set 'library.bestPractices={no-such-practice}'
+refused 'Deny and Warn may not be used together' --set library.podSecurity=baseline --set 'library.validationActions={Deny,Warn}'
+refused 'the first install needs webhook.policyCheckFailurePolicy: Ignore' --set library.podSecurity=baseline --set webhook.policyCheckFailurePolicy=Fail
+"$helm" template kanon "$chart" --is-upgrade --set library.podSecurity=baseline \
+  --set webhook.policyCheckFailurePolicy=Fail | grep -q '^kind: ClusterValidatePolicy$' \
+  || fail "library: an upgrade (kanon running) with policyCheckFailurePolicy Fail"
+
 echo "== values the schema refuses"
 for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.mode=vault" \
            "webhook.timeoutSeconds=60" "replicaCount=0" "unknownValue=1" \
            "serving.bodyBufferMiB=4" "serving.maxConnections=0" "serving.unknown=1" \
            "networkPolicy.enabled=yes" "networkPolicy.egress=true" \
-           "networkPolicy.apiserver.from[0].ipBlok.cidr=10.0.0.1/32"; do
+           "networkPolicy.apiserver.from[0].ipBlok.cidr=10.0.0.1/32" \
+           "library.podSecurity=privileged" "library.validationActions={Block}" \
+           "library.validationActions={Warn,Warn}" "library.bestPractices=Latest_Tag" \
+           "library.excludedNamespaces={Not_A_Namespace}" "library.mode=Warn"; do
   if "$helm" template kanon "$chart" --set "$bad" >/dev/null 2>&1; then
     fail "the schema accepted --set $bad"
   fi

@@ -1,5 +1,6 @@
 //! Repository tasks: `cargo xtask crds` regenerates the committed CRD manifests;
 //! `cargo xtask schema` regenerates the built-in kinds' schema that `kanon-schema` embeds;
+//! `cargo xtask library` copies the policy library into the Helm chart;
 //! `cargo xtask cluster ...` builds and runs the local Kubernetes control plane that kanon's
 //! end-to-end tests use (see the `kanon-control-plane` crate).
 
@@ -12,11 +13,25 @@ use kanon_control_plane::{ControlPlane, Options, Toolchain};
 /// Folders that hold a copy of every CRD, relative to the repository root.
 const CRD_DIRS: [&str; 2] = ["crds", "charts/kanon/crds"];
 
+/// The folders of `library/` that the Helm chart installs from, relative to `library/`; copied
+/// to the same paths under `charts/kanon/library/` (Helm reads no file outside the chart).
+const LIBRARY_DIRS: [&str; 3] = [
+    "pod-security/baseline",
+    "pod-security/restricted",
+    "best-practices",
+];
+
+/// Where the chart keeps its copy of the library, relative to the repository root.
+const CHART_LIBRARY: &str = "charts/kanon/library";
+
 const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
   crds                        regenerate the CRD manifests in crds/ and charts/kanon/crds/
+  library                     copy library/pod-security/{baseline,restricted}/ and
+                              library/best-practices/ into charts/kanon/library/ (links
+                              followed), removing stale copies
   schema                      regenerate crates/kanon-schema/data/ (Kubernetes' built-in kinds
                               and types) from a temporary control plane's /openapi/v3
   cluster build               build (first time: 5-15 min) or find the control-plane binaries
@@ -46,6 +61,7 @@ fn run() -> Result<()> {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         ["crds"] => write_crds(),
+        ["library"] => write_library(),
         ["schema"] => write_schema(),
         ["cluster", "build"] => cluster_build(),
         ["cluster", "up", rest @ ..] => {
@@ -98,6 +114,58 @@ fn write_crds() -> Result<()> {
                 println!("removed stale {}", path.display());
             }
         }
+    }
+    Ok(())
+}
+
+/// Copies every `*.yaml` of each [`LIBRARY_DIRS`] folder into the chart, as its content (a
+/// link, like restricted's links to baseline's checks, becomes a file), and removes `*.yaml`
+/// files there that the library no longer has.
+fn write_library() -> Result<()> {
+    let root = repo_root();
+    for dir in LIBRARY_DIRS {
+        let source = root.join("library").join(dir);
+        let target = root.join(CHART_LIBRARY).join(dir);
+        std::fs::create_dir_all(&target)
+            .with_context(|| format!("creating {}", target.display()))?;
+        let mut wanted = Vec::new();
+        for entry in
+            std::fs::read_dir(&source).with_context(|| format!("reading {}", source.display()))?
+        {
+            let path = entry?.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if !name.ends_with(".yaml") {
+                continue;
+            }
+            // `read` follows links.
+            let content =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            let copy = target.join(name);
+            // A link in the chart's copy would be packaged as a link: replaced by the file.
+            let link = std::fs::symlink_metadata(&copy).is_ok_and(|m| m.file_type().is_symlink());
+            if link || std::fs::read(&copy).ok().as_ref() != Some(&content) {
+                let _ = std::fs::remove_file(&copy);
+                std::fs::write(&copy, &content)
+                    .with_context(|| format!("writing {}", copy.display()))?;
+                println!("wrote {}", copy.display());
+            }
+            wanted.push(name.to_string());
+        }
+        for entry in std::fs::read_dir(&target)? {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if name.ends_with(".yaml") && !wanted.iter().any(|w| w == name) {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing stale {}", path.display()))?;
+                println!("removed stale {}", path.display());
+            }
+        }
+        println!("{}: {} files", target.display(), wanted.len());
     }
     Ok(())
 }
