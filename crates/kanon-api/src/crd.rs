@@ -3,15 +3,18 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::{ClusterOverridePolicy, ClusterValidatePolicy, OverridePolicy, ValidatePolicy};
+use crate::{
+    ClusterOverridePolicy, ClusterValidatePolicy, OverridePolicy, PolicyException, ValidatePolicy,
+};
 
-/// The four CRDs, in [`crate::PolicyKind::ALL`] order.
+/// The CRDs: the four policy kinds in [`crate::PolicyKind::ALL`] order, then PolicyException.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         ClusterOverridePolicy::crd(),
         OverridePolicy::crd(),
         ClusterValidatePolicy::crd(),
         ValidatePolicy::crd(),
+        PolicyException::crd(),
     ]
 }
 

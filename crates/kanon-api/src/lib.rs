@@ -11,12 +11,14 @@
 mod cel;
 mod common;
 mod crd;
+mod exception;
 mod overrides;
 mod validate;
 
 pub use cel::*;
 pub use common::*;
 pub use crd::{crd_file_name, crds, crds_yaml};
+pub use exception::*;
 pub use overrides::*;
 pub use validate::*;
 

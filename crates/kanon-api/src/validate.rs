@@ -121,6 +121,10 @@ pub enum ValidationAction {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidateRule {
+    /// A name unique within the policy, by which a PolicyException may exempt from this rule
+    /// alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// The operations the rule applies to; `*` or empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub target_operations: Vec<Operation>,

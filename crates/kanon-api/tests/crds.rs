@@ -98,7 +98,7 @@ fn committed_crds_match_generated() {
         let yaml = kanon_api::crds_yaml(crd).expect("a CRD serializes to YAML");
         expected.insert(kanon_api::crd_file_name(crd), yaml);
     }
-    assert_eq!(expected.len(), 4, "four CRDs with distinct file names");
+    assert_eq!(expected.len(), 5, "five CRDs with distinct file names");
 
     let mut problems = Vec::new();
     for dir in CRD_DIRS {
@@ -440,7 +440,7 @@ fn structural_lint_reports_every_offending_path() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn four_kinds_with_scopes_names_and_versions() {
+fn five_kinds_with_scopes_names_and_versions() {
     let expected = [
         (
             "ClusterOverridePolicy",
@@ -456,13 +456,14 @@ fn four_kinds_with_scopes_names_and_versions() {
             "Cluster",
         ),
         ("ValidatePolicy", "validatepolicies", "vp", "Namespaced"),
+        ("PolicyException", "policyexceptions", "kex", "Namespaced"),
     ];
     let crds = crds();
     let kinds: Vec<&str> = crds.iter().map(|c| c.spec.names.kind.as_str()).collect();
     assert_eq!(
         kinds,
         expected.map(|e| e.0),
-        "kanon_api::crds() must list the four kinds in PolicyKind::ALL order"
+        "kanon_api::crds() must list the four policy kinds in PolicyKind::ALL order, then PolicyException"
     );
     for (crd, (kind, plural, short, scope)) in crds.iter().zip(expected) {
         let names = &crd.spec.names;
@@ -473,9 +474,12 @@ fn four_kinds_with_scopes_names_and_versions() {
             "{kind}: metadata.name"
         );
         assert_eq!(names.plural, plural, "{kind}: plural");
+        let policy_kind = kanon_api::PolicyKind::from_kind(kind);
         assert_eq!(
-            kanon_api::PolicyKind::from_kind(kind).map(|k| k.plural()),
-            Some(plural),
+            policy_kind
+                .map(|k| k.plural())
+                .unwrap_or("policyexceptions"),
+            plural,
             "{kind}: PolicyKind::plural"
         );
         assert_eq!(
@@ -494,9 +498,8 @@ fn four_kinds_with_scopes_names_and_versions() {
             "{kind}: categories"
         );
         assert_eq!(crd.spec.scope, scope, "{kind}: scope");
-        let pk = kanon_api::PolicyKind::from_kind(kind).expect("a PolicyKind");
         assert_eq!(
-            pk.is_namespaced(),
+            policy_kind.is_none_or(|k| k.is_namespaced()),
             scope == "Namespaced",
             "{kind}: PolicyKind::is_namespaced"
         );
@@ -521,6 +524,9 @@ fn four_kinds_with_scopes_names_and_versions() {
 fn status_subresource_and_printer_columns() {
     for crd in crds() {
         let kind = &crd.spec.names.kind;
+        if kind == "PolicyException" {
+            continue;
+        }
         let version = &crd.spec.versions[0];
         let subresources = version.subresources.as_ref();
         assert!(
@@ -559,6 +565,36 @@ fn status_subresource_and_printer_columns() {
             "string"
         );
     }
+}
+
+#[test]
+fn a_policy_exception_shows_whether_it_is_ready_and_when_it_expires() {
+    let crd = crds()
+        .iter()
+        .find(|c| c.spec.names.kind == "PolicyException")
+        .expect("the PolicyException CRD");
+    let version = &crd.spec.versions[0];
+    assert!(
+        version
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some())
+    );
+    let columns: Vec<&str> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["Ready", "Expires", "Age"]);
+    let s = schema("PolicyException");
+    assert_eq!(node(&s, "spec.expiresAt")["format"], "date-time");
+    assert_eq!(node(&s, "status.policies[]")["type"], "string");
+    let required = node(&s, "spec")["required"].clone();
+    assert_eq!(
+        required,
+        serde_json::json!(["policies", "reason", "resourceSelectors"])
+    );
 }
 
 #[test]

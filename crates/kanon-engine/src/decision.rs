@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::admission_policy;
 use crate::diff::Changes;
 use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
+use crate::exception::{CompiledException, Exceptions, Exemption};
 use crate::index::Indexed;
 use crate::language;
 use crate::language::cel::mutate::CelOverrideRule;
@@ -50,6 +51,23 @@ pub struct Decision {
     /// What each policy that met the request did, in order (for metrics and logs).
     #[serde(skip)]
     pub policy_results: Vec<PolicyResult>,
+    /// The PolicyExceptions that exempted the request from a policy (or some of its rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exceptions: Vec<AppliedException>,
+}
+
+/// A PolicyException that exempted a request from a policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AppliedException {
+    /// `PolicyException/<namespace>/<name>`.
+    #[serde(serialize_with = "text")]
+    pub exception: Arc<str>,
+    /// The policy (`Kind/name`).
+    #[serde(serialize_with = "text")]
+    pub policy: Arc<str>,
+    /// The rules exempted; empty: the whole policy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
 }
 
 /// The reason of a denial as a Kubernetes Status says it, with its HTTP code: a reason a CEL
@@ -115,6 +133,8 @@ pub enum PolicyOutcome {
     Passed,
     /// A validate policy found the object wanting (denied, warned or audited per its actions).
     Rejected,
+    /// A PolicyException exempted the request from the whole policy.
+    Exempted,
     /// The policy failed to evaluate; `ignored` under `failurePolicy: Ignore`.
     Failed {
         /// Whether the failure was ignored.
@@ -136,6 +156,52 @@ impl Decision {
             patch: json_patch::Patch(Vec::new()),
             patched,
             policy_results: Vec::new(),
+            exceptions: Vec::new(),
+        }
+    }
+
+    /// Records what exceptions did to `policy` on this request: each that applies is named in
+    /// a warning and an audit annotation; one whose conditions could not be evaluated is not
+    /// applied, with a warning saying why.
+    fn exempted(&mut self, policy: &CompiledPolicy, exemption: &Exemption<'_>, within: Within) {
+        for (exception, error) in &exemption.errors {
+            self.warnings.push(format!(
+                "{}: {} not applied: {error}",
+                speaker(policy, within),
+                exception.label
+            ));
+        }
+        for (exception, rules) in &exemption.applied {
+            let what = match rules {
+                [] => String::new(),
+                rules => format!(" (rules {})", rules.join(", ")),
+            };
+            self.warnings.push(format!(
+                "{}: exempted{what} by {}: {}",
+                speaker(policy, within),
+                exception.label,
+                exception.reason
+            ));
+            let key = exception_key(exception);
+            let entry = format!("{}{what}", policy.label);
+            match self.audit_annotations.get_mut(&key) {
+                Some(known) if !known.split(", ").any(|k| k == entry) => {
+                    known.push_str(", ");
+                    known.push_str(&entry);
+                }
+                Some(_) => {}
+                None => {
+                    self.audit_annotations.insert(key, entry);
+                }
+            }
+            self.exceptions.push(AppliedException {
+                exception: exception.label.clone(),
+                policy: policy.label.clone(),
+                rules: rules.to_vec(),
+            });
+        }
+        if exemption.whole() {
+            self.record(policy, PolicyOutcome::Exempted);
         }
     }
 
@@ -352,9 +418,21 @@ impl Decision {
         self.allowed &= later.allowed;
         self.messages.extend(later.messages);
         self.warnings.extend(later.warnings);
-        self.audit_annotations.extend(later.audit_annotations);
+        for (key, value) in later.audit_annotations {
+            match self.audit_annotations.get_mut(&key) {
+                // An exception that exempted from policies of both stages names them all.
+                Some(known) if key.starts_with("policyexception.") => {
+                    known.push_str(", ");
+                    known.push_str(&value);
+                }
+                _ => {
+                    self.audit_annotations.insert(key, value);
+                }
+            }
+        }
         self.applied_policies.extend(later.applied_policies);
         self.policy_results.extend(later.policy_results);
+        self.exceptions.extend(later.exceptions);
     }
 }
 
@@ -447,6 +525,7 @@ async fn run_override(
     scope: &mut Scope<'_, '_>,
     working: &mut Value,
     changes: &mut Changes,
+    exemption: &Exemption<'_>,
 ) -> Result<usize, RuleError> {
     if let Some(error) = defect(policy) {
         return Err(error);
@@ -456,7 +535,11 @@ async fn run_override(
     };
     let mut applied = 0;
     let operation = scope.request.operation;
-    for rule in rules.iter().filter(|r| r.operations.contains(operation)) {
+    for rule in rules
+        .iter()
+        .filter(|r| r.operations.contains(operation))
+        .filter(|r| !exemption.exempts_rule(r.name.as_deref()))
+    {
         for step in rule.parts() {
             applied += language::apply(step, scope, working, changes).await?;
         }
@@ -479,6 +562,7 @@ async fn run_validate(
     policy: &CompiledPolicy,
     scope: &mut Scope<'_, '_>,
     object: &Value,
+    exemption: &Exemption<'_>,
 ) -> Result<Judged, RuleError> {
     if let Some(error) = defect(policy) {
         return Err(error);
@@ -493,6 +577,7 @@ async fn run_validate(
         .iter()
         .enumerate()
         .filter(|(_, r)| r.operations.contains(operation))
+        .filter(|(_, r)| !exemption.exempts_rule(r.name.as_deref()))
     {
         for step in rule.parts() {
             let verdict = language::verdict(step, scope, object).await?;
@@ -555,6 +640,23 @@ fn audit_key(policy: &CompiledPolicy) -> String {
         .len();
     key.truncate(end);
     key
+}
+
+fn text<S: serde::Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(value)
+}
+
+/// The audit annotation key that names an exception's exemptions:
+/// `policyexception.<namespace>.<name>`, cut as [`audit_key`] cuts.
+fn exception_key(exception: &CompiledException) -> String {
+    let key = format!("policyexception.{}.{}", exception.namespace, exception.name);
+    let mut cut = key.len().min(63);
+    while !key.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let key = &key[..cut];
+    key.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
 }
 
 /// [`PolicySet::mutate`](crate::PolicySet::mutate).
@@ -638,6 +740,7 @@ async fn override_object<'v>(
     );
     let mut run = Overriding {
         decision: &mut decision,
+        exceptions: set.exceptions,
         request,
         evaluation,
         namespaces: &mut namespaces,
@@ -687,6 +790,7 @@ async fn override_template(
         NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
     let mut run = Overriding {
         decision,
+        exceptions: set.exceptions,
         request: &pod_request,
         evaluation,
         namespaces: &mut namespaces,
@@ -719,6 +823,7 @@ async fn override_template(
 /// decision goes.
 struct Overriding<'r, 'a> {
     decision: &'r mut Decision,
+    exceptions: &'r Exceptions,
     request: &'a Request,
     evaluation: &'a Evaluation<'a>,
     namespaces: &'r mut NamespaceLabels<'a>,
@@ -735,20 +840,36 @@ impl<'a> Overriding<'_, 'a> {
         changes: &mut Changes,
     ) -> bool {
         let (request, evaluation, within) = (self.request, self.evaluation, self.within);
-        // Policies select on the object as it came, not on earlier policies' changes, so which
-        // apply is known before the object changes.
+        let interrupted = move || evaluation.deadline_passed();
+        // Policies and exceptions select on the object as it came, not on earlier policies'
+        // changes, so which apply is known before the object changes.
         let mut selected = Vec::new();
         {
             let view = request.view(working);
             for policy in candidates {
                 let applies =
                     applies(policy, &view, request, evaluation, &mut *self.namespaces).await;
-                selected.push((policy, applies));
+                let exemption = match applies {
+                    Ok(true) => self.exceptions.for_policy(
+                        policy,
+                        &view,
+                        request,
+                        working,
+                        evaluation.now(),
+                        &interrupted,
+                    ),
+                    _ => Exemption::default(),
+                };
+                selected.push((policy, applies, exemption));
             }
         }
         let decision = &mut *self.decision;
-        for (policy, applies) in selected {
+        for (policy, applies, exemption) in selected {
             if !decision.settle(policy, applies, evaluation, within) {
+                continue;
+            }
+            decision.exempted(policy, &exemption, within);
+            if exemption.whole() {
                 continue;
             }
             let object = working.to_mut();
@@ -776,7 +897,7 @@ impl<'a> Overriding<'_, 'a> {
                 PolicyRules::Validate { .. } => 0,
             };
             let before = (steps > 1).then(|| object.clone());
-            match run_override(policy, &mut scope, object, changes).await {
+            match run_override(policy, &mut scope, object, changes, &exemption).await {
                 Ok(applied) => {
                     decision.applied_policies.push(String::from(&*policy.label));
                     decision.record(
@@ -818,6 +939,7 @@ pub(crate) async fn validate(
     );
     let mut judging = Judging {
         decision: &mut decision,
+        exceptions: set.exceptions,
         request,
         evaluation,
         namespaces: &mut namespaces,
@@ -837,6 +959,7 @@ pub(crate) async fn validate(
                 NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
             let mut judging = Judging {
                 decision: &mut decision,
+                exceptions: set.exceptions,
                 request: &pod_request,
                 evaluation,
                 namespaces: &mut namespaces,
@@ -852,6 +975,7 @@ pub(crate) async fn validate(
 /// decision goes.
 struct Judging<'r, 'a> {
     decision: &'r mut Decision,
+    exceptions: &'r Exceptions,
     request: &'a Request,
     evaluation: &'a Evaluation<'a>,
     namespaces: &'r mut NamespaceLabels<'a>,
@@ -862,6 +986,7 @@ impl<'a> Judging<'_, 'a> {
     /// Judges `subject` by the `candidates` that apply, in order.
     async fn run(&mut self, candidates: impl Iterator<Item = &'a CompiledPolicy>, subject: &Value) {
         let (request, evaluation, within) = (self.request, self.evaluation, self.within);
+        let interrupted = move || evaluation.deadline_passed();
         let view = request.view(subject);
         let decision = &mut *self.decision;
         for policy in candidates {
@@ -869,6 +994,18 @@ impl<'a> Judging<'_, 'a> {
                 .runs(policy, &view, request, evaluation, self.namespaces, within)
                 .await
             {
+                continue;
+            }
+            let exemption = self.exceptions.for_policy(
+                policy,
+                &view,
+                request,
+                subject,
+                evaluation.now(),
+                &interrupted,
+            );
+            decision.exempted(policy, &exemption, within);
+            if exemption.whole() {
                 continue;
             }
             let mut scope = Scope {
@@ -894,7 +1031,7 @@ impl<'a> Judging<'_, 'a> {
                 status,
                 warnings,
                 annotations,
-            } = match run_validate(policy, &mut scope, subject).await {
+            } = match run_validate(policy, &mut scope, subject, &exemption).await {
                 Ok(found) => found,
                 Err(error) => {
                     decision.policy_error(policy, within, &error);

@@ -137,6 +137,8 @@ pub(crate) struct Indexed<'a> {
     pub(crate) overrides: &'a WebhookIndex,
     /// The validate policies' index.
     pub(crate) validates: &'a WebhookIndex,
+    /// The exceptions in force.
+    pub(crate) exceptions: &'a crate::exception::Exceptions,
 }
 
 impl<'a> Indexed<'a> {

@@ -19,6 +19,7 @@ pub mod diff;
 pub mod document;
 pub mod error;
 pub mod evaluation;
+pub mod exception;
 pub mod helpers;
 pub mod host;
 pub mod index;
@@ -49,7 +50,7 @@ pub use language::template::native;
 pub use references as refs;
 
 pub use admission_policy::{AdmissionPolicies, admission_kind_of};
-pub use decision::{Decision, PolicyOutcome, PolicyResult, StatusReason};
+pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use evaluation::Evaluation;

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::decision::{self, Decision};
 use crate::evaluation::Evaluation;
+use crate::exception::{CompiledException, Exceptions};
 use crate::index::{Indexed, WebhookIndex};
 use crate::lookup::Lookup;
 use crate::policy::{CompiledPolicy, PolicyId};
@@ -28,6 +29,7 @@ pub struct PolicySet {
     policies: Vec<Arc<CompiledPolicy>>,
     overrides: WebhookIndex,
     validates: WebhookIndex,
+    exceptions: Exceptions,
 }
 
 impl PolicySet {
@@ -59,7 +61,34 @@ impl PolicySet {
             policies,
             overrides,
             validates,
+            exceptions: Exceptions::default(),
         })
+    }
+
+    /// The set with `exceptions` in force (replacing any it had). Which namespaces may hold
+    /// exceptions is for the caller to decide: every exception given here applies.
+    pub fn with_exceptions(mut self, exceptions: Vec<Arc<CompiledException>>) -> Self {
+        self.exceptions = Exceptions::build(exceptions);
+        self
+    }
+
+    /// The set with only the exceptions that live in `namespaces` (the operator's exception
+    /// namespaces), and the ones left out.
+    pub fn honouring(self, namespaces: &[String]) -> (Self, Vec<Arc<CompiledException>>) {
+        let (kept, left): (Vec<_>, Vec<_>) = self
+            .exceptions()
+            .iter()
+            .cloned()
+            .partition(|e| namespaces.contains(&e.namespace));
+        if left.is_empty() {
+            return (self, left);
+        }
+        (self.with_exceptions(kept), left)
+    }
+
+    /// The exceptions in force, by namespace and name.
+    pub fn exceptions(&self) -> &[Arc<CompiledException>] {
+        self.exceptions.all()
     }
 
     /// Every policy, in evaluation order.
@@ -115,6 +144,7 @@ impl PolicySet {
             policies: &self.policies,
             overrides: &self.overrides,
             validates: &self.validates,
+            exceptions: &self.exceptions,
         }
     }
 

@@ -473,6 +473,15 @@ fn check_policy_object(request: &Request, lookup: &dyn Lookup) -> Option<PolicyC
     {
         return None;
     }
+    if request.api_version == API_VERSION && request.kind == kanon_api::EXCEPTION_KIND {
+        let document = with_identity(object, request, true);
+        return Some(PolicyCheck {
+            invalid: kanon_engine::exception::compile_exception(&document)
+                .err()
+                .map(|invalid| invalid_message(&invalid)),
+            warnings: Vec::new(),
+        });
+    }
     // The type as the request resolves it (the object's, else the review's): only kanon's
     // own kinds go further, without a copy of anything else.
     let kind =

@@ -257,6 +257,12 @@ struct PolicyErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExceptionLabels {
+    exception: String,
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SourceLabels {
     source: String,
 }
@@ -292,6 +298,7 @@ pub struct Metrics {
     patches: Family<PolicyLabels, Counter>,
     rejections: Family<PolicyLabels, Counter>,
     errors: Family<PolicyErrorLabels, Counter>,
+    exceptions: Family<ExceptionLabels, Counter>,
     policies: Gauge<i64, AtomicI64>,
     ready: Gauge<i64, AtomicI64>,
     reload_failures: Family<SourceLabels, Counter>,
@@ -374,7 +381,9 @@ impl PolicyHandles {
                     .get_or_init(|| metrics.patches.get_or_create(&labels()).clone())
                     .inc();
             }
-            PolicyOutcome::Mutated { patched: false } | PolicyOutcome::Passed => {}
+            PolicyOutcome::Mutated { patched: false }
+            | PolicyOutcome::Passed
+            | PolicyOutcome::Exempted => {}
             PolicyOutcome::Rejected => {
                 self.rejections
                     .get_or_init(|| metrics.rejections.get_or_create(&labels()).clone())
@@ -411,6 +420,7 @@ impl Metrics {
         let patches = Family::<PolicyLabels, Counter>::default();
         let rejections = Family::<PolicyLabels, Counter>::default();
         let errors = Family::<PolicyErrorLabels, Counter>::default();
+        let exceptions = Family::<ExceptionLabels, Counter>::default();
         let policies = Gauge::<i64, AtomicI64>::default();
         let ready = Gauge::<i64, AtomicI64>::default();
         let reload_failures = Family::<SourceLabels, Counter>::default();
@@ -449,6 +459,11 @@ impl Metrics {
             "kanon_policy_errors",
             "Policy evaluation errors, by whether failurePolicy Ignore skipped them",
             errors.clone(),
+        );
+        registry.register(
+            "kanon_exceptions_applied",
+            "Times a PolicyException exempted a request from a policy",
+            exceptions.clone(),
         );
         registry.register("kanon_policies", "Policies in force", policies.clone());
         registry.register(
@@ -491,6 +506,7 @@ impl Metrics {
             patches,
             rejections,
             errors,
+            exceptions,
             policies,
             ready,
             reload_failures,
@@ -551,6 +567,15 @@ impl Metrics {
             return;
         };
         self.record_policies(&decision.policy_results);
+        // Exemptions are rare: counted by their labels each time.
+        for applied in &decision.exceptions {
+            self.exceptions
+                .get_or_create(&ExceptionLabels {
+                    exception: applied.exception.to_string(),
+                    policy: applied.policy.to_string(),
+                })
+                .inc();
+        }
     }
 
     /// Counts what each policy did, through the cached counters of each.
@@ -709,6 +734,7 @@ mod tests {
             patch,
             patched: None,
             policy_results: results,
+            exceptions: vec![],
         };
         Reply {
             status: 200,
@@ -732,6 +758,43 @@ mod tests {
             let (name, value) = line.rsplit_once(' ')?;
             (name == series).then(|| value.parse().unwrap())
         })
+    }
+
+    #[test]
+    fn exemptions_are_counted_by_exception_and_policy() {
+        let metrics = Metrics::new();
+        let mut reply = decided(
+            true,
+            false,
+            vec![result("ClusterValidatePolicy/p", PolicyOutcome::Exempted)],
+        );
+        if let Outcome::Decided(decision) = &mut reply.outcome {
+            decision.exceptions.push(kanon_engine::AppliedException {
+                exception: "PolicyException/ops/legacy".into(),
+                policy: "ClusterValidatePolicy/p".into(),
+                rules: vec![],
+            });
+        }
+        metrics.observe_review(Webhook::Validate, &reply, Some("CREATE"), Some("Pod"), 0.0);
+        metrics.observe_review(Webhook::Validate, &reply, Some("CREATE"), Some("Pod"), 0.0);
+        let text = metrics.encode();
+        assert_eq!(
+            sample(
+                &text,
+                "kanon_exceptions_applied_total{exception=\"PolicyException/ops/legacy\",policy=\"ClusterValidatePolicy/p\"}"
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        // An exempted policy still met the request.
+        assert_eq!(
+            sample(
+                &text,
+                "kanon_policy_evaluations_total{policy=\"ClusterValidatePolicy/p\"}"
+            ),
+            Some(2.0),
+            "{text}"
+        );
     }
 
     #[test]

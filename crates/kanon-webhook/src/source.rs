@@ -187,7 +187,8 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
 }
 
 /// Compiles every document as a policy: kanon's kinds, and Kubernetes' admission policies with
-/// their bindings (each binding one policy). On failure: every problem, each naming the
+/// their bindings (each binding one policy); PolicyExceptions come with the set, every one of
+/// them (which namespaces may hold them is the caller's to decide). On failure: every problem, each naming the
 /// document's origin (and, for a policy that does not compile, every error by field path).
 pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
     let mut compiled = Compiling::default();
@@ -200,6 +201,7 @@ pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
 #[derive(Default)]
 struct Compiling {
     policies: Vec<kanon_engine::CompiledPolicy>,
+    exceptions: Vec<std::sync::Arc<kanon_engine::exception::CompiledException>>,
     admission: AdmissionPolicies,
     problems: Vec<String>,
 }
@@ -211,6 +213,13 @@ impl Compiling {
                 self.admission.add_from(&doc.value, &doc.origin());
                 continue;
             }
+            if kanon_engine::exception::is_exception(&doc.value) {
+                match kanon_engine::exception::compile_exception(&doc.value) {
+                    Ok(exception) => self.exceptions.push(std::sync::Arc::new(exception)),
+                    Err(invalid) => self.problems.push(format!("{}: {invalid}", doc.origin())),
+                }
+                continue;
+            }
             if policy_kind_of(&doc.value).is_none() {
                 let text = |key| {
                     doc.value
@@ -220,7 +229,7 @@ impl Compiling {
                         .to_string()
                 };
                 self.problems.push(format!(
-                    "{}: {} {} is not a policy kanon reads (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy; or admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, and v1beta1 or v1 MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding)",
+                    "{}: {} {} is not a policy kanon reads (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy; or admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, and v1beta1 or v1 MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding; or a PolicyException)",
                     doc.origin(),
                     text("apiVersion"),
                     text("kind"),
@@ -243,7 +252,8 @@ impl Compiling {
         if !self.problems.is_empty() {
             return Err(self.problems);
         }
-        PolicySet::build(self.policies).map_err(|e| vec![e.to_string()])
+        let set = PolicySet::build(self.policies).map_err(|e| vec![e.to_string()])?;
+        Ok(set.with_exceptions(self.exceptions))
     }
 }
 

@@ -902,6 +902,53 @@ fn a_bad_policy_is_denied_with_every_error_by_field() {
 }
 
 #[test]
+fn a_bad_policy_exception_is_denied_with_every_error_by_field() {
+    let exception = json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "PolicyException",
+        "metadata": {"name": "legacy", "namespace": "exceptions"},
+        "spec": {
+            "policies": [{"kind": "ClusterValidatePolicy", "name": "p", "namespace": "x"}],
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "expiresAt": "soon",
+            "reason": "legacy",
+        },
+    });
+    let request = policy_review("CREATE", exception.clone(), None);
+    let v = accept(
+        &request,
+        Webhook::Validate,
+        &send_json(&request, Webhook::Validate),
+    );
+    assert!(!v.allowed);
+    let message = v.message.unwrap_or_default();
+    assert!(
+        message.starts_with("PolicyException/exceptions/legacy is invalid: "),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.policies[0].namespace: a ClusterValidatePolicy has no namespace"),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.expiresAt: must be an RFC 3339 time"),
+        "{message}"
+    );
+    // Fixed, it is admitted.
+    let mut fixed = exception;
+    fixed["spec"]["policies"][0]
+        .as_object_mut()
+        .map(|p| p.remove("namespace"));
+    fixed["spec"]["expiresAt"] = json!("2027-01-01T00:00:00Z");
+    let request = policy_review("CREATE", fixed, None);
+    let v = accept(
+        &request,
+        Webhook::Validate,
+        &send_json(&request, Webhook::Validate),
+    );
+    assert!(v.allowed, "{:?}", v.message);
+}
+
+#[test]
 fn a_policy_with_a_likely_mistake_is_admitted_with_a_warning_kubectl_shows() {
     let mut policy = good_policy("typo");
     policy["spec"]["overrideRules"][0]["overriders"]["plaintext"][0]["path"] =

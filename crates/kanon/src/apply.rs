@@ -9,6 +9,7 @@ use kanon_engine::{ObjectStore, PolicySet, Request, parse_operation};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::exceptions::{ExceptionArgs, honoured};
 use crate::inputs::{Document, read_documents};
 use crate::objects::load_objects;
 use crate::programs::{DeadlineArgs, OfflineEvaluation, ProgramArgs};
@@ -57,6 +58,8 @@ pub struct ApplyArgs {
     programs: ProgramArgs,
     #[command(flatten)]
     deadline: DeadlineArgs,
+    #[command(flatten)]
+    exceptions: ExceptionArgs,
 }
 
 fn parse_op(text: &str) -> Result<Operation, String> {
@@ -207,7 +210,10 @@ pub(crate) fn build_request(
 
 fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
     let evaluation = OfflineEvaluation::new(&args.programs, &args.deadline)?;
-    let policies = load_policies(&args.policies)?;
+    if let Some(now) = args.exceptions.now {
+        evaluation.set_now(now);
+    }
+    let policies = honoured(load_policies(&args.policies)?, &args.exceptions.namespaces);
     let context = load_context(&args.context)?;
     let old = read_documents(&args.old_resources).map_err(|e| e.to_string())?;
     let resources = read_documents(&args.resources).map_err(|e| e.to_string())?;

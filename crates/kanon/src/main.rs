@@ -4,6 +4,7 @@ mod allocator;
 mod apply;
 mod cluster;
 mod convert;
+mod exceptions;
 mod inputs;
 mod objects;
 mod programs;

@@ -12,6 +12,7 @@
 //! policies without one cost nothing more.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -113,6 +114,9 @@ pub struct DeadlineArgs {
 pub struct OfflineEvaluation {
     workers: Option<Workers>,
     timeout: Duration,
+    /// The time PolicyExceptions' `expiresAt` is judged at (Unix seconds): the clock's, or
+    /// the one a command or suite gives.
+    now: AtomicI64,
     /// Started on the first hand-written program.
     pool: OnceLock<Result<Pool, String>>,
 }
@@ -130,8 +134,14 @@ impl OfflineEvaluation {
         Ok(OfflineEvaluation {
             workers: programs.workers()?,
             timeout: Duration::from_secs(deadline.timeout_seconds),
+            now: AtomicI64::new(crate::exceptions::clock()),
             pool: OnceLock::new(),
         })
+    }
+
+    /// Judges PolicyExceptions' `expiresAt` at `now` (Unix seconds) from here on.
+    pub fn set_now(&self, now: i64) {
+        self.now.store(now, Ordering::Relaxed);
     }
 
     /// What kube-apiserver would make of `request` with kanon installed
@@ -145,7 +155,8 @@ impl OfflineEvaluation {
         });
         let evaluation = Evaluation::new(lookup)
             .with_programs(host.as_ref().map(|host| host as &dyn ProgramHost))
-            .with_deadline(Some(Deadline::new(move || Instant::now() >= until)));
+            .with_deadline(Some(Deadline::new(move || Instant::now() >= until)))
+            .with_now(Some(self.now.load(Ordering::Relaxed)));
         kanon_engine::block_on(policies.review_in(request, &evaluation))
     }
 

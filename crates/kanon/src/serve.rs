@@ -17,6 +17,7 @@ use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{self, ServerConfig};
 use kanon_webhook::{PolicyState, Publisher};
 
+use crate::exceptions::HonouringPublisher;
 use crate::objects::{self, LiveObjects};
 
 /// Log formats.
@@ -45,6 +46,10 @@ pub struct ServeArgs {
     objects: Vec<PathBuf>,
     #[command(flatten)]
     cluster: crate::cluster::ClusterArgs,
+    /// A namespace whose PolicyExceptions are honoured (repeatable; none by default, so that
+    /// nobody can exempt themselves until an operator decides who may write exceptions).
+    #[arg(long = "exception-namespace", value_name = "NAMESPACE")]
+    exception_namespaces: Vec<String>,
     /// Where the serving certificate is: `tls.crt` and `tls.key` are used (and reloaded when
     /// they change); when absent, a CA (`ca.crt`) and a certificate for localhost and
     /// 127.0.0.1 are created there.
@@ -250,7 +255,10 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         match &args.policies {
             Some(dir) => {
                 metrics = Metrics::new();
-                let publisher = Publisher::new(state.clone(), metrics.clone(), "directory");
+                let publisher = HonouringPublisher {
+                    inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "directory")),
+                    namespaces: args.exception_namespaces.clone(),
+                };
                 tokio::spawn(kanon_webhook::source::watch_directory(
                     dir.clone(),
                     Arc::new(publisher),
@@ -286,7 +294,10 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                 )
                 .await
                 .map_err(|e| e.to_string())?;
-                let publisher = Arc::new(Publisher::new(state.clone(), metrics.clone(), "cluster"));
+                let publisher = Arc::new(HonouringPublisher {
+                    inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "cluster")),
+                    namespaces: args.exception_namespaces.clone(),
+                });
                 lookup =
                     crate::cluster::start(&args.cluster, publisher, ca_bundle, cluster_metrics)
                         .await

@@ -10,6 +10,9 @@
 //!                                  # references read
 //! operation: CREATE                # optional, default CREATE; per case too
 //! oldResources: [old/]             # optional: previous versions, paired by identity
+//! exceptionNamespaces: [policy-exceptions]  # optional: where PolicyExceptions among the
+//!                                  # policies are honoured (none by default, as in a cluster)
+//! now: 2026-11-26T12:00:00Z        # optional: the time exceptions' expiresAt is judged at
 //! cases:
 //!   - resource: {kind: Pod, namespace: shop, name: web-0}   # apiVersion optional
 //!     operation: UPDATE            # optional
@@ -20,6 +23,7 @@
 //!     warnings: [...]              # every warning, in order; optional
 //!     warningsInclude: [...]       # some of the warnings; optional
 //!     appliedPolicies: [...]       # exact, optional
+//!     exceptions: [...]            # the exceptions that applied (`ns/name: Kind/policy`), exact
 //!     auditAnnotations: {...}      # exact, optional
 //!     patch: [...]                 # exact, optional
 //!     patched: {...}               # a subset of the patched object, optional
@@ -77,6 +81,9 @@ struct Suite {
     old_resources: Vec<PathBuf>,
     #[serde(default = "default_operation")]
     operation: String,
+    #[serde(default)]
+    exception_namespaces: Vec<String>,
+    now: Option<String>,
     cases: Vec<Case>,
 }
 
@@ -97,6 +104,7 @@ struct Case {
     warnings: Option<Vec<Expect>>,
     warnings_include: Option<Vec<Expect>>,
     applied_policies: Option<Vec<String>>,
+    exceptions: Option<Vec<String>>,
     audit_annotations: Option<serde_json::Map<String, Value>>,
     patch: Option<Value>,
     patched: Option<Value>,
@@ -433,6 +441,18 @@ fn judge(case: &Case, texts: &TextChecks, verdict: &Verdict) -> Vec<String> {
         &d.applied_policies,
         &mut failures,
     );
+    let applied: Vec<String> = d
+        .exceptions
+        .iter()
+        .map(|a| {
+            let exception = a.exception.trim_start_matches("PolicyException/");
+            match a.rules.as_slice() {
+                [] => format!("{exception}: {}", a.policy),
+                rules => format!("{exception}: {} ({})", a.policy, rules.join(", ")),
+            }
+        })
+        .collect();
+    check_list("exceptions", &case.exceptions, &applied, &mut failures);
     if let Some(expected) = &case.audit_annotations {
         let actual: serde_json::Map<String, Value> = d
             .audit_annotations
@@ -714,6 +734,14 @@ fn run_suite(evaluation: &OfflineEvaluation, file: &Path, tally: &mut Tally) -> 
         .unwrap_or_else(|| dir.display().to_string());
     let bad = |problems: Vec<String>| format!("{}: {}", file.display(), problems.join("\n  "));
     let policies = load_policies(&rel(&suite.policies)).map_err(|BadInput(p)| bad(p))?;
+    let policies = crate::exceptions::honoured(policies, &suite.exception_namespaces);
+    let now = match &suite.now {
+        Some(text) => {
+            crate::exceptions::parse_time(text).map_err(|e| bad(vec![format!("now: {e}")]))?
+        }
+        None => crate::exceptions::clock(),
+    };
+    evaluation.set_now(now);
     let context = load_context(&rel(&suite.context)).map_err(|BadInput(p)| bad(p))?;
     let resources = read_documents(&rel(&suite.resources)).map_err(|e| e.to_string())?;
     let old = read_documents(&rel(&suite.old_resources)).map_err(|e| e.to_string())?;

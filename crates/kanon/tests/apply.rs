@@ -420,7 +420,7 @@ fn crds_command_prints_the_committed_crds() {
             file.display()
         );
     }
-    assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 4);
+    assert_eq!(printed.matches("kind: CustomResourceDefinition").count(), 5);
 }
 
 #[test]

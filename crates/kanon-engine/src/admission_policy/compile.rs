@@ -405,6 +405,7 @@ impl AdmissionPolicies {
                 PolicyKind::ClusterValidatePolicy,
                 PolicyRules::Validate {
                     rules: vec![CompiledValidateRule {
+                        name: None,
                         operations,
                         template: None,
                         program: None,
@@ -416,6 +417,7 @@ impl AdmissionPolicies {
             Some(Rule::Mutating(rule)) => (
                 PolicyKind::ClusterOverridePolicy,
                 PolicyRules::Override(vec![CompiledOverrideRule {
+                    name: None,
                     operations,
                     template: None,
                     program: None,

@@ -20,6 +20,7 @@ pub struct Evaluation<'a> {
     lookup: &'a dyn Lookup,
     programs: Option<&'a dyn ProgramHost>,
     deadline: Option<Deadline>,
+    now: Option<i64>,
 }
 
 impl<'a> Evaluation<'a> {
@@ -29,6 +30,7 @@ impl<'a> Evaluation<'a> {
             lookup,
             programs: None,
             deadline: None,
+            now: None,
         }
     }
 
@@ -44,6 +46,19 @@ impl<'a> Evaluation<'a> {
     pub fn with_deadline(mut self, deadline: Option<Deadline>) -> Self {
         self.deadline = deadline;
         self
+    }
+
+    /// The time of the request, in Unix seconds, which decides whether a PolicyException has
+    /// expired (the engine reads no clock). `None`: no time given, and exceptions that
+    /// expire do not apply.
+    pub fn with_now(mut self, now: Option<i64>) -> Self {
+        self.now = now;
+        self
+    }
+
+    /// The time of the request ([`Evaluation::with_now`]).
+    pub fn now(&self) -> Option<i64> {
+        self.now
     }
 
     /// Read access to the world outside the request.

@@ -145,6 +145,12 @@ pub(super) fn compile_override_rules(
             .map(Arc::new)
         });
         out.push(CompiledOverrideRule {
+            name: rule_name(
+                rule.name.as_deref(),
+                rules[..i].iter().map(|r| r.name.as_deref()),
+                &format!("spec.overrideRules[{i}].name"),
+                errors,
+            ),
             cel,
             operations: OperationSet::from_targets(&rule.target_operations),
             template,
@@ -256,6 +262,12 @@ pub(super) fn compile_validate_rules(
             .map(Arc::new)
         });
         out.push(CompiledValidateRule {
+            name: rule_name(
+                rule.name.as_deref(),
+                rules[..i].iter().map(|r| r.name.as_deref()),
+                &format!("{field}.name"),
+                errors,
+            ),
             operations: OperationSet::from_targets(&rule.target_operations),
             template,
             program,
@@ -263,6 +275,25 @@ pub(super) fn compile_validate_rules(
         });
     }
     out
+}
+
+/// A rule's `name`, checked: not empty, and unique among the rules `before` it.
+fn rule_name<'a>(
+    name: Option<&str>,
+    mut before: impl Iterator<Item = Option<&'a str>>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
+    let name = name?;
+    if name.trim().is_empty() {
+        errors.push(FieldError::new(field, "must not be empty"));
+    } else if before.any(|b| b == Some(name)) {
+        errors.push(FieldError::new(
+            field,
+            format!("another rule of this policy is named `{name}`"),
+        ));
+    }
+    Some(name.to_string())
 }
 
 pub(super) fn check_actions(

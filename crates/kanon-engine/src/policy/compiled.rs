@@ -18,6 +18,8 @@ use crate::selector::{LabelMatcher, ObjectView, ResourceMatcher, labels_of};
 /// One compiled override rule.
 #[derive(Clone, Debug)]
 pub struct CompiledOverrideRule {
+    /// Its `name`, by which an exception may exempt from it alone.
+    pub name: Option<String>,
     /// The operations it applies to.
     pub operations: OperationSet,
     /// The program the template renders to.
@@ -58,6 +60,8 @@ impl CompiledOverrideRule {
 /// One compiled validate rule.
 #[derive(Clone, Debug)]
 pub struct CompiledValidateRule {
+    /// Its `name`, by which an exception may exempt from it alone.
+    pub name: Option<String>,
     /// The operations it applies to.
     pub operations: OperationSet,
     /// The program the condition template renders to.

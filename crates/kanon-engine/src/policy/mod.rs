@@ -12,6 +12,6 @@ pub use compiled::{
 };
 // Where the rule program was before each rule language had a module.
 pub use crate::language::RuleProgram;
-pub(crate) use object::ignored_path;
 pub use object::{PolicyId, PolicyObject, policy_kind_of};
+pub(crate) use object::{decode_reporting_unknown, ignored_path};
 pub use operations::OperationSet;

@@ -146,14 +146,14 @@ pub(crate) fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
 /// wrong type or value, a missing field) they are the error; unknown fields alone do not, and
 /// are returned beside the value. What serde still rejects is the error at serde's path, in the
 /// shape check's words.
-pub(super) fn decode_reporting_unknown<T: DeserializeOwned>(
-    kind: PolicyKind,
+pub(crate) fn decode_reporting_unknown<T: DeserializeOwned>(
+    kind: Option<PolicyKind>,
     document: &Value,
 ) -> Result<(T, Vec<FieldError>), Vec<FieldError>> {
     use crate::shape::{self, PathStep, Problem};
     use serde_path_to_error::Segment;
 
-    let problems = shape::check(kind, document);
+    let problems = kind.map(|k| shape::check(k, document)).unwrap_or_default();
     let fatal = problems.iter().any(Problem::is_fatal);
     let mut reported: Vec<FieldError> = problems.into_iter().map(|p| p.error).collect();
     if fatal {
@@ -191,8 +191,11 @@ pub(super) fn decode_reporting_unknown<T: DeserializeOwned>(
                     Segment::Unknown => None,
                 })
                 .collect();
-            let message =
-                shape::explain_decode_error(kind, document, &steps, &e.into_inner().to_string());
+            let message = e.into_inner().to_string();
+            let message = match kind {
+                Some(kind) => shape::explain_decode_error(kind, document, &steps, &message),
+                None => message,
+            };
             reported.push(FieldError::new(field, message));
             Err(reported)
         }
@@ -280,13 +283,13 @@ impl PolicyObject {
         let mut problems = Vec::new();
         kinitiras_leftovers(document, &mut problems);
         let decoded = match kind {
-            PolicyKind::ClusterOverridePolicy => decode_reporting_unknown(kind, document)
+            PolicyKind::ClusterOverridePolicy => decode_reporting_unknown(Some(kind), document)
                 .map(|(p, u)| (PolicyObject::ClusterOverride(p), u)),
-            PolicyKind::OverridePolicy => decode_reporting_unknown(kind, document)
+            PolicyKind::OverridePolicy => decode_reporting_unknown(Some(kind), document)
                 .map(|(p, u)| (PolicyObject::Override(p), u)),
-            PolicyKind::ClusterValidatePolicy => decode_reporting_unknown(kind, document)
+            PolicyKind::ClusterValidatePolicy => decode_reporting_unknown(Some(kind), document)
                 .map(|(p, u)| (PolicyObject::ClusterValidate(p), u)),
-            PolicyKind::ValidatePolicy => decode_reporting_unknown(kind, document)
+            PolicyKind::ValidatePolicy => decode_reporting_unknown(Some(kind), document)
                 .map(|(p, u)| (PolicyObject::Validate(p), u)),
         };
         let (object, found) = match decoded {

@@ -51,7 +51,7 @@ pub(crate) struct Inputs<'a> {
 }
 
 impl<'a> Inputs<'a> {
-    pub(super) fn activation<'v>(&self, variables: &'v [Named]) -> RuleActivation<'v, 'a> {
+    pub(crate) fn activation<'v>(&self, variables: &'v [Named]) -> RuleActivation<'v, 'a> {
         RuleActivation::new(
             [
                 Value::from_json(self.object),

@@ -1,0 +1,347 @@
+//! PolicyExceptions: compiled once per change, like policies. At evaluation, a policy (or some of
+//! its rules) that an exception names is skipped for the objects the exception selects, while it
+//! has not expired; every exemption is reported. Which namespaces may hold exceptions is the
+//! caller's choice (an operator's flag): the engine applies the exceptions it is given.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kanon_api::{EXCEPTION_KIND, PolicyException, PolicyKind};
+use serde_json::Value;
+
+use crate::error::{FieldError, InvalidPolicy};
+use crate::language::cel::Meter;
+use crate::language::cel::compile::{Named, RuleEnv, Site};
+use crate::language::cel::validate::{Inputs, matches};
+use crate::policy::{CompiledPolicy, PolicyId, PolicyRules};
+use crate::request::Request;
+use crate::rule::RuleError;
+use crate::selector::{ObjectView, ResourceMatcher};
+
+/// A policy an exception exempts from, and which of its rules (none: all).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exempted {
+    /// The policy.
+    pub policy: PolicyId,
+    /// Names of its rules; empty: the whole policy.
+    pub rules: Vec<String>,
+}
+
+/// A PolicyException in the form evaluation uses.
+#[derive(Clone, Debug)]
+pub struct CompiledException {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// `PolicyException/<namespace>/<name>`: how messages and metrics name it.
+    pub label: Arc<str>,
+    /// What it exempts from.
+    pub exempted: Vec<Exempted>,
+    selectors: Vec<ResourceMatcher>,
+    conditions: Vec<Named>,
+    /// When it stops applying, in Unix seconds; `None`: never.
+    pub expires_at: Option<i64>,
+    /// Why, as written.
+    pub reason: String,
+}
+
+/// Parses an RFC 3339 time (`2026-12-31T23:59:59Z`) into Unix seconds, as `expiresAt` is read.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    kanon_cel::Timestamp::parse(text)
+        .map(|t| t.unix_seconds())
+        .map_err(|_| format!("must be an RFC 3339 time such as 2026-12-31T23:59:59Z, not `{text}`"))
+}
+
+/// Whether `document` is a PolicyException of kanon's API.
+pub fn is_exception(document: &Value) -> bool {
+    document.get("apiVersion").and_then(Value::as_str) == Some(kanon_api::API_VERSION)
+        && document.get("kind").and_then(Value::as_str) == Some(EXCEPTION_KIND)
+}
+
+/// Decodes and compiles a PolicyException document; the error lists every problem by field
+/// path (unknown fields, type errors, selectors, match conditions, `expiresAt`, policy
+/// references).
+pub fn compile_exception(document: &Value) -> Result<CompiledException, InvalidPolicy> {
+    let namespace = document
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let name = document
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let label: Arc<str> = format!("{EXCEPTION_KIND}/{namespace}/{name}").into();
+    let invalid = |errors| InvalidPolicy {
+        policy: label.to_string(),
+        errors,
+    };
+    let (exception, mut errors) =
+        crate::policy::decode_reporting_unknown::<PolicyException>(None, document)
+            .map_err(invalid)?;
+    if name.is_empty() {
+        errors.push(FieldError::new("metadata.name", "is required"));
+    }
+    if namespace.is_empty() {
+        errors.push(FieldError::new(
+            "metadata.namespace",
+            "is required: a PolicyException is namespaced",
+        ));
+    }
+    let spec = &exception.spec;
+    if spec.policies.is_empty() {
+        errors.push(FieldError::new(
+            "spec.policies",
+            "name at least one policy to exempt from",
+        ));
+    }
+    let mut exempted = Vec::with_capacity(spec.policies.len());
+    for (i, policy) in spec.policies.iter().enumerate() {
+        let at = format!("spec.policies[{i}]");
+        let Some(kind) = PolicyKind::from_kind(&policy.kind) else {
+            errors.push(FieldError::new(
+                format!("{at}.kind"),
+                format!(
+                    "`{}` is not a kanon policy kind: ClusterValidatePolicy, ValidatePolicy, ClusterOverridePolicy or OverridePolicy",
+                    policy.kind
+                ),
+            ));
+            continue;
+        };
+        if policy.name.is_empty() {
+            errors.push(FieldError::new(format!("{at}.name"), "is required"));
+        }
+        match (kind.is_namespaced(), &policy.namespace) {
+            (true, None) => errors.push(FieldError::new(
+                format!("{at}.namespace"),
+                format!("is required for a {kind}"),
+            )),
+            (false, Some(_)) => errors.push(FieldError::new(
+                format!("{at}.namespace"),
+                format!("a {kind} has no namespace"),
+            )),
+            _ => {}
+        }
+        for (r, rule) in policy.rules.iter().enumerate() {
+            if rule.is_empty() {
+                errors.push(FieldError::new(
+                    format!("{at}.rules[{r}]"),
+                    "a rule name is required",
+                ));
+            }
+        }
+        exempted.push(Exempted {
+            policy: PolicyId::new(kind, policy.namespace.clone(), policy.name.clone()),
+            rules: policy.rules.clone(),
+        });
+    }
+    if spec.resource_selectors.is_empty() {
+        errors.push(FieldError::new(
+            "spec.resourceSelectors",
+            "select the objects to exempt (at least one selector): an exception for every object would switch the policy off",
+        ));
+    }
+    let selectors = spec
+        .resource_selectors
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            ResourceMatcher::compile(s, &format!("spec.resourceSelectors[{i}]"), &mut errors)
+        })
+        .collect();
+    let env = RuleEnv::validation(Site::KanonRule);
+    let conditions = env.match_conditions(&spec.match_conditions, "spec", &mut errors);
+    let expires_at = spec
+        .expires_at
+        .as_deref()
+        .and_then(|text| match parse_time(text) {
+            Ok(at) => Some(at),
+            Err(e) => {
+                errors.push(FieldError::new("spec.expiresAt", e));
+                None
+            }
+        });
+    if spec.reason.trim().is_empty() {
+        errors.push(FieldError::new(
+            "spec.reason",
+            "say why the objects are exempt (and who decided)",
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(invalid(errors));
+    }
+    Ok(CompiledException {
+        namespace,
+        name,
+        label,
+        exempted,
+        selectors,
+        conditions,
+        expires_at,
+        reason: spec.reason.clone(),
+    })
+}
+
+impl CompiledException {
+    /// Whether it has expired at `now` (Unix seconds). Without a clock (`None`), an exception
+    /// that expires is taken as expired: it never applies longer than its author meant.
+    pub fn expired(&self, now: Option<i64>) -> bool {
+        match (self.expires_at, now) {
+            (None, _) => false,
+            (Some(at), Some(now)) => now >= at,
+            (Some(_), None) => true,
+        }
+    }
+
+    /// What is wrong with it against `policies`: a named policy that does not exist, or a
+    /// named rule the policy does not have, as `(reason, message)` for its status. Empty when
+    /// it names only what exists.
+    pub fn missing(&self, policies: &crate::PolicySet) -> Vec<(&'static str, String)> {
+        let mut missing = Vec::new();
+        for exempted in &self.exempted {
+            let Some(policy) = policies.get(&exempted.policy) else {
+                missing.push((
+                    "PolicyNotFound",
+                    format!("{} does not exist", exempted.policy),
+                ));
+                continue;
+            };
+            let names = rule_names(policy);
+            for rule in &exempted.rules {
+                if !names.iter().any(|n| n == rule) {
+                    missing.push((
+                        "RuleNotFound",
+                        format!("{} has no rule named `{rule}`", exempted.policy),
+                    ));
+                }
+            }
+        }
+        missing
+    }
+
+    /// Whether it exempts the request's object (`view`): a selector selects it and every
+    /// match condition holds. A condition that cannot be evaluated keeps the exception from
+    /// applying (the error is returned for a warning).
+    fn selects(
+        &self,
+        view: &ObjectView<'_>,
+        request: &Request,
+        object: &Value,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<bool, RuleError> {
+        if !self.selectors.iter().any(|s| s.matches(view)) {
+            return Ok(false);
+        }
+        if self.conditions.is_empty() {
+            return Ok(true);
+        }
+        let inputs = Inputs {
+            object,
+            old_object: request.old_object.as_ref().unwrap_or(&Value::Null),
+            request: &request.info,
+            namespace_object: &Value::Null,
+            fifth: &Value::Null,
+        };
+        let mut activation = inputs.activation(&[]);
+        let mut meter = Meter::new(interrupted);
+        matches(&self.conditions, &mut activation, &mut meter)
+    }
+}
+
+/// The names of a policy's rules.
+fn rule_names(policy: &CompiledPolicy) -> Vec<&str> {
+    match &policy.rules {
+        PolicyRules::Override(rules) => rules.iter().filter_map(|r| r.name.as_deref()).collect(),
+        PolicyRules::Validate { rules, .. } => {
+            rules.iter().filter_map(|r| r.name.as_deref()).collect()
+        }
+    }
+}
+
+/// The exceptions of a policy set, by the policy they name.
+#[derive(Debug, Default)]
+pub(crate) struct Exceptions {
+    by_policy: HashMap<PolicyId, Vec<(Arc<CompiledException>, usize)>>,
+    all: Vec<Arc<CompiledException>>,
+}
+
+impl Exceptions {
+    pub(crate) fn build(mut all: Vec<Arc<CompiledException>>) -> Self {
+        all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let mut by_policy: HashMap<PolicyId, Vec<(Arc<CompiledException>, usize)>> = HashMap::new();
+        for exception in &all {
+            for (i, exempted) in exception.exempted.iter().enumerate() {
+                by_policy
+                    .entry(exempted.policy.clone())
+                    .or_default()
+                    .push((exception.clone(), i));
+            }
+        }
+        Exceptions { by_policy, all }
+    }
+
+    pub(crate) fn all(&self) -> &[Arc<CompiledException>] {
+        &self.all
+    }
+
+    /// What the exceptions in force exempt `policy` from on this request: the exceptions that
+    /// apply, each with the rules it exempts (empty: the whole policy), and the errors of
+    /// exceptions that could not be matched.
+    pub(crate) fn for_policy<'e>(
+        &'e self,
+        policy: &CompiledPolicy,
+        view: &ObjectView<'_>,
+        request: &Request,
+        object: &Value,
+        now: Option<i64>,
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> Exemption<'e> {
+        let mut exemption = Exemption::default();
+        if self.by_policy.is_empty() {
+            return exemption;
+        }
+        let Some(candidates) = self.by_policy.get(&policy.id) else {
+            return exemption;
+        };
+        for (exception, index) in candidates {
+            if exception.expired(now) {
+                continue;
+            }
+            match exception.selects(view, request, object, interrupted) {
+                Ok(true) => exemption
+                    .applied
+                    .push((exception.as_ref(), &exception.exempted[*index].rules)),
+                Ok(false) => {}
+                Err(error) => exemption.errors.push((exception.as_ref(), error)),
+            }
+        }
+        exemption
+    }
+}
+
+/// What exceptions do to one policy on one request.
+#[derive(Debug, Default)]
+pub(crate) struct Exemption<'e> {
+    /// The exceptions that apply, with the rules each exempts (empty: all).
+    pub(crate) applied: Vec<(&'e CompiledException, &'e [String])>,
+    /// Exceptions whose match conditions failed to evaluate (not applied).
+    pub(crate) errors: Vec<(&'e CompiledException, RuleError)>,
+}
+
+impl Exemption<'_> {
+    /// Whether the whole policy is exempt.
+    pub(crate) fn whole(&self) -> bool {
+        self.applied.iter().any(|(_, rules)| rules.is_empty())
+    }
+
+    /// Whether the rule named `name` is exempt.
+    pub(crate) fn exempts_rule(&self, name: Option<&str>) -> bool {
+        name.is_some_and(|name| {
+            self.applied
+                .iter()
+                .any(|(_, rules)| rules.iter().any(|r| r == name))
+        })
+    }
+}

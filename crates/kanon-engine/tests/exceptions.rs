@@ -1,0 +1,321 @@
+//! PolicyExceptions: checked when written (every error by field path), applied to the objects
+//! they select while they have not expired, to whole policies or named rules, and visible
+//! wherever they apply (warning, audit annotation, the decision's list).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use kanon_engine::exception::{CompiledException, compile_exception};
+use kanon_engine::{Decision, Evaluation, NoObjects, PolicySet, Request, block_on};
+use serde_json::{Value, json};
+
+/// 2026-11-26T00:00:00Z.
+const NOW: i64 = 1_795_651_200;
+
+fn exception(spec: Value) -> Value {
+    json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "PolicyException",
+        "metadata": {"name": "legacy", "namespace": "exceptions"},
+        "spec": spec,
+    })
+}
+
+fn compiled_exception(spec: Value) -> Arc<CompiledException> {
+    Arc::new(compile_exception(&exception(spec)).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// No `latest` images (rule `pinned`) and no privileged containers (rule `unprivileged`).
+fn policy() -> Value {
+    cvp(
+        "pod-rules",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "validateRules": [
+                {"name": "pinned", "cel": {"validations": [{
+                    "expression": "object.spec.containers.all(c, !c.image.endsWith(':latest'))",
+                    "message": "images must be pinned"}]}},
+                {"name": "unprivileged", "cel": {"validations": [{
+                    "expression": "object.spec.containers.all(c, !has(c.securityContext) || !c.securityContext.privileged)",
+                    "message": "no privileged containers"}]}},
+            ],
+        }),
+    )
+}
+
+fn bad_pod(name: &str, labels: Value) -> Value {
+    let mut pod = pod("shop", name, labels);
+    pod["spec"]["containers"] =
+        json!([{"name": "app", "image": "nginx:latest", "securityContext": {"privileged": true}}]);
+    pod
+}
+
+fn review_at(set: &PolicySet, request: &Request, now: Option<i64>) -> Decision {
+    let evaluation = Evaluation::new(&NoObjects).with_now(now);
+    block_on(set.review_in(request, &evaluation))
+}
+
+fn legacy_pods() -> Value {
+    json!([{"apiVersion": "v1", "kind": "Pod", "labelSelector": {"matchLabels": {"app": "legacy"}}}])
+}
+
+#[test]
+fn an_exception_exempts_the_objects_it_selects_and_says_so() {
+    let set = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "legacy app, migration tracked in OPS-42",
+    }))]);
+    let exempt = review_at(
+        &set,
+        &create(&bad_pod("old", json!({"app": "legacy"}))),
+        Some(NOW),
+    );
+    assert!(exempt.allowed, "{exempt:#?}");
+    assert_eq!(
+        exempt.warnings,
+        [
+            "ClusterValidatePolicy/pod-rules: exempted by PolicyException/exceptions/legacy: legacy app, migration tracked in OPS-42"
+        ]
+    );
+    assert_eq!(
+        exempt
+            .audit_annotations
+            .get("policyexception.exceptions.legacy"),
+        Some(&"ClusterValidatePolicy/pod-rules".to_string())
+    );
+    assert_eq!(exempt.exceptions.len(), 1);
+    assert_eq!(
+        &*exempt.exceptions[0].exception,
+        "PolicyException/exceptions/legacy"
+    );
+    assert!(
+        exempt
+            .policy_results
+            .iter()
+            .any(|r| r.outcome == kanon_engine::PolicyOutcome::Exempted)
+    );
+    // Another Pod is judged as before.
+    let judged = review_at(
+        &set,
+        &create(&bad_pod("new", json!({"app": "shop"}))),
+        Some(NOW),
+    );
+    assert!(!judged.allowed);
+    assert_eq!(judged.messages.len(), 2, "{judged:#?}");
+    assert!(judged.exceptions.is_empty());
+}
+
+#[test]
+fn an_exception_may_exempt_from_named_rules_only() {
+    let set = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["pinned"]}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "the image is rebuilt nightly",
+    }))]);
+    let decision = review_at(
+        &set,
+        &create(&bad_pod("old", json!({"app": "legacy"}))),
+        Some(NOW),
+    );
+    assert_eq!(
+        decision.messages,
+        ["ClusterValidatePolicy/pod-rules: no privileged containers"]
+    );
+    assert_eq!(
+        decision.warnings,
+        [
+            "ClusterValidatePolicy/pod-rules: exempted (rules pinned) by PolicyException/exceptions/legacy: the image is rebuilt nightly"
+        ]
+    );
+}
+
+#[test]
+fn an_exception_stops_applying_when_it_expires() {
+    let set = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+        "resourceSelectors": legacy_pods(),
+        "expiresAt": "2026-11-26T00:00:00Z",
+        "reason": "until the cut-over",
+    }))]);
+    let request = create(&bad_pod("old", json!({"app": "legacy"})));
+    assert!(review_at(&set, &request, Some(NOW - 1)).allowed);
+    assert!(
+        !review_at(&set, &request, Some(NOW)).allowed,
+        "expired at that second"
+    );
+    assert!(
+        !review_at(&set, &request, None).allowed,
+        "without a clock an expiring exception does not apply"
+    );
+    let exception = &set.exceptions()[0];
+    assert!(!exception.expired(Some(NOW - 1)));
+    assert!(exception.expired(Some(NOW)));
+}
+
+#[test]
+fn match_conditions_narrow_an_exception_and_an_error_keeps_it_from_applying() {
+    let set = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+        "resourceSelectors": legacy_pods(),
+        "matchConditions": [{"name": "only-old", "expression": "object.metadata.name.startsWith('old')"}],
+        "reason": "r",
+    }))]);
+    assert!(
+        review_at(
+            &set,
+            &create(&bad_pod("old-1", json!({"app": "legacy"}))),
+            None
+        )
+        .allowed
+    );
+    assert!(
+        !review_at(
+            &set,
+            &create(&bad_pod("new-1", json!({"app": "legacy"}))),
+            None
+        )
+        .allowed
+    );
+
+    let failing = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+        "resourceSelectors": legacy_pods(),
+        "matchConditions": [{"name": "broken", "expression": "object.metadata.annotations['x'] == 'y'"}],
+        "reason": "r",
+    }))]);
+    let decision = review_at(
+        &failing,
+        &create(&bad_pod("old", json!({"app": "legacy"}))),
+        None,
+    );
+    assert!(
+        !decision.allowed,
+        "an exception that cannot be matched exempts nothing"
+    );
+    assert!(
+        decision.warnings[0].starts_with(
+            "ClusterValidatePolicy/pod-rules: PolicyException/exceptions/legacy not applied: spec.matchConditions[0].expression: "
+        ),
+        "{decision:#?}"
+    );
+}
+
+#[test]
+fn an_exception_reaches_pod_templates_and_mutations() {
+    let defaults = cop(
+        "defaults",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"plaintext": [
+                {"op": "add", "path": "/metadata/labels/defaulted", "value": "yes"}]}}],
+        }),
+    );
+    let set = set_of(&[policy(), defaults]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [
+            {"kind": "ClusterValidatePolicy", "name": "pod-rules"},
+            {"kind": "ClusterOverridePolicy", "name": "defaults"},
+        ],
+        "resourceSelectors": legacy_pods(),
+        "reason": "legacy",
+    }))]);
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "old", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "legacy"}}, "template": {
+            "metadata": {"labels": {"app": "legacy"}},
+            "spec": bad_pod("x", json!({}))["spec"].clone(),
+        }},
+    });
+    let decision = review_at(&set, &create(&deployment), None);
+    assert!(decision.allowed, "{decision:#?}");
+    assert!(decision.patch.0.is_empty(), "{decision:#?}");
+    assert_eq!(
+        decision
+            .audit_annotations
+            .get("policyexception.exceptions.legacy"),
+        Some(&"ClusterOverridePolicy/defaults, ClusterValidatePolicy/pod-rules".to_string())
+    );
+    assert!(
+        decision
+            .warnings
+            .iter()
+            .all(|w| w.contains(": spec.template: exempted by ")),
+        "{decision:#?}"
+    );
+}
+
+#[test]
+fn an_exception_is_checked_when_written() {
+    let errors = match compile_exception(&exception(json!({
+        "policies": [
+            {"kind": "Deployment", "name": "x"},
+            {"kind": "ValidatePolicy", "name": "y"},
+            {"kind": "ClusterValidatePolicy", "name": "z", "namespace": "a", "rules": [""]},
+        ],
+        "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod", "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}}],
+        "matchConditions": [{"name": "c", "expression": "1 + 1"}],
+        "expiresAt": "next tuesday",
+        "reason": " ",
+    }))) {
+        Ok(_) => panic!("the exception should not compile"),
+        Err(e) => e.errors,
+    };
+    let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+    for field in [
+        "spec.policies[0].kind",
+        "spec.policies[1].namespace",
+        "spec.policies[2].namespace",
+        "spec.policies[2].rules[0]",
+        "spec.resourceSelectors[0].labelSelector.matchExpressions[0].operator",
+        "spec.matchConditions[0].expression",
+        "spec.expiresAt",
+        "spec.reason",
+    ] {
+        assert!(fields.contains(&field), "no error at {field}: {errors:#?}");
+    }
+    let errors = compile_exception(&exception(
+        json!({"policies": [], "resourceSelectors": [], "reason": "r", "colour": 1}),
+    ))
+    .err()
+    .map(|e| e.errors)
+    .unwrap_or_default();
+    assert_error(&errors, "spec.policies", "at least one policy");
+    assert_error(&errors, "spec.resourceSelectors", "at least one selector");
+    assert_error(&errors, "spec.colour", "unknown field");
+}
+
+#[test]
+fn an_exception_that_names_what_does_not_exist_says_so() {
+    let set = set_of(&[policy()]);
+    let exception = compiled_exception(json!({
+        "policies": [
+            {"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["pinned", "pined"]},
+            {"kind": "ClusterValidatePolicy", "name": "pod-rule"},
+        ],
+        "resourceSelectors": legacy_pods(),
+        "reason": "r",
+    }));
+    assert_eq!(
+        exception.missing(&set),
+        [
+            (
+                "RuleNotFound",
+                "ClusterValidatePolicy/pod-rules has no rule named `pined`".to_string()
+            ),
+            (
+                "PolicyNotFound",
+                "ClusterValidatePolicy/pod-rule does not exist".to_string()
+            ),
+        ]
+    );
+    // Rule names are unique within a policy.
+    let mut twice = policy();
+    twice["spec"]["validateRules"][1]["name"] = json!("pinned");
+    assert_error(
+        &compile_errors(&twice),
+        "spec.validateRules[1].name",
+        "another rule of this policy is named `pinned`",
+    );
+}

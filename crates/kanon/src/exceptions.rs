@@ -1,0 +1,76 @@
+//! Which PolicyExceptions the offline commands honour, and at what time: as `kanon serve` does,
+//! only exceptions in the namespaces named with `--exception-namespace` apply (none by
+//! default), and `expiresAt` is judged at the clock's time or the one given with `--now`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use std::sync::Arc;
+
+use clap::Args;
+use kanon_engine::exception::CompiledException;
+use kanon_engine::{PolicyPublisher, PolicySet};
+
+/// The exception flags of `kanon apply`.
+#[derive(Debug, Clone, Args)]
+pub struct ExceptionArgs {
+    /// A namespace whose PolicyExceptions are honoured (repeatable). Exceptions in other
+    /// namespaces are reported and left out, as `kanon serve` leaves them out.
+    #[arg(long = "exception-namespace", value_name = "NAMESPACE")]
+    pub namespaces: Vec<String>,
+    /// The time at which exceptions' `expiresAt` is judged (RFC 3339); default: now.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub now: Option<i64>,
+}
+
+/// Parses an RFC 3339 time into Unix seconds.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    kanon_engine::exception::parse_time(text)
+}
+
+/// The clock's time, in Unix seconds.
+pub fn clock() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// `set` with only the exceptions of `namespaces`; each left out is reported on standard
+/// error, so that an exception nobody honours is not mistaken for one in force.
+pub fn honoured(set: PolicySet, namespaces: &[String]) -> PolicySet {
+    let (set, left) = set.honouring(namespaces);
+    for exception in &left {
+        eprintln!("warning: {}", not_honoured(exception));
+    }
+    set
+}
+
+/// Why an exception is left out.
+pub fn not_honoured(exception: &CompiledException) -> String {
+    format!(
+        "{} is not honoured: namespace {} is not an exception namespace (--exception-namespace)",
+        exception.label, exception.namespace
+    )
+}
+
+/// A publisher that puts in force only the exceptions of the operator's exception
+/// namespaces, logging the others: what `kanon serve` publishes through.
+pub struct HonouringPublisher {
+    /// Where the sets go.
+    pub inner: Arc<dyn PolicyPublisher>,
+    /// The exception namespaces.
+    pub namespaces: Vec<String>,
+}
+
+impl PolicyPublisher for HonouringPublisher {
+    fn publish(&self, set: PolicySet, change: &str) {
+        let (set, left) = set.honouring(&self.namespaces);
+        for exception in &left {
+            tracing::warn!(exception = %exception.label, "{}", not_honoured(exception));
+        }
+        self.inner.publish(set, change);
+    }
+
+    fn reject(&self, problems: &[String]) {
+        self.inner.reject(problems);
+    }
+}
