@@ -22,6 +22,7 @@
 mod backoff;
 pub mod certificates;
 pub mod custom_kinds;
+pub mod exceptions;
 pub mod http;
 pub mod lookup;
 pub mod metrics;

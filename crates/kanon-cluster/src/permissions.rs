@@ -64,6 +64,8 @@ pub struct Needs {
     pub certificate_secret: Option<(String, String)>,
     /// The webhook configurations' name, when kanon keeps them.
     pub webhook_configuration: Option<String>,
+    /// The namespaces whose PolicyExceptions kanon honours (and watches).
+    pub exception_namespaces: Vec<String>,
 }
 
 impl Needs {
@@ -87,6 +89,31 @@ impl Needs {
                 all.push(Permission {
                     subresource: Some("status"),
                     ..p("patch", kanon_api::GROUP, resource, "writing policy status")
+                });
+            }
+        }
+        for namespace in &self.exception_namespaces {
+            for verb in ["list", "watch"] {
+                all.push(Permission {
+                    namespace: Some(namespace.clone()),
+                    ..p(
+                        verb,
+                        kanon_api::GROUP,
+                        "policyexceptions",
+                        "reading PolicyExceptions",
+                    )
+                });
+            }
+            if self.status {
+                all.push(Permission {
+                    namespace: Some(namespace.clone()),
+                    subresource: Some("status"),
+                    ..p(
+                        "patch",
+                        kanon_api::GROUP,
+                        "policyexceptions",
+                        "writing PolicyException status",
+                    )
                 });
             }
         }

@@ -31,11 +31,12 @@ use tokio::sync::watch;
 
 use crate::backoff::WatchBackoff;
 use crate::custom_kinds::CustomKinds;
+use crate::exceptions::{self, ClusterExceptions, ExceptionKey, exception_resource};
 use crate::metrics::ClusterMetrics;
 use crate::namespaces::NamespaceCache;
 pub use crate::policies::policy_resource;
 use crate::policies::{Applied, ClusterPolicies};
-use crate::status::{self, StatusUpdate, StatusWriter};
+use crate::status::{self, StatusOf, StatusUpdate, StatusWriter};
 
 /// What the reflector needs.
 pub struct Reflector {
@@ -54,6 +55,8 @@ pub struct Reflector {
     pub kinds: Option<CustomKinds>,
     /// Metrics.
     pub metrics: ClusterMetrics,
+    /// The namespaces whose PolicyExceptions are honoured (and watched); empty: none.
+    pub exception_namespaces: Vec<String>,
 }
 
 /// The reflector's state between events.
@@ -65,6 +68,11 @@ struct Loop {
     /// not sent again).
     sent: HashMap<PolicyId, Value>,
     published: bool,
+    exceptions: ClusterExceptions,
+    /// The status last sent per exception, until its object shows it.
+    exception_sent: HashMap<ExceptionKey, Value>,
+    /// The set last published (exceptions' statuses are judged against it).
+    set: Option<Arc<kanon_engine::PolicySet>>,
 }
 
 impl Reflector {
@@ -79,11 +87,25 @@ impl Reflector {
                 .boxed()
         });
         let mut events = futures::stream::select_all(streams);
+        let mut exception_events =
+            futures::stream::select_all(self.exception_namespaces.iter().map(|namespace| {
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), namespace, &exception_resource());
+                let namespace = namespace.clone();
+                watcher(api, watcher::Config::default())
+                    .backoff(WatchBackoff::new())
+                    .map(move |event| (namespace.clone(), event))
+                    .boxed()
+            }));
+        let watching_exceptions = !self.exception_namespaces.is_empty();
         let mut state = Loop {
             policies: ClusterPolicies::new(),
             touched: BTreeSet::new(),
             sent: HashMap::new(),
             published: false,
+            exceptions: ClusterExceptions::new(self.exception_namespaces.clone()),
+            exception_sent: HashMap::new(),
+            set: None,
         };
         let mut kinds = self.kinds.take();
         if let Some(known) = kinds.as_ref().and_then(CustomKinds::current) {
@@ -103,6 +125,14 @@ impl Reflector {
                 _ = self.namespaces.wait_synced(), if !namespaces_synced => {
                     namespaces_synced = true;
                 }
+                Some((namespace, event)) = exception_events.next(), if watching_exceptions => {
+                    self.handle_exception(&mut state, &namespace, event);
+                    while let Some(Some((namespace, event))) = exception_events.next().now_or_never() {
+                        self.handle_exception(&mut state, &namespace, event);
+                    }
+                }
+                // An exception's status changes when it expires.
+                _ = until_next_expiry(&state.exceptions) => {}
                 Some(known) = kinds_changed(&mut kinds) => {
                     let changed = state.policies.set_kinds(known);
                     if !changed.is_empty() {
@@ -111,13 +141,22 @@ impl Reflector {
                     state.touched.extend(changed);
                 }
             }
-            if !(namespaces_synced && state.policies.synced()) {
+            if !(namespaces_synced && state.policies.synced() && state.exceptions.synced()) {
                 continue;
             }
-            let change = state.policies.take_changes();
+            let mut change = state.policies.take_changes();
+            if state.exceptions.take_changed() {
+                change = Some(match change {
+                    Some(c) => format!("{c}, PolicyExceptions changed"),
+                    None => "PolicyExceptions changed".to_string(),
+                });
+            }
             if change.is_some() || !state.published {
                 let change = change.unwrap_or_else(|| "no policies".to_string());
-                let set = state.policies.set();
+                let set = state
+                    .policies
+                    .set()
+                    .with_exceptions(state.exceptions.in_force());
                 if let Some(targets) = &self.targets {
                     let now = (
                         set.targets(WebhookKind::Mutating),
@@ -135,6 +174,15 @@ impl Reflector {
                         targets.send_replace(now);
                     }
                 }
+                // The exceptions' statuses are judged against the policies of the set; the set
+                // is built twice (cheap: shared compiled policies) rather than kept from the
+                // publisher.
+                state.set = Some(Arc::new(
+                    state
+                        .policies
+                        .set()
+                        .with_exceptions(state.exceptions.in_force()),
+                ));
                 self.publisher.publish(set, &change);
                 self.metrics.set_invalid(state.policies.invalid());
                 state.published = true;
@@ -143,6 +191,7 @@ impl Reflector {
             if kinds.as_ref().is_none_or(CustomKinds::is_settled) {
                 self.update_statuses(&mut state);
             }
+            self.update_exception_statuses(&mut state);
         }
     }
 
@@ -200,6 +249,81 @@ impl Reflector {
         }
     }
 
+    fn handle_exception(
+        &self,
+        state: &mut Loop,
+        namespace: &str,
+        event: Result<watcher::Event<DynamicObject>, watcher::Error>,
+    ) {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                self.metrics.watch_error(kanon_api::EXCEPTION_KIND);
+                tracing::warn!(%namespace, %error, "the PolicyException watch failed; retrying (the last exceptions stay in force)");
+                return;
+            }
+        };
+        match event {
+            watcher::Event::Init => state.exceptions.relist_started(namespace),
+            watcher::Event::InitDone => state.exceptions.relist_done(namespace),
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                let Ok(value) = serde_json::to_value(&object) else {
+                    return;
+                };
+                if let Some(key) = state.exceptions.apply(value)
+                    && let Some(Err(errors)) = state.exceptions.get(&key).map(|e| &e.compiled)
+                {
+                    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                    tracing::warn!(exception = %format!("{}/{}", key.0, key.1), "the PolicyException is invalid (Ready=False): {}", errors.join("; "));
+                }
+            }
+            watcher::Event::Delete(object) => {
+                if let Ok(value) = serde_json::to_value(&object) {
+                    state.exceptions.delete(&value);
+                }
+            }
+        }
+    }
+
+    /// Sends the exceptions' statuses that differ from what their objects show: judged
+    /// against the set in force, at the clock's time.
+    fn update_exception_statuses(&self, state: &mut Loop) {
+        let (Some(writer), Some(set)) = (&self.status, &state.set) else {
+            return;
+        };
+        let now_text = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now()))
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let now = unix_now();
+        state
+            .exception_sent
+            .retain(|key, _| state.exceptions.get(key).is_some());
+        for (key, entry) in state.exceptions.entries() {
+            let observed = entry.observed_status.as_ref();
+            let desired = exceptions::desired_status(entry, set, now, observed, &now_text);
+            if status::matches(observed, &desired) {
+                state.exception_sent.remove(key);
+                continue;
+            }
+            if state
+                .exception_sent
+                .get(key)
+                .is_some_and(|sent| status::matches(Some(sent), &desired))
+            {
+                continue;
+            }
+            state.exception_sent.insert(key.clone(), desired.clone());
+            writer.send(StatusUpdate {
+                id: StatusOf::Exception {
+                    namespace: key.0.clone(),
+                    name: key.1.clone(),
+                },
+                status: desired,
+            });
+        }
+    }
+
     /// Sends the statuses that differ from what their objects show (and are not already on
     /// their way).
     fn update_statuses(&self, state: &mut Loop) {
@@ -231,10 +355,30 @@ impl Reflector {
             }
             state.sent.insert(id.clone(), desired.clone());
             writer.send(StatusUpdate {
-                id,
+                id: StatusOf::Policy(id),
                 status: desired,
             });
         }
+    }
+}
+
+/// The clock's time in Unix seconds.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// Returns when the next exception expires; never, when none will.
+async fn until_next_expiry(exceptions: &ClusterExceptions) {
+    let now = unix_now();
+    match exceptions.next_expiry(now) {
+        // A second past it, so that the status computed then says Expired.
+        Some(at) => {
+            let wait = u64::try_from(at - now).unwrap_or(0) + 1;
+            tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -43,36 +43,18 @@ pub fn desired_status(entry: &Entry, observed: Option<&Value>, now: &str) -> Val
         if message.is_empty() {
             message = "the policy could not be read".to_string();
         }
-        if message.len() > MAX_MESSAGE {
-            let mut end = MAX_MESSAGE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push_str(" …");
-        }
         ("False", "Invalid", message)
     };
-    let previous = ready_condition(observed);
-    let since = previous
-        .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
-        .and_then(|c| c.get("lastTransitionTime"))
-        .cloned()
-        .unwrap_or_else(|| Value::from(now));
-    let mut condition = json!({
-        "type": "Ready",
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-    });
-    if let Some(generation) = entry.generation {
-        condition["observedGeneration"] = json!(generation);
-    }
-    let mut out = json!({"conditions": [condition]});
-    if let Some(generation) = entry.generation {
-        out["observedGeneration"] = json!(generation);
-    }
+    let mut out = ready_status(
+        Ready {
+            status,
+            reason,
+            message,
+        },
+        entry.generation,
+        observed,
+        now,
+    );
     let rendered: Vec<Value> = entry
         .compiled
         .iter()
@@ -89,6 +71,52 @@ pub fn desired_status(entry: &Entry, observed: Option<&Value>, now: &str) -> Val
         .collect();
     if !warnings.is_empty() {
         out["warnings"] = Value::Array(warnings);
+    }
+    out
+}
+
+/// A `Ready` condition's status, reason and message.
+pub(crate) struct Ready {
+    pub(crate) status: &'static str,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+/// A status of `observedGeneration` and one `Ready` condition, its transition time kept from
+/// `observed` while its status does not change (`now` otherwise); a message past the
+/// Condition schema's limit is cut.
+pub(crate) fn ready_status(
+    mut ready: Ready,
+    generation: Option<i64>,
+    observed: Option<&Value>,
+    now: &str,
+) -> Value {
+    if ready.message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !ready.message.is_char_boundary(end) {
+            end -= 1;
+        }
+        ready.message.truncate(end);
+        ready.message.push_str(" …");
+    }
+    let since = ready_condition(observed)
+        .filter(|c| c.get("status").and_then(Value::as_str) == Some(ready.status))
+        .and_then(|c| c.get("lastTransitionTime"))
+        .cloned()
+        .unwrap_or_else(|| Value::from(now));
+    let mut condition = json!({
+        "type": "Ready",
+        "status": ready.status,
+        "reason": ready.reason,
+        "message": ready.message,
+        "lastTransitionTime": since,
+    });
+    if let Some(generation) = generation {
+        condition["observedGeneration"] = json!(generation);
+    }
+    let mut out = json!({"conditions": [condition]});
+    if let Some(generation) = generation {
+        out["observedGeneration"] = json!(generation);
     }
     out
 }
@@ -119,11 +147,66 @@ pub fn matches(observed: Option<&Value>, desired: &Value) -> bool {
     observed.is_some_and(|o| without_times(o) == without_times(desired))
 }
 
+/// An object whose status kanon writes: a policy or a PolicyException.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum StatusOf {
+    /// A policy of kanon's kinds.
+    Policy(PolicyId),
+    /// A PolicyException.
+    Exception {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+impl StatusOf {
+    fn resource(&self) -> kube::core::ApiResource {
+        match self {
+            StatusOf::Policy(id) => crate::policies::policy_resource(id.kind),
+            StatusOf::Exception { .. } => crate::exceptions::exception_resource(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            StatusOf::Policy(id) => id.kind.as_str(),
+            StatusOf::Exception { .. } => kanon_api::EXCEPTION_KIND,
+        }
+    }
+
+    fn namespace(&self) -> Option<&str> {
+        match self {
+            StatusOf::Policy(id) => id.namespace.as_deref(),
+            StatusOf::Exception { namespace, .. } => Some(namespace),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            StatusOf::Policy(id) => &id.name,
+            StatusOf::Exception { name, .. } => name,
+        }
+    }
+}
+
+impl std::fmt::Display for StatusOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatusOf::Policy(id) => id.fmt(f),
+            StatusOf::Exception { namespace, name } => {
+                write!(f, "{}/{namespace}/{name}", kanon_api::EXCEPTION_KIND)
+            }
+        }
+    }
+}
+
 /// One status to write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusUpdate {
-    /// The policy.
-    pub id: PolicyId,
+    /// The policy or exception.
+    pub id: StatusOf,
     /// Its `status`.
     pub status: Value,
 }
@@ -157,23 +240,23 @@ struct WriteFailure {
 }
 
 async fn write(client: &Client, update: &StatusUpdate) -> Result<(), WriteFailure> {
-    let resource = crate::policies::policy_resource(update.id.kind);
-    let api: Api<DynamicObject> = match &update.id.namespace {
+    let resource = update.id.resource();
+    let api: Api<DynamicObject> = match update.id.namespace() {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
     let mut body = json!({
         "apiVersion": kanon_api::API_VERSION,
-        "kind": update.id.kind.as_str(),
-        "metadata": {"name": update.id.name},
+        "kind": update.id.kind(),
+        "metadata": {"name": update.id.name()},
         "status": update.status,
     });
-    if let Some(ns) = &update.id.namespace {
+    if let Some(ns) = update.id.namespace() {
         body["metadata"]["namespace"] = json!(ns);
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     match api
-        .patch_status(&update.id.name, &params, &Patch::Apply(&body))
+        .patch_status(update.id.name(), &params, &Patch::Apply(&body))
         .await
     {
         Ok(_) => Ok(()),
@@ -194,7 +277,7 @@ async fn write_statuses(
     metrics: ClusterMetrics,
 ) {
     // The newest status per policy still to write, and how many times each has failed.
-    let mut pending: HashMap<PolicyId, (StatusUpdate, u32)> = HashMap::new();
+    let mut pending: HashMap<StatusOf, (StatusUpdate, u32)> = HashMap::new();
     loop {
         if pending.is_empty() {
             match updates.recv().await {
@@ -208,7 +291,7 @@ async fn write_statuses(
             pending.insert(u.id.clone(), (u, 0));
         }
         let mut retry_in: Option<Duration> = None;
-        let ids: Vec<PolicyId> = pending.keys().cloned().collect();
+        let ids: Vec<StatusOf> = pending.keys().cloned().collect();
         for id in ids {
             let Some((update, failures)) = pending.get(&id).cloned() else {
                 continue;

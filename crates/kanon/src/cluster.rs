@@ -162,7 +162,11 @@ async fn client(args: &ClusterArgs) -> Result<kube::Client, ClusterError> {
 }
 
 /// Logs every permission kanon's identity lacks for what it was asked to do.
-async fn check_permissions(client: &kube::Client, args: &ClusterArgs) {
+async fn check_permissions(
+    client: &kube::Client,
+    args: &ClusterArgs,
+    exception_namespaces: &[String],
+) {
     let needs = Needs {
         status: !args.no_status,
         certificate_secret: args
@@ -170,6 +174,7 @@ async fn check_permissions(client: &kube::Client, args: &ClusterArgs) {
             .clone()
             .map(|name| (args.namespace.clone(), name)),
         webhook_configuration: args.webhook_configuration.clone(),
+        exception_namespaces: exception_namespaces.to_vec(),
     };
     match permissions::missing(client, &needs.permissions()).await {
         Ok(missing) if missing.is_empty() => {
@@ -283,12 +288,13 @@ pub async fn prepare_certificates(
 /// the policies' reads.
 pub async fn start(
     args: &ClusterArgs,
+    exception_namespaces: &[String],
     publisher: Arc<dyn PolicyPublisher>,
     ca_bundle: watch::Receiver<Vec<u8>>,
     metrics: ClusterMetrics,
 ) -> Result<Started, ClusterError> {
     let client = client(args).await?;
-    check_permissions(&client, args).await;
+    check_permissions(&client, args, exception_namespaces).await;
 
     let extra_roots_pem = match &args.http_ca_file {
         Some(path) => std::fs::read(path).map_err(|source| ClusterError::CaFile {
@@ -356,6 +362,7 @@ pub async fn start(
             targets,
             kinds: Some(kinds.clone()),
             metrics: metrics.clone(),
+            exception_namespaces: exception_namespaces.to_vec(),
         }
         .run(),
     );

@@ -298,11 +298,16 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "cluster")),
                     namespaces: args.exception_namespaces.clone(),
                 });
-                lookup =
-                    crate::cluster::start(&args.cluster, publisher, ca_bundle, cluster_metrics)
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .lookup;
+                lookup = crate::cluster::start(
+                    &args.cluster,
+                    &args.exception_namespaces,
+                    publisher,
+                    ca_bundle,
+                    cluster_metrics,
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .lookup;
             }
         }
         server::serve(config, state, lookup, metrics, shutdown_signal())

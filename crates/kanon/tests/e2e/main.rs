@@ -14,6 +14,7 @@ mod cel;
 mod chart;
 mod custom_kinds;
 mod env;
+mod exceptions;
 mod faults;
 mod library;
 mod lifecycle;
@@ -85,6 +86,7 @@ fn main() {
         security::SCENARIOS,
         network::SCENARIOS,
         library::SCENARIOS,
+        exceptions::SCENARIOS,
         limits::SCENARIOS,
         schema::SCENARIOS,
         chart::SCENARIOS,
