@@ -532,3 +532,56 @@ fn a_reader_that_goes_away_ends_the_output_without_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!out.status.success(), "no output could be written");
 }
+
+#[test]
+fn exceptions_apply_only_from_the_named_namespaces_until_the_time_given() {
+    let policies = "examples/suites/exceptions/policies";
+    let resources = "examples/suites/exceptions/resources.yaml";
+    let exempted = |verdicts: &[Value]| -> Vec<String> {
+        verdict(verdicts, "invoice-0")["exceptions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| e["exception"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // No exception namespace: nothing is honoured, and each exception left out is reported.
+    let out = kanon(&["apply", "-o", "json", "-p", policies, "-r", resources]);
+    let verdicts: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON verdicts");
+    assert_eq!(verdict(&verdicts, "invoice-0")["allowed"], false);
+    assert!(exempted(&verdicts).is_empty());
+    assert!(
+        stderr(&out).contains("warning: PolicyException/policy-exceptions/billing-legacy-images is not honoured: namespace policy-exceptions is not an exception namespace (--exception-namespace)"),
+        "{}",
+        stderr(&out)
+    );
+    let honoured = |now: &str| {
+        apply_json(&[
+            "-p",
+            policies,
+            "-r",
+            resources,
+            "--exception-namespace",
+            "policy-exceptions",
+            "--now",
+            now,
+        ])
+        .1
+    };
+    let before = honoured("2026-12-31T23:59:58Z");
+    assert_eq!(verdict(&before, "invoice-0")["allowed"], true);
+    assert_eq!(
+        exempted(&before),
+        ["PolicyException/policy-exceptions/billing-legacy-images"]
+    );
+    let after = honoured("2026-12-31T23:59:59Z");
+    assert_eq!(verdict(&after, "invoice-0")["allowed"], false);
+    // A bad time is bad input.
+    let out = kanon(&[
+        "apply", "-p", policies, "-r", resources, "--now", "tomorrow",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("RFC 3339"), "{}", stderr(&out));
+}
