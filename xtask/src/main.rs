@@ -102,17 +102,24 @@ fn write_crds() -> Result<()> {
             println!("wrote {}", path.display());
             wanted.push(name);
         }
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            if name.ends_with(".yaml") && !wanted.iter().any(|w| w == name) {
-                std::fs::remove_file(&path)
-                    .with_context(|| format!("removing stale {}", path.display()))?;
-                println!("removed stale {}", path.display());
-            }
+        remove_stale(&dir, &wanted)?;
+    }
+    Ok(())
+}
+
+/// Removes the `*.yaml` files of `dir` that are not `wanted` (what a generator no longer
+/// writes).
+fn remove_stale(dir: &Path, wanted: &[String]) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.ends_with(".yaml") && !wanted.iter().any(|w| w == name) {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("removing stale {}", path.display()))?;
+            println!("removed stale {}", path.display());
         }
     }
     Ok(())
@@ -153,18 +160,7 @@ fn write_library() -> Result<()> {
             }
             wanted.push(name.to_string());
         }
-        for entry in std::fs::read_dir(&target)? {
-            let path = entry?.path();
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            if name.ends_with(".yaml") && !wanted.iter().any(|w| w == name) {
-                std::fs::remove_file(&path)
-                    .with_context(|| format!("removing stale {}", path.display()))?;
-                println!("removed stale {}", path.display());
-            }
-        }
+        remove_stale(&target, &wanted)?;
         println!("{}: {} files", target.display(), wanted.len());
     }
     Ok(())
