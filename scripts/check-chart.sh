@@ -4,7 +4,8 @@
 # (kubernetes-validate, strict), values the schema must refuse refused, and the properties the
 # chart promises (least privilege, no caBundle or generated rules in the chart, security context,
 # a NetworkPolicy only when enabled and never without a kube-apiserver source, the policy library
-# only when asked for, in the mode asked for) present in what it renders.
+# only when asked for, in the mode asked for, PolicyExceptions read only in the exception
+# namespaces) present in what it renders.
 #
 # usage: scripts/check-chart.sh         (needs helm: `cargo xtask cluster build` provides it)
 set -euo pipefail
@@ -29,6 +30,7 @@ variants=(
   "network-policy|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].ipBlock.cidr=10.0.0.10/32 --set networkPolicy.apiserver.from[1].ipBlock.cidr=10.0.0.11/32 --set networkPolicy.metrics.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring --set metrics.port=9090 --set networkPolicy.extraIngress[0].from[0].podSelector.matchLabels.app=debug --set networkPolicy.extraIngress[0].ports[0].port=8443"
   "library-restricted-warn|--set library.podSecurity=restricted --set library.validationActions={Warn} --set library.excludedNamespaces={ci,sandbox} --set library.bestPractices={disallow-latest-tag,require-probes,default-resources}"
   "library-baseline|--set library.podSecurity=baseline"
+  "exceptions|--set exceptions.namespaces={policy-exceptions}"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
@@ -172,6 +174,42 @@ refused 'the first install needs webhook.policyCheckFailurePolicy: Ignore' --set
   --set webhook.policyCheckFailurePolicy=Fail | grep -q '^kind: ClusterValidatePolicy$' \
   || fail "library: an upgrade (kanon running) with policyCheckFailurePolicy Fail"
 
+# PolicyExceptions (exceptions.namespaces): kanon honours them in the namespaces named, and reads
+# them (and writes their status) only there, by a Role in each with exactly those verbs; the
+# policy-check webhook checks them wherever they are written.
+render="$out/exceptions.yaml"
+grep -q -- '--exception-namespace=policy-exceptions$' "$render" || fail "exceptions: kanon serve --exception-namespace"
+grep -q -- '--exception-namespace' "$default" && fail "exceptions: no exception namespace by default"
+# The documents of `kind` in namespace `ns` of a render.
+namespaced() { awk -v RS='\n---\n' -v k="$2" -v n="$3" 'index($0, "\nkind: " k "\n") && index($0, "\n  namespace: " n "\n")' "$1"; }
+role=$(namespaced "$render" Role policy-exceptions)
+[ -n "$role" ] || fail "exceptions: a Role in policy-exceptions"
+expected_rules='rules:
+  - apiGroups: ["policy.kanon.dev"]
+    resources: ["policyexceptions"]
+    verbs: ["get", "list", "watch"]
+  - apiGroups: ["policy.kanon.dev"]
+    resources: ["policyexceptions/status"]
+    verbs: ["patch"]'
+[ "$(sed -n '/^rules:$/,$p' <<<"$role")" = "$expected_rules" ] \
+  || fail "exceptions: the Role grants exactly get, list, watch policyexceptions and patch policyexceptions/status: $role"
+binding=$(namespaced "$render" RoleBinding policy-exceptions)
+grep -q 'name: kanon-exceptions$' <<<"$binding" || fail "exceptions: a RoleBinding to the Role in policy-exceptions"
+grep -q 'namespace: kanon-system$' <<<"$(sed -n '/^subjects:$/,$p' <<<"$binding")" \
+  || fail "exceptions: the RoleBinding's subject is kanon's ServiceAccount"
+# Roles of a render, one document after another.
+roles() { awk -v RS='\n---\n' '/\nkind: Role\n/ {print; print "---"}' "$1"; }
+for file in "$default" "$render"; do
+  grep -q 'policyexceptions' <<<"$(awk -v RS='\n---\n' '/\nkind: ClusterRole\n/' "$file")" \
+    && fail "exceptions: never granted cluster-wide ($file)"
+  # The resources of the policy-check webhook's rule.
+  check=$(awk '/- name: policies.kanon.dev$/ {on = 1} on && /resources:/ {print; exit}' "$file")
+  grep -q '"policyexceptions"' <<<"$check" || fail "exceptions: the policy-check webhook checks policyexceptions ($file)"
+done
+grep -q 'policyexceptions' <<<"$(roles "$default")" && fail "exceptions: no Role for PolicyExceptions by default"
+[ "$(grep -c '^kind: Role$' <<<"$(roles "$render")")" -eq $(( $(grep -c '^kind: Role$' <<<"$(roles "$default")") + 1 )) ] \
+  || fail "exceptions: one Role more than by default, in policy-exceptions"
+
 echo "== values the schema refuses"
 for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.mode=vault" \
            "webhook.timeoutSeconds=60" "replicaCount=0" "unknownValue=1" \
@@ -180,7 +218,9 @@ for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.
            "networkPolicy.apiserver.from[0].ipBlok.cidr=10.0.0.1/32" \
            "library.podSecurity=privileged" "library.validationActions={Block}" \
            "library.validationActions={Warn,Warn}" "library.bestPractices=Latest_Tag" \
-           "library.excludedNamespaces={Not_A_Namespace}" "library.mode=Warn"; do
+           "library.excludedNamespaces={Not_A_Namespace}" "library.mode=Warn" \
+           "exceptions.namespaces={Not_A_Namespace}" "exceptions.namespaces={ops,ops}" \
+           "exceptions.namespaces=ops" "exceptions.namespace=ops"; do
   if "$helm" template kanon "$chart" --set "$bad" >/dev/null 2>&1; then
     fail "the schema accepted --set $bad"
   fi
