@@ -83,8 +83,9 @@ pub struct ExceptionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Ready`: `True` when every policy and rule it names exists and it is honoured; `False`
-    /// with the reason (`Invalid`, `PolicyNotFound`, `RuleNotFound`, `Expired`,
-    /// `NamespaceNotAllowed`) and a message.
+    /// with the reason (`Invalid`, `PolicyNotFound`, `RuleNotFound`, `Expired`) and a
+    /// message. kanon watches exceptions only in its exception namespaces: one written
+    /// elsewhere gets no status at all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

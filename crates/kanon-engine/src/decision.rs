@@ -172,7 +172,7 @@ impl Decision {
             ));
         }
         for (exception, rules) in &exemption.applied {
-            let what = match rules {
+            let what = match rules.as_slice() {
                 [] => String::new(),
                 rules => format!(" (rules {})", rules.join(", ")),
             };
@@ -197,7 +197,7 @@ impl Decision {
             self.exceptions.push(AppliedException {
                 exception: exception.label.clone(),
                 policy: policy.label.clone(),
-                rules: rules.to_vec(),
+                rules: rules.iter().map(|r| r.to_string()).collect(),
             });
         }
         if exemption.whole() {
@@ -747,7 +747,10 @@ async fn override_object<'v>(
         within: None,
     };
     let over = run.run(candidates, &mut working, &mut changes).await;
-    if !over && let Some(workload) = Workload::of_request(request) {
+    if !over
+        && let Some(workload) = Workload::of_request(request)
+        && workload.template_written(request, &working)
+    {
         override_template(
             &mut decision,
             set,
@@ -946,7 +949,9 @@ pub(crate) async fn validate(
         within: None,
     };
     judging.run(candidates, subject).await;
-    if let Some(workload) = Workload::of_request(request) {
+    if let Some(workload) = Workload::of_request(request)
+        && workload.template_written(request, subject)
+    {
         let candidates: Vec<&CompiledPolicy> = set
             .validate_candidates("v1", "Pod", request.namespace.as_deref())
             .filter(|p| p.reaches_template_of(workload))

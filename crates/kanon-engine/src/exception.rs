@@ -310,9 +310,27 @@ impl Exceptions {
                 continue;
             }
             match exception.selects(view, request, object, interrupted) {
-                Ok(true) => exemption
-                    .applied
-                    .push((exception.as_ref(), &exception.exempted[*index].rules)),
+                Ok(true) => {
+                    let named = &exception.exempted[*index].rules;
+                    let rules: Vec<&str> = match named.as_slice() {
+                        [] => Vec::new(),
+                        named => {
+                            // Only rules the policy has: one that names none of them exempts
+                            // nothing (its status says which do not exist).
+                            let names = rule_names(policy);
+                            let present: Vec<&str> = named
+                                .iter()
+                                .map(String::as_str)
+                                .filter(|r| names.contains(r))
+                                .collect();
+                            if present.is_empty() {
+                                continue;
+                            }
+                            present
+                        }
+                    };
+                    exemption.applied.push((exception.as_ref(), rules));
+                }
                 Ok(false) => {}
                 Err(error) => exemption.errors.push((exception.as_ref(), error)),
             }
@@ -325,7 +343,7 @@ impl Exceptions {
 #[derive(Debug, Default)]
 pub(crate) struct Exemption<'e> {
     /// The exceptions that apply, with the rules each exempts (empty: all).
-    pub(crate) applied: Vec<(&'e CompiledException, &'e [String])>,
+    pub(crate) applied: Vec<(&'e CompiledException, Vec<&'e str>)>,
     /// Exceptions whose match conditions failed to evaluate (not applied).
     pub(crate) errors: Vec<(&'e CompiledException, RuleError)>,
 }
@@ -338,10 +356,6 @@ impl Exemption<'_> {
 
     /// Whether the rule named `name` is exempt.
     pub(crate) fn exempts_rule(&self, name: Option<&str>) -> bool {
-        name.is_some_and(|name| {
-            self.applied
-                .iter()
-                .any(|(_, rules)| rules.iter().any(|r| r == name))
-        })
+        name.is_some_and(|name| self.applied.iter().any(|(_, rules)| rules.contains(&name)))
     }
 }

@@ -75,6 +75,20 @@ impl Workload {
         Workload::of(&request.api_version, &request.kind)
     }
 
+    /// Whether the request writes the pod template of `object` (the workload as the policies
+    /// see it): a CREATE, or an UPDATE that changes the template. Updates that leave it as it
+    /// was (scaling, labels, finalizers: the Deployment controller scales ReplicaSets so) are
+    /// not judged again, as Kubernetes' Pod Security admission does not judge them, so that a
+    /// workload admitted before a policy can still be scaled, rolled back or deleted.
+    pub(crate) fn template_written(&self, request: &Request, object: &Value) -> bool {
+        match (&request.operation, &request.old_object) {
+            (Operation::Update, Some(old)) => {
+                find(old, self.template) != find(object, self.template)
+            }
+            _ => true,
+        }
+    }
+
     /// The Pod the workload's template describes, as Pod policies see it: `apiVersion: v1`,
     /// `kind: Pod`, the template's `metadata` with the workload's namespace (and its name when
     /// the template has none), the template's `spec`. `None` when there is no template.

@@ -132,6 +132,24 @@ fn an_exception_may_exempt_from_named_rules_only() {
 }
 
 #[test]
+fn an_exception_naming_a_rule_the_policy_lacks_exempts_nothing() {
+    let set = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["pined"]}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "a typo",
+    }))]);
+    let decision = review_at(
+        &set,
+        &create(&bad_pod("old", json!({"app": "legacy"}))),
+        None,
+    );
+    assert_eq!(decision.messages.len(), 2, "{decision:#?}");
+    assert!(decision.warnings.is_empty(), "{decision:#?}");
+    assert!(decision.exceptions.is_empty());
+    assert!(decision.audit_annotations.is_empty());
+}
+
+#[test]
 fn an_exception_stops_applying_when_it_expires() {
     let set = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
         "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],

@@ -171,7 +171,7 @@ fn an_unknown_field_names_the_field_it_resembles() {
     ));
     assert_eq!(
         message_at(&errors, "spec.validateRules[0].message"),
-        "unknown field; known fields: `cel`, `program`, `targetOperations`, `template`"
+        "unknown field; known fields: `cel`, `name`, `program`, `targetOperations`, `template`"
     );
 }
 

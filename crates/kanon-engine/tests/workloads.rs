@@ -152,10 +152,28 @@ fn label_selectors_match_the_templates_labels() {
 fn only_writes_of_the_workload_itself_are_judged() {
     let set = set_of(&[no_privileged(json!({}))]);
     let object = deployment(true);
+    let written = Request::from_objects(
+        Operation::Update,
+        Some(object.clone()),
+        Some(deployment(false)),
+    )
+    .expect("an UPDATE");
+    assert!(
+        !review(&set, &written).allowed,
+        "an UPDATE that writes the template"
+    );
+    // Scaling (as the Deployment controller scales ReplicaSets, by a full update) leaves the
+    // template as it was: not judged again, so a workload admitted before the policy can
+    // still be scaled, rolled back or deleted.
+    let mut scaled = object.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    let scale = Request::from_objects(Operation::Update, Some(scaled), Some(object.clone()))
+        .expect("an UPDATE");
+    assert!(review(&set, &scale).allowed, "{:#?}", review(&set, &scale));
     let update = request(Operation::Update, &object);
     assert!(
-        !review(&set, &update).allowed,
-        "an UPDATE writes the template"
+        review(&set, &update).allowed,
+        "an update that leaves the template as it was"
     );
     let mut status = request(Operation::Update, &object);
     status.info["subResource"] = json!("status");

@@ -41,6 +41,12 @@ pub fn honoured(set: PolicySet, namespaces: &[String]) -> PolicySet {
     for exception in &left {
         eprintln!("warning: {}", not_honoured(exception));
     }
+    // What its status would say in a cluster: a typo that exempts nothing.
+    for exception in set.exceptions() {
+        for (_, missing) in exception.missing(&set) {
+            eprintln!("warning: {}: {missing}", exception.label);
+        }
+    }
     set
 }
 
