@@ -30,6 +30,9 @@ pub struct PolicySet {
     overrides: WebhookIndex,
     validates: WebhookIndex,
     exceptions: Exceptions,
+    /// The namespaces whose exceptions the set honours, once a caller has said
+    /// ([`PolicySet::honouring`]).
+    exception_namespaces: Option<Arc<[String]>>,
 }
 
 impl PolicySet {
@@ -62,6 +65,7 @@ impl PolicySet {
             overrides,
             validates,
             exceptions: Exceptions::default(),
+            exception_namespaces: None,
         })
     }
 
@@ -74,7 +78,8 @@ impl PolicySet {
 
     /// The set with only the exceptions that live in `namespaces` (the operator's exception
     /// namespaces), and the ones left out.
-    pub fn honouring(self, namespaces: &[String]) -> (Self, Vec<Arc<CompiledException>>) {
+    pub fn honouring(mut self, namespaces: &[String]) -> (Self, Vec<Arc<CompiledException>>) {
+        self.exception_namespaces = Some(namespaces.into());
         let (kept, left): (Vec<_>, Vec<_>) = self
             .exceptions()
             .iter()
@@ -84,6 +89,11 @@ impl PolicySet {
             return (self, left);
         }
         (self.with_exceptions(kept), left)
+    }
+
+    /// The namespaces whose exceptions this set honours, when [`PolicySet::honouring`] said.
+    pub fn exception_namespaces(&self) -> Option<&[String]> {
+        self.exception_namespaces.as_deref()
     }
 
     /// The exceptions in force, by namespace and name.

@@ -431,7 +431,7 @@ pub async fn decide_in(
         Webhook::Mutate => policies.mutate_patch_in(request, evaluation).await,
         Webhook::Validate => {
             let mut decision = policies.validate_in(request, None, evaluation).await;
-            if let Some(check) = check_policy_object(request, evaluation.lookup()) {
+            if let Some(check) = check_policy_object(request, policies, evaluation.lookup()) {
                 if let Some(message) = check.invalid {
                     decision.allowed = false;
                     decision.messages.insert(0, message);
@@ -458,7 +458,11 @@ struct PolicyCheck {
 /// Not checked: writes to a subresource (`status`: kanon's own report on a bad policy that got
 /// in must get through) and updates of an object being deleted (removing the last finalizer
 /// of a bad policy must not leave it stuck).
-fn check_policy_object(request: &Request, lookup: &dyn Lookup) -> Option<PolicyCheck> {
+fn check_policy_object(
+    request: &Request,
+    policies: &PolicySet,
+    lookup: &dyn Lookup,
+) -> Option<PolicyCheck> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return None;
     }
@@ -475,11 +479,25 @@ fn check_policy_object(request: &Request, lookup: &dyn Lookup) -> Option<PolicyC
     }
     if request.api_version == API_VERSION && request.kind == kanon_api::EXCEPTION_KIND {
         let document = with_identity(object, request, true);
+        let compiled = kanon_engine::exception::compile_exception(&document);
+        let mut warnings = Vec::new();
+        // Written where kanon does not look, it would do nothing, silently: said now.
+        if let (Ok(exception), Some(namespaces)) = (&compiled, policies.exception_namespaces())
+            && !namespaces.contains(&exception.namespace)
+        {
+            let honoured = if namespaces.is_empty() {
+                "kanon honours exceptions in no namespace (--exception-namespace)".to_string()
+            } else {
+                format!("kanon honours exceptions only in {}", namespaces.join(", "))
+            };
+            warnings.push(format!(
+                "{}: not honoured: {honoured}; it exempts nothing here",
+                exception.label
+            ));
+        }
         return Some(PolicyCheck {
-            invalid: kanon_engine::exception::compile_exception(&document)
-                .err()
-                .map(|invalid| invalid_message(&invalid)),
-            warnings: Vec::new(),
+            invalid: compiled.err().map(|invalid| invalid_message(&invalid)),
+            warnings,
         });
     }
     // The type as the request resolves it (the object's, else the review's): only kanon's

@@ -949,6 +949,46 @@ fn a_bad_policy_exception_is_denied_with_every_error_by_field() {
 }
 
 #[test]
+fn an_exception_written_where_kanon_does_not_honour_it_is_warned_about() {
+    let exception = |namespace: &str| {
+        json!({
+            "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "PolicyException",
+            "metadata": {"name": "mine", "namespace": namespace},
+            "spec": {
+                "policies": [{"kind": "ClusterValidatePolicy", "name": "p"}],
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                "reason": "r",
+            },
+        })
+    };
+    let (set, _) = policies().honouring(&["policy-exceptions".to_string()]);
+    let send = |object: Value| {
+        let request = policy_review("CREATE", object, None);
+        let reply = kanon_engine::block_on(review(
+            &serde_json::to_vec(&request).unwrap(),
+            Webhook::Validate,
+            &set,
+            &NoObjects,
+            &Limits::default(),
+        ));
+        accept(&request, Webhook::Validate, &reply)
+    };
+    let elsewhere = send(exception("shop"));
+    assert!(elsewhere.allowed);
+    assert_eq!(
+        elsewhere.warnings,
+        [
+            "PolicyException/shop/mine: not honoured: kanon honours exceptions only in policy-exceptions; it exempts nothing here"
+        ]
+    );
+    let honoured = send(exception("policy-exceptions"));
+    assert!(
+        honoured.allowed && honoured.warnings.is_empty(),
+        "{honoured:?}"
+    );
+}
+
+#[test]
 fn a_policy_with_a_likely_mistake_is_admitted_with_a_warning_kubectl_shows() {
     let mut policy = good_policy("typo");
     policy["spec"]["overrideRules"][0]["overriders"]["plaintext"][0]["path"] =

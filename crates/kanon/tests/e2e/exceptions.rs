@@ -192,12 +192,19 @@ fn pod_policies_reach_workloads_and_exceptions_exempt_until_they_expire(env: &mu
     );
 
     // Written where exceptions may not live, an exception exempts nothing.
-    env.apply(&exception(
-        APPS,
-        "self-service",
-        "kex-no-host-network",
-        None,
-    ));
+    // kubectl shows kanon's warning.
+    let out = env.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &exception(APPS, "self-service", "kex-no-host-network", None).to_string(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "PolicyException/kex-apps/self-service: not honoured: kanon honours exceptions only in kex-exceptions"
+        ),
+        "{}",
+        text(&out)
+    );
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         ready(env, APPS, "self-service").is_none(),
