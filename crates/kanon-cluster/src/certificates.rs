@@ -71,7 +71,7 @@ use std::io::{self, Write as _};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -657,9 +657,7 @@ fn generate_error(error: IssueError) -> CertificateError {
 }
 
 fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    kanon_engine::exception::unix_seconds(SystemTime::now())
 }
 
 /// Writes each `(name, content, private)` into `dir` whose content differs from the file's,

@@ -7,11 +7,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use kanon_engine::FieldError;
 use kanon_engine::exception::{CompiledException, compile_exception};
-use kanon_engine::{FieldError, PolicySet};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
+use crate::policies::{ClusterPolicies, Seen};
 use crate::status::{Ready, ready_status};
 
 /// The API resource of PolicyExceptions.
@@ -79,22 +80,13 @@ impl ClusterExceptions {
         if let Some(seen) = self.relisting.get_mut(&key.0) {
             seen.insert(key.clone());
         }
-        let uid = object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let generation = object
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64);
-        let observed_status = object
-            .as_object_mut()
-            .and_then(|o| o.remove("status"))
-            .filter(|s| !s.is_null());
+        let Seen {
+            uid,
+            generation,
+            status: observed_status,
+        } = Seen::take(&mut object);
         if let Some(entry) = self.entries.get_mut(&key)
-            && entry.uid == uid
-            && generation.is_some()
-            && entry.generation == generation
+            && Seen::same(&entry.uid, entry.generation, &uid, generation)
         {
             entry.observed_status = observed_status;
             return Some(key);
@@ -183,13 +175,14 @@ impl ClusterExceptions {
     }
 }
 
-/// The `status` an exception should have against `policies` at `now_seconds`: `Ready` True
+/// The `status` an exception should have against the cluster's `policies` at `now_seconds`
+/// (judged against the policies the reflector keeps, so that no second set is built): `Ready` True
 /// when it compiled, has not expired and every policy and rule it names exists; else False
 /// with the first reason (`Invalid`, `Expired`, `PolicyNotFound`, `RuleNotFound`) and every
 /// problem. `policies` lists the policies it names that exist.
 pub fn desired_status(
     entry: &ExceptionEntry,
-    policies: &PolicySet,
+    policies: &ClusterPolicies,
     now_seconds: i64,
     observed: Option<&Value>,
     now: &str,
@@ -210,10 +203,10 @@ pub fn desired_status(
             let found: Vec<String> = exception
                 .exempted
                 .iter()
-                .filter(|e| policies.get(&e.policy).is_some())
+                .filter(|e| policies.policy(&e.policy).is_some())
                 .map(|e| e.policy.to_string())
                 .collect();
-            let missing = exception.missing(policies);
+            let missing = exception.missing(|id| policies.policy(id));
             let ready = if exception.expired(Some(now_seconds)) {
                 Ready {
                     status: "False",
@@ -250,7 +243,6 @@ pub fn desired_status(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kanon_engine::compile_document;
 
     fn exception(name: &str, generation: i64, spec: Value) -> Value {
         json!({
@@ -271,13 +263,14 @@ mod tests {
         spec
     }
 
-    fn policies() -> PolicySet {
+    fn policies() -> ClusterPolicies {
         let policy = json!({
-            "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterValidatePolicy",
-            "metadata": {"name": "p"},
+            "metadata": {"name": "p", "uid": "p", "generation": 1},
             "spec": {"validateRules": [{"targetOperations": ["CREATE"], "cel": {"validations": [{"expression": "true"}]}}]},
         });
-        PolicySet::build(vec![compile_document(&policy).unwrap()]).unwrap()
+        let mut policies = ClusterPolicies::new();
+        policies.apply(kanon_api::PolicyKind::ClusterValidatePolicy, policy);
+        policies
     }
 
     fn ready_of(status: &Value) -> (&str, &str) {

@@ -69,6 +69,48 @@ pub struct ClusterPolicies {
     changes: Vec<String>,
 }
 
+/// Which version of an object a watch event carries, and the status it shows: what decides
+/// whether it is compiled again (policies and exceptions alike).
+pub(crate) struct Seen {
+    /// `metadata.uid` (an object deleted and created again under the same name is new).
+    pub(crate) uid: String,
+    /// `metadata.generation`.
+    pub(crate) generation: Option<i64>,
+    /// Its `status`, taken out of the object.
+    pub(crate) status: Option<Value>,
+}
+
+impl Seen {
+    /// Reads the version of `object` and takes its `status` out.
+    pub(crate) fn take(object: &mut Value) -> Seen {
+        Seen {
+            uid: object
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            generation: object
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64),
+            status: object
+                .as_object_mut()
+                .and_then(|o| o.remove("status"))
+                .filter(|s| !s.is_null()),
+        }
+    }
+
+    /// Whether a version compiled before (`uid`, `generation`) is the one seen now (`now_uid`,
+    /// `now_generation`): then only its status changed. Without a generation, never.
+    pub(crate) fn same(
+        uid: &str,
+        generation: Option<i64>,
+        now_uid: &str,
+        now_generation: Option<i64>,
+    ) -> bool {
+        uid == now_uid && now_generation.is_some() && generation == now_generation
+    }
+}
+
 /// The identity of a policy object of `kind`.
 fn identity(kind: PolicyKind, object: &Value) -> Result<PolicyId, String> {
     let text = |pointer: &str| {
@@ -107,22 +149,13 @@ impl ClusterPolicies {
         if let Some(seen) = self.relisting.get_mut(&kind) {
             seen.insert(id.clone());
         }
-        let uid = object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let generation = object
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64);
-        let observed_status = object
-            .as_object_mut()
-            .and_then(|o| o.remove("status"))
-            .filter(|s| !s.is_null());
+        let Seen {
+            uid,
+            generation,
+            status: observed_status,
+        } = Seen::take(&mut object);
         if let Some(entry) = self.entries.get_mut(&id)
-            && entry.uid == uid
-            && generation.is_some()
-            && entry.generation == generation
+            && Seen::same(&entry.uid, entry.generation, &uid, generation)
         {
             entry.observed_status = observed_status;
             return Applied::Unchanged(id);
@@ -261,6 +294,11 @@ impl ClusterPolicies {
     /// One policy.
     pub fn get(&self, id: &PolicyId) -> Option<&Entry> {
         self.entries.get(id)
+    }
+
+    /// One policy's compiled form, when it could be read.
+    pub fn policy(&self, id: &PolicyId) -> Option<&CompiledPolicy> {
+        self.entries.get(id)?.compiled.as_deref()
     }
 
     /// Number of policies (readable or not).

@@ -71,8 +71,6 @@ struct Loop {
     exceptions: ClusterExceptions,
     /// The status last sent per exception, until its object shows it.
     exception_sent: HashMap<ExceptionKey, Value>,
-    /// The set last published (exceptions' statuses are judged against it).
-    set: Option<Arc<kanon_engine::PolicySet>>,
 }
 
 impl Reflector {
@@ -105,7 +103,6 @@ impl Reflector {
             published: false,
             exceptions: ClusterExceptions::new(self.exception_namespaces.clone()),
             exception_sent: HashMap::new(),
-            set: None,
         };
         let mut kinds = self.kinds.take();
         if let Some(known) = kinds.as_ref().and_then(CustomKinds::current) {
@@ -174,15 +171,6 @@ impl Reflector {
                         targets.send_replace(now);
                     }
                 }
-                // The exceptions' statuses are judged against the policies of the set; the set
-                // is built twice (cheap: shared compiled policies) rather than kept from the
-                // publisher.
-                state.set = Some(Arc::new(
-                    state
-                        .policies
-                        .set()
-                        .with_exceptions(state.exceptions.in_force()),
-                ));
                 self.publisher.publish(set, &change);
                 self.metrics.set_invalid(state.policies.invalid());
                 state.published = true;
@@ -286,11 +274,14 @@ impl Reflector {
     }
 
     /// Sends the exceptions' statuses that differ from what their objects show: judged
-    /// against the set in force, at the clock's time.
+    /// against the policies in force, at the clock's time, once a set has been published.
     fn update_exception_statuses(&self, state: &mut Loop) {
-        let (Some(writer), Some(set)) = (&self.status, &state.set) else {
+        let Some(writer) = &self.status else {
             return;
         };
+        if !state.published {
+            return;
+        }
         let now_text = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now()))
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
@@ -301,7 +292,8 @@ impl Reflector {
             .retain(|key, _| state.exceptions.get(key).is_some());
         for (key, entry) in state.exceptions.entries() {
             let observed = entry.observed_status.as_ref();
-            let desired = exceptions::desired_status(entry, set, now, observed, &now_text);
+            let desired =
+                exceptions::desired_status(entry, &state.policies, now, observed, &now_text);
             if status::matches(observed, &desired) {
                 state.exception_sent.remove(key);
                 continue;
@@ -364,9 +356,7 @@ impl Reflector {
 
 /// The clock's time in Unix seconds.
 fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    kanon_engine::exception::unix_seconds(std::time::SystemTime::now())
 }
 
 /// Returns when the next exception expires; never, when none will.

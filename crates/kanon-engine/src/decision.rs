@@ -162,8 +162,13 @@ impl Decision {
 
     /// Records what exceptions did to `policy` on this request: each that applies is named in
     /// a warning and an audit annotation; one whose conditions could not be evaluated is not
-    /// applied, with a warning saying why.
-    fn exempted(&mut self, policy: &CompiledPolicy, exemption: &Exemption<'_>, within: Within) {
+    /// applied, with a warning saying why. Whether the whole policy is exempt (not to run).
+    fn exempted(
+        &mut self,
+        policy: &CompiledPolicy,
+        exemption: &Exemption<'_>,
+        within: Within,
+    ) -> bool {
         for (exception, error) in &exemption.errors {
             self.warnings.push(format!(
                 "{}: {} not applied: {error}",
@@ -200,9 +205,11 @@ impl Decision {
                 rules: rules.iter().map(|r| r.to_string()).collect(),
             });
         }
-        if exemption.whole() {
+        let whole = exemption.whole();
+        if whole {
             self.record(policy, PolicyOutcome::Exempted);
         }
+        whole
     }
 
     /// Records an evaluation error of `policy` (judging `within` a workload's pod template, if
@@ -604,32 +611,9 @@ async fn run_validate(
     })
 }
 
-/// The key of an audit annotation a policy's rule writes: the policy's key, `.`, the rule's
-/// key, cut as [`audit_key`] cuts.
-fn annotation_key(policy_key: &str, key: &str) -> String {
-    let mut joined = format!("{policy_key}.{key}");
-    let mut cut = joined.len().min(63);
-    while !joined.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    joined.truncate(cut);
-    let end = joined
-        .trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
-        .len();
-    joined.truncate(end);
-    joined
-}
-
-/// The audit annotation key of a policy: `<kind>.<namespace>.<name>`, lower-case, at most
-/// 63 characters and ending with an alphanumeric character, as Kubernetes requires of
-/// annotation names.
-fn audit_key(policy: &CompiledPolicy) -> String {
-    let mut key = policy.id.kind.as_str().to_ascii_lowercase();
-    if let Some(ns) = &policy.id.namespace {
-        key = format!("{key}.{ns}");
-    }
-    key = format!("{key}.{}", policy.id.name);
-    // At most 63 bytes, cut at a character (names in policy files may be any text).
+/// `key` as an annotation name: at most 63 bytes, cut at a character (names in policy files
+/// may be any text), ending with an alphanumeric character, as Kubernetes requires.
+fn annotation_name(mut key: String) -> String {
     let mut cut = key.len().min(63);
     while !key.is_char_boundary(cut) {
         cut -= 1;
@@ -642,21 +626,33 @@ fn audit_key(policy: &CompiledPolicy) -> String {
     key
 }
 
+/// The key of an audit annotation a policy's rule writes: the policy's key, `.`, the rule's
+/// key, cut as [`annotation_name`] cuts.
+fn annotation_key(policy_key: &str, key: &str) -> String {
+    annotation_name(format!("{policy_key}.{key}"))
+}
+
+/// The audit annotation key of a policy: `<kind>.<namespace>.<name>`, lower-case, cut as
+/// [`annotation_name`] cuts.
+fn audit_key(policy: &CompiledPolicy) -> String {
+    let mut key = policy.id.kind.as_str().to_ascii_lowercase();
+    if let Some(ns) = &policy.id.namespace {
+        key = format!("{key}.{ns}");
+    }
+    annotation_name(format!("{key}.{}", policy.id.name))
+}
+
 fn text<S: serde::Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(value)
 }
 
 /// The audit annotation key that names an exception's exemptions:
-/// `policyexception.<namespace>.<name>`, cut as [`audit_key`] cuts.
+/// `policyexception.<namespace>.<name>`, cut as [`annotation_name`] cuts.
 fn exception_key(exception: &CompiledException) -> String {
-    let key = format!("policyexception.{}.{}", exception.namespace, exception.name);
-    let mut cut = key.len().min(63);
-    while !key.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let key = &key[..cut];
-    key.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
-        .to_string()
+    annotation_name(format!(
+        "policyexception.{}.{}",
+        exception.namespace, exception.name
+    ))
 }
 
 /// [`PolicySet::mutate`](crate::PolicySet::mutate).
@@ -871,8 +867,7 @@ impl<'a> Overriding<'_, 'a> {
             if !decision.settle(policy, applies, evaluation, within) {
                 continue;
             }
-            decision.exempted(policy, &exemption, within);
-            if exemption.whole() {
+            if decision.exempted(policy, &exemption, within) {
                 continue;
             }
             let object = working.to_mut();
@@ -1009,8 +1004,7 @@ impl<'a> Judging<'_, 'a> {
                 evaluation.now(),
                 &interrupted,
             );
-            decision.exempted(policy, &exemption, within);
-            if exemption.whole() {
+            if decision.exempted(policy, &exemption, within) {
                 continue;
             }
             let mut scope = Scope {

@@ -46,6 +46,15 @@ pub struct CompiledException {
     pub reason: String,
 }
 
+/// `at` in Unix seconds, the unit of `expiresAt` and [`Evaluation::with_now`]: what callers
+/// that read the clock hand the engine (0 before 1970).
+///
+/// [`Evaluation::with_now`]: crate::Evaluation::with_now
+pub fn unix_seconds(at: std::time::SystemTime) -> i64 {
+    at.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// Parses an RFC 3339 time (`2026-12-31T23:59:59Z`) into Unix seconds, as `expiresAt` is read.
 pub fn parse_time(text: &str) -> Result<i64, String> {
     kanon_cel::Timestamp::parse(text)
@@ -195,13 +204,17 @@ impl CompiledException {
         }
     }
 
-    /// What is wrong with it against `policies`: a named policy that does not exist, or a
-    /// named rule the policy does not have, as `(reason, message)` for its status. Empty when
-    /// it names only what exists.
-    pub fn missing(&self, policies: &crate::PolicySet) -> Vec<(&'static str, String)> {
+    /// What is wrong with it against the policies `policy` finds by identity (a set's
+    /// [`PolicySet::get`](crate::PolicySet::get), or a source's own map): a named policy that
+    /// does not exist, or a named rule the policy does not have, as `(reason, message)` for its
+    /// status. Empty when it names only what exists.
+    pub fn missing<'p>(
+        &self,
+        policy: impl Fn(&PolicyId) -> Option<&'p CompiledPolicy>,
+    ) -> Vec<(&'static str, String)> {
         let mut missing = Vec::new();
         for exempted in &self.exempted {
-            let Some(policy) = policies.get(&exempted.policy) else {
+            let Some(policy) = policy(&exempted.policy) else {
                 missing.push((
                     "PolicyNotFound",
                     format!("{} does not exist", exempted.policy),

@@ -316,7 +316,7 @@ fn an_exception_that_names_what_does_not_exist_says_so() {
         "reason": "r",
     }));
     assert_eq!(
-        exception.missing(&set),
+        exception.missing(|id| set.get(id)),
         [
             (
                 "RuleNotFound",

@@ -2,7 +2,7 @@
 //! only exceptions in the namespaces named with `--exception-namespace` apply (none by
 //! default), and `expiresAt` is judged at the clock's time or the one given with `--now`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use std::sync::Arc;
 
@@ -18,20 +18,13 @@ pub struct ExceptionArgs {
     #[arg(long = "exception-namespace", value_name = "NAMESPACE")]
     pub namespaces: Vec<String>,
     /// The time at which exceptions' `expiresAt` is judged (RFC 3339); default: now.
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = kanon_engine::exception::parse_time)]
     pub now: Option<i64>,
-}
-
-/// Parses an RFC 3339 time into Unix seconds.
-pub fn parse_time(text: &str) -> Result<i64, String> {
-    kanon_engine::exception::parse_time(text)
 }
 
 /// The clock's time, in Unix seconds.
 pub fn clock() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    kanon_engine::exception::unix_seconds(SystemTime::now())
 }
 
 /// `set` with only the exceptions of `namespaces`; each left out is reported on standard
@@ -43,7 +36,7 @@ pub fn honoured(set: PolicySet, namespaces: &[String]) -> PolicySet {
     }
     // What its status would say in a cluster: a typo that exempts nothing.
     for exception in set.exceptions() {
-        for (_, missing) in exception.missing(&set) {
+        for (_, missing) in exception.missing(|id| set.get(id)) {
             eprintln!("warning: {}: {missing}", exception.label);
         }
     }

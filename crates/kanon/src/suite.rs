@@ -737,7 +737,7 @@ fn run_suite(evaluation: &OfflineEvaluation, file: &Path, tally: &mut Tally) -> 
     let policies = crate::exceptions::honoured(policies, &suite.exception_namespaces);
     let now = match &suite.now {
         Some(text) => {
-            crate::exceptions::parse_time(text).map_err(|e| bad(vec![format!("now: {e}")]))?
+            kanon_engine::exception::parse_time(text).map_err(|e| bad(vec![format!("now: {e}")]))?
         }
         None => crate::exceptions::clock(),
     };

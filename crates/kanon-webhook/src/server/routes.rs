@@ -319,7 +319,9 @@ async fn review(
             .with_deadline(Some(kanon_engine::Deadline::new(move || {
                 std::time::Instant::now() >= until
             })))
-            .with_now(Some(unix_now()));
+            .with_now(Some(kanon_engine::exception::unix_seconds(
+                std::time::SystemTime::now(),
+            )));
         admission::answer(request, webhook, &policies, &evaluation).await
     };
     // The hard stop is for an evaluation that does not return: past the deadline its lookups
@@ -411,11 +413,4 @@ fn method_not_allowed(allow: &'static str) -> Response<Body> {
         .headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static(allow));
     response
-}
-
-/// The clock's time in Unix seconds, by which PolicyExceptions expire.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
