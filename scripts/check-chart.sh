@@ -50,6 +50,15 @@ for variant in "${variants[@]}"; do
 done
 
 echo "== what the chart promises"
+# Helm installs every file under the chart's crds/, subfolders included, and skips the CRDs the
+# cluster has already: kanon's CRDs and, from crds/openreports/, the OpenReports ones (which
+# Kyverno or another producer may have installed).
+chart_crds=$("$helm" show crds "$chart")
+[ "$(grep -c '^kind: CustomResourceDefinition$' <<<"$chart_crds")" -eq "$(find "$chart/crds" -name '*.yaml' | wc -l)" ] \
+  || fail "helm show crds: one CRD per file under crds/"
+for crd in reports.openreports.io clusterreports.openreports.io policyexceptions.policy.kanon.dev; do
+  grep -q "^  name: $crd\$" <<<"$chart_crds" || fail "the chart installs the CRD $crd"
+done
 default="$out/default.yaml"
 grep -q '^ *caBundle:' "$default" && fail "the chart must not carry a caBundle: kanon injects it"
 grep -q 'readOnlyRootFilesystem: true' "$default" || fail "read-only root filesystem"

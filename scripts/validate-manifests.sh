@@ -4,7 +4,8 @@
 # ${XDG_CACHE_HOME:-$HOME/.cache}/kanon/ on first use.
 #
 # usage: scripts/validate-manifests.sh [FILE...]
-#   FILE defaults to crds/*.yaml and charts/kanon/crds/*.yaml.
+#   FILE defaults to crds/*.yaml and charts/kanon/crds/*.yaml, with their openreports/
+#   subfolders (the OpenReports CRDs).
 # env:   KUBERNETES_VERSION          schema version to validate against (default 1.35.0)
 #        KUBERNETES_VALIDATE_VERSION kubernetes-validate release to install (default 1.37.0)
 # Exits non-zero when a manifest does not validate or the tool cannot be installed.
@@ -35,7 +36,7 @@ if [ "$#" -gt 0 ]; then
     files=("$@")
 else
     shopt -s nullglob
-    files=(crds/*.yaml charts/kanon/crds/*.yaml)
+    files=(crds/*.yaml crds/openreports/*.yaml charts/kanon/crds/*.yaml charts/kanon/crds/openreports/*.yaml)
     shopt -u nullglob
 fi
 if [ "${#files[@]}" -eq 0 ]; then

@@ -8,10 +8,17 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kanon_control_plane::{ControlPlane, Options, Toolchain};
 
-/// Folders that hold a copy of every CRD, relative to the repository root.
+/// Folders that hold a copy of every CRD of kanon's own kinds, relative to the repository root.
 const CRD_DIRS: [&str; 2] = ["crds", "charts/kanon/crds"];
+
+/// The subfolder of each [`CRD_DIRS`] folder that holds the OpenReports CRDs
+/// (`kanon_api::report_crds`): apart, because they are not kanon's (a cluster may have them from
+/// another producer already). Helm installs every file under a chart's `crds/`, subfolders
+/// included, and skips the CRDs that exist already.
+const REPORT_CRD_SUBDIR: &str = "openreports";
 
 /// The folders of `library/` that the Helm chart installs from, relative to `library/`; copied
 /// to the same paths under `charts/kanon/library/` (Helm reads no file outside the chart).
@@ -29,6 +36,7 @@ usage: cargo xtask <task>
 
 tasks:
   crds                        regenerate the CRD manifests in crds/ and charts/kanon/crds/
+                              (the OpenReports ones in their openreports/ subfolders)
   library                     copy library/pod-security/{baseline,restricted}/ and
                               library/best-practices/ into charts/kanon/library/ (links
                               followed), removing stale copies
@@ -86,25 +94,34 @@ fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// Writes each CRD to every CRD folder and removes stale `*.yaml` files there.
+/// Writes kanon's CRDs to every CRD folder and the OpenReports CRDs to its
+/// [`REPORT_CRD_SUBDIR`], and removes stale `*.yaml` files from each of these folders.
 fn write_crds() -> Result<()> {
     let root = repo_root();
     let crds = kanon_api::crds();
+    let report_crds = kanon_api::report_crds();
     for dir in CRD_DIRS {
         let dir = root.join(dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let mut wanted = Vec::new();
-        for crd in &crds {
-            let name = kanon_api::crd_file_name(crd);
-            let yaml = kanon_api::crds_yaml(crd).context("serializing a CRD")?;
-            let path = dir.join(&name);
-            std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
-            println!("wrote {}", path.display());
-            wanted.push(name);
-        }
-        remove_stale(&dir, &wanted)?;
+        write_crd_dir(&dir, &crds)?;
+        write_crd_dir(&dir.join(REPORT_CRD_SUBDIR), &report_crds)?;
     }
     Ok(())
+}
+
+/// Writes `crds` into `dir` (created if missing) and removes the `*.yaml` files there that are
+/// not among them; subfolders are left alone.
+fn write_crd_dir(dir: &Path, crds: &[CustomResourceDefinition]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut wanted = Vec::new();
+    for crd in crds {
+        let name = kanon_api::crd_file_name(crd);
+        let yaml = kanon_api::crds_yaml(crd).context("serializing a CRD")?;
+        let path = dir.join(&name);
+        std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+        wanted.push(name);
+    }
+    remove_stale(dir, &wanted)
 }
 
 /// Removes the `*.yaml` files of `dir` that are not `wanted` (what a generator no longer

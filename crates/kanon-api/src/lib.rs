@@ -7,19 +7,29 @@
 //!
 //! The types only describe shape; everything a schema cannot say (one value source set, a JSON
 //! pointer that parses, a factor in (0,1)) is checked by the engine when it compiles a policy.
+//!
+//! [`report`] holds the OpenReports kinds (`openreports.io/v1alpha1` [`Report`] and
+//! [`ClusterReport`]) kanon writes audit results into; their CRDs are [`report_crds`], apart
+//! from kanon's own.
 
 mod cel;
 mod common;
 mod crd;
 mod exception;
 mod overrides;
+pub mod report;
 mod validate;
 
 pub use cel::*;
 pub use common::*;
-pub use crd::{crd_file_name, crds, crds_yaml};
+pub use crd::{crd_file_name, crds, crds_yaml, report_crds};
 pub use exception::*;
 pub use overrides::*;
+pub use report::{
+    CLUSTER_REPORT_KIND, ClusterReport, ParseReportEnumError, REPORT_API_VERSION, REPORT_GROUP,
+    REPORT_KIND, REPORT_VERSION, Report, ReportConfiguration, ReportLimits, ReportResult,
+    ReportSummary, ResultStatus, Severity, Timestamp,
+};
 pub use validate::*;
 
 /// API group of every kanon policy kind.

@@ -1,7 +1,8 @@
-//! The CRD manifests: the committed copies are exactly what the types generate, every schema is
-//! structural (the apiserver rejects anything else at apply time, and kube does not check), and
-//! the CRDs have the shape the policy API promises (kinds, scopes, names, closed enums and the
-//! kinitiras compatibility fields).
+//! The CRD manifests: the committed copies are exactly what the types generate (kanon's own and,
+//! in their `openreports/` subfolders, the OpenReports ones), every schema is structural (the
+//! apiserver rejects anything else at apply time, and kube does not check), and the CRDs have
+//! the shape the policy API promises (kinds, scopes, names, closed enums and the kinitiras
+//! compatibility fields). The OpenReports CRDs' own shape is checked in `reports.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,8 +11,12 @@ use std::sync::OnceLock;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 
-/// Folders that hold a copy of every CRD, relative to the repository root (as in xtask).
+/// Folders that hold a copy of every CRD of kanon's kinds, relative to the repository root (as
+/// in xtask).
 const CRD_DIRS: [&str; 2] = ["crds", "charts/kanon/crds"];
+
+/// The subfolder of each [`CRD_DIRS`] folder that holds the OpenReports CRDs (as in xtask).
+const REPORT_CRD_SUBDIR: &str = "openreports";
 
 const REGENERATE: &str = "run `cargo xtask crds` to regenerate them";
 
@@ -25,12 +30,36 @@ fn crds() -> &'static [CustomResourceDefinition] {
     CRDS.get_or_init(kanon_api::crds)
 }
 
-/// The `openAPIV3Schema` of one kind, as JSON.
+/// The generated OpenReports CRDs.
+fn report_crds() -> &'static [CustomResourceDefinition] {
+    static CRDS: OnceLock<Vec<CustomResourceDefinition>> = OnceLock::new();
+    CRDS.get_or_init(kanon_api::report_crds)
+}
+
+/// Every folder of generated CRDs: its path, the CRDs it holds and the subfolders it may have.
+fn crd_folders() -> Vec<(
+    String,
+    &'static [CustomResourceDefinition],
+    &'static [&'static str],
+)> {
+    CRD_DIRS
+        .iter()
+        .flat_map(|dir| {
+            [
+                (dir.to_string(), crds(), &[REPORT_CRD_SUBDIR][..]),
+                (format!("{dir}/{REPORT_CRD_SUBDIR}"), report_crds(), &[][..]),
+            ]
+        })
+        .collect()
+}
+
+/// The `openAPIV3Schema` of one kind (kanon's or an OpenReports one), as JSON.
 fn schema(kind: &str) -> Value {
     let crd = crds()
         .iter()
+        .chain(report_crds())
         .find(|c| c.spec.names.kind == kind)
-        .unwrap_or_else(|| panic!("kanon_api::crds() has no {kind}"));
+        .unwrap_or_else(|| panic!("kanon_api::crds() and report_crds() have no {kind}"));
     let crd = serde_json::to_value(crd).expect("a CRD serializes to JSON");
     crd.pointer("/spec/versions/0/schema/openAPIV3Schema")
         .cloned()
@@ -93,16 +122,19 @@ fn first_difference(committed: &str, generated: &str) -> String {
 #[test]
 fn committed_crds_match_generated() {
     let root = repo_root();
-    let mut expected = BTreeMap::new();
-    for crd in crds() {
-        let yaml = kanon_api::crds_yaml(crd).expect("a CRD serializes to YAML");
-        expected.insert(kanon_api::crd_file_name(crd), yaml);
-    }
-    assert_eq!(expected.len(), 5, "five CRDs with distinct file names");
-
     let mut problems = Vec::new();
-    for dir in CRD_DIRS {
-        let dir_path = root.join(dir);
+    for (dir, generated, subfolders) in crd_folders() {
+        let mut expected = BTreeMap::new();
+        for crd in generated {
+            let yaml = kanon_api::crds_yaml(crd).expect("a CRD serializes to YAML");
+            expected.insert(kanon_api::crd_file_name(crd), yaml);
+        }
+        assert_eq!(
+            expected.len(),
+            generated.len(),
+            "{dir}: CRDs with distinct file names"
+        );
+        let dir_path = root.join(&dir);
         for (name, yaml) in &expected {
             let path = dir_path.join(name);
             match std::fs::read_to_string(&path) {
@@ -115,11 +147,13 @@ fn committed_crds_match_generated() {
             }
         }
         // Nothing but the generated CRDs may live there: Helm installs every file of the
-        // chart's crds/ folder, and crds/ is what users `kubectl apply`.
+        // chart's crds/ folder (subfolders included), and crds/ is what users `kubectl apply`.
         if let Ok(entries) = std::fs::read_dir(&dir_path) {
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if expected.contains_key(&name) {
+                let subfolder = subfolders.contains(&name.as_str())
+                    && entry.file_type().is_ok_and(|t| t.is_dir());
+                if expected.contains_key(&name) || subfolder {
                     continue;
                 }
                 if name.ends_with(".yaml") {
@@ -145,10 +179,10 @@ fn committed_crds_match_generated() {
 #[test]
 fn committed_crds_round_trip_through_yaml() {
     let root = repo_root();
-    for dir in CRD_DIRS {
-        for generated in crds() {
+    for (dir, crds, _) in crd_folders() {
+        for generated in crds {
             let name = kanon_api::crd_file_name(generated);
-            let path = root.join(dir).join(&name);
+            let path = root.join(&dir).join(&name);
             let Ok(text) = std::fs::read_to_string(&path) else {
                 // Missing files are reported by `committed_crds_match_generated`.
                 continue;
@@ -355,7 +389,7 @@ fn structural_problems(schema: &Value) -> Vec<String> {
 #[test]
 fn every_crd_schema_is_structural() {
     let mut problems = Vec::new();
-    for crd in crds() {
+    for crd in crds().iter().chain(report_crds()) {
         let kind = &crd.spec.names.kind;
         for p in structural_problems(&schema(kind)) {
             problems.push(format!("{kind} {p}"));
@@ -599,7 +633,7 @@ fn a_policy_exception_shows_whether_it_is_ready_and_when_it_expires() {
 
 #[test]
 fn top_level_descriptions_are_written_by_hand() {
-    for crd in crds() {
+    for crd in crds().iter().chain(report_crds()) {
         let kind = &crd.spec.names.kind;
         let description = schema(kind)["description"]
             .as_str()

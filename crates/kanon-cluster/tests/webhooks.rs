@@ -1138,6 +1138,7 @@ fn against_a_real_apiserver() {
         &control_plane,
         &[
             "apply",
+            "--recursive", // with the OpenReports CRDs of crds/openreports/
             "-f",
             concat!(env!("CARGO_MANIFEST_DIR"), "/../../crds"),
         ],

@@ -1104,7 +1104,8 @@ impl World {
             dir: tempfile::tempdir()?,
         };
         let crds = repo().join("crds").display().to_string();
-        world.kubectl(&["apply", "--server-side", "-f", &crds])?;
+        // Recursive: with the OpenReports CRDs of crds/openreports/, as the e2e suite installs.
+        world.kubectl(&["apply", "--server-side", "--recursive", "-f", &crds])?;
         world.kubectl(&[
             "wait",
             "--for=condition=Established",

@@ -407,9 +407,11 @@ fn crds_command_prints_the_committed_crds() {
     let out = kanon(&["crds"]);
     assert_eq!(out.status.code(), Some(0));
     let printed = String::from_utf8(out.stdout).unwrap();
+    // kanon's CRDs: the files of crds/, not its openreports/ subfolder (OpenReports' kinds).
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("crds"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|path| path.is_file())
         .collect();
     files.sort();
     for file in files {

@@ -384,7 +384,10 @@ impl Env {
             client,
             _dir: dir,
         };
-        let out = env.kubectl(&["apply", "-f", &repo().join("crds").display().to_string()]);
+        // Recursive: kanon's CRDs and, in crds/openreports/, the OpenReports ones it writes
+        // audit reports into.
+        let crds = repo().join("crds").display().to_string();
+        let out = env.kubectl(&["apply", "--recursive", "-f", &crds]);
         assert!(out.status.success(), "CRDs: {}", text(&out));
         let out = env.kubectl(&[
             "wait",
