@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::admission_policy;
+use crate::audit::{AuditResult, Finding, rule_label};
 use crate::diff::Changes;
 use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
 use crate::exception::{CompiledException, Exceptions, Exemption};
@@ -54,6 +55,10 @@ pub struct Decision {
     /// The PolicyExceptions that exempted the request from a policy (or some of its rules).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exceptions: Vec<AppliedException>,
+    /// What each validate policy found, rule by rule; kept only when auditing
+    /// ([`PolicySet::audit_in`](crate::PolicySet::audit_in)), `None` otherwise.
+    #[serde(skip)]
+    pub findings: Option<Vec<Finding>>,
 }
 
 /// A PolicyException that exempted a request from a policy.
@@ -157,7 +162,37 @@ impl Decision {
             patched,
             policy_results: Vec::new(),
             exceptions: Vec::new(),
+            findings: None,
         }
+    }
+
+    /// Records a finding of `policy` when auditing; `within` a workload's template, the
+    /// message says where.
+    fn found(
+        &mut self,
+        policy: &CompiledPolicy,
+        rule: Option<String>,
+        result: AuditResult,
+        message: impl FnOnce() -> String,
+        within: Within,
+    ) {
+        let Some(findings) = &mut self.findings else {
+            return;
+        };
+        let mut message = message();
+        if let Some(workload) = within
+            && !message.is_empty()
+        {
+            message = format!("{}: {message}", workload.field);
+        }
+        findings.push(Finding {
+            policy: policy.label.clone(),
+            rule,
+            result,
+            message,
+            severity: policy.severity.clone(),
+            category: policy.category.clone(),
+        });
     }
 
     /// Records what exceptions did to `policy` on this request: each that applies is named in
@@ -204,6 +239,19 @@ impl Decision {
                 policy: policy.label.clone(),
                 rules: rules.iter().map(|r| r.to_string()).collect(),
             });
+            let why = || format!("exempted by {}: {}", exception.label, exception.reason);
+            if rules.is_empty() {
+                self.found(policy, None, AuditResult::Skip, why, within);
+            }
+            for rule in rules {
+                self.found(
+                    policy,
+                    Some(rule.to_string()),
+                    AuditResult::Skip,
+                    why,
+                    within,
+                );
+            }
         }
         let whole = exemption.whole();
         if whole {
@@ -227,6 +275,13 @@ impl Decision {
                 ignored: failure_policy == FailurePolicy::Ignore,
                 reason: error.reason(),
             },
+        );
+        self.found(
+            policy,
+            None,
+            AuditResult::Error,
+            || error.to_string(),
+            within,
         );
         if let Some(binding) = &policy.admission {
             // The apiserver's words for an admission policy it cannot match or run; nothing
@@ -340,6 +395,19 @@ impl Decision {
         };
         self.applied_policies.push(String::from(&*policy.label));
         self.record(policy, outcome);
+        if self.findings.is_some() {
+            let actions = policy.admission.as_deref().map(|b| b.actions.as_slice());
+            let result = AuditResult::of_rejection(actions.unwrap_or_default());
+            for (index, message) in &validated.failures {
+                let rule = Some(format!("validations[{index}]"));
+                self.found(policy, rule, result, || message.clone(), None);
+            }
+            if let Some((error, _)) = &validated.error {
+                self.found(policy, None, AuditResult::Error, || error.to_string(), None);
+            } else if !validated.rejected {
+                self.found(policy, None, AuditResult::Pass, String::new, None);
+            }
+        }
         if let Some((_, reason)) = validated.denials.first()
             && self.allowed
         {
@@ -558,7 +626,8 @@ async fn run_override(
 /// annotations its rules write (a CEL rule's `auditAnnotations`).
 #[derive(Default)]
 struct Judged {
-    reasons: Vec<String>,
+    /// Each with the index of the rule that gave it.
+    reasons: Vec<(usize, String)>,
     status: Option<kanon_api::ValidationReason>,
     warnings: Vec<String>,
     annotations: Vec<(String, String)>,
@@ -594,12 +663,15 @@ async fn run_validate(
                 if reasons.is_empty() {
                     status = verdict.status;
                 }
-                reasons.push(if verdict.reason.is_empty() {
-                    format!("spec.validateRules[{i}] rejected the object")
-                } else {
-                    verdict.reason
-                });
-                reasons.extend(verdict.more_reasons);
+                reasons.push((
+                    i,
+                    if verdict.reason.is_empty() {
+                        format!("spec.validateRules[{i}] rejected the object")
+                    } else {
+                        verdict.reason
+                    },
+                ));
+                reasons.extend(verdict.more_reasons.into_iter().map(|r| (i, r)));
             }
         }
     }
@@ -924,10 +996,33 @@ pub(crate) async fn validate(
     object: Option<&Value>,
     evaluation: &Evaluation<'_>,
 ) -> Decision {
-    let subject = object.or(request.subject());
     let mut decision = Decision::allow(None);
+    judge(&mut decision, set, request, object, evaluation).await;
+    decision
+}
+
+/// [`validate`], keeping what each policy found ([`Decision::findings`]).
+pub(crate) async fn judge_recording(
+    set: Indexed<'_>,
+    request: &Request,
+    evaluation: &Evaluation<'_>,
+) -> Decision {
+    let mut decision = Decision::allow(None);
+    decision.findings = Some(Vec::new());
+    judge(&mut decision, set, request, None, evaluation).await;
+    decision
+}
+
+async fn judge(
+    decision: &mut Decision,
+    set: Indexed<'_>,
+    request: &Request,
+    object: Option<&Value>,
+    evaluation: &Evaluation<'_>,
+) {
+    let subject = object.or(request.subject());
     let Some(subject) = subject else {
-        return decision;
+        return;
     };
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.validate_candidates(
@@ -936,7 +1031,7 @@ pub(crate) async fn validate(
         request.namespace.as_deref(),
     );
     let mut judging = Judging {
-        decision: &mut decision,
+        decision: &mut *decision,
         exceptions: set.exceptions,
         request,
         evaluation,
@@ -958,7 +1053,7 @@ pub(crate) async fn validate(
             let mut namespaces =
                 NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
             let mut judging = Judging {
-                decision: &mut decision,
+                decision: &mut *decision,
                 exceptions: set.exceptions,
                 request: &pod_request,
                 evaluation,
@@ -968,7 +1063,6 @@ pub(crate) async fn validate(
             judging.run(candidates.into_iter(), pod).await;
         }
     }
-    decision
 }
 
 /// One pass of validate policies over an object: the request as they see it, and where the
@@ -1044,6 +1138,18 @@ impl<'a> Judging<'_, 'a> {
                 PolicyOutcome::Rejected
             };
             decision.record(policy, outcome);
+            if decision.findings.is_some() {
+                if reasons.is_empty() {
+                    decision.found(policy, None, AuditResult::Pass, String::new, within);
+                }
+                if let PolicyRules::Validate { actions, .. } = &policy.rules {
+                    let result = AuditResult::of_rejection(actions);
+                    for (i, reason) in &reasons {
+                        let rule = Some(rule_label(policy, *i));
+                        decision.found(policy, rule, result, || reason.clone(), within);
+                    }
+                }
+            }
             for (key, value) in annotations {
                 decision
                     .audit_annotations
@@ -1068,15 +1174,19 @@ impl<'a> Judging<'_, 'a> {
                         decision.allowed = false;
                         decision
                             .messages
-                            .extend(reasons.iter().map(|r| format!("{speaker}: {r}")));
+                            .extend(reasons.iter().map(|(_, r)| format!("{speaker}: {r}")));
                     }
                     ValidationAction::Warn => {
                         decision
                             .warnings
-                            .extend(reasons.iter().map(|r| format!("{speaker}: {r}")));
+                            .extend(reasons.iter().map(|(_, r)| format!("{speaker}: {r}")));
                     }
                     ValidationAction::Audit => {
-                        let mut found = reasons.join("; ");
+                        let mut found = reasons
+                            .iter()
+                            .map(|(_, r)| r.as_str())
+                            .collect::<Vec<_>>()
+                            .join("; ");
                         if let Some(workload) = within {
                             found = format!("{}: {found}", workload.field);
                         }

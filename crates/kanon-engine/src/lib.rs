@@ -14,6 +14,7 @@
 //! `language::verdict`.
 
 pub mod admission_policy;
+pub mod audit;
 pub mod decision;
 pub mod diff;
 pub mod document;
@@ -50,6 +51,7 @@ pub use language::template::native;
 pub use references as refs;
 
 pub use admission_policy::{AdmissionPolicies, admission_kind_of};
+pub use audit::{AuditResult, Finding};
 pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};

@@ -217,6 +217,19 @@ impl PolicySet {
         decision::validate(self.indexed(), request, object, evaluation).await
     }
 
+    /// What the validate policies find of an object that already exists (with `apiVersion`
+    /// and `kind`), judged as the CREATE that made it would be judged now: the same
+    /// exceptions, lookups and pod templates as admission, each policy's (or rule's) result
+    /// as a [`Finding`](crate::Finding). Policies that do not apply to it find nothing. Fails
+    /// only when the object cannot be identified.
+    pub async fn audit_in(
+        &self,
+        object: Value,
+        evaluation: &Evaluation<'_>,
+    ) -> Result<Vec<crate::Finding>, crate::RequestError> {
+        crate::audit::audit(self.indexed(), object, evaluation).await
+    }
+
     /// What kube-apiserver would make of the request with kanon installed: the override
     /// policies mutate the object, then the validate policies judge the result.
     pub async fn review(&self, request: &Request, lookup: &dyn Lookup) -> Decision {

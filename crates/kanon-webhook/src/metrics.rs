@@ -735,6 +735,7 @@ mod tests {
             patched: None,
             policy_results: results,
             exceptions: vec![],
+            findings: None,
         };
         Reply {
             status: 200,

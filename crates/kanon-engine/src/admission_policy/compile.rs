@@ -446,6 +446,8 @@ impl AdmissionPolicies {
             warnings: Vec::new(),
             pod_templates: false,
             admission: Some(admission),
+            severity: None,
+            category: None,
         }))
     }
 }

@@ -173,6 +173,9 @@ pub(crate) struct Validated {
     pub(crate) annotations: Vec<(String, String)>,
     /// Whether a validation did not hold (whatever the actions did with it).
     pub(crate) rejected: bool,
+    /// The validations that did not hold, by index, with their messages (what an audit
+    /// reports, whatever the actions).
+    pub(crate) failures: Vec<(usize, String)>,
     /// The first error met, and whether the failure policy ignored it.
     pub(crate) error: Option<(RuleError, bool)>,
 }
@@ -344,6 +347,7 @@ pub(crate) async fn validate(
                 Check::Holds => {}
                 Check::Fails(message, reason) => {
                     out.rejected = true;
+                    out.failures.push((index, message.clone()));
                     out.decision(binding, index, message, reason);
                 }
                 Check::Error(error) => {

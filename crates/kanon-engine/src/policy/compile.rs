@@ -433,6 +433,7 @@ pub(super) fn compile_checked(object: &PolicyObject, kinds: Option<&Kinds>) -> C
     if let Some(kinds) = kinds {
         crate::kubernetes::check(object.written(), kinds, &mut errors, &mut warnings);
     }
+    let (severity, category) = report_annotations(object, &mut warnings);
     let defect = (!errors.is_empty()).then(|| {
         Arc::new(InvalidPolicy {
             policy: id.to_string(),
@@ -452,7 +453,42 @@ pub(super) fn compile_checked(object: &PolicyObject, kinds: Option<&Kinds>) -> C
             rendered,
             warnings,
             admission: None,
+            severity,
+            category,
         },
         errors,
     }
+}
+
+/// The annotation naming how grave a policy's failures are, as reports say it.
+pub const SEVERITY_ANNOTATION: &str = "policy.kanon.dev/severity";
+/// The annotation naming what a policy is about, as reports say it.
+pub const CATEGORY_ANNOTATION: &str = "policy.kanon.dev/category";
+
+/// The policy's severity and category for reports. A severity OpenReports does not know is
+/// left out with a warning: a report carrying it would be refused by the report's schema.
+fn report_annotations(
+    object: &PolicyObject,
+    warnings: &mut Vec<FieldError>,
+) -> (Option<Arc<str>>, Option<Arc<str>>) {
+    let Some(annotations) = &object.metadata().annotations else {
+        return (None, None);
+    };
+    let severity = annotations
+        .get(SEVERITY_ANNOTATION)
+        .and_then(|value| match value.parse::<kanon_api::Severity>() {
+            Ok(severity) => Some(Arc::from(severity.as_str())),
+            Err(error) => {
+                warnings.push(FieldError::new(
+                    format!("metadata.annotations[{SEVERITY_ANNOTATION}]"),
+                    format!("{error}; reports leave it out"),
+                ));
+                None
+            }
+        });
+    let category = annotations
+        .get(CATEGORY_ANNOTATION)
+        .filter(|value| !value.is_empty())
+        .map(|value| Arc::from(value.as_str()));
+    (severity, category)
 }

@@ -137,6 +137,11 @@ pub struct CompiledPolicy {
     /// Set for a binding of a ValidatingAdmissionPolicy or MutatingAdmissionPolicy: how it
     /// matches requests (instead of `selectors`), its params and its actions.
     pub admission: Option<Arc<crate::admission_policy::AdmissionBinding>>,
+    /// How grave a failure is (`policy.kanon.dev/severity`: critical, high, medium, low,
+    /// info), as reports say it.
+    pub severity: Option<Arc<str>>,
+    /// What the policy is about (`policy.kanon.dev/category`), as reports say it.
+    pub category: Option<Arc<str>>,
 }
 
 /// Result of [`compile`](super::compile()): the compiled policy, which is usable for matching even when invalid,

@@ -336,6 +336,16 @@ impl PolicyObject {
         }
     }
 
+    /// The policy's metadata.
+    pub fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match self {
+            PolicyObject::ClusterOverride(p) => &p.metadata,
+            PolicyObject::Override(p) => &p.metadata,
+            PolicyObject::ClusterValidate(p) => &p.metadata,
+            PolicyObject::Validate(p) => &p.metadata,
+        }
+    }
+
     /// The policy's identity.
     pub fn id(&self) -> PolicyId {
         let (kind, meta) = match self {

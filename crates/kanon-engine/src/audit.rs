@@ -1,0 +1,134 @@
+//! Judging objects that already exist, as background audit does: each object is judged by the
+//! validate policies as the CREATE that made it would be judged today, through the same
+//! evaluation as admission (exceptions, lookups, pod templates), and what each policy found is
+//! returned as [`Finding`]s instead of one verdict.
+
+use std::sync::Arc;
+
+use kanon_api::{Operation, ValidationAction};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::decision;
+use crate::evaluation::Evaluation;
+use crate::index::Indexed;
+use crate::policy::{CompiledPolicy, PolicyRules};
+use crate::request::{Request, RequestError};
+
+/// What one policy, or one rule of it, found about one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The policy (`Kind/name`, `Kind/namespace/name`, or an admission policy's binding).
+    #[serde(serialize_with = "text")]
+    pub policy: Arc<str>,
+    /// The rule: its `name`, else its place (`validateRules[1]`, `validations[0]`); `None` when
+    /// the finding is about the whole policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// What was found.
+    pub result: AuditResult,
+    /// Why (empty on a pass).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The policy's severity (`policy.kanon.dev/severity`), if it gives one.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "maybe_text")]
+    pub severity: Option<Arc<str>>,
+    /// The policy's category (`policy.kanon.dev/category`), if it gives one.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "maybe_text")]
+    pub category: Option<Arc<str>>,
+}
+
+/// The result of a finding, in OpenReports' words, ordered from the most to the least urgent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditResult {
+    /// The policy could not be evaluated (its failure policy decides what admission does).
+    Error,
+    /// The object breaks the policy, which denies or audits such objects.
+    Fail,
+    /// The object breaks a policy that only warns.
+    Warn,
+    /// A PolicyException exempts the object from the policy (or the rule).
+    Skip,
+    /// The object meets the policy.
+    Pass,
+}
+
+impl AuditResult {
+    /// Every result, most urgent first.
+    pub const ALL: [AuditResult; 5] = [
+        AuditResult::Error,
+        AuditResult::Fail,
+        AuditResult::Warn,
+        AuditResult::Skip,
+        AuditResult::Pass,
+    ];
+
+    /// The word OpenReports uses (`fail`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditResult::Error => "error",
+            AuditResult::Fail => "fail",
+            AuditResult::Warn => "warn",
+            AuditResult::Skip => "skip",
+            AuditResult::Pass => "pass",
+        }
+    }
+
+    /// What a rejection by a policy with these actions is: a failure when it denies or
+    /// audits, a warning when it only warns.
+    pub(crate) fn of_rejection(actions: &[ValidationAction]) -> AuditResult {
+        if actions.iter().all(|a| *a == ValidationAction::Warn) && !actions.is_empty() {
+            AuditResult::Warn
+        } else {
+            AuditResult::Fail
+        }
+    }
+}
+
+impl std::fmt::Display for AuditResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The findings of judging an existing `object` (with its `apiVersion` and `kind`) as the
+/// CREATE that made it: every validate policy that selects it (or, for a workload, its pod
+/// template) and has a rule for CREATE gives at least one finding; policies that do not apply
+/// give none. Errors only when the object cannot be identified.
+pub(crate) async fn audit(
+    set: Indexed<'_>,
+    object: Value,
+    evaluation: &Evaluation<'_>,
+) -> Result<Vec<Finding>, RequestError> {
+    let request = Request::from_objects(Operation::Create, Some(object), None)?;
+    let decision = decision::judge_recording(set, &request, evaluation).await;
+    Ok(decision.findings.unwrap_or_default())
+}
+
+/// The name a report gives a rule of a kanon validate policy: its own, else its place.
+pub(crate) fn rule_label(policy: &CompiledPolicy, index: usize) -> String {
+    match &policy.rules {
+        PolicyRules::Validate { rules, .. } => {
+            match rules.get(index).and_then(|r| r.name.clone()) {
+                Some(name) => name,
+                None => format!("validateRules[{index}]"),
+            }
+        }
+        PolicyRules::Override(_) => format!("overrideRules[{index}]"),
+    }
+}
+
+fn text<S: serde::Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(value)
+}
+
+fn maybe_text<S: serde::Serializer>(
+    value: &Option<Arc<str>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => serializer.serialize_str(value),
+        None => serializer.serialize_none(),
+    }
+}
