@@ -15,10 +15,12 @@
 //!   before they expire.
 //! - [`webhooks`]: the `caBundle` and generated `rules` of kanon's webhook configurations.
 //! - [`metrics`]: lookups, compilations, watches and status writes.
+//! - [`audit`]: background audit of existing objects, its reports, its Lease and metrics.
 //!
 //! Nothing here serves HTTP: the webhook meets this crate only through the publisher and the
 //! lookup.
 
+pub mod audit;
 mod backoff;
 pub mod certificates;
 pub mod custom_kinds;

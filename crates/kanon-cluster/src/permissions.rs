@@ -66,6 +66,8 @@ pub struct Needs {
     pub webhook_configuration: Option<String>,
     /// The namespaces whose PolicyExceptions kanon honours (and watches).
     pub exception_namespaces: Vec<String>,
+    /// The namespace of the audit Lease, when kanon audits (and writes reports).
+    pub audit: Option<String>,
 }
 
 impl Needs {
@@ -136,6 +138,29 @@ impl Needs {
                     name: Some(name.clone()),
                     ..p(verb, "", "secrets", "keeping the certificate Secret")
                 });
+            }
+        }
+        if let Some(namespace) = &self.audit {
+            for verb in ["get", "create", "update"] {
+                all.push(Permission {
+                    namespace: Some(namespace.clone()),
+                    ..p(
+                        verb,
+                        "coordination.k8s.io",
+                        "leases",
+                        "holding the audit Lease",
+                    )
+                });
+            }
+            for resource in ["reports", "clusterreports"] {
+                for verb in ["list", "patch", "delete"] {
+                    all.push(p(
+                        verb,
+                        kanon_api::REPORT_GROUP,
+                        resource,
+                        "writing audit reports",
+                    ));
+                }
             }
         }
         if let Some(name) = &self.webhook_configuration {

@@ -21,9 +21,9 @@ use kanon_cluster::webhooks::{RuleMode, WebhookConfig, WebhookConfigurations};
 use kanon_engine::{Lookup, PolicyPublisher, Targets};
 use tokio::sync::watch;
 
-/// Arguments of cluster mode.
+/// How to reach the apiserver.
 #[derive(Debug, Args)]
-pub struct ClusterArgs {
+pub struct ConnectionArgs {
     /// The kubeconfig to reach the apiserver with. Without it: `$KUBECONFIG`, then
     /// `~/.kube/config`, then the in-cluster service account.
     #[arg(long, value_name = "PATH")]
@@ -31,10 +31,11 @@ pub struct ClusterArgs {
     /// The kubeconfig context to use (default: its current context).
     #[arg(long, value_name = "NAME", requires = "kubeconfig")]
     context: Option<String>,
-    /// Do not write policy status (for a replica that only serves; status is the same from
-    /// every replica, so this is never needed for correctness).
-    #[arg(long)]
-    no_status: bool,
+}
+
+/// What the lookups policies make may read, and how long answers are reused.
+#[derive(Debug, Args)]
+pub struct LookupArgs {
     /// Let policies read Secrets through `k8s` references (off: such a lookup is refused, and
     /// kanon needs no RBAC on Secrets for it).
     #[arg(long)]
@@ -55,6 +56,19 @@ pub struct ClusterArgs {
     /// The largest HTTP answer read, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     http_max_body_bytes: usize,
+}
+
+/// Arguments of cluster mode.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    #[command(flatten)]
+    lookups: LookupArgs,
+    /// Do not write policy status (for a replica that only serves; status is the same from
+    /// every replica, so this is never needed for correctness).
+    #[arg(long)]
+    no_status: bool,
     /// kanon's own namespace (where its certificate Secret lives).
     #[arg(
         long,
@@ -95,6 +109,8 @@ pub struct ClusterArgs {
     /// policies select) or `all` (every type and operation).
     #[arg(long, value_enum, default_value_t = WebhookRules::Generated)]
     webhook_rules: WebhookRules,
+    #[command(flatten)]
+    audit: crate::audit::AuditArgs,
 }
 
 /// How the webhook rules are chosen.
@@ -136,7 +152,8 @@ pub enum ClusterError {
     Certificates(String),
 }
 
-async fn client(args: &ClusterArgs) -> Result<kube::Client, ClusterError> {
+/// A client of the apiserver `args` name.
+pub async fn client(args: &ConnectionArgs) -> Result<kube::Client, ClusterError> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let shown = path.display().to_string();
@@ -175,6 +192,7 @@ async fn check_permissions(
             .map(|name| (args.namespace.clone(), name)),
         webhook_configuration: args.webhook_configuration.clone(),
         exception_namespaces: exception_namespaces.to_vec(),
+        audit: (!args.audit.disabled()).then(|| args.namespace.clone()),
     };
     match permissions::missing(client, &needs.permissions()).await {
         Ok(missing) if missing.is_empty() => {
@@ -270,7 +288,7 @@ pub async fn prepare_certificates(
 ) -> Result<watch::Receiver<Vec<u8>>, ClusterError> {
     match &args.cert_secret {
         Some(secret) => {
-            let client = client(args).await?;
+            let client = client(&args.connection).await?;
             keep_certificates(&client, args, secret, cert_dir, metrics).await
         }
         None => {
@@ -282,20 +300,22 @@ pub async fn prepare_certificates(
     }
 }
 
-/// Starts the cluster sources on the current runtime: the reflector publishes into
-/// `publisher` once every watch has synced; the webhook configurations (with
-/// `--webhook-configuration`) follow the policies and `ca_bundle`; the returned lookup serves
-/// the policies' reads.
-pub async fn start(
-    args: &ClusterArgs,
-    exception_namespaces: &[String],
-    publisher: Arc<dyn PolicyPublisher>,
-    ca_bundle: watch::Receiver<Vec<u8>>,
-    metrics: ClusterMetrics,
-) -> Result<Started, ClusterError> {
-    let client = client(args).await?;
-    check_permissions(&client, args, exception_namespaces).await;
+/// The lookups policies make in a cluster, with the caches they read.
+pub struct Lookups {
+    /// The Namespace cache.
+    pub namespaces: NamespaceCache,
+    /// The kinds the cluster serves.
+    pub kinds: CustomKinds,
+    /// The lookups.
+    pub lookup: Arc<ClusterLookup>,
+}
 
+/// Starts the caches and builds the lookups policies make, as `args` allow them.
+pub fn lookups(
+    client: &kube::Client,
+    args: &LookupArgs,
+    metrics: ClusterMetrics,
+) -> Result<Lookups, ClusterError> {
     let extra_roots_pem = match &args.http_ca_file {
         Some(path) => std::fs::read(path).map_err(|source| ClusterError::CaFile {
             path: path.display().to_string(),
@@ -327,6 +347,36 @@ pub async fn start(
         metrics.clone(),
     )
     .map_err(|e| ClusterError::Http(e.to_string()))?;
+    let lookup = Arc::new(
+        ClusterLookup::new(namespaces.clone(), objects, http, metrics).with_kinds(kinds.clone()),
+    );
+    Ok(Lookups {
+        namespaces,
+        kinds,
+        lookup,
+    })
+}
+
+/// Starts the cluster sources on the current runtime: the reflector publishes into
+/// `publisher` once every watch has synced; the webhook configurations (with
+/// `--webhook-configuration`) follow the policies and `ca_bundle`; the auditor (unless
+/// `--no-audit`) audits with the sets `audit_policies` receives; the returned lookup serves
+/// the policies' reads.
+pub async fn start(
+    args: &ClusterArgs,
+    exception_namespaces: &[String],
+    publisher: Arc<dyn PolicyPublisher>,
+    ca_bundle: watch::Receiver<Vec<u8>>,
+    metrics: ClusterMetrics,
+    audit: crate::audit::AuditStart,
+) -> Result<Started, ClusterError> {
+    let client = client(&args.connection).await?;
+    check_permissions(&client, args, exception_namespaces).await;
+    let Lookups {
+        namespaces,
+        kinds,
+        lookup,
+    } = lookups(&client, &args.lookups, metrics.clone())?;
     let status = (!args.no_status).then(|| StatusWriter::start(client.clone(), metrics.clone()));
     let targets = match &args.webhook_configuration {
         Some(name) => {
@@ -353,20 +403,25 @@ pub async fn start(
         }
         None => None,
     };
+    if !args.audit.disabled() {
+        tokio::spawn(
+            args.audit
+                .auditor(client.clone(), &args.namespace, lookup.clone(), audit)
+                .run(),
+        );
+    }
     tokio::spawn(
         Reflector {
             client,
             publisher,
-            namespaces: namespaces.clone(),
+            namespaces,
             status,
             targets,
-            kinds: Some(kinds.clone()),
-            metrics: metrics.clone(),
+            kinds: Some(kinds),
+            metrics,
             exception_namespaces: exception_namespaces.to_vec(),
         }
         .run(),
     );
-    Ok(Started {
-        lookup: Arc::new(ClusterLookup::new(namespaces, objects, http, metrics).with_kinds(kinds)),
-    })
+    Ok(Started { lookup })
 }

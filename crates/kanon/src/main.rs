@@ -2,6 +2,7 @@
 
 mod allocator;
 mod apply;
+mod audit;
 mod cluster;
 mod convert;
 mod exceptions;
@@ -41,6 +42,14 @@ enum Command {
     /// Serve the admission webhooks over HTTPS: policies from the cluster, or from files
     /// (`--policies DIR`).
     Serve(Box<serve::ServeArgs>),
+    /// Judge the objects that already exist in a cluster with its validate policies, as the
+    /// background audit of `kanon serve` does, and print what they find; writes nothing.
+    ///
+    /// Each object is judged as the CREATE that made it would be today: the same policies,
+    /// exceptions (`--exception-namespace`) and lookups as admission. Exit status: 0 when no
+    /// policy finds an object failing, 1 when one does (or cannot judge it), 2 when the
+    /// cluster cannot be read.
+    Audit(Box<audit::AuditCommandArgs>),
     /// Run policy test suites (`kanon-test.yaml` files) and report each case.
     ///
     /// Exit status: 0 when every case passes, 1 when any fails, 2 on bad input.
@@ -88,6 +97,7 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Command::Apply(args) => apply::run(&args),
+        Command::Audit(args) => audit::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Test(args) => suite::run(&args),
         Command::Render(args) => render::run(&args),

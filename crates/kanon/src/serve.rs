@@ -17,8 +17,10 @@ use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{self, ServerConfig};
 use kanon_webhook::{PolicyState, Publisher};
 
+use crate::audit::{AuditFeed, AuditPrograms, AuditStart};
 use crate::exceptions::HonouringPublisher;
 use crate::objects::{self, LiveObjects};
+use kanon_cluster::audit::metrics::AuditMetrics;
 
 /// Log formats.
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
@@ -211,6 +213,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let sandbox_for_audit = sandbox.clone();
     let defaults = ServerConfig::default();
     let config = ServerConfig {
         listen: args.listen,
@@ -282,9 +285,11 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             None => {
                 let cluster_metrics = ClusterMetrics::new();
                 let certificate_metrics = CertificateMetrics::new();
+                let audit_metrics = AuditMetrics::new();
                 metrics = Metrics::with(|registry| {
                     cluster_metrics.register(registry);
                     certificate_metrics.register(registry);
+                    audit_metrics.register(registry);
                 });
                 // The certificate the server starts with: kept in the Secret, or the files.
                 let ca_bundle = crate::cluster::prepare_certificates(
@@ -294,16 +299,30 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                 )
                 .await
                 .map_err(|e| e.to_string())?;
+                let (audit_sender, audit_policies) = tokio::sync::watch::channel(None);
                 let publisher = Arc::new(HonouringPublisher {
-                    inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "cluster")),
+                    inner: Arc::new(AuditFeed {
+                        inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "cluster")),
+                        state: state.clone(),
+                        sender: audit_sender,
+                    }),
                     namespaces: args.exception_namespaces.clone(),
                 });
+                let audit = AuditStart {
+                    policies: audit_policies,
+                    programs: sandbox_for_audit.map(|config| {
+                        Arc::new(AuditPrograms::new(config, Duration::from_secs(10)))
+                            as Arc<dyn kanon_engine::host::ProgramHost>
+                    }),
+                    metrics: audit_metrics,
+                };
                 lookup = crate::cluster::start(
                     &args.cluster,
                     &args.exception_namespaces,
                     publisher,
                     ca_bundle,
                     cluster_metrics,
+                    audit,
                 )
                 .await
                 .map_err(|e| e.to_string())?

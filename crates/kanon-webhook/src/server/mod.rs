@@ -53,7 +53,7 @@ use crate::state::PolicyState;
 use crate::tls::{self, CertPaths, CertResolver, TlsError};
 
 pub use limits::{OpenFileLimit, raise_open_file_limit};
-pub use timeout::MAX_REVIEW_TIMEOUT;
+pub use timeout::{MAX_REVIEW_TIMEOUT, parse_go_duration};
 
 use body::BodyBudget;
 use connection::{Connections, Timeouts};

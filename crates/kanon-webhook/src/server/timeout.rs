@@ -29,7 +29,7 @@ fn query_timeout(query: &str) -> Option<Duration> {
 
 /// A Go `time.Duration` string: one or more decimal numbers each with a unit (`ns`, `us`,
 /// `µs`, `ms`, `s`, `m`, `h`). One too long for a [`Duration`] is `None`.
-fn parse_go_duration(text: &str) -> Option<Duration> {
+pub fn parse_go_duration(text: &str) -> Option<Duration> {
     if text == "0" {
         return Some(Duration::ZERO);
     }

@@ -108,6 +108,14 @@ impl Kanon {
         self.wait_ready();
     }
 
+    /// SIGKILL (a crash, or a node gone), then reap the process.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// SIGTERM, then wait for the exit.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
@@ -397,6 +405,9 @@ impl Env {
             "--all",
         ]);
         assert!(out.status.success(), "CRDs established: {}", text(&out));
+        // The suite's kanon serves admission only; the audit scenarios run auditors of their
+        // own, so that no audit runs behind the other scenarios' backs.
+        env.kanon.args.push("--no-audit".to_string());
         env.kanon.start();
         env.register_webhooks();
         env

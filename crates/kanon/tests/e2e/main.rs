@@ -10,6 +10,7 @@
 
 mod admission;
 mod admission_policies;
+mod audit;
 mod cel;
 mod chart;
 mod custom_kinds;
@@ -87,6 +88,7 @@ fn main() {
         network::SCENARIOS,
         library::SCENARIOS,
         exceptions::SCENARIOS,
+        audit::SCENARIOS,
         limits::SCENARIOS,
         schema::SCENARIOS,
         chart::SCENARIOS,

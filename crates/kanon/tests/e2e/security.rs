@@ -382,6 +382,12 @@ const FAMILIES: &[&str] = &[
     "kanon_connections_shed",
     "kanon_reviews_shed",
     "kanon_review_body_bytes",
+    "kanon_policy_results",
+    "kanon_audit_duration_seconds",
+    "kanon_audits",
+    "kanon_audit_objects_scanned",
+    "kanon_audit_leader",
+    "kanon_audit_report_writes",
 ];
 
 /// Checks every family and every label value of a scrape against the documented, bounded
@@ -429,8 +435,15 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                     "ready",
                     "written",
                     "failed",
+                    // Audit findings.
+                    "pass",
+                    "fail",
+                    "warn",
+                    "error",
+                    "skip",
                 ]
                 .contains(&value),
+                "outcome" => ["finished", "handed_over", "failed", "ok", "error"].contains(&value),
                 "kind" => plausible_kind(value),
                 "policy" => {
                     let mut parts = value.split('/');

@@ -1,0 +1,845 @@
+//! What the audit knows, namespace by namespace, and the reports it makes of it.
+//!
+//! The book keeps, per report scope (a namespace, or the cluster for cluster-scoped objects)
+//! and per kind, how many findings each policy had of each result (the tally) and the findings
+//! that need attention (everything but passes), capped: memory grows with the number of
+//! namespaces and kinds, never with the number of objects. A scan of one kind builds that
+//! kind's ledgers afresh ([`KindScan`]) and replaces the old ones when it finishes, so objects
+//! deleted since the last scan, and namespaces left empty, drop out. A report is rendered from
+//! the ledgers: the summary counts every finding, the results are sorted (most urgent first,
+//! then by policy, object and rule) and cut at the cap, and the report says when it was cut.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kanon_api::{ReportResult, ReportSummary, ResultStatus, Severity, Timestamp};
+use kanon_engine::{AuditResult, Finding};
+use serde::{Deserialize, Serialize};
+
+/// The source kanon writes in its reports and results.
+pub const SOURCE: &str = "kanon";
+/// The annotation of a report that holds each kind's tally per policy, so that an audit
+/// resumed by another replica keeps the counts of the kinds it does not scan again.
+pub const TALLY_ANNOTATION: &str = "audit.kanon.dev/tally";
+/// The annotation of a report whose results were cut at `--report-max-results`: how many
+/// results there were (the summary still counts all of them).
+pub const CUT_ANNOTATION: &str = "audit.kanon.dev/results-cut-from";
+
+/// The scope of a report: a namespace's, or `None` for cluster-scoped objects.
+pub type ReportScope = Option<String>;
+
+/// A kind of object the audit reads.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KindKey {
+    /// `apps/v1`.
+    pub api_version: String,
+    /// `Deployment`.
+    pub kind: String,
+}
+
+impl KindKey {
+    /// A kind.
+    pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+        KindKey {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
+    }
+
+    fn label(&self) -> String {
+        format!("{} {}", self.api_version, self.kind)
+    }
+
+    fn parse(label: &str) -> Option<Self> {
+        let (api_version, kind) = label.split_once(' ')?;
+        Some(KindKey::new(api_version, kind))
+    }
+}
+
+impl std::fmt::Display for KindKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.api_version, self.kind)
+    }
+}
+
+/// An object the audit judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// Its kind.
+    pub kind: KindKey,
+    /// Its namespace (`None`: cluster-scoped).
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+}
+
+impl Subject {
+    /// The subject of an object as the apiserver returns it (`apiVersion` and `kind` set).
+    pub fn of(object: &serde_json::Value) -> Option<Self> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(|v| v.as_str());
+        Some(Subject {
+            kind: KindKey::new(text("/apiVersion")?, text("/kind")?),
+            namespace: text("/metadata/namespace")
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+            name: text("/metadata/name")?.to_string(),
+            uid: text("/metadata/uid").unwrap_or_default().to_string(),
+        })
+    }
+}
+
+/// How many findings of each result, in [`AuditResult::ALL`] order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally(pub [u64; 5]);
+
+impl Tally {
+    fn add(&mut self, result: AuditResult) {
+        self.0[index(result)] += 1;
+    }
+
+    fn merge(&mut self, other: &Tally) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+
+    /// The count of `result`.
+    pub fn count(&self, result: AuditResult) -> u64 {
+        self.0[index(result)]
+    }
+
+    fn attention(&self) -> u64 {
+        self.0.iter().sum::<u64>() - self.count(AuditResult::Pass)
+    }
+}
+
+fn index(result: AuditResult) -> usize {
+    AuditResult::ALL
+        .iter()
+        .position(|r| *r == result)
+        .unwrap_or(0)
+}
+
+/// One finding that needs attention, about one object. Ordered by what reports sort by; the
+/// timestamp and the details that follow from the policy are not part of the order.
+#[derive(Debug, Clone)]
+struct Entry {
+    result: AuditResult,
+    policy: Arc<str>,
+    kind: KindKey,
+    name: String,
+    rule: String,
+    message: String,
+    uid: String,
+    severity: Option<Arc<str>>,
+    category: Option<Arc<str>>,
+    found: Timestamp,
+}
+
+impl Entry {
+    fn key(&self) -> (AuditResult, &str, &KindKey, &str, &str, &str) {
+        (
+            self.result,
+            &self.policy,
+            &self.kind,
+            &self.name,
+            &self.rule,
+            &self.message,
+        )
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// One kind's findings in one report scope.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Ledger {
+    tallies: BTreeMap<Arc<str>, Tally>,
+    /// The first `cap` findings that need attention, in report order.
+    entries: BTreeSet<Entry>,
+}
+
+impl Ledger {
+    fn add(&mut self, entry: Entry, cap: usize) {
+        self.entries.insert(entry);
+        if self.entries.len() > cap {
+            self.entries.pop_last();
+        }
+    }
+
+    fn tally(&self) -> Tally {
+        let mut total = Tally::default();
+        for tally in self.tallies.values() {
+            total.merge(tally);
+        }
+        total
+    }
+}
+
+/// The findings of one scan of one kind, building up as its pages are read.
+#[derive(Debug)]
+pub struct KindScan {
+    kind: KindKey,
+    cap: usize,
+    ledgers: BTreeMap<ReportScope, Ledger>,
+    objects: u64,
+    /// The scopes before this one are committed (or were, before a resumed scan began);
+    /// `None`: none yet.
+    from: Option<ReportScope>,
+}
+
+impl KindScan {
+    /// Adds what the policies found of `subject` at `now`.
+    pub fn add(&mut self, subject: &Subject, findings: &[Finding], now: Timestamp) {
+        self.objects += 1;
+        let ledger = self.ledgers.entry(subject.namespace.clone()).or_default();
+        for finding in findings {
+            ledger
+                .tallies
+                .entry(finding.policy.clone())
+                .or_default()
+                .add(finding.result);
+            if finding.result == AuditResult::Pass {
+                continue;
+            }
+            let entry = Entry {
+                result: finding.result,
+                policy: finding.policy.clone(),
+                kind: subject.kind.clone(),
+                name: subject.name.clone(),
+                rule: finding.rule.clone().unwrap_or_default(),
+                message: finding.message.clone(),
+                uid: subject.uid.clone(),
+                severity: finding.severity.clone(),
+                category: finding.category.clone(),
+                found: now,
+            };
+            ledger.add(entry, self.cap);
+        }
+    }
+
+    /// The objects added so far.
+    pub fn objects(&self) -> u64 {
+        self.objects
+    }
+
+    /// The kind scanned.
+    pub fn kind(&self) -> &KindKey {
+        &self.kind
+    }
+}
+
+/// What the audit knows (see the module documentation).
+#[derive(Debug, Clone, Default)]
+pub struct Book {
+    cap: usize,
+    scopes: BTreeMap<ReportScope, BTreeMap<KindKey, Ledger>>,
+}
+
+/// A report's content, rendered from the book.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportContent {
+    /// Every finding counted.
+    pub summary: ReportSummary,
+    /// The findings that need attention, sorted, at most the cap.
+    pub results: Vec<ReportResult>,
+    /// How many findings needed attention when more than the cap (the results were cut).
+    pub cut_from: Option<u64>,
+    /// Each kind's tally per policy, as [`TALLY_ANNOTATION`] holds it.
+    pub tally: String,
+}
+
+impl Book {
+    /// An empty book whose reports hold at most `max_results` results each.
+    pub fn new(max_results: usize) -> Self {
+        Book {
+            cap: max_results,
+            scopes: BTreeMap::new(),
+        }
+    }
+
+    /// Starts a scan of `kind`.
+    pub fn scan(&self, kind: KindKey) -> KindScan {
+        KindScan {
+            kind,
+            cap: self.cap,
+            ledgers: BTreeMap::new(),
+            objects: 0,
+            from: None,
+        }
+    }
+
+    /// A scan of `kind` resumed at namespace `from`: the namespaces before it were read to
+    /// their end and committed by the scan that was interrupted, and are left as they are.
+    pub fn resume(&self, kind: KindKey, from: &str) -> KindScan {
+        let mut scan = self.scan(kind);
+        scan.from = Some(Some(from.to_string()));
+        scan
+    }
+
+    /// Forgets the kinds `keep` does not keep (no policy reads them any more). Returns the
+    /// scopes that changed.
+    pub fn retain_kinds(&mut self, keep: impl Fn(&KindKey) -> bool) -> BTreeSet<ReportScope> {
+        let mut changed = BTreeSet::new();
+        self.scopes.retain(|scope, kinds| {
+            let before = kinds.len();
+            kinds.retain(|kind, _| keep(kind));
+            if kinds.len() != before {
+                changed.insert(scope.clone());
+            }
+            !kinds.is_empty()
+        });
+        changed
+    }
+
+    /// Puts a finished scan in place of what the book knew of its kind (from the scope it
+    /// resumed at, if it did): scopes where the kind has no object any more lose it. A finding
+    /// already known keeps the time it was first found. Returns the scopes whose ledgers
+    /// changed.
+    pub fn finish(&mut self, mut scan: KindScan) -> BTreeSet<ReportScope> {
+        self.commit(&mut scan, None)
+    }
+
+    /// Commits the scopes of `scan` before `before` (all that remain when `None`): the
+    /// apiserver lists objects by namespace, so once a page begins in a later namespace the
+    /// earlier ones are read to their end. Returns the scopes whose ledgers changed.
+    pub fn commit(
+        &mut self,
+        scan: &mut KindScan,
+        before: Option<&ReportScope>,
+    ) -> BTreeSet<ReportScope> {
+        let from = scan.from.clone();
+        let in_range = |scope: &ReportScope| {
+            from.as_ref().is_none_or(|from| scope >= from) && before.is_none_or(|b| scope < b)
+        };
+        let kind = scan.kind.clone();
+        let mut changed = BTreeSet::new();
+        let gone: Vec<ReportScope> = self
+            .scopes
+            .iter()
+            .filter(|(scope, kinds)| {
+                in_range(scope) && kinds.contains_key(&kind) && !scan.ledgers.contains_key(*scope)
+            })
+            .map(|(scope, _)| scope.clone())
+            .collect();
+        for scope in gone {
+            if let Some(kinds) = self.scopes.get_mut(&scope) {
+                kinds.remove(&kind);
+                if kinds.is_empty() {
+                    self.scopes.remove(&scope);
+                }
+                changed.insert(scope);
+            }
+        }
+        let done: Vec<ReportScope> = scan
+            .ledgers
+            .keys()
+            .filter(|scope| in_range(scope))
+            .cloned()
+            .collect();
+        for scope in done {
+            let Some(mut ledger) = scan.ledgers.remove(&scope) else {
+                continue;
+            };
+            let kinds = self.scopes.entry(scope.clone()).or_default();
+            if let Some(old) = kinds.get(&kind) {
+                ledger.entries = ledger
+                    .entries
+                    .into_iter()
+                    .map(|mut entry| {
+                        if let Some(known) = old.entries.get(&entry) {
+                            entry.found = known.found;
+                        }
+                        entry
+                    })
+                    .collect();
+                if *old == ledger {
+                    continue;
+                }
+            }
+            kinds.insert(kind.clone(), ledger);
+            changed.insert(scope);
+        }
+        if let Some(before) = before {
+            scan.from = Some(before.clone());
+        }
+        changed
+    }
+
+    /// Forgets the findings of policies `keep` does not keep (deleted policies). Returns the
+    /// scopes that changed.
+    pub fn retain_policies(&mut self, keep: impl Fn(&str) -> bool) -> BTreeSet<ReportScope> {
+        let mut changed = BTreeSet::new();
+        for (scope, kinds) in &mut self.scopes {
+            for ledger in kinds.values_mut() {
+                let before = (ledger.tallies.len(), ledger.entries.len());
+                ledger.tallies.retain(|policy, _| keep(policy));
+                ledger.entries.retain(|entry| keep(&entry.policy));
+                if before != (ledger.tallies.len(), ledger.entries.len()) {
+                    changed.insert(scope.clone());
+                }
+            }
+        }
+        changed
+    }
+
+    /// The scopes the book has findings for.
+    pub fn scopes(&self) -> impl Iterator<Item = &ReportScope> {
+        self.scopes.keys()
+    }
+
+    /// Every finding counted by policy and result, across scopes and kinds (the metrics).
+    pub fn tallies(&self) -> BTreeMap<Arc<str>, Tally> {
+        let mut total: BTreeMap<Arc<str>, Tally> = BTreeMap::new();
+        for kinds in self.scopes.values() {
+            for ledger in kinds.values() {
+                for (policy, tally) in &ledger.tallies {
+                    total.entry(policy.clone()).or_default().merge(tally);
+                }
+            }
+        }
+        total
+    }
+
+    /// The report of `scope`; `None` when the book has nothing for it (its report goes).
+    pub fn report(&self, scope: &ReportScope) -> Option<ReportContent> {
+        let kinds = self.scopes.get(scope)?;
+        let mut tally = Tally::default();
+        let mut merged: BTreeSet<&Entry> = BTreeSet::new();
+        for ledger in kinds.values() {
+            tally.merge(&ledger.tally());
+            merged.extend(ledger.entries.iter());
+        }
+        let attention = tally.attention();
+        let results: Vec<ReportResult> = merged
+            .into_iter()
+            .take(self.cap)
+            .map(|entry| report_result(entry, scope))
+            .collect();
+        let cut_from = (attention > results.len() as u64).then_some(attention);
+        let tallies: BTreeMap<String, BTreeMap<&str, Tally>> = kinds
+            .iter()
+            .map(|(kind, ledger)| {
+                let policies = ledger.tallies.iter().map(|(p, t)| (&**p, *t)).collect();
+                (kind.label(), policies)
+            })
+            .collect();
+        Some(ReportContent {
+            summary: summary(&tally),
+            results,
+            cut_from,
+            tally: serde_json::to_string(&tallies).unwrap_or_default(),
+        })
+    }
+
+    /// Takes back what a report written earlier says (a replica resuming an audit another one
+    /// began): its results and each kind's tally. Results beyond the report's cap were never
+    /// written and stay unknown until their kind is scanned again.
+    pub fn seed(
+        &mut self,
+        scope: &ReportScope,
+        results: &[ReportResult],
+        tally_annotation: Option<&str>,
+    ) {
+        let tallies: BTreeMap<String, BTreeMap<String, Tally>> = tally_annotation
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default();
+        let kinds = self.scopes.entry(scope.clone()).or_default();
+        for (label, policies) in tallies {
+            let Some(kind) = KindKey::parse(&label) else {
+                continue;
+            };
+            let ledger = kinds.entry(kind).or_default();
+            ledger.tallies = policies
+                .into_iter()
+                .map(|(policy, tally)| (Arc::from(policy), tally))
+                .collect();
+        }
+        for result in results {
+            let Some(entry) = entry_of(result) else {
+                continue;
+            };
+            kinds
+                .entry(entry.kind.clone())
+                .or_default()
+                .add(entry, self.cap);
+        }
+        if kinds.is_empty() {
+            self.scopes.remove(scope);
+        }
+    }
+}
+
+fn status(result: AuditResult) -> ResultStatus {
+    match result {
+        AuditResult::Error => ResultStatus::Error,
+        AuditResult::Fail => ResultStatus::Fail,
+        AuditResult::Warn => ResultStatus::Warn,
+        AuditResult::Skip => ResultStatus::Skip,
+        AuditResult::Pass => ResultStatus::Pass,
+    }
+}
+
+fn audit_result(status: ResultStatus) -> AuditResult {
+    match status {
+        ResultStatus::Error => AuditResult::Error,
+        ResultStatus::Fail => AuditResult::Fail,
+        ResultStatus::Warn => AuditResult::Warn,
+        ResultStatus::Skip => AuditResult::Skip,
+        ResultStatus::Pass => AuditResult::Pass,
+    }
+}
+
+fn summary(tally: &Tally) -> ReportSummary {
+    let count = |result| i64::try_from(tally.count(result)).unwrap_or(i64::MAX);
+    ReportSummary {
+        pass: count(AuditResult::Pass),
+        fail: count(AuditResult::Fail),
+        warn: count(AuditResult::Warn),
+        error: count(AuditResult::Error),
+        skip: count(AuditResult::Skip),
+    }
+}
+
+fn report_result(entry: &Entry, scope: &ReportScope) -> ReportResult {
+    ReportResult {
+        source: SOURCE.to_string(),
+        policy: entry.policy.to_string(),
+        rule: entry.rule.clone(),
+        category: entry.category.as_deref().unwrap_or_default().to_string(),
+        severity: entry
+            .severity
+            .as_deref()
+            .and_then(|s| s.parse::<Severity>().ok()),
+        timestamp: Some(entry.found),
+        result: Some(status(entry.result)),
+        scored: true,
+        resources: vec![ObjectReference {
+            api_version: Some(entry.kind.api_version.clone()),
+            kind: Some(entry.kind.kind.clone()),
+            namespace: scope.clone(),
+            name: Some(entry.name.clone()),
+            uid: (!entry.uid.is_empty()).then(|| entry.uid.clone()),
+            ..ObjectReference::default()
+        }],
+        message: entry.message.clone(),
+        ..ReportResult::default()
+    }
+}
+
+fn entry_of(result: &ReportResult) -> Option<Entry> {
+    let resource = result.resources.first()?;
+    let status = result.result?;
+    if status == ResultStatus::Pass {
+        return None;
+    }
+    Some(Entry {
+        result: audit_result(status),
+        policy: Arc::from(result.policy.as_str()),
+        kind: KindKey::new(resource.api_version.clone()?, resource.kind.clone()?),
+        name: resource.name.clone()?,
+        rule: result.rule.clone(),
+        message: result.message.clone(),
+        uid: resource.uid.clone().unwrap_or_default(),
+        severity: result.severity.map(|s| Arc::from(s.as_str())),
+        category: (!result.category.is_empty()).then(|| Arc::from(result.category.as_str())),
+        found: result.timestamp.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods() -> KindKey {
+        KindKey::new("v1", "Pod")
+    }
+
+    fn subject(namespace: &str, name: &str) -> Subject {
+        Subject {
+            kind: pods(),
+            namespace: Some(namespace.to_string()),
+            name: name.to_string(),
+            uid: format!("uid-{name}"),
+        }
+    }
+
+    fn finding(policy: &str, result: AuditResult, message: &str) -> Finding {
+        Finding {
+            policy: Arc::from(policy),
+            rule: Some("r".to_string()),
+            result,
+            message: message.to_string(),
+            severity: Some(Arc::from("high")),
+            category: None,
+        }
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp { seconds, nanos: 0 }
+    }
+
+    fn scan(book: &Book, objects: &[(&str, &str, Vec<Finding>)], now: i64) -> KindScan {
+        let mut scan = book.scan(pods());
+        for (namespace, name, findings) in objects {
+            scan.add(&subject(namespace, name), findings, at(now));
+        }
+        scan
+    }
+
+    fn shop(book: &Book) -> ReportContent {
+        book.report(&Some("shop".to_string()))
+            .expect("a report for shop")
+    }
+
+    #[test]
+    fn summaries_count_everything_and_results_keep_what_needs_attention() {
+        let mut book = Book::new(10);
+        let scan = scan(
+            &book,
+            &[
+                ("shop", "a", vec![finding("P/x", AuditResult::Pass, "")]),
+                ("shop", "b", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("shop", "c", vec![finding("P/x", AuditResult::Warn, "meh")]),
+            ],
+            1,
+        );
+        assert_eq!(scan.objects(), 3);
+        book.finish(scan);
+        let report = shop(&book);
+        assert_eq!(
+            report.summary,
+            ReportSummary {
+                pass: 1,
+                fail: 1,
+                warn: 1,
+                error: 0,
+                skip: 0
+            }
+        );
+        let shown: Vec<(&str, Option<ResultStatus>)> = report
+            .results
+            .iter()
+            .map(|r| (r.resources[0].name.as_deref().unwrap_or(""), r.result))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("b", Some(ResultStatus::Fail)),
+                ("c", Some(ResultStatus::Warn))
+            ]
+        );
+        assert_eq!(report.results[0].severity, Some(Severity::High));
+        assert_eq!(report.cut_from, None);
+    }
+
+    #[test]
+    fn results_are_cut_at_the_cap_deterministically_whatever_the_order_of_objects() {
+        let objects: Vec<(String, Vec<Finding>)> = (0..50)
+            .map(|i| {
+                let result = if i % 3 == 0 {
+                    AuditResult::Error
+                } else {
+                    AuditResult::Fail
+                };
+                (format!("pod-{i:02}"), vec![finding("P/x", result, "m")])
+            })
+            .collect();
+        let render = |order: &mut dyn Iterator<Item = &(String, Vec<Finding>)>| {
+            let mut book = Book::new(5);
+            let mut scan = book.scan(pods());
+            for (name, findings) in order {
+                scan.add(&subject("shop", name), findings, at(1));
+            }
+            book.finish(scan);
+            shop(&book)
+        };
+        let forward = render(&mut objects.iter());
+        let backward = render(&mut objects.iter().rev());
+        assert_eq!(forward, backward);
+        assert_eq!(forward.results.len(), 5);
+        assert_eq!(forward.cut_from, Some(50));
+        assert_eq!(forward.summary.error + forward.summary.fail, 50);
+        // Errors first, then by name.
+        assert!(
+            forward
+                .results
+                .iter()
+                .all(|r| r.result == Some(ResultStatus::Error))
+        );
+        assert_eq!(
+            forward.results[0].resources[0].name.as_deref(),
+            Some("pod-00")
+        );
+    }
+
+    #[test]
+    fn a_new_scan_replaces_the_kind_and_keeps_when_a_finding_was_first_seen() {
+        let mut book = Book::new(10);
+        let first = scan(
+            &book,
+            &[
+                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("lab", "c", vec![finding("P/x", AuditResult::Fail, "bad")]),
+            ],
+            100,
+        );
+        book.finish(first);
+        // b was fixed, c and its namespace deleted.
+        let second = scan(
+            &book,
+            &[
+                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+            ],
+            200,
+        );
+        let changed = book.finish(second);
+        assert_eq!(
+            changed,
+            BTreeSet::from([Some("lab".to_string()), Some("shop".to_string())])
+        );
+        assert!(book.report(&Some("lab".to_string())).is_none());
+        let report = shop(&book);
+        assert_eq!(report.results.len(), 1);
+        assert_eq!(report.results[0].timestamp, Some(at(100)));
+        assert_eq!(report.summary.pass, 1);
+        // The same findings again change nothing.
+        let third = scan(
+            &book,
+            &[
+                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+            ],
+            300,
+        );
+        assert!(book.finish(third).is_empty());
+        assert_eq!(shop(&book), report);
+    }
+
+    #[test]
+    fn deleted_policies_lose_their_findings() {
+        let mut book = Book::new(10);
+        let first = scan(
+            &book,
+            &[(
+                "shop",
+                "a",
+                vec![
+                    finding("P/x", AuditResult::Fail, "bad"),
+                    finding("P/y", AuditResult::Pass, ""),
+                ],
+            )],
+            1,
+        );
+        book.finish(first);
+        let changed = book.retain_policies(|policy| policy != "P/x");
+        assert_eq!(changed.len(), 1);
+        let report = shop(&book);
+        assert!(report.results.is_empty());
+        assert_eq!(report.summary.pass, 1);
+        assert_eq!(report.summary.fail, 0);
+        assert_eq!(book.tallies().len(), 1);
+    }
+
+    #[test]
+    fn namespaces_are_committed_as_the_listing_passes_them_and_a_resumed_scan_keeps_them() {
+        let mut book = Book::new(10);
+        let first = scan(
+            &book,
+            &[
+                ("a-ns", "p", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("b-ns", "q", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("z-ns", "r", vec![finding("P/x", AuditResult::Fail, "bad")]),
+            ],
+            1,
+        );
+        book.finish(first);
+        // A second scan reads a-ns (p fixed; b-ns has no object left) and reaches z-ns.
+        let mut second = book.scan(pods());
+        second.add(
+            &subject("a-ns", "p"),
+            &[finding("P/x", AuditResult::Pass, "")],
+            at(2),
+        );
+        let changed = book.commit(&mut second, Some(&Some("z-ns".to_string())));
+        assert_eq!(
+            changed,
+            BTreeSet::from([Some("a-ns".to_string()), Some("b-ns".to_string())])
+        );
+        assert!(book.report(&Some("b-ns".to_string())).is_none());
+        let a = book.report(&Some("a-ns".to_string())).expect("a-ns");
+        assert_eq!((a.summary.fail, a.summary.pass), (0, 1));
+        // Interrupted there; the next scan resumes at z-ns, where r was fixed.
+        drop(second);
+        let mut resumed = book.resume(pods(), "z-ns");
+        resumed.add(
+            &subject("z-ns", "r"),
+            &[finding("P/x", AuditResult::Pass, "")],
+            at(3),
+        );
+        book.finish(resumed);
+        let a = book.report(&Some("a-ns".to_string())).expect("a-ns kept");
+        assert_eq!((a.summary.fail, a.summary.pass), (0, 1));
+        let z = book.report(&Some("z-ns".to_string())).expect("z-ns");
+        assert_eq!((z.summary.fail, z.summary.pass, z.results.len()), (0, 1, 0));
+    }
+
+    #[test]
+    fn kinds_no_policy_reads_drop_out() {
+        let mut book = Book::new(10);
+        let first = scan(
+            &book,
+            &[("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")])],
+            1,
+        );
+        book.finish(first);
+        let changed = book.retain_kinds(|kind| kind.kind != "Pod");
+        assert_eq!(changed.len(), 1);
+        assert!(book.report(&Some("shop".to_string())).is_none());
+    }
+
+    #[test]
+    fn a_report_written_earlier_seeds_a_new_book() {
+        let mut book = Book::new(10);
+        let first = scan(
+            &book,
+            &[
+                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+            ],
+            7,
+        );
+        book.finish(first);
+        let written = shop(&book);
+        let mut resumed = Book::new(10);
+        resumed.seed(
+            &Some("shop".to_string()),
+            &written.results,
+            Some(&written.tally),
+        );
+        assert_eq!(shop(&resumed), written);
+    }
+}

@@ -1,0 +1,162 @@
+//! The audit's metrics: what the last audit found per policy, how long audits take, how many
+//! objects they read, whether this replica is the auditor, report writes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+use kanon_engine::AuditResult;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::book::Tally;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyResultLabels {
+    policy: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+/// How an audit ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CycleOutcome {
+    /// It read every kind.
+    Finished,
+    /// Another replica took the Lease; it resumes the audit.
+    Handed,
+    /// It failed (the error is logged).
+    Failed,
+}
+
+impl CycleOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            CycleOutcome::Finished => "finished",
+            CycleOutcome::Handed => "handed_over",
+            CycleOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// The audit's metrics; cheap to clone (shared).
+#[derive(Clone, Debug)]
+pub struct AuditMetrics {
+    results: Family<PolicyResultLabels, Gauge<i64, AtomicI64>>,
+    duration: Histogram,
+    cycles: Family<OutcomeLabels, Counter>,
+    objects: Counter,
+    leader: Gauge<i64, AtomicI64>,
+    writes: Family<OutcomeLabels, Counter>,
+}
+
+impl Default for AuditMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AuditMetrics {
+    /// Fresh metrics, not yet registered.
+    pub fn new() -> Self {
+        AuditMetrics {
+            results: Family::default(),
+            duration: Histogram::new([1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 10800.0]),
+            cycles: Family::default(),
+            objects: Counter::default(),
+            leader: Gauge::default(),
+            writes: Family::default(),
+        }
+    }
+
+    /// Registers every audit metric in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kanon_policy_results",
+            "Findings of the last audit, by policy and result (pass, fail, warn, error, skip)",
+            self.results.clone(),
+        );
+        registry.register(
+            "kanon_audit_duration_seconds",
+            "How long each audit of the existing objects took",
+            self.duration.clone(),
+        );
+        registry.register(
+            "kanon_audits",
+            "Audits run by this replica, by how they ended",
+            self.cycles.clone(),
+        );
+        registry.register(
+            "kanon_audit_objects_scanned",
+            "Existing objects judged by the audit",
+            self.objects.clone(),
+        );
+        registry.register(
+            "kanon_audit_leader",
+            "1 while this replica holds the audit Lease (audits and writes reports)",
+            self.leader.clone(),
+        );
+        registry.register(
+            "kanon_audit_report_writes",
+            "Report writes and deletions, by outcome",
+            self.writes.clone(),
+        );
+    }
+
+    /// Sets the findings per policy and result to `tallies` (policies not in it drop out).
+    pub fn set_results(&self, tallies: &BTreeMap<Arc<str>, Tally>) {
+        self.results.clear();
+        for (policy, tally) in tallies {
+            for result in AuditResult::ALL {
+                self.results
+                    .get_or_create(&PolicyResultLabels {
+                        policy: policy.to_string(),
+                        result: result.as_str(),
+                    })
+                    .set(i64::try_from(tally.count(result)).unwrap_or(i64::MAX));
+            }
+        }
+    }
+
+    /// Counts an audit that ended `outcome` after `took`.
+    pub fn cycle(&self, outcome: CycleOutcome, took: Duration) {
+        self.cycles
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.label(),
+            })
+            .inc();
+        if outcome == CycleOutcome::Finished {
+            self.duration.observe(took.as_secs_f64());
+        }
+    }
+
+    /// Counts `n` objects judged.
+    pub fn scanned(&self, n: u64) {
+        self.objects.inc_by(n);
+    }
+
+    /// Whether this replica holds the audit Lease.
+    pub fn leading(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts report writes that succeeded and failed.
+    pub fn writes(&self, ok: usize, failed: usize) {
+        for (outcome, n) in [("ok", ok), ("error", failed)] {
+            if n > 0 {
+                self.writes
+                    .get_or_create(&OutcomeLabels { outcome })
+                    .inc_by(n as u64);
+            }
+        }
+    }
+}

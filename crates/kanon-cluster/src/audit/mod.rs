@@ -1,0 +1,483 @@
+//! Background audit: the validate policies judge the objects that already exist, and what they
+//! find goes into OpenReports reports, one per namespace.
+//!
+//! - [`scan`]: which kinds to read (from the policies' targets, through discovery), each read
+//!   in pages at `--audit-qps`, each object judged by the engine as admission judges its
+//!   CREATE ([`kanon_engine::PolicySet::audit_in`]).
+//! - [`book`]: the findings folded per namespace and kind, bounded; the reports made of them.
+//! - [`reports`]: the reports written by server-side apply when they change.
+//! - [`lease`]: one replica audits at a time; the Lease carries the checkpoint another replica
+//!   resumes from.
+//! - [`metrics`]: findings per policy, audit duration, objects read.
+//!
+//! An audit runs when this replica becomes the auditor (resuming an interrupted one), a few
+//! seconds after the policies change, and every `interval`.
+
+pub mod book;
+pub mod lease;
+pub mod metrics;
+pub mod reports;
+pub mod scan;
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use kanon_api::Timestamp;
+use kanon_engine::host::ProgramHost;
+use kanon_engine::{Lookup, PolicySet};
+use kube::Client;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use book::{Book, KindKey, ReportScope};
+use lease::{AuditLease, Checkpoint, Held, Reading};
+use metrics::{AuditMetrics, CycleOutcome};
+use reports::ReportWriter;
+use scan::{AuditKind, Judge, Lister};
+
+/// Why part of an audit failed; each names what it was doing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuditError {
+    /// A kind the policies select could not be found through discovery.
+    #[error("discovering {kind}: {message}")]
+    Discovery {
+        /// `apiVersion/kind`.
+        kind: String,
+        /// Why.
+        message: String,
+    },
+    /// A page of a kind could not be read.
+    #[error("listing {kind}: {message}")]
+    List {
+        /// `apiVersion/kind`.
+        kind: String,
+        /// Why.
+        message: String,
+    },
+    /// The `continue` token of a kind expired (the apiserver compacted it away): the kind is
+    /// read again from its start.
+    #[error("listing {kind}: the continue token expired")]
+    Expired {
+        /// `apiVersion/kind`.
+        kind: String,
+    },
+    /// A report could not be read, written or deleted.
+    #[error("the report of {scope}: {message}")]
+    Report {
+        /// Which report.
+        scope: String,
+        /// Why.
+        message: String,
+    },
+    /// The audit Lease could not be read or written.
+    #[error("the audit Lease: {0}")]
+    Lease(String),
+}
+
+/// How the audit runs.
+#[derive(Debug, Clone)]
+pub struct AuditConfig {
+    /// Where the Lease is (kanon's namespace).
+    pub namespace: String,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// Who this replica is (its Pod name).
+    pub identity: String,
+    /// How long the Lease holds past each renewal.
+    pub lease_duration: Duration,
+    /// How often an audit runs; `None`: only when the policies change.
+    pub interval: Option<Duration>,
+    /// The most LIST requests per second.
+    pub qps: f64,
+    /// Objects per LIST request.
+    pub page_size: u32,
+    /// The most results a report holds.
+    pub max_results: usize,
+    /// How long after a policy change the audit starts (changes come in bursts).
+    pub settle: Duration,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            namespace: "kanon-system".to_string(),
+            lease_name: "kanon-audit".to_string(),
+            identity: "kanon".to_string(),
+            lease_duration: Duration::from_secs(30),
+            interval: Some(Duration::from_secs(3600)),
+            qps: 10.0,
+            page_size: 500,
+            max_results: 1000,
+            settle: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The background auditor of one replica.
+pub struct Auditor {
+    /// The apiserver.
+    pub client: Client,
+    /// How it runs.
+    pub config: AuditConfig,
+    /// The policy set in force (`None` until the first is published).
+    pub policies: watch::Receiver<Option<Arc<PolicySet>>>,
+    /// The lookups policies make (the same as admission's).
+    pub lookup: Arc<dyn Lookup>,
+    /// Where hand-written programs run (`None`: in the calling thread).
+    pub programs: Option<Arc<dyn ProgramHost>>,
+    /// Metrics.
+    pub metrics: AuditMetrics,
+}
+
+/// The clock's time.
+fn now() -> SystemTime {
+    SystemTime::now()
+}
+
+fn lease_time() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::try_from(now())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+fn unix_seconds() -> i64 {
+    kanon_engine::exception::unix_seconds(now())
+}
+
+/// Why a cycle stopped before its end.
+enum Stop {
+    /// Another replica holds the Lease now.
+    Lost,
+}
+
+/// The auditor's state while it holds the Lease.
+struct Leading {
+    lease: AuditLease,
+    book: Book,
+    writer: ReportWriter,
+    checkpoint: Checkpoint,
+    saved: Instant,
+}
+
+impl Auditor {
+    /// Runs until the runtime stops.
+    pub async fn run(mut self) {
+        // Nothing to judge with until the first complete policy set.
+        while self.policies.borrow_and_update().is_none() {
+            if self.policies.changed().await.is_err() {
+                return;
+            }
+        }
+        let lease = AuditLease::new(
+            self.client.clone(),
+            &self.config.namespace,
+            &self.config.lease_name,
+            &self.config.identity,
+            self.config.lease_duration,
+        );
+        let retry = (self.config.lease_duration / 3).max(Duration::from_secs(1));
+        loop {
+            let checkpoint = match lease.hold(lease_time()).await {
+                Ok(Held::Yes(checkpoint)) => checkpoint,
+                Ok(Held::No { holder }) => {
+                    tracing::debug!(%holder, "another replica audits");
+                    tokio::time::sleep(retry).await;
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot take the audit Lease");
+                    tokio::time::sleep(retry).await;
+                    continue;
+                }
+            };
+            tracing::info!(identity = %lease.identity(), "this replica audits");
+            self.metrics.leading(true);
+            let mut leading = self.lead(lease.clone(), checkpoint).await;
+            self.lead_until_lost(&mut leading).await;
+            self.metrics.leading(false);
+            tracing::info!("another replica took the audit Lease");
+        }
+    }
+
+    /// Becomes the auditor: what the reports written before say seeds the book.
+    async fn lead(&self, lease: AuditLease, checkpoint: Checkpoint) -> Leading {
+        let mut book = Book::new(self.config.max_results);
+        let mut writer = ReportWriter::new(self.client.clone(), self.config.max_results);
+        match writer.existing().await {
+            Ok(existing) => {
+                for report in &existing {
+                    book.seed(&report.scope, &report.results, report.tally.as_deref());
+                }
+                writer.know(&book, &existing);
+            }
+            Err(error) => tracing::warn!(%error, "cannot read the reports written before"),
+        }
+        self.metrics.set_results(&book.tallies());
+        Leading {
+            lease,
+            book,
+            writer,
+            checkpoint,
+            saved: Instant::now(),
+        }
+    }
+
+    async fn lead_until_lost(&mut self, leading: &mut Leading) {
+        let renew_every = (self.config.lease_duration / 3).max(Duration::from_secs(1));
+        let checkpoint = &leading.checkpoint;
+        // An audit another replica began is resumed; one finished waits for its interval.
+        let mut next = match (checkpoint.started, checkpoint.finished) {
+            (0, _) | (_, None) => Some(Instant::now()),
+            (_, Some(finished)) => self.config.interval.map(|interval| {
+                let since =
+                    Duration::from_secs(u64::try_from(unix_seconds() - finished).unwrap_or(0));
+                Instant::now() + interval.saturating_sub(since)
+            }),
+        };
+        let mut renew = tokio::time::interval(renew_every);
+        loop {
+            let wait_next = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = wait_next => {
+                    let started = Instant::now();
+                    match self.cycle(leading).await {
+                        Ok(()) => {
+                            self.metrics.cycle(CycleOutcome::Finished, started.elapsed());
+                            next = self.config.interval.map(|interval| Instant::now() + interval);
+                        }
+                        Err(Stop::Lost) => {
+                            self.metrics.cycle(CycleOutcome::Handed, started.elapsed());
+                            return;
+                        }
+                    }
+                }
+                changed = self.policies.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let settle = Instant::now() + self.config.settle;
+                    next = Some(next.map_or(settle, |at| at.min(settle)));
+                }
+                _ = renew.tick() => {
+                    match leading.lease.save(lease_time(), &leading.checkpoint).await {
+                        Ok(true) => {}
+                        Ok(false) => return,
+                        Err(error) => tracing::warn!(%error, "cannot renew the audit Lease"),
+                    }
+                }
+            }
+        }
+    }
+
+    fn policy_set(&self) -> Option<Arc<PolicySet>> {
+        self.policies.borrow().clone()
+    }
+
+    /// One audit: every kind the policies read, resumed from the checkpoint if one is under
+    /// way.
+    async fn cycle(&self, leading: &mut Leading) -> Result<(), Stop> {
+        let Some(set) = self.policy_set() else {
+            return Ok(());
+        };
+        let (kinds, problems) = scan::kinds(&self.client, &set).await;
+        for problem in &problems {
+            tracing::warn!(error = %problem, "the audit cannot read a kind");
+        }
+        if leading.checkpoint.finished.is_some() || leading.checkpoint.started == 0 {
+            leading.checkpoint = Checkpoint {
+                started: unix_seconds(),
+                ..Checkpoint::default()
+            };
+            tracing::info!(kinds = kinds.len(), "audit started");
+        } else {
+            tracing::info!(
+                kinds = kinds.len(),
+                done = leading.checkpoint.done.len(),
+                "audit resumed"
+            );
+        }
+        let mut lister = Lister::new(self.client.clone(), self.config.page_size, self.config.qps);
+        for kind in &kinds {
+            let label = format!("{} {}", kind.key.api_version, kind.key.kind);
+            if leading.checkpoint.done.contains(&label) {
+                continue;
+            }
+            self.read_kind(leading, &mut lister, kind, &label).await?;
+            leading.checkpoint.done.push(label);
+            leading.checkpoint.reading = None;
+            self.save(leading, true).await?;
+        }
+        // What no policy reads any more, and what deleted policies found, goes.
+        let read: HashSet<&KindKey> = kinds.iter().map(|k| &k.key).collect();
+        let latest = self.policy_set().unwrap_or(set);
+        let policies: HashSet<&str> = latest.policies().iter().map(|p| &*p.label).collect();
+        let mut changed = if problems.is_empty() {
+            leading.book.retain_kinds(|kind| read.contains(kind))
+        } else {
+            BTreeSet::new()
+        };
+        changed.extend(leading.book.retain_policies(|p| policies.contains(p)));
+        // Reports the book has nothing for any more (a namespace emptied) go too.
+        changed.extend(
+            leading
+                .writer
+                .scopes()
+                .into_iter()
+                .filter(|scope| leading.book.report(scope).is_none()),
+        );
+        self.write(leading, &changed).await;
+        leading.checkpoint.finished = Some(unix_seconds());
+        self.save(leading, true).await?;
+        tracing::info!(
+            took_seconds = unix_seconds() - leading.checkpoint.started,
+            "audit finished"
+        );
+        Ok(())
+    }
+
+    /// Reads one kind, page by page. The apiserver lists objects namespace by namespace, so
+    /// each namespace the listing has passed is committed to the book and its report written;
+    /// the checkpoint names the namespace being read and the page where it began, which is
+    /// where a resumed audit reads again. A kind that cannot be read keeps what the book knew
+    /// of it.
+    async fn read_kind(
+        &self,
+        leading: &mut Leading,
+        lister: &mut Lister,
+        kind: &AuditKind,
+        label: &str,
+    ) -> Result<(), Stop> {
+        let resumed = match leading.checkpoint.reading.take() {
+            Some(Reading {
+                kind: reading,
+                token,
+                namespace: Some(namespace),
+            }) if reading == label && kind.namespaced => Some((token, namespace)),
+            _ => None,
+        };
+        // The namespace being read, and the token of the page where it began.
+        let (mut scan, mut token, mut current, mut skip_before) = match resumed {
+            Some((token, namespace)) => (
+                leading.book.resume(kind.key.clone(), &namespace),
+                token,
+                Some(namespace.clone()),
+                Some(namespace),
+            ),
+            None => (leading.book.scan(kind.key.clone()), None, None, None),
+        };
+        let mut began_at = token.clone();
+        let lookup = self.lookup.as_ref();
+        let programs = self.programs.as_deref();
+        loop {
+            let page = match lister.page(kind, token.as_deref()).await {
+                Ok(page) => page,
+                Err(AuditError::Expired { .. }) => {
+                    tracing::info!(kind = %kind.key, "the continue token expired; reading the kind again");
+                    scan = leading.book.scan(kind.key.clone());
+                    (token, current, skip_before, began_at) = (None, None, None, None);
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the audit skips a kind it cannot read");
+                    return Ok(());
+                }
+            };
+            let Some(set) = self.policy_set() else {
+                return Ok(());
+            };
+            let page_token = token.take();
+            let last = page
+                .objects
+                .last()
+                .and_then(|o| o.pointer("/metadata/namespace"))
+                .and_then(|n| n.as_str())
+                .map(str::to_string);
+            // A resumed listing reads again the end of the namespaces before the one it
+            // resumes at: those are committed already.
+            let objects: Vec<_> = match &skip_before {
+                Some(first) => page
+                    .objects
+                    .into_iter()
+                    .filter(|o| {
+                        o.pointer("/metadata/namespace")
+                            .and_then(|n| n.as_str())
+                            .is_none_or(|n| n >= first.as_str())
+                    })
+                    .collect(),
+                None => page.objects,
+            };
+            let judge = Judge {
+                lookup,
+                programs,
+                now: unix_seconds(),
+            };
+            let found = Timestamp::from(now());
+            let mut read = 0;
+            judge
+                .page(&set, objects, |subject, findings| {
+                    read += 1;
+                    scan.add(subject, &findings, found);
+                })
+                .await;
+            self.metrics.scanned(read);
+            if kind.namespaced && last.is_some() && last != current {
+                began_at = page_token;
+                current = last;
+                skip_before = None;
+                let before: ReportScope = current.clone();
+                let changed = leading.book.commit(&mut scan, Some(&before));
+                self.write(leading, &changed).await;
+            }
+            let Some(next) = page.next else {
+                break;
+            };
+            leading.checkpoint.reading = Some(Reading {
+                kind: label.to_string(),
+                token: began_at.clone(),
+                namespace: current.clone(),
+            });
+            token = Some(next);
+            self.save(leading, false).await?;
+        }
+        let changed = leading.book.finish(scan);
+        self.write(leading, &changed).await;
+        Ok(())
+    }
+
+    async fn write(&self, leading: &mut Leading, scopes: &BTreeSet<ReportScope>) {
+        if scopes.is_empty() {
+            return;
+        }
+        let (written, errors) = leading.writer.write(&leading.book, scopes).await;
+        for error in &errors {
+            tracing::warn!(%error, "cannot write an audit report");
+        }
+        self.metrics.writes(written, errors.len());
+        self.metrics.set_results(&leading.book.tallies());
+    }
+
+    /// Saves the checkpoint (and so renews the Lease): always when `now`, else at most every
+    /// two seconds. [`Stop::Lost`] when another replica holds the Lease.
+    async fn save(&self, leading: &mut Leading, now: bool) -> Result<(), Stop> {
+        let every = Duration::from_secs(2).min(self.config.lease_duration / 3);
+        if !now && leading.saved.elapsed() < every {
+            return Ok(());
+        }
+        match leading.lease.save(lease_time(), &leading.checkpoint).await {
+            Ok(true) => {
+                leading.saved = Instant::now();
+                Ok(())
+            }
+            Ok(false) => Err(Stop::Lost),
+            Err(error) => {
+                tracing::warn!(%error, "cannot save the audit checkpoint");
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! Audit of the objects that already exist: in the background of `kanon serve` (its flags,
+//! [`AuditArgs`], and what it needs from the server, [`AuditStart`]), and on demand with
+//! `kanon audit`, which reads the cluster the same way, prints what the policies find and
+//! writes nothing.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use kanon_cluster::ClusterMetrics;
+use kanon_cluster::audit::book::{Book, KindKey, Subject};
+use kanon_cluster::audit::metrics::AuditMetrics;
+use kanon_cluster::audit::reports::render;
+use kanon_cluster::audit::scan::{self, Judge, Lister};
+use kanon_cluster::audit::{AuditConfig, AuditError, Auditor};
+use kanon_cluster::reflector::Reflector;
+use kanon_engine::host::{ProgramFuture, ProgramHost, ProgramInput};
+use kanon_engine::program::Program;
+use kanon_engine::{AuditResult, Finding, Lookup, PolicyPublisher, PolicySet};
+use kanon_webhook::PolicyState;
+use kanon_webhook::sandbox::{ProgramSandbox, SandboxConfig};
+use tokio::sync::watch;
+
+use crate::cluster::{ConnectionArgs, LookupArgs};
+use crate::exceptions::{ExceptionArgs, HonouringPublisher};
+
+/// The audit flags of `kanon serve` in a cluster.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Do not audit the objects that already exist (nor write reports).
+    #[arg(long)]
+    no_audit: bool,
+    /// How often the existing objects are audited, as a duration (`1h`, `30m`); `0` audits
+    /// only when policies change. One replica audits at a time (the Lease `kanon-audit` in
+    /// `--namespace`).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_interval)]
+    audit_interval: Duration,
+    /// The most LIST requests per second the audit sends the apiserver.
+    #[arg(long, value_name = "QPS", default_value_t = 10.0)]
+    audit_qps: f64,
+    /// Objects per LIST request of the audit.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    audit_page_size: u32,
+    /// The most results an audit report holds (its summary counts all of them).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    report_max_results: usize,
+    /// This replica's name in the audit Lease (the chart sets the Pod's name).
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    audit_identity: Option<String>,
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    kanon_webhook::server::parse_go_duration(text)
+        .ok_or_else(|| format!("`{text}` is not a duration (e.g. 1h, 30m, 90s, 0)"))
+}
+
+/// What the background audit needs from the server: the policy sets it publishes, and where
+/// programs run.
+pub struct AuditStart {
+    /// The policy set in force.
+    pub policies: watch::Receiver<Option<Arc<PolicySet>>>,
+    /// Where hand-written programs run.
+    pub programs: Option<Arc<dyn ProgramHost>>,
+    /// The audit's metrics.
+    pub metrics: AuditMetrics,
+}
+
+impl AuditArgs {
+    /// Whether the audit is off.
+    pub fn disabled(&self) -> bool {
+        self.no_audit
+    }
+
+    /// The auditor these flags describe, holding its Lease in `namespace`.
+    pub fn auditor(
+        &self,
+        client: kube::Client,
+        namespace: &str,
+        lookup: Arc<dyn Lookup>,
+        start: AuditStart,
+    ) -> Auditor {
+        let identity = self.audit_identity.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kanon".to_string());
+            format!("{host}-{}", std::process::id())
+        });
+        Auditor {
+            client,
+            config: AuditConfig {
+                namespace: namespace.to_string(),
+                identity,
+                interval: (!self.audit_interval.is_zero()).then_some(self.audit_interval),
+                qps: self.audit_qps,
+                page_size: self.audit_page_size,
+                max_results: self.report_max_results.max(1),
+                ..AuditConfig::default()
+            },
+            policies: start.policies,
+            lookup,
+            programs: start.programs,
+            metrics: start.metrics,
+        }
+    }
+}
+
+/// A publisher that, after each set is put in force, hands the set in force to the auditor.
+pub struct AuditFeed {
+    /// The server's publisher.
+    pub inner: Arc<dyn PolicyPublisher>,
+    /// The server's policy state, which holds the set once published.
+    pub state: Arc<PolicyState>,
+    /// Where the auditor reads it.
+    pub sender: watch::Sender<Option<Arc<PolicySet>>>,
+}
+
+impl PolicyPublisher for AuditFeed {
+    fn publish(&self, set: PolicySet, change: &str) {
+        self.inner.publish(set, change);
+        self.sender.send_replace(Some(self.state.current()));
+    }
+
+    fn reject(&self, problems: &[String]) {
+        self.inner.reject(problems);
+    }
+}
+
+/// Hand-written programs of the audit: its own small pool of workers, each program bounded
+/// in time as a review's would be.
+pub struct AuditPrograms {
+    sandbox: ProgramSandbox,
+    timeout: Duration,
+}
+
+impl AuditPrograms {
+    /// A pool of one worker started as `config` says, each program given `timeout`.
+    pub fn new(config: SandboxConfig, timeout: Duration) -> Self {
+        AuditPrograms {
+            sandbox: ProgramSandbox::new(SandboxConfig {
+                workers: 1,
+                ..config
+            }),
+            timeout,
+        }
+    }
+}
+
+impl ProgramHost for AuditPrograms {
+    fn run<'a>(&'a self, program: &'a Program, input: ProgramInput) -> ProgramFuture<'a> {
+        let until = tokio::time::Instant::now() + self.timeout;
+        Box::pin(self.sandbox.run_until(program, input, until))
+    }
+}
+
+/// What `kanon audit` prints.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum AuditOutput {
+    /// One line per finding that needs attention, then a count per policy.
+    #[default]
+    Text,
+    /// Every finding (passes included), as JSON lines: the object, then its findings.
+    Json,
+    /// The reports the background audit would write, as YAML.
+    Reports,
+}
+
+/// Arguments of `kanon audit`.
+#[derive(Debug, Args)]
+pub struct AuditCommandArgs {
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    #[command(flatten)]
+    lookups: LookupArgs,
+    #[command(flatten)]
+    exceptions: ExceptionArgs,
+    /// What to print.
+    #[arg(short, long, value_enum, default_value_t = AuditOutput::Text)]
+    output: AuditOutput,
+    /// The most LIST requests per second sent to the apiserver.
+    #[arg(long, value_name = "QPS", default_value_t = 10.0)]
+    audit_qps: f64,
+    /// Objects per LIST request.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    audit_page_size: u32,
+    /// The most results a report holds (`--output reports`).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    report_max_results: usize,
+    /// How long to wait for the policies to be read from the cluster, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    sync_timeout_seconds: u64,
+    #[command(flatten)]
+    programs: crate::programs::ProgramArgs,
+}
+
+/// Takes the first set the reflector publishes.
+struct FirstSet(watch::Sender<Option<Arc<PolicySet>>>);
+
+impl PolicyPublisher for FirstSet {
+    fn publish(&self, set: PolicySet, _change: &str) {
+        self.0.send_replace(Some(Arc::new(set)));
+    }
+
+    fn reject(&self, problems: &[String]) {
+        for problem in problems {
+            eprintln!("warning: {problem}");
+        }
+    }
+}
+
+/// Runs `kanon audit`. Exit status: 0 when nothing fails, 1 when a policy finds an object
+/// failing (or cannot judge it), 2 when the cluster cannot be read.
+pub fn run(args: &AuditCommandArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(audit(args)) {
+        Ok(clean) if clean => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Audits the cluster once; whether nothing failed.
+async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
+    let sandbox = args.programs.sandbox_config()?;
+    let client = crate::cluster::client(&args.connection)
+        .await
+        .map_err(|e| e.to_string())?;
+    let metrics = ClusterMetrics::new();
+    let lookups = crate::cluster::lookups(&client, &args.lookups, metrics.clone())
+        .map_err(|e| e.to_string())?;
+    let (sender, mut policies) = watch::channel(None);
+    let publisher = HonouringPublisher {
+        inner: Arc::new(FirstSet(sender)),
+        namespaces: args.exceptions.namespaces.clone(),
+    };
+    let reflector = tokio::spawn(
+        Reflector {
+            client: client.clone(),
+            publisher: Arc::new(publisher),
+            namespaces: lookups.namespaces.clone(),
+            status: None,
+            targets: None,
+            kinds: Some(lookups.kinds.clone()),
+            metrics,
+            exception_namespaces: args.exceptions.namespaces.clone(),
+        }
+        .run(),
+    );
+    let timeout = Duration::from_secs(args.sync_timeout_seconds.max(1));
+    let set = tokio::time::timeout(timeout, policies.wait_for(Option::is_some))
+        .await
+        .map_err(|_| format!("the policies were not read from the cluster within {timeout:?}"))?
+        .map_err(|_| "the policy reflector stopped".to_string())?
+        .clone()
+        .ok_or("no policy set")?;
+    reflector.abort();
+    let programs = sandbox.map(|config| AuditPrograms::new(config, Duration::from_secs(10)));
+    let judge = Judge {
+        lookup: lookups.lookup.as_ref(),
+        programs: programs.as_ref().map(|p| p as &dyn ProgramHost),
+        now: args.exceptions.now.unwrap_or_else(crate::exceptions::clock),
+    };
+    let (kinds, problems) = scan::kinds(&client, &set).await;
+    for problem in &problems {
+        eprintln!("warning: {problem}");
+    }
+    let mut lister = Lister::new(client.clone(), args.audit_page_size, args.audit_qps);
+    let mut printer = Printer::new(args.output, args.report_max_results);
+    for kind in &kinds {
+        let mut token: Option<String> = None;
+        let mut scan = printer.book.scan(kind.key.clone());
+        loop {
+            let page = match lister.page(kind, token.as_deref()).await {
+                Ok(page) => page,
+                Err(error @ AuditError::Expired { .. }) => {
+                    eprintln!("warning: {error}; reading it again");
+                    scan = printer.book.scan(kind.key.clone());
+                    printer.forget(&kind.key);
+                    token = None;
+                    continue;
+                }
+                Err(error) => {
+                    eprintln!("warning: {error}");
+                    printer.failed = true;
+                    break;
+                }
+            };
+            let found = kanon_api::Timestamp {
+                seconds: judge.now,
+                nanos: 0,
+            };
+            judge
+                .page(&set, page.objects, |subject, findings| {
+                    scan.add(subject, &findings, found);
+                    printer.object(subject, findings);
+                })
+                .await;
+            match page.next {
+                Some(next) => token = Some(next),
+                None => break,
+            }
+        }
+        printer.book.finish(scan);
+    }
+    printer.finish()
+}
+
+/// Prints findings as they come, or reports at the end.
+struct Printer {
+    output: AuditOutput,
+    book: Book,
+    max_results: usize,
+    /// Findings that need attention, kept to print sorted (text), with their kind.
+    lines: Vec<(AuditResult, String, KindKey)>,
+    counts: BTreeMap<String, [u64; 5]>,
+    failed: bool,
+}
+
+impl Printer {
+    fn new(output: AuditOutput, max_results: usize) -> Self {
+        Printer {
+            output,
+            book: Book::new(max_results.max(1)),
+            max_results: max_results.max(1),
+            lines: Vec::new(),
+            counts: BTreeMap::new(),
+            failed: false,
+        }
+    }
+
+    fn object(&mut self, subject: &Subject, findings: Vec<Finding>) {
+        for finding in &findings {
+            let at = AuditResult::ALL
+                .iter()
+                .position(|r| *r == finding.result)
+                .unwrap_or(0);
+            self.counts.entry(finding.policy.to_string()).or_default()[at] += 1;
+            if matches!(finding.result, AuditResult::Fail | AuditResult::Error) {
+                self.failed = true;
+            }
+        }
+        match self.output {
+            AuditOutput::Text => {
+                for finding in findings.iter().filter(|f| f.result != AuditResult::Pass) {
+                    let rule = finding
+                        .rule
+                        .as_deref()
+                        .map(|r| format!(" rule {r}"))
+                        .unwrap_or_default();
+                    self.lines.push((
+                        finding.result,
+                        format!(
+                            "{:<5} {} {}: {}{rule}: {}",
+                            finding.result,
+                            subject.kind,
+                            object_name(subject),
+                            finding.policy,
+                            finding.message
+                        ),
+                        subject.kind.clone(),
+                    ));
+                }
+            }
+            AuditOutput::Json => {
+                let line = serde_json::json!({
+                    "object": {
+                        "apiVersion": subject.kind.api_version,
+                        "kind": subject.kind.kind,
+                        "namespace": subject.namespace,
+                        "name": subject.name,
+                    },
+                    "findings": findings,
+                });
+                println!("{line}");
+            }
+            AuditOutput::Reports => {}
+        }
+    }
+
+    /// Forgets the lines of `kind` (read again from its start).
+    fn forget(&mut self, kind: &KindKey) {
+        self.lines.retain(|(_, _, of)| of != kind);
+    }
+
+    fn finish(mut self) -> Result<bool, String> {
+        match self.output {
+            AuditOutput::Text => {
+                self.lines.sort();
+                for (_, line, _) in &self.lines {
+                    println!("{line}");
+                }
+                if !self.lines.is_empty() {
+                    println!();
+                }
+                println!(
+                    "{:<48} {:>6} {:>6} {:>6} {:>6} {:>6}",
+                    "POLICY", "PASS", "FAIL", "WARN", "ERROR", "SKIP"
+                );
+                for (policy, counts) in &self.counts {
+                    let [error, fail, warn, skip, pass] = *counts;
+                    println!("{policy:<48} {pass:>6} {fail:>6} {warn:>6} {error:>6} {skip:>6}");
+                }
+            }
+            AuditOutput::Json => {}
+            AuditOutput::Reports => {
+                let mut documents = Vec::new();
+                for scope in self.book.scopes() {
+                    let Some(content) = self.book.report(scope) else {
+                        continue;
+                    };
+                    let report = render(scope, &content, self.max_results)
+                        .to_value()
+                        .map_err(|e| e.to_string())?;
+                    documents.push(serde_saphyr::to_string(&report).map_err(|e| e.to_string())?);
+                }
+                print!("{}", documents.join("---\n"));
+            }
+        }
+        Ok(!self.failed)
+    }
+}
+
+fn object_name(subject: &Subject) -> String {
+    match &subject.namespace {
+        Some(namespace) => format!("{namespace}/{}", subject.name),
+        None => subject.name.clone(),
+    }
+}

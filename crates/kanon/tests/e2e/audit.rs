@@ -1,0 +1,449 @@
+//! Background audit against the real apiserver: objects that existed before a policy show up in
+//! the namespace's OpenReports Report within one audit, and drop out when fixed, exempted or
+//! deleted, with their policy or their namespace; `kanon audit` prints the same findings; the
+//! reports stay under their cap with more failing objects than it; a kanon restarted mid-audit
+//! resumes it from the checkpoint in the audit Lease and finishes it.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::Scenario;
+use crate::env::{Env, Kanon, text};
+
+pub const SCENARIOS: &[Scenario] = &[
+    (
+        "audit::existing_objects_are_reported_until_fixed_exempted_or_deleted",
+        existing_objects_are_reported_until_fixed_exempted_or_deleted,
+    ),
+    (
+        "audit::reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit",
+        reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit,
+    ),
+];
+
+const SYSTEM: &str = "audit-system";
+const SHOP: &str = "audit-shop";
+const LAB: &str = "audit-lab";
+const EXCEPTIONS: &str = "audit-exceptions";
+/// The bulk namespaces: `audit-bulk-0` to `audit-bulk-5`.
+const BULK: usize = 6;
+
+/// ConfigMaps in the audit namespaces may not say `debug: "true"`.
+fn policy(name: &str, namespaces: &[&str]) -> Value {
+    let selectors: Vec<Value> = namespaces
+        .iter()
+        .map(|ns| json!({"apiVersion": "v1", "kind": "ConfigMap", "namespace": ns}))
+        .collect();
+    json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterValidatePolicy",
+        "metadata": {"name": name, "annotations": {
+            "policy.kanon.dev/severity": "medium",
+            "policy.kanon.dev/category": "Hygiene",
+        }},
+        "spec": {
+            "resourceSelectors": selectors,
+            "validateRules": [{
+                "name": "no-debug",
+                "targetOperations": ["CREATE", "UPDATE"],
+                "cel": {"validations": [{
+                    "expression": "!has(object.data) || !('debug' in object.data) || object.data['debug'] != 'true'",
+                    "message": "debug must be off",
+                }]},
+            }],
+        },
+    })
+}
+
+fn config_map(namespace: &str, name: &str, debug: bool, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "data": {"debug": debug.to_string()},
+    })
+}
+
+/// A kanon that only audits (its webhooks are not registered), every `interval`.
+fn auditor(env: &Env, name: &str, args: &[&str]) -> Kanon {
+    let mut kanon = env.replica(name);
+    kanon.args = [
+        "--no-status",
+        "--namespace",
+        SYSTEM,
+        "--audit-identity",
+        name,
+    ]
+    .iter()
+    .chain(args)
+    .map(|a| a.to_string())
+    .collect();
+    kanon
+}
+
+/// The Report `kanon` of `namespace`, if any.
+fn report(env: &Env, namespace: &str) -> Option<Value> {
+    env.get(
+        "openreports.io/v1alpha1",
+        "Report",
+        "reports",
+        Some(namespace),
+        "kanon",
+    )
+}
+
+fn summary(report: &Value, result: &str) -> i64 {
+    report["summary"][result].as_i64().unwrap_or(0)
+}
+
+/// `(name, result)` of each result of a report.
+fn results(report: &Value) -> Vec<(String, String)> {
+    report["results"]
+        .as_array()
+        .map(|results| {
+            results
+                .iter()
+                .map(|r| {
+                    (
+                        r["resources"][0]["name"].as_str().unwrap_or("").to_string(),
+                        r["result"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn wait_report(
+    env: &Env,
+    auditor: &Kanon,
+    namespace: &str,
+    what: &str,
+    mut check: impl FnMut(&Value) -> bool,
+) -> Value {
+    let limit = Duration::from_secs(60);
+    let started = std::time::Instant::now();
+    let mut last = None;
+    while started.elapsed() < limit {
+        last = report(env, namespace);
+        if let Some(report) = &last
+            && check(report)
+        {
+            return report.clone();
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!(
+        "{what}: not within {limit:?}; the report: {last:#?}\nthe auditor's log:\n{}",
+        auditor.log_tail(40)
+    );
+}
+
+fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) {
+    for namespace in [SYSTEM, SHOP, LAB, EXCEPTIONS] {
+        env.namespace(namespace, json!({}));
+    }
+    // Before the policy exists: admission lets them in.
+    for object in [
+        config_map(SHOP, "bad-1", true, json!({})),
+        config_map(SHOP, "bad-2", true, json!({"legacy": "true"})),
+        config_map(SHOP, "good", false, json!({})),
+        config_map(LAB, "bad-3", true, json!({})),
+    ] {
+        env.apply(&object);
+    }
+    let mut auditor = auditor(
+        env,
+        "auditor-a",
+        &[
+            "--audit-interval",
+            "2s",
+            "--exception-namespace",
+            EXCEPTIONS,
+        ],
+    );
+    auditor.start();
+    env.apply_policy(&policy("audit-no-debug", &[SHOP, LAB]))
+        .expect("the policy is accepted");
+    env.wait_policy_status("ClusterValidatePolicy", None, "audit-no-debug");
+    // Admission refuses a new one now...
+    let refused = env.create(&config_map(SHOP, "bad-new", true, json!({})));
+    assert!(refused.is_err(), "a new failing ConfigMap is refused");
+
+    // ...and the audit finds the old ones.
+    // Passes: `good` and the namespace's kube-root-ca.crt.
+    let shop = wait_report(env, &auditor, SHOP, "two failures in the shop", |r| {
+        summary(r, "fail") == 2 && summary(r, "pass") == 2
+    });
+    assert_eq!(
+        results(&shop),
+        vec![
+            ("bad-1".to_string(), "fail".to_string()),
+            ("bad-2".to_string(), "fail".to_string())
+        ],
+        "{shop:#?}"
+    );
+    let first = &shop["results"][0];
+    assert_eq!(first["policy"], "ClusterValidatePolicy/audit-no-debug");
+    assert_eq!(first["rule"], "no-debug");
+    assert_eq!(first["message"], "debug must be off");
+    assert_eq!(first["severity"], "medium");
+    assert_eq!(first["category"], "Hygiene");
+    assert_eq!(first["source"], "kanon");
+    assert_eq!(first["resources"][0]["kind"], "ConfigMap");
+    assert!(
+        first["resources"][0]["uid"]
+            .as_str()
+            .is_some_and(|u| !u.is_empty())
+    );
+    assert_eq!(
+        shop["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "kanon"
+    );
+    wait_report(env, &auditor, LAB, "one failure in the lab", |r| {
+        summary(r, "fail") == 1
+    });
+    // kubectl reads the reports by their short name, with the summary in columns.
+    let out = env.kubectl(&["get", "reps", "-n", SHOP]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = text(&out);
+    assert!(
+        table.contains("FAIL") && table.lines().any(|l| l.starts_with("kanon ")),
+        "{table}"
+    );
+
+    // `kanon audit` prints the same, writes nothing, and exits 1.
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["audit", "--kubeconfig"])
+        .arg(env.control_plane.kubeconfig())
+        .args(["--exception-namespace", EXCEPTIONS])
+        .output()
+        .expect("kanon audit runs");
+    let printed = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{printed}");
+    for name in ["audit-shop/bad-1", "audit-shop/bad-2", "audit-lab/bad-3"] {
+        assert!(
+            printed.lines().any(|l| l.starts_with("fail")
+                && l.contains(name)
+                && l.contains("debug must be off")),
+            "{name} in:\n{printed}"
+        );
+    }
+    assert!(!printed.contains("audit-shop/good"), "{printed}");
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["audit", "-o", "reports", "--kubeconfig"])
+        .arg(env.control_plane.kubeconfig())
+        .output()
+        .expect("kanon audit runs");
+    let yaml = text(&out);
+    assert!(
+        yaml.contains("kind: Report") && yaml.contains("namespace: audit-shop"),
+        "{yaml}"
+    );
+
+    // The metric counts what the last audit found.
+    let metrics = auditor.metrics();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("kanon_policy_results{")
+                && l.contains("policy=\"ClusterValidatePolicy/audit-no-debug\"")
+                && l.contains("result=\"fail\"")
+                && l.ends_with(" 3")),
+        "{metrics}"
+    );
+
+    // Fixing an object clears its result.
+    let out = env.kubectl(&[
+        "patch",
+        "configmap",
+        "bad-1",
+        "-n",
+        SHOP,
+        "--type=merge",
+        "-p",
+        r#"{"data":{"debug":"false"}}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_report(env, &auditor, SHOP, "bad-1 fixed", |r| {
+        summary(r, "fail") == 1 && summary(r, "pass") == 3
+    });
+
+    // An exception clears it too: skipped, naming the exception.
+    env.apply(&json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "PolicyException",
+        "metadata": {"name": "legacy-config", "namespace": EXCEPTIONS},
+        "spec": {
+            "policies": [{"kind": "ClusterValidatePolicy", "name": "audit-no-debug"}],
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": SHOP,
+                                   "labelSelector": {"matchLabels": {"legacy": "true"}}}],
+            "reason": "the legacy app reads debug until it is rewritten",
+        },
+    }));
+    let shop = wait_report(env, &auditor, SHOP, "bad-2 exempted", |r| {
+        summary(r, "fail") == 0 && summary(r, "skip") == 1
+    });
+    assert!(
+        shop["results"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("PolicyException/audit-exceptions/legacy-config")),
+        "{shop:#?}"
+    );
+
+    // A deleted namespace's report goes with it, and is not written again.
+    let out = env.kubectl(&["delete", "namespace", LAB, "--wait=true", "--timeout=60s"]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(report(env, LAB).is_none(), "the lab's report is gone");
+
+    // Deleting the policy removes its results, and the reports with nothing left.
+    env.delete_policy("ClusterValidatePolicy", None, "audit-no-debug");
+    env.wait_for(
+        "the shop's report goes with the policy",
+        Duration::from_secs(60),
+        || report(env, SHOP).is_none(),
+    );
+    let metrics = auditor.metrics();
+    assert!(
+        !metrics.contains("ClusterValidatePolicy/audit-no-debug"),
+        "the deleted policy's series go: {metrics}"
+    );
+    auditor.stop();
+    let _ = env.kubectl(&[
+        "delete",
+        "policyexception",
+        "legacy-config",
+        "-n",
+        EXCEPTIONS,
+    ]);
+}
+
+/// The audit Lease's checkpoint.
+fn checkpoint(env: &Env) -> Value {
+    env.get(
+        "coordination.k8s.io/v1",
+        "Lease",
+        "leases",
+        Some(SYSTEM),
+        "kanon-audit",
+    )
+    .and_then(|lease| {
+        lease["metadata"]["annotations"]["audit.kanon.dev/checkpoint"]
+            .as_str()
+            .and_then(|text| serde_json::from_str(text).ok())
+    })
+    .unwrap_or(Value::Null)
+}
+
+fn scanned(kanon: &Kanon) -> u64 {
+    kanon
+        .metrics()
+        .lines()
+        .find(|l| l.starts_with("kanon_audit_objects_scanned_total "))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn bulk(i: usize) -> String {
+    format!("audit-bulk-{i}")
+}
+
+fn reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit(env: &mut Env) {
+    const PER_NAMESPACE: usize = 250;
+    const CAP: i64 = 100;
+    env.namespace(SYSTEM, json!({}));
+    let namespaces: Vec<String> = (0..BULK).map(bulk).collect();
+    let mut items = Vec::new();
+    for namespace in &namespaces {
+        env.namespace(namespace, json!({}));
+        items.extend(
+            (0..PER_NAMESPACE)
+                .map(|i| config_map(namespace, &format!("cm-{i:04}"), true, json!({}))),
+        );
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let out = env.kubectl_stdin(
+        &["apply", "--server-side", "-f", "-"],
+        &serde_json::to_string(&list).expect("JSON"),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let selected: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+    env.apply_policy(&policy("audit-bulk-no-debug", &selected))
+        .expect("the policy is accepted");
+    env.wait_policy_status("ClusterValidatePolicy", None, "audit-bulk-no-debug");
+
+    // Slowly: 25 objects a page, 3 pages a second, so that the audit is under way when the
+    // auditor is killed.
+    let args = [
+        "--audit-interval",
+        "0",
+        "--audit-page-size",
+        "25",
+        "--audit-qps",
+        "3",
+        "--report-max-results",
+        "100",
+    ];
+    let mut first = auditor(env, "auditor-b", &args);
+    first.start();
+    env.wait_for(
+        "the audit reaches the third bulk namespace",
+        Duration::from_secs(90),
+        || {
+            checkpoint(env)["reading"]["namespace"]
+                .as_str()
+                .is_some_and(|namespace| namespace >= bulk(2).as_str())
+        },
+    );
+    first.kill();
+    let interrupted = checkpoint(env);
+    assert!(interrupted["finished"].is_null(), "{interrupted:#?}");
+    // What the first auditor finished is in the reports already.
+    let done = report(env, &bulk(0)).expect("the first bulk namespace's report");
+    assert_eq!(summary(&done, "fail"), PER_NAMESPACE as i64);
+
+    // The same replica, restarted (a container restart keeps its Pod name), resumes.
+    let mut second = auditor(env, "auditor-b", &args);
+    second.start();
+    env.wait_for("the audit finishes", Duration::from_secs(120), || {
+        checkpoint(env)["finished"].as_i64().is_some()
+    });
+    let log = second.log_tail(200);
+    assert!(log.contains("audit resumed"), "{log}");
+    let read_again = scanned(&second);
+    assert!(
+        read_again > 0 && read_again < (BULK * PER_NAMESPACE) as u64,
+        "the second auditor read {read_again} objects, not all {} again",
+        BULK * PER_NAMESPACE
+    );
+
+    let mut total = 0;
+    for namespace in &namespaces {
+        let report = report(env, namespace).unwrap_or_else(|| panic!("{namespace}'s report"));
+        assert_eq!(
+            summary(&report, "fail"),
+            PER_NAMESPACE as i64,
+            "{namespace}: {:#?}",
+            report["summary"]
+        );
+        let shown = report["results"].as_array().map_or(0, Vec::len) as i64;
+        assert_eq!(shown, CAP, "{namespace}");
+        assert_eq!(
+            report["metadata"]["annotations"]["audit.kanon.dev/results-cut-from"],
+            PER_NAMESPACE.to_string()
+        );
+        assert_eq!(report["configuration"]["limits"]["maxResults"], CAP);
+        // Sorted: the first results are the first names.
+        assert_eq!(report["results"][0]["resources"][0]["name"], "cm-0000");
+        assert_eq!(report["results"][99]["resources"][0]["name"], "cm-0099");
+        total += serde_json::to_string(&report).expect("JSON").len();
+    }
+    assert!(total < BULK * 64 * 1024, "the reports take {total} bytes");
+    second.stop();
+
+    env.delete_policy("ClusterValidatePolicy", None, "audit-bulk-no-debug");
+    for namespace in &namespaces {
+        let _ = env.kubectl(&["delete", "namespace", namespace, "--wait=false"]);
+    }
+}
