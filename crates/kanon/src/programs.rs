@@ -18,8 +18,11 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use kanon_engine::host::{ProgramFuture, ProgramHost, ProgramInput};
 use kanon_engine::program::{Program, ProgramError};
-use kanon_engine::{Deadline, Decision, Evaluation, Lookup, PolicySet, Request};
+use kanon_engine::{
+    Deadline, Decision, Evaluation, Finding, Lookup, PolicySet, Request, RequestError,
+};
 use kanon_webhook::sandbox::{ProgramSandbox, SandboxConfig};
+use serde_json::Value;
 
 /// The flags of the program workers, the same for `kanon serve`, `kanon apply` and
 /// `kanon test`.
@@ -149,15 +152,42 @@ impl OfflineEvaluation {
     /// the workers.
     pub fn review(&self, policies: &PolicySet, request: &Request, lookup: &dyn Lookup) -> Decision {
         let until = Instant::now() + self.timeout;
-        let host = self.workers.as_ref().map(|_| BoundedHost {
+        let host = self.host(until);
+        let evaluation = self.evaluation(lookup, host.as_ref(), until);
+        kanon_engine::block_on(policies.review_in(request, &evaluation))
+    }
+
+    /// What the background audit would find of `object` ([`PolicySet::audit_in`]), under the
+    /// same bounds as [`OfflineEvaluation::review`].
+    pub fn audit(
+        &self,
+        policies: &PolicySet,
+        object: Value,
+        lookup: &dyn Lookup,
+    ) -> Result<Vec<Finding>, RequestError> {
+        let until = Instant::now() + self.timeout;
+        let host = self.host(until);
+        let evaluation = self.evaluation(lookup, host.as_ref(), until);
+        kanon_engine::block_on(policies.audit_in(object, &evaluation))
+    }
+
+    fn host(&self, until: Instant) -> Option<BoundedHost<'_>> {
+        self.workers.as_ref().map(|_| BoundedHost {
             evaluation: self,
             until,
-        });
-        let evaluation = Evaluation::new(lookup)
-            .with_programs(host.as_ref().map(|host| host as &dyn ProgramHost))
+        })
+    }
+
+    fn evaluation<'a>(
+        &self,
+        lookup: &'a dyn Lookup,
+        host: Option<&'a BoundedHost<'_>>,
+        until: Instant,
+    ) -> Evaluation<'a> {
+        Evaluation::new(lookup)
+            .with_programs(host.map(|host| host as &dyn ProgramHost))
             .with_deadline(Some(Deadline::new(move || Instant::now() >= until)))
-            .with_now(Some(self.now.load(Ordering::Relaxed)));
-        kanon_engine::block_on(policies.review_in(request, &evaluation))
+            .with_now(Some(self.now.load(Ordering::Relaxed)))
     }
 
     fn pool(&self) -> Result<&Pool, &str> {
