@@ -64,7 +64,7 @@ pub use lookup::{
 pub use policy::{
     CompiledPolicy, PolicyId, PolicyObject, compile, compile_with, kinds_warnings, policy_kind_of,
 };
-pub use publish::PolicyPublisher;
+pub use publish::{AdmissionRecorder, PolicyPublisher};
 pub use request::{Deadline, Request, RequestError, parse_operation};
 pub use rule::RuleError;
 pub use set::{DuplicatePolicy, PolicySet};

@@ -15,3 +15,12 @@ pub trait PolicyPublisher: Send + Sync {
     /// any, stays in force.
     fn reject(&self, problems: &[String]);
 }
+
+/// Where objects admitted under policies that audit go: the background audit's reports record
+/// what the policies find of them without waiting for the next audit.
+pub trait AdmissionRecorder: Send + Sync {
+    /// `object` (the object stored) was admitted by a CREATE or UPDATE (`operation`) that a
+    /// validate policy with the `Audit` action judged ([`PolicySet::audited`]). Must not
+    /// block: a recorder that cannot keep up drops objects (the next audit finds them).
+    fn admitted(&self, object: serde_json::Value, operation: kanon_api::Operation);
+}

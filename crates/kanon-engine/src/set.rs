@@ -33,6 +33,8 @@ pub struct PolicySet {
     /// The namespaces whose exceptions the set honours, once a caller has said
     /// ([`PolicySet::honouring`]).
     exception_namespaces: Option<Arc<[String]>>,
+    /// The validate policies whose actions include `Audit`, by label.
+    auditing: Vec<Arc<str>>,
 }
 
 impl PolicySet {
@@ -60,12 +62,18 @@ impl PolicySet {
             PolicyKind::ClusterValidatePolicy,
             PolicyKind::ValidatePolicy,
         );
+        let auditing = policies
+            .iter()
+            .filter(|p| p.audits())
+            .map(|p| p.label.clone())
+            .collect();
         Ok(PolicySet {
             policies,
             overrides,
             validates,
             exceptions: Exceptions::default(),
             exception_namespaces: None,
+            auditing,
         })
     }
 
@@ -239,6 +247,16 @@ impl PolicySet {
     /// [`PolicySet::review`] in `evaluation`.
     pub async fn review_in(&self, request: &Request, evaluation: &Evaluation<'_>) -> Decision {
         decision::review(self.indexed(), request, evaluation).await
+    }
+
+    /// Whether `decision` came from a validate policy whose actions include `Audit`: what the
+    /// background audit's reports record of an admitted object ([`crate::AdmissionRecorder`]).
+    pub fn audited(&self, decision: &Decision) -> bool {
+        !self.auditing.is_empty()
+            && decision
+                .policy_results
+                .iter()
+                .any(|r| self.auditing.contains(&r.policy))
     }
 
     /// What `webhook` must be called for, from every policy of its kinds.

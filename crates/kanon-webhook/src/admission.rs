@@ -403,6 +403,31 @@ pub async fn answer(
     Reply::decided(&request, webhook, decision)
 }
 
+/// [`answer`], handing the object to `recorder` when the validating webhook admits a CREATE
+/// or UPDATE (not a dry run) that a validate policy with the `Audit` action judged, so that
+/// the audit's reports show it before the next audit.
+pub async fn answer_recording(
+    mut request: Request,
+    webhook: Webhook,
+    policies: &PolicySet,
+    evaluation: &Evaluation<'_>,
+    recorder: Option<&dyn kanon_engine::AdmissionRecorder>,
+) -> Reply {
+    let decision = decide_in(&mut request, webhook, policies, evaluation).await;
+    if let Some(recorder) = recorder
+        && webhook == Webhook::Validate
+        && decision.allowed
+        && !request.dry_run
+        && matches!(request.operation, Operation::Create | Operation::Update)
+        && policies.audited(&decision)
+        && let Some(object) = &request.object
+    {
+        let object = with_identity(object, &request, request.namespace.is_some()).into_owned();
+        recorder.admitted(object, request.operation);
+    }
+    Reply::decided(&request, webhook, decision)
+}
+
 /// The verdict of `webhook` on `request`. The mutating webhook runs the override policies on
 /// the request's object in place ([`kanon_engine::PolicySet::mutate_patch`]: `request.object`
 /// is taken).

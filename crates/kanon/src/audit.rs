@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use kanon_cluster::ClusterMetrics;
+use kanon_cluster::audit::admitted::{AdmittedQueue, AdmittedReports};
 use kanon_cluster::audit::book::{Book, KindKey, Subject};
 use kanon_cluster::audit::metrics::AuditMetrics;
 use kanon_cluster::audit::reports::render;
@@ -101,6 +102,31 @@ impl AuditArgs {
             programs: start.programs,
             metrics: start.metrics,
         }
+    }
+}
+
+impl AuditArgs {
+    /// The recorder of admitted objects in the reports: the queue the server records into,
+    /// and the task that writes what it receives.
+    pub fn admitted_reports(
+        &self,
+        client: kube::Client,
+        lookup: Arc<dyn Lookup>,
+        start: &AuditStart,
+    ) -> (
+        AdmittedQueue,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let (queue, receiver) = AdmittedReports::queue();
+        let reports = AdmittedReports {
+            client,
+            policies: start.policies.clone(),
+            lookup,
+            programs: start.programs.clone(),
+            max_results: self.report_max_results.max(1),
+            batch: Duration::from_secs(1),
+        };
+        (queue, reports.run(receiver))
     }
 }
 

@@ -276,6 +276,8 @@ fn follow_ca_file(cert_dir: &Path) -> watch::Receiver<Vec<u8>> {
 pub struct Started {
     /// The lookups policies make.
     pub lookup: Arc<dyn Lookup>,
+    /// Where admitted objects go into the audit's reports (unless `--no-audit`).
+    pub recorder: Option<Arc<dyn kanon_engine::AdmissionRecorder>>,
 }
 
 /// Prepares the certificates before the server starts: with `--cert-secret`, the Secret's
@@ -403,13 +405,18 @@ pub async fn start(
         }
         None => None,
     };
-    if !args.audit.disabled() {
+    let recorder = (!args.audit.disabled()).then(|| {
+        let (queue, admitted) = args
+            .audit
+            .admitted_reports(client.clone(), lookup.clone(), &audit);
+        tokio::spawn(admitted);
         tokio::spawn(
             args.audit
                 .auditor(client.clone(), &args.namespace, lookup.clone(), audit)
                 .run(),
         );
-    }
+        Arc::new(queue) as Arc<dyn kanon_engine::AdmissionRecorder>
+    });
     tokio::spawn(
         Reflector {
             client,
@@ -423,5 +430,5 @@ pub async fn start(
         }
         .run(),
     );
-    Ok(Started { lookup })
+    Ok(Started { lookup, recorder })
 }

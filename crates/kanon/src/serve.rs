@@ -255,6 +255,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         let state = PolicyState::new();
         let lookup: Arc<dyn Lookup>;
         let metrics;
+        let mut recorder = None;
         match &args.policies {
             Some(dir) => {
                 metrics = Metrics::new();
@@ -316,7 +317,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     }),
                     metrics: audit_metrics,
                 };
-                lookup = crate::cluster::start(
+                let started = crate::cluster::start(
                     &args.cluster,
                     &args.exception_namespaces,
                     publisher,
@@ -325,11 +326,19 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     audit,
                 )
                 .await
-                .map_err(|e| e.to_string())?
-                .lookup;
+                .map_err(|e| e.to_string())?;
+                lookup = started.lookup;
+                recorder = started.recorder;
             }
         }
-        server::serve(config, state, lookup, metrics, shutdown_signal())
+        let server = server::Server::bind(config, state, lookup, metrics)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(recorder) = recorder {
+            server.record_admissions(recorder);
+        }
+        server
+            .run(shutdown_signal())
             .await
             .map_err(|e| e.to_string())
     });

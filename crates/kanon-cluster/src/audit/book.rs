@@ -100,6 +100,11 @@ impl Tally {
         self.0[index(result)] += 1;
     }
 
+    fn remove(&mut self, result: AuditResult) {
+        let count = &mut self.0[index(result)];
+        *count = count.saturating_sub(1);
+    }
+
     fn merge(&mut self, other: &Tally) {
         for (mine, theirs) in self.0.iter_mut().zip(other.0) {
             *mine += theirs;
@@ -223,19 +228,7 @@ impl KindScan {
             if finding.result == AuditResult::Pass {
                 continue;
             }
-            let entry = Entry {
-                result: finding.result,
-                policy: finding.policy.clone(),
-                kind: subject.kind.clone(),
-                name: subject.name.clone(),
-                rule: finding.rule.clone().unwrap_or_default(),
-                message: finding.message.clone(),
-                uid: subject.uid.clone(),
-                severity: finding.severity.clone(),
-                category: finding.category.clone(),
-                found: now,
-            };
-            ledger.add(entry, self.cap);
+            ledger.add(entry_of_finding(subject, finding, now), self.cap);
         }
     }
 
@@ -387,6 +380,61 @@ impl Book {
         changed
     }
 
+    /// Records what admission found of one object (created, or updated when `existed`): its
+    /// earlier findings under the same policies are replaced, and the counts moved with them
+    /// (an object the book had no finding for under a policy counted as a pass). Exact when
+    /// the book knew every finding of the object, which a report cut at its cap may not: the
+    /// next audit makes it exact.
+    pub fn admit(
+        &mut self,
+        subject: &Subject,
+        findings: &[Finding],
+        now: Timestamp,
+        existed: bool,
+    ) {
+        let cap = self.cap;
+        let ledger = self
+            .scopes
+            .entry(subject.namespace.clone())
+            .or_default()
+            .entry(subject.kind.clone())
+            .or_default();
+        let policies: BTreeSet<Arc<str>> = findings.iter().map(|f| f.policy.clone()).collect();
+        let mut before = Vec::new();
+        for policy in &policies {
+            let earlier: Vec<Entry> = ledger
+                .entries
+                .iter()
+                .filter(|e| e.name == subject.name && e.policy == *policy)
+                .cloned()
+                .collect();
+            let tally = ledger.tallies.entry(policy.clone()).or_default();
+            if earlier.is_empty() && existed {
+                tally.remove(AuditResult::Pass);
+            }
+            for entry in earlier {
+                tally.remove(entry.result);
+                ledger.entries.remove(&entry);
+                before.push(entry);
+            }
+        }
+        for finding in findings {
+            ledger
+                .tallies
+                .entry(finding.policy.clone())
+                .or_default()
+                .add(finding.result);
+            if finding.result == AuditResult::Pass {
+                continue;
+            }
+            let mut entry = entry_of_finding(subject, finding, now);
+            if let Some(known) = before.iter().find(|b| **b == entry) {
+                entry.found = known.found;
+            }
+            ledger.add(entry, cap);
+        }
+    }
+
     /// Forgets the findings of policies `keep` does not keep (deleted policies). Returns the
     /// scopes that changed.
     pub fn retain_policies(&mut self, keep: impl Fn(&str) -> bool) -> BTreeSet<ReportScope> {
@@ -488,6 +536,21 @@ impl Book {
         if kinds.is_empty() {
             self.scopes.remove(scope);
         }
+    }
+}
+
+fn entry_of_finding(subject: &Subject, finding: &Finding, now: Timestamp) -> Entry {
+    Entry {
+        result: finding.result,
+        policy: finding.policy.clone(),
+        kind: subject.kind.clone(),
+        name: subject.name.clone(),
+        rule: finding.rule.clone().unwrap_or_default(),
+        message: finding.message.clone(),
+        uid: subject.uid.clone(),
+        severity: finding.severity.clone(),
+        category: finding.category.clone(),
+        found: now,
     }
 }
 
@@ -805,6 +868,47 @@ mod tests {
         assert_eq!((a.summary.fail, a.summary.pass), (0, 1));
         let z = book.report(&Some("z-ns".to_string())).expect("z-ns");
         assert_eq!((z.summary.fail, z.summary.pass, z.results.len()), (0, 1, 0));
+    }
+
+    #[test]
+    fn admission_moves_an_object_between_results() {
+        let mut book = Book::new(10);
+        let first = scan(
+            &book,
+            &[
+                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+            ],
+            1,
+        );
+        book.finish(first);
+        // a fixed, b broken by updates; c created broken.
+        book.admit(
+            &subject("shop", "a"),
+            &[finding("P/x", AuditResult::Pass, "")],
+            at(2),
+            true,
+        );
+        book.admit(
+            &subject("shop", "b"),
+            &[finding("P/x", AuditResult::Fail, "bad")],
+            at(2),
+            true,
+        );
+        book.admit(
+            &subject("shop", "c"),
+            &[finding("P/x", AuditResult::Fail, "bad")],
+            at(3),
+            false,
+        );
+        let report = shop(&book);
+        assert_eq!((report.summary.pass, report.summary.fail), (1, 2));
+        let names: Vec<_> = report
+            .results
+            .iter()
+            .map(|r| r.resources[0].name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["b", "c"]);
     }
 
     #[test]

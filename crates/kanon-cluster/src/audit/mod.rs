@@ -8,11 +8,14 @@
 //! - [`reports`]: the reports written by server-side apply when they change.
 //! - [`lease`]: one replica audits at a time; the Lease carries the checkpoint another replica
 //!   resumes from.
+//! - [`admitted`]: what admission finds of objects admitted under policies that audit,
+//!   recorded in the reports by any replica without waiting for the next audit.
 //! - [`metrics`]: findings per policy, audit duration, objects read.
 //!
 //! An audit runs when this replica becomes the auditor (resuming an interrupted one), a few
 //! seconds after the policies change, and every `interval`.
 
+pub mod admitted;
 pub mod book;
 pub mod lease;
 pub mod metrics;
@@ -301,6 +304,15 @@ impl Auditor {
                 "audit resumed"
             );
         }
+        // Reports changed since this replica wrote them (admission results, edits) are
+        // written again from the book at the end.
+        let stale = match leading.writer.refresh().await {
+            Ok(stale) => stale,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the reports back");
+                BTreeSet::new()
+            }
+        };
         let mut lister = Lister::new(self.client.clone(), self.config.page_size, self.config.qps);
         for kind in &kinds {
             let label = format!("{} {}", kind.key.api_version, kind.key.kind);
@@ -322,6 +334,7 @@ impl Auditor {
             BTreeSet::new()
         };
         changed.extend(leading.book.retain_policies(|p| policies.contains(p)));
+        changed.extend(stale);
         // Reports the book has nothing for any more (a namespace emptied) go too.
         changed.extend(
             leading

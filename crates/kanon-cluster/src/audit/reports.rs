@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kanon_api::{ClusterReport, Report, ReportConfiguration, ReportLimits, ResultStatus};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use super::AuditError;
 use super::book::{Book, CUT_ANNOTATION, ReportContent, ReportScope, SOURCE, TALLY_ANNOTATION};
@@ -20,11 +20,20 @@ pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kanon");
 /// The field manager of report writes.
 const FIELD_MANAGER: &str = "kanon-audit";
 
-/// Writes reports, remembering what it wrote.
+/// Writes reports, remembering what it wrote (and the resource version it got back, so that
+/// a report someone else changed since is written again).
 pub struct ReportWriter {
     client: Client,
     max_results: usize,
-    written: BTreeMap<ReportScope, ReportContent>,
+    written: BTreeMap<ReportScope, Written>,
+}
+
+/// What the writer last wrote to a scope (or found there).
+#[derive(Debug, Clone)]
+struct Written {
+    /// `None`: not known to match the book (written again at the next write).
+    content: Option<ReportContent>,
+    resource_version: Option<String>,
 }
 
 /// A report kanon wrote earlier, as read back.
@@ -36,6 +45,8 @@ pub struct WrittenReport {
     pub results: Vec<kanon_api::ReportResult>,
     /// Its tally annotation.
     pub tally: Option<String>,
+    /// Its resource version.
+    pub resource_version: Option<String>,
 }
 
 impl ReportWriter {
@@ -53,12 +64,7 @@ impl ReportWriter {
         let params = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
         let reports: Api<Report> = Api::all(self.client.clone());
         let clusters: Api<ClusterReport> = Api::all(self.client.clone());
-        let tally = |meta: &ObjectMeta| {
-            meta.annotations
-                .as_ref()
-                .and_then(|a| a.get(TALLY_ANNOTATION))
-                .cloned()
-        };
+        let tally = tally_of;
         let mut found = Vec::new();
         for report in reports.list(&params).await.map_err(read_error)?.items {
             if report.metadata.name.as_deref() != Some(REPORT_NAME) {
@@ -67,6 +73,7 @@ impl ReportWriter {
             found.push(WrittenReport {
                 scope: report.metadata.namespace.clone(),
                 tally: tally(&report.metadata),
+                resource_version: report.metadata.resource_version.clone(),
                 results: report.results,
             });
         }
@@ -77,6 +84,7 @@ impl ReportWriter {
             found.push(WrittenReport {
                 scope: None,
                 tally: tally(&report.metadata),
+                resource_version: report.metadata.resource_version.clone(),
                 results: report.results,
             });
         }
@@ -87,14 +95,38 @@ impl ReportWriter {
     /// written and reports of scopes the book no longer has are deleted.
     pub fn know(&mut self, book: &Book, existing: &[WrittenReport]) {
         for report in existing {
-            let content = book.report(&report.scope).unwrap_or(ReportContent {
-                summary: Default::default(),
-                results: Vec::new(),
-                cut_from: None,
-                tally: String::new(),
-            });
-            self.written.insert(report.scope.clone(), content);
+            self.written.insert(
+                report.scope.clone(),
+                Written {
+                    content: book.report(&report.scope),
+                    resource_version: report.resource_version.clone(),
+                },
+            );
         }
+    }
+
+    /// Reads the reports back and returns the scopes whose report changed since this writer
+    /// wrote it (admission results recorded by any replica, someone's edit) or that it did not
+    /// write: the next [`ReportWriter::write`] of those writes the book's content again (or
+    /// deletes the report).
+    pub async fn refresh(&mut self) -> Result<BTreeSet<ReportScope>, AuditError> {
+        let existing = self.existing().await?;
+        let mut stale = BTreeSet::new();
+        for report in existing {
+            let known = self.written.get(&report.scope);
+            if known.is_some_and(|w| w.resource_version == report.resource_version) {
+                continue;
+            }
+            self.written.insert(
+                report.scope.clone(),
+                Written {
+                    content: None,
+                    resource_version: report.resource_version,
+                },
+            );
+            stale.insert(report.scope);
+        }
+        Ok(stale)
     }
 
     /// Writes the report of each of `scopes` whose content changed; deletes those the book has
@@ -109,11 +141,18 @@ impl ReportWriter {
         for scope in scopes {
             let result = match book.report(scope) {
                 Some(content) => {
-                    if self.written.get(scope) == Some(&content) {
+                    let known = self.written.get(scope).and_then(|w| w.content.as_ref());
+                    if known == Some(&content) {
                         continue;
                     }
-                    self.apply(scope, &content).await.map(|()| {
-                        self.written.insert(scope.clone(), content);
+                    self.apply(scope, &content).await.map(|resource_version| {
+                        self.written.insert(
+                            scope.clone(),
+                            Written {
+                                content: Some(content),
+                                resource_version,
+                            },
+                        );
                     })
                 }
                 None => {
@@ -138,23 +177,18 @@ impl ReportWriter {
         self.written.keys().cloned().collect()
     }
 
-    async fn apply(&self, scope: &ReportScope, content: &ReportContent) -> Result<(), AuditError> {
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let written = match render(scope, content, self.max_results) {
-            Rendered::Namespaced(namespace, report) => {
-                let api: Api<Report> = Api::namespaced(self.client.clone(), &namespace);
-                api.patch(REPORT_NAME, &params, &Patch::Apply(&report))
-                    .await
-                    .map(drop)
-            }
-            Rendered::Cluster(report) => {
-                let api: Api<ClusterReport> = Api::all(self.client.clone());
-                api.patch(REPORT_NAME, &params, &Patch::Apply(&report))
-                    .await
-                    .map(drop)
-            }
-        };
-        written.map_err(|error| write_error(scope, error))
+    /// Writes the report; the resource version it got.
+    async fn apply(
+        &self,
+        scope: &ReportScope,
+        content: &ReportContent,
+    ) -> Result<Option<String>, AuditError> {
+        apply(
+            &self.client,
+            scope,
+            &render(scope, content, self.max_results),
+        )
+        .await
     }
 
     async fn delete(&self, scope: &ReportScope) -> Result<(), AuditError> {
@@ -178,6 +212,90 @@ impl ReportWriter {
             Err(error) => Err(write_error(scope, error)),
         }
     }
+}
+
+/// Writes `rendered` by server-side apply; the resource version it got.
+pub async fn apply(
+    client: &Client,
+    scope: &ReportScope,
+    rendered: &Rendered,
+) -> Result<Option<String>, AuditError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let written = match rendered {
+        Rendered::Namespaced(namespace, report) => {
+            let api: Api<Report> = Api::namespaced(client.clone(), namespace);
+            api.patch(REPORT_NAME, &params, &Patch::Apply(report))
+                .await
+                .map(|r| r.metadata.resource_version)
+        }
+        Rendered::Cluster(report) => {
+            let api: Api<ClusterReport> = Api::all(client.clone());
+            api.patch(REPORT_NAME, &params, &Patch::Apply(report))
+                .await
+                .map(|r| r.metadata.resource_version)
+        }
+    };
+    written.map_err(|error| write_error(scope, error))
+}
+
+/// Replaces the report of `scope` with `rendered` if it is still at `resource_version`;
+/// `Ok(false)` when someone wrote it since (read it again and retry).
+pub async fn replace(
+    client: &Client,
+    scope: &ReportScope,
+    mut rendered: Rendered,
+    resource_version: String,
+) -> Result<bool, AuditError> {
+    let params = PostParams::default();
+    let replaced = match &mut rendered {
+        Rendered::Namespaced(namespace, report) => {
+            report.metadata.resource_version = Some(resource_version);
+            let api: Api<Report> = Api::namespaced(client.clone(), namespace);
+            api.replace(REPORT_NAME, &params, report).await.map(drop)
+        }
+        Rendered::Cluster(report) => {
+            report.metadata.resource_version = Some(resource_version);
+            let api: Api<ClusterReport> = Api::all(client.clone());
+            api.replace(REPORT_NAME, &params, report).await.map(drop)
+        }
+    };
+    match replaced {
+        Ok(()) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(error) => Err(write_error(scope, error)),
+    }
+}
+
+/// The report of `scope` as written: its results, tally and resource version; `None` when
+/// there is none.
+pub async fn read(
+    client: &Client,
+    scope: &ReportScope,
+) -> Result<Option<WrittenReport>, AuditError> {
+    let tally = tally_of;
+    let found = match scope {
+        Some(namespace) => {
+            let api: Api<Report> = Api::namespaced(client.clone(), namespace);
+            api.get_opt(REPORT_NAME)
+                .await
+                .map(|r| r.map(|r| (tally(&r.metadata), r.metadata.resource_version, r.results)))
+        }
+        None => {
+            let api: Api<ClusterReport> = Api::all(client.clone());
+            api.get_opt(REPORT_NAME)
+                .await
+                .map(|r| r.map(|r| (tally(&r.metadata), r.metadata.resource_version, r.results)))
+        }
+    };
+    let found = found.map_err(|error| write_error(scope, error))?;
+    Ok(
+        found.map(|(tally, resource_version, results)| WrittenReport {
+            scope: scope.clone(),
+            results,
+            tally,
+            resource_version,
+        }),
+    )
 }
 
 /// A report as kanon writes it.
@@ -249,6 +367,13 @@ pub fn render(scope: &ReportScope, content: &ReportContent, max_results: usize) 
             ..ClusterReport::default()
         }),
     }
+}
+
+fn tally_of(meta: &ObjectMeta) -> Option<String> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(TALLY_ANNOTATION))
+        .cloned()
 }
 
 fn scope_name(scope: &ReportScope) -> String {

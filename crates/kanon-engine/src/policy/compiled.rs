@@ -173,6 +173,16 @@ impl Compiled {
 }
 
 impl CompiledPolicy {
+    /// Whether it is a validate policy whose actions (or whose binding's) include `Audit`.
+    pub fn audits(&self) -> bool {
+        let audit = kanon_api::ValidationAction::Audit;
+        match (&self.rules, &self.admission) {
+            (PolicyRules::Validate { .. }, Some(binding)) => binding.actions.contains(&audit),
+            (PolicyRules::Validate { actions, .. }, None) => actions.contains(&audit),
+            (PolicyRules::Override(_), _) => false,
+        }
+    }
+
     /// Whether the policy's resource selectors select the object, the namespace rule
     /// included: a namespaced policy only ever sees objects of its own namespace. The
     /// namespace selector is separate ([`CompiledPolicy::selects_namespace`]) because it needs

@@ -210,6 +210,17 @@ pub async fn serve(
         .await
 }
 
+impl Server {
+    /// Hands every object admitted under a validate policy with the `Audit` action to
+    /// `recorder` (the audit reports), from the next review on. Set once; a second call is
+    /// ignored.
+    pub fn record_admissions(&self, recorder: Arc<dyn kanon_engine::AdmissionRecorder>) {
+        if self.shared.recorder.set(recorder).is_err() {
+            tracing::warn!("admissions are already recorded; the second recorder is ignored");
+        }
+    }
+}
+
 /// What every webhook request shares.
 struct Shared {
     state: Arc<PolicyState>,
@@ -222,6 +233,8 @@ struct Shared {
     default_review_timeout: Duration,
     allow_all: bool,
     sandbox: Option<ProgramSandbox>,
+    /// Where objects admitted under policies that audit go, when set.
+    recorder: std::sync::OnceLock<Arc<dyn kanon_engine::AdmissionRecorder>>,
     /// Whether a review was answered 503 (not ready) yet: the first is logged as a warning,
     /// the rest (kube-apiserver may send hundreds while kanon starts) at debug level.
     warned_not_ready: AtomicBool,
@@ -282,6 +295,7 @@ impl Server {
             default_review_timeout: config.default_review_timeout,
             allow_all: config.allow_all,
             sandbox: config.sandbox.clone().map(ProgramSandbox::new),
+            recorder: std::sync::OnceLock::new(),
             warned_not_ready: AtomicBool::new(false),
         });
         Ok(Server {

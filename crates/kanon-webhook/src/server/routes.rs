@@ -322,7 +322,8 @@ async fn review(
             .with_now(Some(kanon_engine::exception::unix_seconds(
                 std::time::SystemTime::now(),
             )));
-        admission::answer(request, webhook, &policies, &evaluation).await
+        let recorder = shared.recorder.get().map(|r| r.as_ref());
+        admission::answer_recording(request, webhook, &policies, &evaluation, recorder).await
     };
     // The hard stop is for an evaluation that does not return: past the deadline its lookups
     // fail, so this fires only if something ignores them.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::Scenario;
-use crate::env::{Env, Kanon, text};
+use crate::env::{Env, Kanon, Restarted, text};
 
 pub const SCENARIOS: &[Scenario] = &[
     (
@@ -50,6 +50,26 @@ fn policy(name: &str, namespaces: &[&str]) -> Value {
                 "cel": {"validations": [{
                     "expression": "!has(object.data) || !('debug' in object.data) || object.data['debug'] != 'true'",
                     "message": "debug must be off",
+                }]},
+            }],
+        },
+    })
+}
+
+/// ConfigMaps in the shop need an `owner` label; a policy in Audit mode, which admits them and
+/// records the failure.
+fn owner_policy() -> Value {
+    json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterValidatePolicy",
+        "metadata": {"name": "audit-owner"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": SHOP}],
+            "validationActions": ["Audit"],
+            "validateRules": [{
+                "targetOperations": ["CREATE", "UPDATE"],
+                "cel": {"validations": [{
+                    "expression": "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+                    "message": "an owner label is needed",
                 }]},
             }],
         },
@@ -289,6 +309,53 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
             .is_some_and(|m| m.contains("PolicyException/audit-exceptions/legacy-config")),
         "{shop:#?}"
     );
+
+    // Admission results of Audit actions land in the same report, from the replica that
+    // admits, without waiting for an audit: with the auditor stopped, the webhook's kanon
+    // records a ConfigMap it admits under a policy in Audit mode.
+    auditor.stop();
+    {
+        let restarted = Restarted::changed(env, |kanon| {
+            kanon.args.retain(|a| a != "--no-audit");
+            kanon.args.extend(
+                [
+                    "--namespace",
+                    SYSTEM,
+                    "--audit-interval",
+                    "0",
+                    "--audit-identity",
+                    "webhook",
+                ]
+                .map(String::from),
+            );
+        });
+        let env = &mut *restarted.env;
+        env.apply_policy(&owner_policy())
+            .expect("the policy is accepted");
+        env.wait_policy_status("ClusterValidatePolicy", None, "audit-owner");
+        env.apply(&config_map(SHOP, "late", false, json!({})));
+        let shop = wait_report(
+            env,
+            &auditor,
+            SHOP,
+            "the admitted ConfigMap is recorded",
+            |r| results(r).contains(&("late".to_string(), "fail".to_string())),
+        );
+        let late = shop["results"]
+            .as_array()
+            .and_then(|results| results.iter().find(|r| r["resources"][0]["name"] == "late"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            late["policy"], "ClusterValidatePolicy/audit-owner",
+            "{shop:#?}"
+        );
+        assert_eq!(late["message"], "an owner label is needed");
+        // What the audit had found is still there.
+        assert_eq!(summary(&shop, "skip"), 1, "{shop:#?}");
+        env.delete_policy("ClusterValidatePolicy", None, "audit-owner");
+    }
+    auditor.start();
 
     // A deleted namespace's report goes with it, and is not written again.
     let out = env.kubectl(&["delete", "namespace", LAB, "--wait=true", "--timeout=60s"]);

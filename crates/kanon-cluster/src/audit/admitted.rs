@@ -1,0 +1,152 @@
+//! Admission results in the audit's reports: an object admitted under a validate policy whose
+//! actions include `Audit` is judged again off the request path, as the audit judges it, and
+//! its findings replace the ones its namespace's report had for it. Any replica records what
+//! it admits; the auditor writes the reports whole again from its own reading at its next
+//! audit.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kanon_api::{Operation, Timestamp};
+use kanon_engine::host::ProgramHost;
+use kanon_engine::{AdmissionRecorder, Finding, Lookup, PolicySet};
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use super::AuditError;
+use super::book::{Book, ReportScope, Subject};
+use super::reports;
+use super::scan::Judge;
+
+/// How many admitted objects may wait to be recorded; past it they are dropped (the next
+/// audit finds them).
+pub const QUEUE: usize = 1024;
+
+/// The webhook's side: a bounded queue that never blocks a review.
+pub struct AdmittedQueue {
+    sender: mpsc::Sender<(Value, Operation)>,
+}
+
+impl AdmissionRecorder for AdmittedQueue {
+    fn admitted(&self, object: Value, operation: Operation) {
+        if self.sender.try_send((object, operation)).is_err() {
+            tracing::debug!(
+                "the admission recorder is behind; an admitted object waits for the next audit"
+            );
+        }
+    }
+}
+
+/// Records admitted objects in the reports.
+pub struct AdmittedReports {
+    /// The apiserver.
+    pub client: Client,
+    /// The policy set in force.
+    pub policies: watch::Receiver<Option<Arc<PolicySet>>>,
+    /// The lookups policies make.
+    pub lookup: Arc<dyn Lookup>,
+    /// Where hand-written programs run.
+    pub programs: Option<Arc<dyn ProgramHost>>,
+    /// The most results a report holds.
+    pub max_results: usize,
+    /// How long admitted objects are gathered before they are recorded together.
+    pub batch: Duration,
+}
+
+impl AdmittedReports {
+    /// The queue the webhook records into, and the receiver [`AdmittedReports::run`] reads.
+    pub fn queue() -> (AdmittedQueue, mpsc::Receiver<(Value, Operation)>) {
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        (AdmittedQueue { sender }, receiver)
+    }
+
+    /// Records what arrives on `receiver` until it closes.
+    pub async fn run(self, mut receiver: mpsc::Receiver<(Value, Operation)>) {
+        while let Some(first) = receiver.recv().await {
+            // Objects admitted together are recorded together, the last version of each.
+            let mut batch: BTreeMap<(ReportScope, String, String), (Value, bool)> = BTreeMap::new();
+            let mut add = |(object, operation): (Value, Operation)| {
+                let Some(subject) = Subject::of(&object) else {
+                    return;
+                };
+                let key = (subject.namespace, subject.kind.to_string(), subject.name);
+                let existed = operation == Operation::Update
+                    || batch.get(&key).is_some_and(|(_, existed)| *existed);
+                batch.insert(key, (object, existed));
+            };
+            add(first);
+            tokio::time::sleep(self.batch).await;
+            while let Ok(next) = receiver.try_recv() {
+                add(next);
+            }
+            let Some(set) = self.policies.borrow().clone() else {
+                continue;
+            };
+            let judge = Judge {
+                lookup: self.lookup.as_ref(),
+                programs: self.programs.as_deref(),
+                now: kanon_engine::exception::unix_seconds(std::time::SystemTime::now()),
+            };
+            let mut scopes: BTreeMap<ReportScope, Vec<(Subject, Vec<Finding>, bool)>> =
+                BTreeMap::new();
+            for (_, (object, existed)) in batch {
+                judge
+                    .page(&set, vec![object], |subject, findings| {
+                        scopes.entry(subject.namespace.clone()).or_default().push((
+                            subject.clone(),
+                            findings,
+                            existed,
+                        ));
+                    })
+                    .await;
+            }
+            for (scope, admitted) in scopes {
+                if let Err(error) = self.record(&scope, &admitted).await {
+                    tracing::warn!(%error, "cannot record admitted objects in their report");
+                }
+            }
+        }
+    }
+
+    /// Reads the report of `scope`, replaces the findings of the admitted objects and writes
+    /// it back if nobody wrote it meanwhile (else tries again, three times).
+    async fn record(
+        &self,
+        scope: &ReportScope,
+        admitted: &[(Subject, Vec<Finding>, bool)],
+    ) -> Result<(), AuditError> {
+        let now = Timestamp::from(std::time::SystemTime::now());
+        for _ in 0..3 {
+            let written = reports::read(&self.client, scope).await?;
+            let mut book = Book::new(self.max_results);
+            if let Some(written) = &written {
+                book.seed(scope, &written.results, written.tally.as_deref());
+            }
+            for (subject, findings, existed) in admitted {
+                book.admit(subject, findings, now, *existed);
+            }
+            let Some(content) = book.report(scope) else {
+                return Ok(());
+            };
+            let rendered = reports::render(scope, &content, self.max_results);
+            match written.and_then(|w| w.resource_version) {
+                None => {
+                    reports::apply(&self.client, scope, &rendered).await?;
+                    return Ok(());
+                }
+                Some(version) => {
+                    if reports::replace(&self.client, scope, rendered, version).await? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Err(AuditError::Report {
+            scope: format!("{scope:?}"),
+            message: "written by someone else three times in a row; left to the next audit"
+                .to_string(),
+        })
+    }
+}
