@@ -296,6 +296,7 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
         lookup: lookups.lookup.as_ref(),
         programs: programs.as_ref().map(|p| p as &dyn ProgramHost),
         now: args.exceptions.now.unwrap_or_else(crate::exceptions::clock),
+        timeout: scan::OBJECT_TIMEOUT,
     };
     let (kinds, problems) = scan::kinds(&client, &set).await;
     for problem in &problems {

@@ -88,6 +88,7 @@ impl AdmittedReports {
                 lookup: self.lookup.as_ref(),
                 programs: self.programs.as_deref(),
                 now: kanon_engine::exception::unix_seconds(std::time::SystemTime::now()),
+                timeout: super::scan::OBJECT_TIMEOUT,
             };
             let mut scopes: BTreeMap<ReportScope, Vec<(Subject, Vec<Finding>, bool)>> =
                 BTreeMap::new();

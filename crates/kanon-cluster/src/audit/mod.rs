@@ -428,6 +428,7 @@ impl Auditor {
                 lookup,
                 programs,
                 now: unix_seconds(),
+                timeout: scan::OBJECT_TIMEOUT,
             };
             let found = Timestamp::from(now());
             let mut read = 0;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kanon_api::Operation;
 use kanon_engine::host::ProgramHost;
-use kanon_engine::{Evaluation, Finding, Lookup, PolicySet, WebhookKind};
+use kanon_engine::{Deadline, Evaluation, Finding, Lookup, PolicySet, WebhookKind};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{self, Scope};
@@ -192,6 +192,9 @@ fn document(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
     Some(value)
 }
 
+/// How long one object's evaluation may take, as a review's default timeout.
+pub const OBJECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How objects are judged: the lookups and program host admission uses, at a time.
 #[derive(Clone, Copy)]
 pub struct Judge<'a> {
@@ -201,6 +204,9 @@ pub struct Judge<'a> {
     pub programs: Option<&'a dyn ProgramHost>,
     /// The time, in Unix seconds (exceptions' expiry).
     pub now: i64,
+    /// How long one object's evaluation may take ([`OBJECT_TIMEOUT`]); half as long again
+    /// and it is given up.
+    pub timeout: Duration,
 }
 
 impl Judge<'_> {
@@ -213,20 +219,106 @@ impl Judge<'_> {
         objects: Vec<Value>,
         mut each: impl FnMut(&Subject, Vec<Finding>),
     ) {
-        let evaluation = Evaluation::new(self.lookup)
-            .with_programs(self.programs)
-            .with_now(Some(self.now));
         for object in objects {
             let Some(subject) = Subject::of(&object) else {
                 continue;
             };
-            match set.audit_in(object, &evaluation).await {
-                Ok(findings) => each(&subject, findings),
-                Err(error) => {
+            // As a review is bounded by its timeout: policies not run by then fail under
+            // their failure policy (an error finding), and an evaluation that ignores even
+            // that (a lookup that never answers) is given up.
+            let until = std::time::Instant::now() + self.timeout;
+            let evaluation = Evaluation::new(self.lookup)
+                .with_programs(self.programs)
+                .with_now(Some(self.now))
+                .with_deadline(Some(Deadline::new(move || {
+                    std::time::Instant::now() >= until
+                })));
+            let judged = tokio::time::timeout(
+                self.timeout + self.timeout / 2,
+                set.audit_in(object, &evaluation),
+            )
+            .await;
+            match judged {
+                Ok(Ok(findings)) => each(&subject, findings),
+                Ok(Err(error)) => {
                     tracing::debug!(%error, object = %subject.name, "an object the audit cannot judge")
                 }
+                Err(_) => tracing::warn!(
+                    kind = %subject.kind,
+                    namespace = subject.namespace.as_deref().unwrap_or(""),
+                    name = %subject.name,
+                    "the audit gave up judging an object: its evaluation did not end"
+                ),
             }
             tokio::task::yield_now().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kanon_engine::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
+    use serde_json::json;
+
+    /// A cluster whose every read hangs.
+    struct Hanging;
+
+    impl Lookup for Hanging {
+        fn get<'a>(
+            &'a self,
+            _: ObjectQuery<'a>,
+            _: &'a str,
+        ) -> LookupFuture<'a, Option<Arc<Value>>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn list<'a>(&'a self, _: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+            Box::pin(std::future::pending())
+        }
+
+        fn http<'a>(&'a self, _: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_object_whose_lookup_hangs_is_given_up_and_the_next_is_judged() {
+        let policy = json!({
+            "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterValidatePolicy",
+            "metadata": {"name": "needs-config"},
+            "spec": {
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "namespace": "slow"}],
+                "validateRules": [{"cel": {
+                    "references": {"config": {"from": "k8s", "k8s": {"apiVersion": "v1",
+                        "kind": "ConfigMap", "namespace": "kanon-system", "name": "settings"}}},
+                    "validations": [{"expression": "has(references.config)"}]}}],
+            },
+        });
+        let compiled = kanon_engine::compile_document(&policy).expect("a valid policy");
+        let set = Arc::new(PolicySet::build(vec![compiled]).expect("one policy"));
+        let object = |namespace: &str, name: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": namespace}})
+        };
+        let judge = Judge {
+            lookup: &Hanging,
+            programs: None,
+            now: 0,
+            timeout: Duration::from_millis(100),
+        };
+        let mut judged = Vec::new();
+        let started = std::time::Instant::now();
+        judge
+            .page(
+                &set,
+                vec![object("slow", "a"), object("fast", "b")],
+                |subject, findings| {
+                    judged.push((subject.name.clone(), findings.len()));
+                },
+            )
+            .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(judged, vec![("b".to_string(), 0)]);
     }
 }
