@@ -372,6 +372,7 @@ impl Book {
                 }
             }
             kinds.insert(kind.clone(), ledger);
+            trim(kinds, self.cap);
             changed.insert(scope);
         }
         if let Some(before) = before {
@@ -535,6 +536,27 @@ impl Book {
         }
         if kinds.is_empty() {
             self.scopes.remove(scope);
+        }
+    }
+}
+
+/// Keeps, across a scope's kinds, only the findings its report can show (the first `cap` in
+/// report order), so that memory is bounded by what the reports hold, not by how many objects
+/// fail. A kind whose findings shrink later shows fewer results until the others are read again
+/// (their counts stay exact).
+fn trim(kinds: &mut BTreeMap<KindKey, Ledger>, cap: usize) {
+    let total: usize = kinds.values().map(|l| l.entries.len()).sum();
+    if total <= cap {
+        return;
+    }
+    let mut kept: Vec<&Entry> = kinds.values().flat_map(|l| l.entries.iter()).collect();
+    kept.sort();
+    let Some(last) = kept.get(cap - 1).map(|e| (*e).clone()) else {
+        return;
+    };
+    for ledger in kinds.values_mut() {
+        while ledger.entries.last().is_some_and(|e| *e > last) {
+            ledger.entries.pop_last();
         }
     }
 }
@@ -909,6 +931,38 @@ mod tests {
             .map(|r| r.resources[0].name.clone().unwrap_or_default())
             .collect();
         assert_eq!(names, ["b", "c"]);
+    }
+
+    #[test]
+    fn a_scope_keeps_only_the_findings_its_report_can_show() {
+        let mut book = Book::new(3);
+        for kind in ["ConfigMap", "Pod", "Service"] {
+            let mut scan = book.scan(KindKey::new("v1", kind));
+            for i in 0..5 {
+                let subject = Subject {
+                    kind: KindKey::new("v1", kind),
+                    namespace: Some("shop".to_string()),
+                    name: format!("{kind}-{i}"),
+                    uid: String::new(),
+                };
+                scan.add(&subject, &[finding("P/x", AuditResult::Fail, "bad")], at(1));
+            }
+            book.finish(scan);
+        }
+        let kept: usize = book.scopes[&Some("shop".to_string())]
+            .values()
+            .map(|l| l.entries.len())
+            .sum();
+        assert_eq!(kept, 3);
+        let report = shop(&book);
+        assert_eq!(report.summary.fail, 15);
+        assert_eq!(report.cut_from, Some(15));
+        let names: Vec<_> = report
+            .results
+            .iter()
+            .map(|r| r.resources[0].name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(names, ["ConfigMap-0", "ConfigMap-1", "ConfigMap-2"]);
     }
 
     #[test]

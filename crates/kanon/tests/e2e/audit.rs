@@ -112,6 +112,17 @@ fn report(env: &Env, namespace: &str) -> Option<Value> {
     )
 }
 
+/// The ClusterReport `kanon`, if any.
+fn cluster_report(env: &Env) -> Option<Value> {
+    env.get(
+        "openreports.io/v1alpha1",
+        "ClusterReport",
+        "clusterreports",
+        None,
+        "kanon",
+    )
+}
+
 fn summary(report: &Value, result: &str) -> i64 {
     report["summary"][result].as_i64().unwrap_or(0)
 }
@@ -223,6 +234,37 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
     wait_report(env, &auditor, LAB, "one failure in the lab", |r| {
         summary(r, "fail") == 1
     });
+    // Cluster-scoped objects go to the ClusterReport.
+    env.apply_policy(&json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterValidatePolicy",
+        "metadata": {"name": "audit-namespace-owner"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Namespace", "name": SHOP}],
+            "validationActions": ["Audit"],
+            "validateRules": [{"cel": {"validations": [{
+                "expression": "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+                "message": "a namespace needs an owner",
+            }]}}],
+        },
+    }))
+    .expect("the policy is accepted");
+    env.wait_for(
+        "the ClusterReport lists the namespace",
+        Duration::from_secs(60),
+        || {
+            cluster_report(env).is_some_and(|r| {
+                results(&r) == [(SHOP.to_string(), "fail".to_string())]
+                    && r["results"][0]["resources"][0]["kind"] == "Namespace"
+            })
+        },
+    );
+    env.delete_policy("ClusterValidatePolicy", None, "audit-namespace-owner");
+    env.wait_for(
+        "the ClusterReport goes with its policy",
+        Duration::from_secs(60),
+        || cluster_report(env).is_none(),
+    );
+
     // kubectl reads the reports by their short name, with the summary in columns.
     let out = env.kubectl(&["get", "reps", "-n", SHOP]);
     assert!(out.status.success(), "{}", text(&out));
