@@ -5,7 +5,8 @@
 # chart promises (least privilege, no caBundle or generated rules in the chart, security context,
 # a NetworkPolicy only when enabled and never without a kube-apiserver source, the policy library
 # only when asked for, in the mode asked for, PolicyExceptions read only in the exception
-# namespaces) present in what it renders.
+# namespaces, the audit's flags and its RBAC only when it is on, every metric the dashboard and
+# the alerts query one kanon exports) present in what it renders.
 #
 # usage: scripts/check-chart.sh         (needs helm: `cargo xtask cluster build` provides it)
 set -euo pipefail
@@ -31,6 +32,8 @@ variants=(
   "library-restricted-warn|--set library.podSecurity=restricted --set library.validationActions={Warn} --set library.excludedNamespaces={ci,sandbox} --set library.bestPractices={disallow-latest-tag,require-probes,default-resources}"
   "library-baseline|--set library.podSecurity=baseline"
   "exceptions|--set exceptions.namespaces={policy-exceptions}"
+  "audit-disabled|--set audit.enabled=false --set metrics.prometheusRule.enabled=true"
+  "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set audit.pageSize=100000 --set audit.maxResults=50 --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
@@ -219,6 +222,101 @@ grep -q 'policyexceptions' <<<"$(roles "$default")" && fail "exceptions: no Role
 [ "$(grep -c '^kind: Role$' <<<"$(roles "$render")")" -eq $(( $(grep -c '^kind: Role$' <<<"$(roles "$default")") + 1 )) ] \
   || fail "exceptions: one Role more than by default, in policy-exceptions"
 
+# The audit (audit.*): on by default, with its flags, the Pod's name as its Lease identity, list
+# on exactly audit.listRules (never Secrets by default), its reports, and the Lease by name in a
+# Role of its own; off: `--no-audit` and none of that RBAC.
+# The documents of `kind` named `name` of a render.
+named() { awk -v RS='\n---\n' -v k="$2" -v n="$3" 'index($0, "\nkind: " k "\n") && index($0, "\n  name: " n "\n")' "$1"; }
+for flag in --audit-interval=1h --audit-qps=10 --audit-page-size=500 --report-max-results=1000; do
+  grep -q -- "- $flag\$" "$default" || fail "audit: $flag by default"
+done
+grep -q -- '--no-audit' "$default" && fail "audit: on by default"
+grep -A3 -- '- name: POD_NAME$' "$default" | grep -q 'fieldPath: metadata.name$' \
+  || fail "audit: POD_NAME from the Pod's name (the audit Lease's identity)"
+cluster_role=$(named "$default" ClusterRole kanon)
+# The rules of the ClusterRole from the audit's reports on.
+audit_rules=$(sed -n "/# The audit's reports/,\$p" <<<"$cluster_role" | grep -v '^ *#')
+expected_rules='  - apiGroups: ["openreports.io"]
+    resources: ["reports", "clusterreports"]
+    verbs: ["get", "list", "create", "update", "patch", "delete"]
+  - apiGroups:
+    - ""
+    resources:
+    - pods
+    - services
+    - configmaps
+    - serviceaccounts
+    verbs:
+    - list
+  - apiGroups:
+    - apps
+    resources:
+    - deployments
+    - statefulsets
+    - daemonsets
+    - replicasets
+    verbs:
+    - list
+  - apiGroups:
+    - batch
+    resources:
+    - jobs
+    - cronjobs
+    verbs:
+    - list
+  - apiGroups:
+    - networking.k8s.io
+    resources:
+    - ingresses
+    - networkpolicies
+    verbs:
+    - list'
+[ "$audit_rules" = "$expected_rules" ] \
+  || fail "audit: the ClusterRole grants get, list, create, update, patch, delete on the reports and list on the default audit.listRules, last: $audit_rules"
+grep -q 'secrets' <<<"$cluster_role" && fail "audit: no Secret in the ClusterRole by default"
+role=$(named "$default" Role kanon-audit)
+[ "$(grep -c '^  namespace: kanon-system$' <<<"$role")" -eq 1 ] || fail "audit: the Lease Role in the release namespace"
+expected_rules='rules:
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    verbs: ["create"]
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    resourceNames: ["kanon-audit"]
+    verbs: ["get", "update"]'
+[ "$(sed -n '/^rules:$/,$p' <<<"$role" | grep -v '^ *#')" = "$expected_rules" ] \
+  || fail "audit: the Lease Role grants create leases, and get, update on kanon-audit only: $role"
+binding=$(named "$default" RoleBinding kanon-audit)
+grep -q 'name: kanon-audit$' <<<"$(sed -n '/^roleRef:$/,$p' <<<"$binding")" || fail "audit: a RoleBinding to the Lease Role"
+grep -q 'namespace: kanon-system$' <<<"$(sed -n '/^subjects:$/,$p' <<<"$binding")" \
+  || fail "audit: the Lease RoleBinding's subject is kanon's ServiceAccount"
+render="$out/audit-tuned.yaml"
+for flag in --audit-interval=0 --audit-qps=2.5 --audit-page-size=100000 --report-max-results=50; do
+  grep -q -- "- $flag\$" "$render" || fail "audit: $flag from the values"
+done
+grep -A6 -- '- example.com$' <<<"$(named "$render" ClusterRole kanon)" | tr -d ' \n' | grep -q -- '-example.comresources:-widgetsverbs:-list' \
+  || fail "audit: audit.listRules rendered as given"
+grep -q -- '- pods$' <<<"$(named "$render" ClusterRole kanon)" && fail "audit: audit.listRules replaces the default rules"
+render="$out/audit-disabled.yaml"
+grep -q -- '- --no-audit$' "$render" || fail "audit disabled: kanon runs with --no-audit"
+grep -Eq -- '^ *- --(audit-|report-max-results)' "$render" && fail "audit disabled: no audit flag"
+[ -z "$(named "$render" Role kanon-audit)$(named "$render" RoleBinding kanon-audit)" ] || fail "audit disabled: no Lease Role(Binding)"
+grep -Eq 'leases|openreports.io|- list$' "$render" && fail "audit disabled: no lease, report or audit list rule"
+grep -q 'alert: Kanon.*Audit' "$render" && fail "audit disabled: no audit alert"
+grep -q 'alert: KanonNoAuditor' "$out/monitoring.yaml" || fail "audit: the KanonNoAuditor alert"
+grep -q 'alert: KanonAuditFailing' "$out/monitoring.yaml" || fail "audit: the KanonAuditFailing alert"
+
+# The dashboard is valid JSON with an Audit row, and every kanon_ metric it and the alerts query
+# is one kanon names in its sources (`_total`, `_bucket`, `_sum`, `_count` are the exposition's
+# suffixes).
+dashboard=$chart/dashboards/kanon.json
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$dashboard" || fail "the dashboard is not JSON"
+grep -q '"title": "Audit"' "$dashboard" || fail "the dashboard's Audit row"
+registered=$(grep -rhoE '"kanon_[a-z_]+"' crates/*/src | tr -d '"' | sort -u)
+for metric in $(grep -ohE 'kanon_[a-z_]+' "$dashboard" "$chart/templates/prometheusrule.yaml" | sed -E 's/_(total|bucket|sum|count)$//' | sort -u); do
+  grep -qx "$metric" <<<"$registered" || fail "the dashboard or the alerts query $metric, which kanon does not register"
+done
+
 echo "== values the schema refuses"
 for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.mode=vault" \
            "webhook.timeoutSeconds=60" "replicaCount=0" "unknownValue=1" \
@@ -229,7 +327,12 @@ for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.
            "library.validationActions={Warn,Warn}" "library.bestPractices=Latest_Tag" \
            "library.excludedNamespaces={Not_A_Namespace}" "library.mode=Warn" \
            "exceptions.namespaces={Not_A_Namespace}" "exceptions.namespaces={ops,ops}" \
-           "exceptions.namespaces=ops" "exceptions.namespace=ops"; do
+           "exceptions.namespaces=ops" "exceptions.namespace=ops" \
+           "audit.enabled=yes" "audit.interval=1d" "audit.interval=hourly" "audit.qps=-1" \
+           "audit.pageSize=0" "audit.maxResults=0" "audit.unknown=1" \
+           "audit.listRules[0].apiGroups={apps}" \
+           "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={deployments},audit.listRules[0].verbs={get}" \
+           "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={pods},audit.listRules[0].verbs={list},audit.listRules[0].resourceNames={a}"; do
   if "$helm" template kanon "$chart" --set "$bad" >/dev/null 2>&1; then
     fail "the schema accepted --set $bad"
   fi

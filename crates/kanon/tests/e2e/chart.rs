@@ -4,10 +4,11 @@
 //! webhook configurations (and kept through `helm upgrade`), and `helm uninstall` leaving no
 //! webhook configuration behind while kanon is stopped. And the policy library installed by the
 //! chart (`library.*`): created by Helm before kanon runs, then in force through the chart's
-//! webhook configuration.
+//! webhook configuration, and a Pod from before the policies found by the audit (`audit.*`: the
+//! chart's list, report and Lease rules) and written into its namespace's Report.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -318,6 +319,17 @@ fn a_missing_permission_is_reported_by_name(env: &mut Env) {
     limited.stop();
 }
 
+/// kanon's audit Report in `namespace` (`audit.enabled`).
+fn audit_report(env: &Env, namespace: &str) -> Option<Value> {
+    env.get(
+        "openreports.io/v1alpha1",
+        "Report",
+        "reports",
+        Some(namespace),
+        "kanon",
+    )
+}
+
 /// Waits for the default ServiceAccount of `namespace`, which Pods need (the controller manager
 /// makes it).
 fn wait_for_service_account(env: &Env, namespace: &str) {
@@ -345,7 +357,9 @@ fn library_pod(namespace: &str, name: &str, privileged: bool) -> Value {
 /// policy check (`Ignore`) lets them in unchecked. kanon, started afterwards as the chart's
 /// ServiceAccount, has every one Ready, writes rules for Pods into the chart's configurations,
 /// and kube-apiserver refuses a privileged Pod through it with the library's message, but not in
-/// a namespace of `library.excludedNamespaces`. `helm uninstall` removes the policies.
+/// a namespace of `library.excludedNamespaces`. A privileged Pod created before the policies is
+/// found by kanon's audit, run with the chart's RBAC, and listed as failing in its namespace's
+/// Report. `helm uninstall` removes the policies.
 fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
     let chart = repo().join("charts/kanon").display().to_string();
     let (apps, exempt) = ("library-apps", "library-exempt");
@@ -364,6 +378,14 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
         "--ignore-not-found",
         "--wait=true",
     ]);
+    env.namespace(apps, json!({}));
+    env.namespace(exempt, json!({}));
+    wait_for_service_account(env, apps);
+    wait_for_service_account(env, exempt);
+    // A privileged Pod from before the library's policies: admission never judges it, the
+    // audit does.
+    env.create(&library_pod(apps, "before-policies", true))
+        .expect("a privileged Pod admitted before any policy");
     let mut replica = env.replica("chart-library");
     let url = format!("https://127.0.0.1:{}", replica.port);
     helm(
@@ -454,10 +476,6 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
         },
     );
 
-    env.namespace(apps, json!({}));
-    env.namespace(exempt, json!({}));
-    wait_for_service_account(env, apps);
-    wait_for_service_account(env, exempt);
     let refused = env
         .create(&library_pod(apps, "privileged", true))
         .expect_err("a privileged Pod refused");
@@ -479,6 +497,38 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
         .expect("a Pod that meets baseline admitted");
     env.create(&library_pod(exempt, "privileged", true))
         .expect("a privileged Pod admitted in an excluded namespace");
+
+    // The audit, as the chart's ServiceAccount: it lists Pods and the workload kinds whose pod
+    // templates the library judges (audit.listRules), holds its Lease (the Role in the release
+    // namespace) and writes the Report; the Pod from before the policies fails there.
+    let found_before_policies = |report: &Value| {
+        report["results"].as_array().is_some_and(|results| {
+            results.iter().any(|r| {
+                r["policy"] == "ClusterValidatePolicy/pss-baseline-privileged"
+                    && r["result"] == "fail"
+                    && r["resources"][0]["name"] == "before-policies"
+            })
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(audit_report(env, apps).is_some_and(|r| found_before_policies(&r))
+        && replica.log_tail(400).contains("audit finished"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the Pod from before the policies not in the audit's Report within 30s: {:#?}\n{}",
+            audit_report(env, apps),
+            replica.log_tail(400)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = replica.log_tail(400);
+    assert!(
+        !log.contains("cannot read")
+            && !log.contains("cannot take the audit Lease")
+            && !log.contains("cannot renew the audit Lease"),
+        "the chart's RBAC lets the audit read every kind the library selects and hold its Lease: {log}"
+    );
 
     replica.stop();
     helm(
