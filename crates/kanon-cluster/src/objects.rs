@@ -103,9 +103,14 @@ fn lookup_error(what: String, error: kube::Error) -> LookupError {
     }
 }
 
-/// The document kept for an object: its JSON without managed fields, with its type set (list
-/// items may lack it).
+/// The document kept for an object: [`document_of`], shared.
 fn document(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Value>> {
+    document_of(object, resource).map(Arc::new)
+}
+
+/// An object as policies see it: its JSON with its type set (list items lack it), without
+/// managed fields (which only cost memory).
+pub(crate) fn document_of(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
     let mut value = serde_json::to_value(object).ok()?;
     let map = value.as_object_mut()?;
     map.insert(
@@ -116,7 +121,7 @@ fn document(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Value>>
     if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
         metadata.remove("managedFields");
     }
-    Some(Arc::new(value))
+    Some(value)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -38,6 +38,17 @@ pub struct AuditArgs {
     /// `--namespace`).
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_interval)]
     audit_interval: Duration,
+    #[command(flatten)]
+    reading: ReadingArgs,
+    /// This replica's name in the audit Lease (the chart sets the Pod's name).
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    audit_identity: Option<String>,
+}
+
+/// How an audit reads the cluster and how large its reports grow: the same flags for
+/// `kanon serve` and `kanon audit`.
+#[derive(Debug, Args)]
+pub struct ReadingArgs {
     /// The most LIST requests per second the audit sends the apiserver.
     #[arg(long, value_name = "QPS", default_value_t = 10.0)]
     audit_qps: f64,
@@ -47,9 +58,12 @@ pub struct AuditArgs {
     /// The most results an audit report holds (its summary counts all of them).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     report_max_results: usize,
-    /// This replica's name in the audit Lease (the chart sets the Pod's name).
-    #[arg(long, env = "POD_NAME", value_name = "NAME")]
-    audit_identity: Option<String>,
+}
+
+impl ReadingArgs {
+    fn max_results(&self) -> usize {
+        self.report_max_results.max(1)
+    }
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
@@ -92,9 +106,9 @@ impl AuditArgs {
                 namespace: namespace.to_string(),
                 identity,
                 interval: (!self.audit_interval.is_zero()).then_some(self.audit_interval),
-                qps: self.audit_qps,
-                page_size: self.audit_page_size,
-                max_results: self.report_max_results.max(1),
+                qps: self.reading.audit_qps,
+                page_size: self.reading.audit_page_size,
+                max_results: self.reading.max_results(),
                 ..AuditConfig::default()
             },
             policies: start.policies,
@@ -123,7 +137,7 @@ impl AuditArgs {
             policies: start.policies.clone(),
             lookup,
             programs: start.programs.clone(),
-            max_results: self.report_max_results.max(1),
+            max_results: self.reading.max_results(),
             batch: Duration::from_secs(1),
         };
         (queue, reports.run(receiver))
@@ -202,15 +216,8 @@ pub struct AuditCommandArgs {
     /// What to print.
     #[arg(short, long, value_enum, default_value_t = AuditOutput::Text)]
     output: AuditOutput,
-    /// The most LIST requests per second sent to the apiserver.
-    #[arg(long, value_name = "QPS", default_value_t = 10.0)]
-    audit_qps: f64,
-    /// Objects per LIST request.
-    #[arg(long, value_name = "N", default_value_t = 500)]
-    audit_page_size: u32,
-    /// The most results a report holds (`--output reports`).
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    report_max_results: usize,
+    #[command(flatten)]
+    reading: ReadingArgs,
     /// How long to wait for the policies to be read from the cluster, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     sync_timeout_seconds: u64,
@@ -302,8 +309,9 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
     for problem in &problems {
         eprintln!("warning: {problem}");
     }
-    let mut lister = Lister::new(client.clone(), args.audit_page_size, args.audit_qps);
-    let mut printer = Printer::new(args.output, args.report_max_results);
+    let reading = &args.reading;
+    let mut lister = Lister::new(client.clone(), reading.audit_page_size, reading.audit_qps);
+    let mut printer = Printer::new(args.output, reading.max_results());
     for kind in &kinds {
         let mut token: Option<String> = None;
         let mut scan = printer.book.scan(kind.key.clone());
@@ -358,8 +366,8 @@ impl Printer {
     fn new(output: AuditOutput, max_results: usize) -> Self {
         Printer {
             output,
-            book: Book::new(max_results.max(1)),
-            max_results: max_results.max(1),
+            book: Book::new(max_results),
+            max_results,
             lines: Vec::new(),
             counts: BTreeMap::new(),
             failed: false,

@@ -170,26 +170,10 @@ impl Lister {
         let objects = list
             .items
             .into_iter()
-            .filter_map(|object| document(object, &kind.resource))
+            .filter_map(|object| crate::objects::document_of(object, &kind.resource))
             .collect();
         Ok(Page { objects, next })
     }
-}
-
-/// The object as the engine judges it: its JSON with its type set (list items lack it), without
-/// managed fields (which only cost memory here).
-fn document(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
-    let mut value = serde_json::to_value(object).ok()?;
-    let map = value.as_object_mut()?;
-    map.insert(
-        "apiVersion".into(),
-        Value::from(resource.api_version.clone()),
-    );
-    map.insert("kind".into(), Value::from(resource.kind.clone()));
-    if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.remove("managedFields");
-    }
-    Some(value)
 }
 
 /// How long one object's evaluation may take, as a review's default timeout.

@@ -1,0 +1,1393 @@
+//! The background audit at scale (issue 21): 100,000 objects of 20 kinds in 50 namespaces, 10% of
+//! them failing one of 20 ClusterValidatePolicies in `Audit` mode.
+//!
+//! Starts etcd and kube-apiserver 1.35 on 127.0.0.1 (`kanon-control-plane`, without
+//! kube-controller-manager, so that nothing acts on the objects: Deployments get no ReplicaSets,
+//! Pods stay Pending), installs `crds/`, creates the namespaces and the objects (kube-rs, many
+//! creates in flight), then runs `kanon serve --kubeconfig ...` (this package's release binary)
+//! with `--audit-interval 0 --audit-qps 50 --audit-page-size 500 --no-status`, and measures:
+//!
+//! 1. **Peak RSS of the audit.** kanon starts with no policy (its first audit reads nothing),
+//!    then the 20 policies are applied and it audits every object once. Its `VmHWM` and `VmRSS`
+//!    are sampled every 100 ms; the audit's duration and objects come from its metrics
+//!    (`kanon_audit_duration_seconds`, `kanon_audit_objects_scanned_total`,
+//!    `kanon_audits_total{outcome="finished"}`).
+//! 2. **The reports' size.** Every `Report` and `ClusterReport` as the apiserver returns it
+//!    (`kubectl get reports,clusterreports -A -o json`), each item's compact JSON with and
+//!    without `metadata.managedFields`, and etcd's own view: the values under
+//!    `/registry/openreports.io/` read through etcd's JSON gateway (`/v3/kv/range`), which is
+//!    what etcd stores for them.
+//! 3. **Admission latency while the audit runs.** AdmissionReviews
+//!    (`fixtures/admission-reviews/pod-create.json`, a Pod that one of the 20 policies selects)
+//!    POSTed straight to kanon's `/validate` over HTTPS by oha at a fixed 1,000 req/s
+//!    (`--latency-correction`, 32 keep-alive connections), for a window with no audit running
+//!    and a window while an audit runs (started by changing one policy's message, so that the
+//!    audit begins `settle`, 5 s, later; the window starts when the audit's first objects are
+//!    counted). Rounds alternate the order (idle first, then audit first). The window is at most
+//!    60% of the first full audit's duration, so that the audit covers it; each window's
+//!    coverage is checked and printed.
+//!
+//! Run: `cargo bench -p kanon --bench audit` (about 15 minutes: most of it creating the objects).
+//! Environment: `KANON_AUDIT_BENCH_OBJECTS` (default 100000), `KANON_AUDIT_BENCH_NAMESPACES`
+//! (50), `KANON_AUDIT_BENCH_ROUNDS` (5), `KANON_AUDIT_BENCH_WINDOW` (seconds per latency window,
+//! at most; default 15), `KANON_AUDIT_BENCH_CONCURRENCY` (creates in flight, 32), `OHA` (the oha
+//! binary; default `oha` on the PATH, then `target/bench-tools/bin/oha`, which
+//! `scripts/load-bench.sh` installs). `--quick`: 4,000 objects, 2 rounds of 3 s. Needs `curl`.
+//! The first run of the control plane's toolchain builds it (see the README).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use base64::Engine as _;
+use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+/// kanon's own namespace (its audit Lease).
+const KANON_NS: &str = "kanon-system";
+/// The label that the policies reject.
+const BAD_LABEL: &str = "bench.kanon.dev/bad";
+
+/// One kind of object the bench creates: group, version, kind, plural, name prefix, and whether
+/// it is created after the others (ResourceQuotas and LimitRanges act on later creates).
+struct KindSpec {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static str,
+    late: bool,
+}
+
+const fn k(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    short: &'static str,
+) -> KindSpec {
+    KindSpec {
+        group,
+        version,
+        kind,
+        plural,
+        short,
+        late: false,
+    }
+}
+
+/// The 20 kinds: none needs a controller, none allocates an address.
+const KINDS: [KindSpec; 20] = [
+    k("", "v1", "ConfigMap", "configmaps", "cm"),
+    k("", "v1", "Service", "services", "svc"),
+    k("", "v1", "ServiceAccount", "serviceaccounts", "sa"),
+    k("", "v1", "PodTemplate", "podtemplates", "pt"),
+    k("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "pvc"),
+    k("", "v1", "Pod", "pods", "pod"),
+    KindSpec {
+        late: true,
+        ..k("", "v1", "LimitRange", "limitranges", "lr")
+    },
+    KindSpec {
+        late: true,
+        ..k("", "v1", "ResourceQuota", "resourcequotas", "rq")
+    },
+    k("rbac.authorization.k8s.io", "v1", "Role", "roles", "role"),
+    k("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rb"),
+    k("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "eps"),
+    k("apps", "v1", "Deployment", "deployments", "deploy"),
+    k("apps", "v1", "StatefulSet", "statefulsets", "sts"),
+    k("apps", "v1", "DaemonSet", "daemonsets", "ds"),
+    k("apps", "v1", "ReplicaSet", "replicasets", "rs"),
+    k("batch", "v1", "Job", "jobs", "job"),
+    k("batch", "v1", "CronJob", "cronjobs", "cj"),
+    k("networking.k8s.io", "v1", "Ingress", "ingresses", "ing"),
+    k("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "netpol"),
+    k("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "pdb"),
+];
+
+impl KindSpec {
+    fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    fn resource(&self) -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group, self.version, self.kind),
+            self.plural,
+        )
+    }
+
+    fn policy_name(&self) -> String {
+        format!("audit-bench-{}", self.kind.to_lowercase())
+    }
+}
+
+struct Settings {
+    objects: usize,
+    namespaces: usize,
+    rounds: usize,
+    window: Duration,
+    concurrency: usize,
+    quick: bool,
+}
+
+impl Settings {
+    fn from_env() -> Settings {
+        let quick = std::env::args().any(|a| a == "--quick")
+            || std::env::var("KANON_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        let number = |name: &str, default: usize| -> usize {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(default)
+        };
+        let (objects, rounds, window) = if quick {
+            (4_000, 2, 3)
+        } else {
+            (100_000, 5, 15)
+        };
+        Settings {
+            objects: number("KANON_AUDIT_BENCH_OBJECTS", objects),
+            namespaces: number("KANON_AUDIT_BENCH_NAMESPACES", 50),
+            rounds: number("KANON_AUDIT_BENCH_ROUNDS", rounds),
+            window: Duration::from_secs(number("KANON_AUDIT_BENCH_WINDOW", window) as u64),
+            concurrency: number("KANON_AUDIT_BENCH_CONCURRENCY", 32),
+            quick,
+        }
+    }
+
+    fn per_kind(&self) -> usize {
+        self.objects / KINDS.len()
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// `VmRSS` and `VmHWM` of a process, in KiB (0 when gone).
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// CPU time (user + system) of a process so far, from `/proc/<pid>/stat` (zero if gone).
+fn process_cpu(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf(3) has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Duration::from_secs_f64(ticks as f64 / hz)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// kanon
+
+struct Kanon {
+    child: Option<Child>,
+    pid: u32,
+    port: u16,
+    metrics_port: u16,
+    log: PathBuf,
+}
+
+impl Kanon {
+    fn start(kubeconfig: &Path, dir: &Path, extra: &[&str]) -> Result<Kanon> {
+        let port = free_port()?;
+        let metrics_port = free_port()?;
+        let cert_dir = dir.join("kanon-certs");
+        let log = dir.join("kanon.log");
+        let file = std::fs::File::create(&log)?;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
+        command
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cert-dir")
+            .arg(&cert_dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        // SAFETY: prctl(2) is async-signal-safe; the child dies with this process.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command.spawn().context("kanon serve starts")?;
+        let pid = child.id();
+        let kanon = Kanon {
+            child: Some(child),
+            pid,
+            port,
+            metrics_port,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let out = Command::new("curl")
+                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+                .arg(format!("https://127.0.0.1:{port}/readyz"))
+                .output()
+                .context("curl runs")?;
+            if out.stdout == b"200" {
+                return Ok(kanon);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "kanon did not become ready; its log:\n{}",
+                tail(&kanon.log, 40)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Kanon {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// kanon's metrics text (plain HTTP on loopback, without a subprocess: sampled often).
+fn scrape(port: u16) -> Result<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body)?;
+    Ok(body
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
+}
+
+/// The value of the sample `series` (name with its labels, as printed) in `metrics`; 0 when
+/// absent.
+fn metric(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().ok())?
+        })
+        .unwrap_or(0.0)
+}
+
+const FINISHED: &str = "kanon_audits_total{outcome=\"finished\"}";
+const SCANNED: &str = "kanon_audit_objects_scanned_total";
+
+/// One sample of kanon: when (since the bench began), RSS and HWM (KiB), objects scanned,
+/// audits finished.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Duration,
+    rss: u64,
+    hwm: u64,
+    scanned: f64,
+    finished: f64,
+}
+
+/// Samples kanon every 100 ms in a thread.
+struct Sampler {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(pid: u32, metrics_port: u16, began: Instant) -> Sampler {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (into, until) = (samples.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !until.load(Ordering::Relaxed) {
+                let (rss, hwm) = memory_kib(pid);
+                let metrics = scrape(metrics_port).unwrap_or_default();
+                let sample = Sample {
+                    at: began.elapsed(),
+                    rss,
+                    hwm,
+                    scanned: metric(&metrics, SCANNED),
+                    finished: metric(&metrics, FINISHED),
+                };
+                into.lock().unwrap().push(sample);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Sampler {
+            samples,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn last(&self) -> Option<Sample> {
+        self.samples.lock().unwrap().last().copied()
+    }
+
+    fn between(&self, from: Duration, to: Duration) -> Vec<Sample> {
+        self.samples
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.at >= from && s.at <= to)
+            .copied()
+            .collect()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cluster
+
+struct World {
+    runtime: tokio::runtime::Runtime,
+    client: kube::Client,
+    control_plane: ControlPlane,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn start() -> Result<World> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
+        let started = Instant::now();
+        let control_plane = ControlPlane::start(
+            &toolchain,
+            Options {
+                controller_manager: false,
+                ..Options::default()
+            },
+        )?;
+        eprintln!(
+            "bench: control plane (etcd, kube-apiserver) up in {:.1} s at {}",
+            started.elapsed().as_secs_f64(),
+            control_plane.server()
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let client = runtime.block_on(async {
+            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())?;
+            let mut config =
+                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+            config.read_timeout = Some(Duration::from_secs(120));
+            anyhow::Ok(kube::Client::try_from(config)?)
+        })?;
+        let world = World {
+            runtime,
+            client,
+            control_plane,
+            dir: tempfile::tempdir()?,
+        };
+        let crds = repo().join("crds").display().to_string();
+        world.kubectl(&["apply", "--server-side", "--recursive", "-f", &crds])?;
+        world.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd",
+            "--all",
+        ])?;
+        Ok(world)
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Result<Output> {
+        let out = self.control_plane.kubectl().args(args).output()?;
+        ensure!(out.status.success(), "kubectl {args:?}: {}", text(&out));
+        Ok(out)
+    }
+
+    fn apply(&self, resource: &ApiResource, document: &Value) -> Result<()> {
+        let name = document["metadata"]["name"].as_str().unwrap_or_default();
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        let params = PatchParams::apply("kanon-audit-bench").force();
+        self.runtime
+            .block_on(api.patch(name, &params, &Patch::Apply(document)))
+            .with_context(|| format!("applying {name}"))?;
+        Ok(())
+    }
+
+    /// The PID of a control-plane process.
+    fn pid(&self, name: &str) -> Option<u32> {
+        self.control_plane
+            .pids()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, pid)| pid)
+    }
+
+    /// etcd's client URL, from kube-apiserver's command line.
+    fn etcd_url(&self) -> Result<String> {
+        let pid = self.pid("kube-apiserver").context("kube-apiserver runs")?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))?;
+        cmdline
+            .split(|&b| b == 0)
+            .filter_map(|a| std::str::from_utf8(a).ok())
+            .find_map(|a| a.strip_prefix("--etcd-servers="))
+            .map(|s| s.split(',').next().unwrap_or(s).to_string())
+            .context("--etcd-servers in kube-apiserver's command line")
+    }
+}
+
+fn policy_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, "ClusterValidatePolicy"),
+        "clustervalidatepolicies",
+    )
+}
+
+/// The policy of one kind: its objects may not carry [`BAD_LABEL`]; `Audit` only.
+fn policy(kind: &KindSpec, change: usize) -> Value {
+    let suffix = if change == 0 {
+        String::new()
+    } else {
+        format!(" (change {change})")
+    };
+    json!({
+        "apiVersion": kanon_api::API_VERSION,
+        "kind": "ClusterValidatePolicy",
+        "metadata": {
+            "name": kind.policy_name(),
+            "labels": {"bench.kanon.dev/owned": "true"},
+            "annotations": {
+                "policy.kanon.dev/severity": "medium",
+                "policy.kanon.dev/category": "Bench",
+            },
+        },
+        "spec": {
+            "resourceSelectors": [{"apiVersion": kind.api_version(), "kind": kind.kind}],
+            "validationActions": ["Audit"],
+            "validateRules": [{
+                "name": "not-bad",
+                "targetOperations": ["CREATE", "UPDATE"],
+                "cel": {"validations": [{
+                    "expression": format!(
+                        "!has(object.metadata.labels) || !('{BAD_LABEL}' in object.metadata.labels)"
+                    ),
+                    "message": format!("a {} may not carry the {BAD_LABEL} label{suffix}", kind.kind),
+                }]},
+            }],
+        },
+    })
+}
+
+fn namespace_name(i: usize) -> String {
+    format!("audit-bench-{i:02}")
+}
+
+fn pod_spec(restart: &str) -> Value {
+    json!({
+        "restartPolicy": restart,
+        "containers": [{
+            "name": "app",
+            "image": "registry.example.com/bench/app:1.0",
+            "ports": [{"containerPort": 8080, "name": "http"}],
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+        }],
+    })
+}
+
+/// Object `i` of `kind`: in namespace `i % namespaces`; the k-th object of each namespace
+/// (k = i / namespaces) fails when k % 10 == 0, so each namespace has 10% failing of each kind.
+fn object(kind: &KindSpec, i: usize, namespaces: usize) -> (String, Value, bool) {
+    let namespace = namespace_name(i % namespaces);
+    let bad = (i / namespaces) % 10 == 0;
+    let name = format!("{}-{i:05}", kind.short);
+    let mut labels = json!({"app.kubernetes.io/part-of": "audit-bench", "app": name});
+    if bad {
+        labels[BAD_LABEL] = json!("true");
+    }
+    let selector = json!({"matchLabels": {"app": name}});
+    let template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec("Always")});
+    let job_template =
+        json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec("Never")});
+    let body = match kind.kind {
+        "ConfigMap" => json!({"data": {
+            "mode": "production",
+            "config.yaml": format!("server:\n  port: 8080\n  name: {name}\nlogging:\n  level: info\n"),
+        }}),
+        "Service" => json!({"spec": {
+            "clusterIP": "None",
+            "selector": {"app": name},
+            "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+        }}),
+        "ServiceAccount" => json!({}),
+        "PodTemplate" => json!({"template": template}),
+        "PersistentVolumeClaim" => json!({"spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        }}),
+        "Pod" => json!({"spec": pod_spec("Always")}),
+        "LimitRange" => json!({"spec": {"limits": [{
+            "type": "Container", "max": {"cpu": "64", "memory": "64Gi"},
+        }]}}),
+        // Only a kind nobody creates here, so that no create waits for the quota's status
+        // (nothing computes it without kube-controller-manager).
+        "ResourceQuota" => json!({"spec": {"hard": {"count/replicationcontrollers": "100"}}}),
+        "Role" => json!({"rules": [{
+            "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"],
+        }]}),
+        "RoleBinding" => json!({
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("role-{i:05}")},
+            "subjects": [{"kind": "ServiceAccount", "name": format!("sa-{i:05}"), "namespace": namespace}],
+        }),
+        "EndpointSlice" => {
+            labels["kubernetes.io/service-name"] = json!(format!("svc-{i:05}"));
+            json!({
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [format!("10.1.{}.{}", (i / 250) % 250, i % 250 + 1)]}],
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            })
+        }
+        "Deployment" | "ReplicaSet" => json!({"spec": {
+            "replicas": 0, "selector": selector, "template": template,
+        }}),
+        "StatefulSet" => json!({"spec": {
+            "replicas": 0, "serviceName": format!("svc-{i:05}"), "selector": selector,
+            "template": template,
+        }}),
+        "DaemonSet" => json!({"spec": {"selector": selector, "template": template}}),
+        "Job" => json!({"spec": {"suspend": true, "template": job_template}}),
+        "CronJob" => json!({"spec": {
+            "schedule": "0 3 * * *", "suspend": true,
+            "jobTemplate": {"spec": {"template": job_template}},
+        }}),
+        "Ingress" => json!({"spec": {"rules": [{
+            "host": format!("app-{i:05}.bench.example.com"),
+            "http": {"paths": [{
+                "path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": format!("svc-{i:05}"), "port": {"number": 80}}},
+            }]},
+        }]}}),
+        "NetworkPolicy" => json!({"spec": {
+            "podSelector": {"matchLabels": {"app": name}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 8080}]}],
+        }}),
+        "PodDisruptionBudget" => json!({"spec": {"minAvailable": 1, "selector": selector}}),
+        other => unreachable!("no object for {other}"),
+    };
+    let mut document = json!({
+        "apiVersion": kind.api_version(),
+        "kind": kind.kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+    });
+    for (key, value) in body.as_object().expect("an object") {
+        document[key] = value.clone();
+    }
+    (namespace, document, bad)
+}
+
+/// Creates every object of `kinds` with `concurrency` creates in flight; retries what the
+/// apiserver refuses for a moment (429, 5xx, timeouts). The objects created.
+fn create_all(world: &World, kinds: &[&KindSpec], settings: &Settings) -> Result<usize> {
+    let jobs: Vec<(ApiResource, String, Value)> = kinds
+        .iter()
+        .flat_map(|kind| {
+            let resource = kind.resource();
+            (0..settings.per_kind()).map(move |i| {
+                let (namespace, document, _) = object(kind, i, settings.namespaces);
+                (resource.clone(), namespace, document)
+            })
+        })
+        .collect();
+    let total = jobs.len();
+    let created = Arc::new(AtomicU64::new(0));
+    let client = world.client.clone();
+    let concurrency = settings.concurrency;
+    let progress = created.clone();
+    let started = Instant::now();
+    world.runtime.block_on(async move {
+        let semaphore = Arc::new(tokio::sync::Semaphore::new(concurrency));
+        let mut tasks = tokio::task::JoinSet::new();
+        for (resource, namespace, document) in jobs {
+            let permit = semaphore.clone().acquire_owned().await?;
+            let client = client.clone();
+            let created = created.clone();
+            tasks.spawn(async move {
+                let _permit = permit;
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(client, &namespace, &resource);
+                let object: DynamicObject = serde_json::from_value(document)?;
+                let mut attempt = 0;
+                loop {
+                    match api.create(&PostParams::default(), &object).await {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(status)) if status.code == 409 => break,
+                        Err(error) if attempt < 8 => {
+                            let transient = match &error {
+                                kube::Error::Api(status) => {
+                                    status.code == 429 || status.code >= 500
+                                }
+                                _ => true,
+                            };
+                            if !transient {
+                                return Err(anyhow::anyhow!(
+                                    "creating {}/{}: {error}",
+                                    resource.kind,
+                                    object.metadata.name.as_deref().unwrap_or("")
+                                ));
+                            }
+                            attempt += 1;
+                            tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                        }
+                        Err(error) => {
+                            return Err(anyhow::anyhow!(
+                                "creating {}/{}: {error}",
+                                resource.kind,
+                                object.metadata.name.as_deref().unwrap_or("")
+                            ));
+                        }
+                    }
+                }
+                let n = created.fetch_add(1, Ordering::Relaxed) + 1;
+                if n % 10_000 == 0 {
+                    eprintln!(
+                        "bench:   {n} created ({:.0} s)",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                anyhow::Ok(())
+            });
+            while let Some(done) = tasks.try_join_next() {
+                done??;
+            }
+        }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        anyhow::Ok(())
+    })?;
+    let created = progress.load(Ordering::Relaxed) as usize;
+    ensure!(created == total, "{created} of {total} created");
+    Ok(created)
+}
+
+/// How many objects of `kind` the apiserver has (a list of 1 and its remaining count).
+fn count(world: &World, kind: &KindSpec) -> Result<usize> {
+    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &kind.resource());
+    let list = world.runtime.block_on(api.list(&ListParams::default().limit(1)))?;
+    let remaining = list.metadata.remaining_item_count.unwrap_or(0);
+    Ok(list.items.len() + usize::try_from(remaining).unwrap_or(0))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports
+
+#[derive(Debug, Default)]
+struct ReportSizes {
+    reports: usize,
+    cluster_reports: usize,
+    /// `kubectl get ... -o json` output, as printed (indented).
+    kubectl_bytes: usize,
+    /// Compact JSON of each item, with and without managedFields.
+    compact: Vec<usize>,
+    compact_without_managed: Vec<usize>,
+    results: usize,
+    summary_fail: i64,
+    summary_pass: i64,
+    cut: usize,
+    /// What etcd holds under /registry/openreports.io/: keys and value bytes.
+    etcd_keys: usize,
+    etcd_bytes: usize,
+    etcd_error: Option<String>,
+}
+
+fn report_sizes(world: &World) -> Result<ReportSizes> {
+    let out = world.kubectl(&["get", "reports,clusterreports", "-A", "-o", "json"])?;
+    let mut sizes = ReportSizes {
+        kubectl_bytes: out.stdout.len(),
+        ..ReportSizes::default()
+    };
+    let list: Value = serde_json::from_slice(&out.stdout)?;
+    for item in list["items"].as_array().cloned().unwrap_or_default() {
+        match item["kind"].as_str() {
+            Some("ClusterReport") => sizes.cluster_reports += 1,
+            _ => sizes.reports += 1,
+        }
+        sizes.compact.push(serde_json::to_vec(&item)?.len());
+        let mut without = item.clone();
+        if let Some(metadata) = without["metadata"].as_object_mut() {
+            metadata.remove("managedFields");
+        }
+        sizes
+            .compact_without_managed
+            .push(serde_json::to_vec(&without)?.len());
+        sizes.results += item["results"].as_array().map_or(0, Vec::len);
+        sizes.summary_fail += item["summary"]["fail"].as_i64().unwrap_or(0);
+        sizes.summary_pass += item["summary"]["pass"].as_i64().unwrap_or(0);
+        if item["metadata"]["annotations"]
+            .get("audit.kanon.dev/results-cut-from")
+            .is_some()
+        {
+            sizes.cut += 1;
+        }
+    }
+    match etcd_reports(world) {
+        Ok((keys, bytes)) => {
+            sizes.etcd_keys = keys;
+            sizes.etcd_bytes = bytes;
+        }
+        Err(error) => sizes.etcd_error = Some(format!("{error:#}")),
+    }
+    Ok(sizes)
+}
+
+/// Keys and value bytes under `/registry/openreports.io/` in etcd, through its JSON gateway.
+fn etcd_reports(world: &World) -> Result<(usize, usize)> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let url = format!("{}/v3/kv/range", world.etcd_url()?);
+    let request = json!({
+        "key": b64.encode("/registry/openreports.io/"),
+        "range_end": b64.encode("/registry/openreports.io0"),
+    });
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "30", "-X", "POST", &url, "-d"])
+        .arg(request.to_string())
+        .output()
+        .context("curl runs")?;
+    ensure!(out.status.success(), "etcd's gateway: {}", text(&out));
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("etcd's answer: {}", text(&out)))?;
+    let kvs = answer["kvs"].as_array().cloned().unwrap_or_default();
+    let mut bytes = 0;
+    for kv in &kvs {
+        let value = b64.decode(kv["value"].as_str().unwrap_or_default())?;
+        bytes += value.len();
+    }
+    Ok((kvs.len(), bytes))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admission load
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Audit,
+}
+
+#[derive(Debug, Clone)]
+struct Window {
+    phase: Phase,
+    round: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    rps: f64,
+    /// Share of the window during which an audit was reading (by the sampled counters).
+    audit_coverage: f64,
+    /// Objects the audit judged during the window.
+    scanned: f64,
+    /// CPU seconds per second of the window: kanon, kube-apiserver, etcd.
+    cpu: [f64; 3],
+}
+
+fn oha_path() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("OHA") {
+        return Ok(PathBuf::from(path));
+    }
+    if let Ok(out) = Command::new("sh").args(["-c", "command -v oha"]).output()
+        && out.status.success()
+    {
+        return Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    for root in [repo(), std::env::current_dir()?] {
+        let path = root.join("target/bench-tools/bin/oha");
+        if path.is_file() {
+            return Ok(path);
+        }
+    }
+    bail!("oha not found: install it (cargo install oha --root target/bench-tools) or set OHA")
+}
+
+/// oha at 1,000 req/s for `seconds` against `url`: p50, p99, max (ms), req/s.
+fn oha(oha: &Path, url: &str, body: &Path, seconds: f64) -> Result<(f64, f64, f64, f64)> {
+    let out = Command::new(oha)
+        .args(["--no-tui", "--insecure", "--http-version", "1.1", "-m", "POST"])
+        .args(["-H", "Content-Type: application/json", "-D"])
+        .arg(body)
+        .args(["--output-format", "json", "-c", "32", "-q", "1000"])
+        .args(["--latency-correction", "--wait-ongoing-requests-after-deadline"])
+        .args(["-z", &format!("{seconds}s"), url])
+        .output()
+        .context("oha runs")?;
+    ensure!(out.status.success(), "oha: {}", text(&out));
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("oha's output: {}", text(&out)))?;
+    let codes = answer["statusCodeDistribution"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        codes.keys().all(|c| c == "200")
+            && answer["errorDistribution"]
+                .as_object()
+                .is_none_or(|e| e.is_empty()),
+        "oha: answers other than 200, or errors: {codes:?} {}",
+        answer["errorDistribution"]
+    );
+    let p = &answer["latencyPercentiles"];
+    let ms = |v: &Value| v.as_f64().unwrap_or(f64::NAN) * 1000.0;
+    Ok((
+        ms(&p["p50"]),
+        ms(&p["p99"]),
+        ms(&answer["summary"]["slowest"]),
+        answer["summary"]["requestsPerSec"].as_f64().unwrap_or(0.0),
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Result<Duration> {
+    let started = Instant::now();
+    while !done() {
+        ensure!(started.elapsed() < timeout, "{what}: not after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(started.elapsed())
+}
+
+fn main() -> Result<()> {
+    let settings = Settings::from_env();
+    let began = Instant::now();
+    let load_before = load_average();
+    eprintln!(
+        "bench: load average {load_before}; {} objects of {} kinds in {} namespaces",
+        settings.objects,
+        KINDS.len(),
+        settings.namespaces
+    );
+    let oha_bin = oha_path()?;
+    let world = World::start()?;
+
+    // ---- Namespaces and objects ----
+    let ns_resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("", "v1", "Namespace"),
+        "namespaces",
+    );
+    for name in std::iter::once(KANON_NS.to_string())
+        .chain((0..settings.namespaces).map(namespace_name))
+    {
+        world.apply(
+            &ns_resource,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+        )?;
+    }
+    let create_started = Instant::now();
+    let early: Vec<&KindSpec> = KINDS.iter().filter(|k| !k.late).collect();
+    let late: Vec<&KindSpec> = KINDS.iter().filter(|k| k.late).collect();
+    let mut created = create_all(&world, &early, &settings)?;
+    created += create_all(&world, &late, &settings)?;
+    let create_took = create_started.elapsed();
+    eprintln!(
+        "bench: {created} objects created in {:.1} s ({:.0}/s), load average {}",
+        create_took.as_secs_f64(),
+        created as f64 / create_took.as_secs_f64(),
+        load_average()
+    );
+    let mut counts = BTreeMap::new();
+    for kind in &KINDS {
+        let n = count(&world, kind)?;
+        ensure!(
+            n == settings.per_kind(),
+            "{}: {n} objects, not {}",
+            kind.kind,
+            settings.per_kind()
+        );
+        counts.insert(kind.kind, n);
+    }
+    let failing: usize = KINDS
+        .iter()
+        .map(|kind| {
+            (0..settings.per_kind())
+                .filter(|&i| object(kind, i, settings.namespaces).2)
+                .count()
+        })
+        .sum();
+
+    // ---- kanon, with no policy yet ----
+    let kubeconfig = world.control_plane.kubeconfig();
+    let mut kanon = Kanon::start(
+        &kubeconfig,
+        world.dir.path(),
+        &[
+            "--namespace",
+            KANON_NS,
+            "--no-status",
+            "--audit-interval",
+            "0",
+            "--audit-qps",
+            "50",
+            "--audit-page-size",
+            "500",
+            "--audit-identity",
+            "audit-bench",
+        ],
+    )?;
+    let sampler = Sampler::start(kanon.pid, kanon.metrics_port, began);
+    // The first audit has no policy to read with; it ends at once.
+    wait_for("kanon's first (empty) audit", Duration::from_secs(120), || {
+        sampler.last().is_some_and(|s| s.finished >= 1.0)
+    })?;
+    std::thread::sleep(Duration::from_secs(2));
+    let before = sampler.last().context("a sample")?;
+    ensure!(before.scanned == 0.0, "the empty audit scanned {}", before.scanned);
+    eprintln!(
+        "bench: kanon ready, idle: RSS {:.1} MiB, HWM {:.1} MiB",
+        mib(before.rss),
+        mib(before.hwm)
+    );
+
+    // ---- Target 1: the audit of every object ----
+    let audit_load_before = load_average();
+    let policies_at = began.elapsed();
+    for kind in &KINDS {
+        world.apply(&policy_resource(), &policy(kind, 0))?;
+    }
+    let audit_wait = Duration::from_secs(if settings.quick { 300 } else { 1800 });
+    wait_for("the audit of every object", audit_wait, || {
+        sampler.last().is_some_and(|s| s.finished >= 2.0)
+    })?;
+    let audited_at = began.elapsed();
+    std::thread::sleep(Duration::from_millis(300));
+    let audit_load_after = load_average();
+    let metrics = scrape(kanon.metrics_port)?;
+    let scanned = metric(&metrics, SCANNED);
+    let audit_seconds = metric(&metrics, "kanon_audit_duration_seconds_sum");
+    let audit_count = metric(&metrics, "kanon_audit_duration_seconds_count");
+    let writes_ok = metric(&metrics, "kanon_audit_report_writes_total{outcome=\"ok\"}");
+    let writes_error = metric(&metrics, "kanon_audit_report_writes_total{outcome=\"error\"}");
+    let (rss_after_audit, hwm_after_audit) = memory_kib(kanon.pid);
+    let during = sampler.between(policies_at, audited_at);
+    let max_rss_during = during.iter().map(|s| s.rss).max().unwrap_or(0);
+    let first_read = during
+        .iter()
+        .find(|s| s.scanned > 0.0)
+        .map_or(policies_at, |s| s.at);
+    eprintln!(
+        "bench: audit of {scanned} objects in {audit_seconds:.1} s; VmHWM {:.1} MiB",
+        mib(hwm_after_audit)
+    );
+    let reports_first = report_sizes(&world)?;
+
+    // ---- Target 2: admission p99 with and without an audit running ----
+    let fixture = repo().join("fixtures/admission-reviews/pod-create.json");
+    let url = format!("https://127.0.0.1:{}/validate?timeout=10s", kanon.port);
+    let audit_span = (audited_at - first_read).as_secs_f64().max(audit_seconds * 0.8);
+    let window = settings
+        .window
+        .as_secs_f64()
+        .min((audit_span * 0.6).floor())
+        .max(2.0);
+    eprintln!("bench: latency windows of {window} s (the audit read for {audit_span:.1} s)");
+    oha(&oha_bin, &url, &fixture, 3.0)?; // warm-up
+    let pids = [
+        Some(kanon.pid),
+        world.pid("kube-apiserver"),
+        world.pid("etcd"),
+    ];
+    let cpu_now = || pids.map(|p| p.map_or(Duration::ZERO, process_cpu));
+    let mut windows = Vec::new();
+    let mut audits_done = 2.0;
+    let mut changes = 0;
+    let load_rounds_before = load_average();
+    for round in 1..=settings.rounds {
+        let order = if round % 2 == 1 {
+            [Phase::Idle, Phase::Audit]
+        } else {
+            [Phase::Audit, Phase::Idle]
+        };
+        for phase in order {
+            if phase == Phase::Audit {
+                changes += 1;
+                let kind = &KINDS[(changes - 1) % KINDS.len()];
+                let scanned_before = sampler.last().context("a sample")?.scanned;
+                world.apply(&policy_resource(), &policy(kind, changes))?;
+                wait_for("the audit after a policy change", Duration::from_secs(60), || {
+                    sampler.last().is_some_and(|s| s.scanned > scanned_before)
+                })?;
+            }
+            let cpu_before = cpu_now();
+            let from = began.elapsed();
+            let (p50, p99, max, rps) = oha(&oha_bin, &url, &fixture, window)?;
+            let to = began.elapsed();
+            let cpu_after = cpu_now();
+            let seconds = (to - from).as_secs_f64();
+            let samples = sampler.between(from, to);
+            let reading = samples
+                .windows(2)
+                .filter(|w| w[1].scanned > w[0].scanned)
+                .map(|w| (w[1].at - w[0].at).as_secs_f64())
+                .sum::<f64>();
+            let scanned = match (samples.first(), samples.last()) {
+                (Some(a), Some(b)) => b.scanned - a.scanned,
+                _ => 0.0,
+            };
+            let covered = if phase == Phase::Audit {
+                // Reading pauses between pages (the pace), so coverage is the span from the
+                // window's start to the audit's end (or the window's end).
+                let ended = samples
+                    .iter()
+                    .find(|s| s.finished > audits_done)
+                    .map_or(to, |s| s.at);
+                ((ended.saturating_sub(from)).as_secs_f64() / seconds).min(1.0)
+            } else {
+                reading / seconds
+            };
+            let cpu = [0, 1, 2]
+                .map(|i| (cpu_after[i].saturating_sub(cpu_before[i])).as_secs_f64() / seconds);
+            eprintln!(
+                "bench: round {round} {phase:?}: p50 {p50:.2} ms, p99 {p99:.2} ms, {rps:.0} req/s, \
+                 audit coverage {:.0}%, {scanned} objects read, CPU kanon {:.2} apiserver {:.2} etcd {:.2}",
+                covered * 100.0,
+                cpu[0],
+                cpu[1],
+                cpu[2]
+            );
+            windows.push(Window {
+                phase,
+                round,
+                p50_ms: p50,
+                p99_ms: p99,
+                max_ms: max,
+                rps,
+                audit_coverage: covered,
+                scanned,
+                cpu,
+            });
+            if phase == Phase::Audit {
+                audits_done += 1.0;
+                wait_for("the audit's end", audit_wait, || {
+                    sampler.last().is_some_and(|s| s.finished >= audits_done)
+                })?;
+                // The reports' writes and the Lease's save follow the last page.
+                std::thread::sleep(Duration::from_secs(2));
+            }
+        }
+    }
+    let load_rounds_after = load_average();
+    let metrics_end = scrape(kanon.metrics_port)?;
+    let (rss_end, hwm_end) = memory_kib(kanon.pid);
+    let reports_end = report_sizes(&world)?;
+    let lease = world
+        .kubectl(&["get", "lease", "kanon-audit", "-n", KANON_NS, "-o", "json"])
+        .ok()
+        .and_then(|out| serde_json::from_slice::<Value>(&out.stdout).ok())
+        .unwrap_or(Value::Null);
+    let alive = kanon.running();
+    drop(sampler);
+    kanon.stop();
+    let log = std::fs::read_to_string(&kanon.log).unwrap_or_default();
+    let notable: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panic"))
+        .collect();
+    let audit_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("audit started") || l.contains("audit finished"))
+        .collect();
+    let load_after = load_average();
+
+    // ---- Report ----
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "(not a git checkout)".into());
+    println!("# The background audit at scale (crates/kanon/benches/audit.rs)");
+    println!();
+    println!(
+        "commit {commit}; load average before {load_before}, after {load_after}; {:.0} s in all{}",
+        began.elapsed().as_secs_f64(),
+        if settings.quick { " (--quick)" } else { "" }
+    );
+    println!();
+    println!(
+        "{created} objects ({} per kind, {} namespaces, {failing} = {:.1}% labelled `{BAD_LABEL}`) \
+         created in {:.1} s ({:.0}/s, {} in flight)",
+        settings.per_kind(),
+        settings.namespaces,
+        100.0 * failing as f64 / created as f64,
+        create_took.as_secs_f64(),
+        created as f64 / create_took.as_secs_f64(),
+        settings.concurrency
+    );
+    println!();
+    println!("| kind | objects |");
+    println!("|---|---|");
+    for kind in &KINDS {
+        println!("| {} {} | {} |", kind.api_version(), kind.kind, counts[kind.kind]);
+    }
+    println!();
+    println!("## Target 1: the audit's peak RSS");
+    println!();
+    println!("| | |");
+    println!("|---|---|");
+    println!("| load average before / after the audit | {audit_load_before} / {audit_load_after} |");
+    println!("| objects scanned (`kanon_audit_objects_scanned_total`) | {scanned} |");
+    println!(
+        "| audit duration (`kanon_audit_duration_seconds`, {audit_count} audits so far) | {audit_seconds:.1} s |"
+    );
+    println!(
+        "| policies applied → audit finished (sampled) | {:.1} s |",
+        (audited_at - policies_at).as_secs_f64()
+    );
+    println!(
+        "| report writes ok / error | {writes_ok} / {writes_error} |"
+    );
+    println!(
+        "| kanon before the audit: VmRSS / VmHWM | {:.1} / {:.1} MiB |",
+        mib(before.rss),
+        mib(before.hwm)
+    );
+    println!(
+        "| **VmHWM after the audit (peak RSS)** | **{:.1} MiB** |",
+        mib(hwm_after_audit)
+    );
+    println!(
+        "| max VmRSS sampled during the audit (100 ms) | {:.1} MiB |",
+        mib(max_rss_during)
+    );
+    println!("| VmRSS after the audit | {:.1} MiB |", mib(rss_after_audit));
+    println!(
+        "| target: peak RSS ≤ 128 MiB | {} |",
+        if mib(hwm_after_audit) <= 128.0 { "met" } else { "**missed**" }
+    );
+    println!();
+    println!("## Target 3: the reports' size");
+    println!();
+    for (title, sizes) in [
+        ("after the first audit", &reports_first),
+        ("at the end", &reports_end),
+    ] {
+        let total = sizes.compact.iter().sum::<usize>();
+        let without = sizes.compact_without_managed.iter().sum::<usize>();
+        let max = sizes.compact.iter().max().copied().unwrap_or(0);
+        println!(
+            "- {title}: {} Reports, {} ClusterReports, {} results listed ({} cut), summaries: \
+             {} fail, {} pass; compact JSON {total} B ({:.2} MiB; largest {max} B, median {:.0} B), \
+             without managedFields {without} B ({:.2} MiB); kubectl -o json {} B; etcd: {}",
+            sizes.reports,
+            sizes.cluster_reports,
+            sizes.results,
+            sizes.cut,
+            sizes.summary_fail,
+            sizes.summary_pass,
+            total as f64 / 1048576.0,
+            median(&sizes.compact.iter().map(|&b| b as f64).collect::<Vec<_>>()),
+            without as f64 / 1048576.0,
+            sizes.kubectl_bytes,
+            match &sizes.etcd_error {
+                None => format!(
+                    "{} keys, {} B ({:.2} MiB)",
+                    sizes.etcd_keys,
+                    sizes.etcd_bytes,
+                    sizes.etcd_bytes as f64 / 1048576.0
+                ),
+                Some(error) => format!("not read ({error})"),
+            }
+        );
+    }
+    println!();
+    println!("## Target 2: admission p99 at 1,000 req/s, idle and while an audit runs");
+    println!();
+    println!(
+        "oha -q 1000 --latency-correction -c 32 for {window} s per window, POST /validate (pod-create.json); \
+         load average {load_rounds_before} before the rounds, {load_rounds_after} after"
+    );
+    println!();
+    println!(
+        "| round | window | p50 | p99 | max | req/s | audit coverage | objects read | CPU/s kanon | apiserver | etcd |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for w in &windows {
+        println!(
+            "| {} | {:?} | {:.2} ms | {:.2} ms | {:.1} ms | {:.0} | {:.0}% | {} | {:.2} | {:.2} | {:.2} |",
+            w.round,
+            w.phase,
+            w.p50_ms,
+            w.p99_ms,
+            w.max_ms,
+            w.rps,
+            w.audit_coverage * 100.0,
+            w.scanned,
+            w.cpu[0],
+            w.cpu[1],
+            w.cpu[2]
+        );
+    }
+    let of = |phase: Phase, f: fn(&Window) -> f64| -> Vec<f64> {
+        windows.iter().filter(|w| w.phase == phase).map(f).collect()
+    };
+    let idle_p99 = median(&of(Phase::Idle, |w| w.p99_ms));
+    let audit_p99 = median(&of(Phase::Audit, |w| w.p99_ms));
+    let ratios: Vec<f64> = (1..=settings.rounds)
+        .filter_map(|r| {
+            let idle = windows.iter().find(|w| w.round == r && w.phase == Phase::Idle)?;
+            let audit = windows.iter().find(|w| w.round == r && w.phase == Phase::Audit)?;
+            Some(audit.p99_ms / idle.p99_ms)
+        })
+        .collect();
+    println!();
+    println!(
+        "medians: idle p50 {:.2} ms, p99 {idle_p99:.2} ms; during the audit p50 {:.2} ms, p99 {audit_p99:.2} ms; \
+         **p99 ratio {:.2}** (round by round: {}); target ≤ 1.10: {}",
+        median(&of(Phase::Idle, |w| w.p50_ms)),
+        median(&of(Phase::Audit, |w| w.p50_ms)),
+        audit_p99 / idle_p99,
+        ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if audit_p99 / idle_p99 <= 1.10 { "met" } else { "**missed**" }
+    );
+    println!();
+    println!("## kanon at the end");
+    println!();
+    println!(
+        "still running: {alive}; VmRSS {:.1} MiB, VmHWM {:.1} MiB (with the admission load); audits finished {}, \
+         objects scanned {}, report writes ok {} / error {}",
+        mib(rss_end),
+        mib(hwm_end),
+        metric(&metrics_end, FINISHED),
+        metric(&metrics_end, SCANNED),
+        metric(&metrics_end, "kanon_audit_report_writes_total{outcome=\"ok\"}"),
+        metric(&metrics_end, "kanon_audit_report_writes_total{outcome=\"error\"}"),
+    );
+    println!(
+        "audits: handed over {}, failed {}; the Lease: holder {}, checkpoint {}",
+        metric(&metrics_end, "kanon_audits_total{outcome=\"handed_over\"}"),
+        metric(&metrics_end, "kanon_audits_total{outcome=\"failed\"}"),
+        lease["spec"]["holderIdentity"],
+        lease["metadata"]["annotations"]["audit.kanon.dev/checkpoint"]
+    );
+    println!();
+    println!("log lines of the audits:");
+    for line in &audit_lines {
+        println!("    {line}");
+    }
+    println!();
+    println!("{} WARN/ERROR/panic lines in kanon's log", notable.len());
+    for line in notable.iter().take(20) {
+        println!("    {line}");
+    }
+    Ok(())
+}
