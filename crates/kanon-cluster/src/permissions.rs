@@ -141,9 +141,19 @@ impl Needs {
             }
         }
         if let Some(namespace) = &self.audit {
-            for verb in ["get", "create", "update"] {
+            all.push(Permission {
+                namespace: Some(namespace.clone()),
+                ..p(
+                    "create",
+                    "coordination.k8s.io",
+                    "leases",
+                    "creating the audit Lease",
+                )
+            });
+            for verb in ["get", "update"] {
                 all.push(Permission {
                     namespace: Some(namespace.clone()),
+                    name: Some(crate::audit::AuditConfig::default().lease_name),
                     ..p(
                         verb,
                         "coordination.k8s.io",
@@ -153,7 +163,10 @@ impl Needs {
                 });
             }
             for resource in ["reports", "clusterreports"] {
-                for verb in ["list", "patch", "delete"] {
+                // create: a server-side apply that creates a report needs it; get and update:
+                // admission results are recorded by reading a report and replacing it at its
+                // resource version.
+                for verb in ["get", "list", "create", "patch", "update", "delete"] {
                     all.push(p(
                         verb,
                         kanon_api::REPORT_GROUP,

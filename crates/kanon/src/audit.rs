@@ -13,6 +13,7 @@ use kanon_cluster::ClusterMetrics;
 use kanon_cluster::audit::admitted::{AdmittedQueue, AdmittedReports};
 use kanon_cluster::audit::book::{Book, KindKey, Subject};
 use kanon_cluster::audit::metrics::AuditMetrics;
+use kanon_cluster::audit::reach::Reach;
 use kanon_cluster::audit::reports::render;
 use kanon_cluster::audit::scan::{self, Judge, Lister};
 use kanon_cluster::audit::{AuditConfig, AuditError, Auditor};
@@ -88,11 +89,13 @@ impl AuditArgs {
         self.no_audit
     }
 
-    /// The auditor these flags describe, holding its Lease in `namespace`.
+    /// The auditor these flags describe, holding its Lease in `namespace`, judging what the
+    /// ValidatingWebhookConfiguration `webhook_configuration` reaches (everything: `None`).
     pub fn auditor(
         &self,
         client: kube::Client,
         namespace: &str,
+        webhook_configuration: Option<String>,
         lookup: Arc<dyn Lookup>,
         start: AuditStart,
     ) -> Auditor {
@@ -109,6 +112,7 @@ impl AuditArgs {
                 qps: self.reading.audit_qps,
                 page_size: self.reading.audit_page_size,
                 max_results: self.reading.max_results(),
+                webhook_configuration,
                 ..AuditConfig::default()
             },
             policies: start.policies,
@@ -218,6 +222,11 @@ pub struct AuditCommandArgs {
     output: AuditOutput,
     #[command(flatten)]
     reading: ReadingArgs,
+    /// Judge only what kanon's ValidatingWebhookConfiguration of this name sends it (its
+    /// namespaceSelector and objectSelector), as the background audit does when kanon keeps
+    /// that configuration (`kanon serve --webhook-configuration`). Default: every object.
+    #[arg(long, value_name = "NAME")]
+    webhook_configuration: Option<String>,
     /// How long to wait for the policies to be read from the cluster, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     sync_timeout_seconds: u64,
@@ -305,6 +314,10 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
         now: args.exceptions.now.unwrap_or_else(crate::exceptions::clock),
         timeout: scan::OBJECT_TIMEOUT,
     };
+    let reach = match &args.webhook_configuration {
+        Some(name) => Reach::of(&client, name).await.map_err(|e| e.to_string())?,
+        None => Reach::everything(),
+    };
     let (kinds, problems) = scan::kinds(&client, &set).await;
     for problem in &problems {
         eprintln!("warning: {problem}");
@@ -335,8 +348,13 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
                 seconds: judge.now,
                 nanos: 0,
             };
+            let objects = page
+                .objects
+                .into_iter()
+                .filter(|o| reach.reaches(o))
+                .collect();
             judge
-                .page(&set, page.objects, |subject, findings| {
+                .page(&set, objects, |subject, findings| {
                     scan.add(subject, &findings, found);
                     printer.object(subject, findings);
                 })

@@ -412,7 +412,13 @@ pub async fn start(
         tokio::spawn(admitted);
         tokio::spawn(
             args.audit
-                .auditor(client.clone(), &args.namespace, lookup.clone(), audit)
+                .auditor(
+                    client.clone(),
+                    &args.namespace,
+                    args.webhook_configuration.clone(),
+                    lookup.clone(),
+                    audit,
+                )
                 .run(),
         );
         Arc::new(queue) as Arc<dyn kanon_engine::AdmissionRecorder>

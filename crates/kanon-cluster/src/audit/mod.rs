@@ -6,6 +6,7 @@
 //!   CREATE ([`kanon_engine::PolicySet::audit_in`]).
 //! - [`book`]: the findings folded per namespace and kind, bounded; the reports made of them.
 //! - [`reports`]: the reports written by server-side apply when they change.
+//! - [`reach`]: only what admission reaches (the webhook configuration's selectors) is judged.
 //! - [`lease`]: one replica audits at a time; the Lease carries the checkpoint another replica
 //!   resumes from.
 //! - [`admitted`]: what admission finds of objects admitted under policies that audit,
@@ -19,6 +20,7 @@ pub mod admitted;
 pub mod book;
 pub mod lease;
 pub mod metrics;
+pub mod reach;
 pub mod reports;
 pub mod scan;
 
@@ -36,6 +38,7 @@ use tokio::time::Instant;
 use book::{Book, KindKey, ReportScope};
 use lease::{AuditLease, Checkpoint, Held, Reading};
 use metrics::{AuditMetrics, CycleOutcome};
+use reach::Reach;
 use reports::ReportWriter;
 use scan::{AuditKind, Judge, Lister};
 
@@ -76,6 +79,14 @@ pub enum AuditError {
     /// The audit Lease could not be read or written.
     #[error("the audit Lease: {0}")]
     Lease(String),
+    /// The webhook configuration whose selectors say what admission reaches could not be read.
+    #[error("the ValidatingWebhookConfiguration {configuration}: {message}")]
+    Reach {
+        /// Its name.
+        configuration: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// How the audit runs.
@@ -99,6 +110,9 @@ pub struct AuditConfig {
     pub max_results: usize,
     /// How long after a policy change the audit starts (changes come in bursts).
     pub settle: Duration,
+    /// kanon's ValidatingWebhookConfiguration, whose selectors say which objects admission
+    /// reaches (and so the audit judges); `None`: every object.
+    pub webhook_configuration: Option<String>,
 }
 
 impl Default for AuditConfig {
@@ -113,6 +127,7 @@ impl Default for AuditConfig {
             page_size: 500,
             max_results: 1000,
             settle: Duration::from_secs(5),
+            webhook_configuration: None,
         }
     }
 }
@@ -160,6 +175,8 @@ struct Leading {
     writer: ReportWriter,
     checkpoint: Checkpoint,
     saved: Instant,
+    /// What went wrong in the audit under way (kinds skipped, reports not written).
+    errors: usize,
 }
 
 impl Auditor {
@@ -222,6 +239,7 @@ impl Auditor {
             writer,
             checkpoint,
             saved: Instant::now(),
+            errors: 0,
         }
     }
 
@@ -250,7 +268,12 @@ impl Auditor {
                     let started = Instant::now();
                     match self.cycle(leading).await {
                         Ok(()) => {
-                            self.metrics.cycle(CycleOutcome::Finished, started.elapsed());
+                            let outcome = if leading.errors == 0 {
+                                CycleOutcome::Finished
+                            } else {
+                                CycleOutcome::Failed
+                            };
+                            self.metrics.cycle(outcome, started.elapsed());
                             next = self.config.interval.map(|interval| Instant::now() + interval);
                         }
                         Err(Stop::Lost) => {
@@ -284,13 +307,27 @@ impl Auditor {
     /// One audit: every kind the policies read, resumed from the checkpoint if one is under
     /// way.
     async fn cycle(&self, leading: &mut Leading) -> Result<(), Stop> {
+        leading.errors = 0;
         let Some(set) = self.policy_set() else {
             return Ok(());
+        };
+        let reach = match &self.config.webhook_configuration {
+            None => Reach::everything(),
+            Some(name) => match Reach::of(&self.client, name).await {
+                Ok(reach) => reach,
+                Err(error) => {
+                    // Judging what admission never sees would report what it lets in.
+                    tracing::warn!(%error, "the audit waits: it cannot tell what admission reaches");
+                    leading.errors += 1;
+                    return Ok(());
+                }
+            },
         };
         let (kinds, problems) = scan::kinds(&self.client, &set).await;
         for problem in &problems {
             tracing::warn!(error = %problem, "the audit cannot read a kind");
         }
+        leading.errors += problems.len();
         if leading.checkpoint.finished.is_some() || leading.checkpoint.started == 0 {
             leading.checkpoint = Checkpoint {
                 started: unix_seconds(),
@@ -319,7 +356,8 @@ impl Auditor {
             if leading.checkpoint.done.contains(&label) {
                 continue;
             }
-            self.read_kind(leading, &mut lister, kind, &label).await?;
+            self.read_kind(leading, &mut lister, kind, &label, &reach)
+                .await?;
             leading.checkpoint.done.push(label);
             leading.checkpoint.reading = None;
             self.save(leading, true).await?;
@@ -364,6 +402,7 @@ impl Auditor {
         lister: &mut Lister,
         kind: &AuditKind,
         label: &str,
+        reach: &Reach,
     ) -> Result<(), Stop> {
         let resumed = match leading.checkpoint.reading.take() {
             Some(Reading {
@@ -397,6 +436,7 @@ impl Auditor {
                 }
                 Err(error) => {
                     tracing::warn!(%error, "the audit skips a kind it cannot read");
+                    leading.errors += 1;
                     return Ok(());
                 }
             };
@@ -411,19 +451,20 @@ impl Auditor {
                 .and_then(|n| n.as_str())
                 .map(str::to_string);
             // A resumed listing reads again the end of the namespaces before the one it
-            // resumes at: those are committed already.
-            let objects: Vec<_> = match &skip_before {
-                Some(first) => page
-                    .objects
-                    .into_iter()
-                    .filter(|o| {
+            // resumes at: those are committed already. What admission does not reach is not
+            // judged.
+            let objects: Vec<_> = page
+                .objects
+                .into_iter()
+                .filter(|o| {
+                    skip_before.as_ref().is_none_or(|first| {
                         o.pointer("/metadata/namespace")
                             .and_then(|n| n.as_str())
                             .is_none_or(|n| n >= first.as_str())
                     })
-                    .collect(),
-                None => page.objects,
-            };
+                })
+                .filter(|o| reach.reaches(o))
+                .collect();
             let judge = Judge {
                 lookup,
                 programs,
@@ -471,6 +512,7 @@ impl Auditor {
         for error in &errors {
             tracing::warn!(%error, "cannot write an audit report");
         }
+        leading.errors += errors.len();
         self.metrics.writes(written, errors.len());
         self.metrics.set_results(&leading.book.tallies());
     }
