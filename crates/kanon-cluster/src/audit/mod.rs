@@ -215,6 +215,8 @@ impl Auditor {
             let mut leading = self.lead(lease.clone(), checkpoint).await;
             self.lead_until_lost(&mut leading).await;
             self.metrics.leading(false);
+            // The findings are the new auditor's to tell now.
+            self.metrics.set_results(&Default::default());
             tracing::info!("another replica took the audit Lease");
         }
     }
