@@ -292,10 +292,8 @@ impl Auditor {
                     next = Some(next.map_or(settle, |at| at.min(settle)));
                 }
                 _ = renew.tick() => {
-                    match leading.lease.save(lease_time(), &leading.checkpoint).await {
-                        Ok(true) => {}
-                        Ok(false) => return,
-                        Err(error) => tracing::warn!(%error, "cannot renew the audit Lease"),
+                    if self.save(leading, true).await.is_err() {
+                        return;
                     }
                 }
             }
@@ -520,7 +518,8 @@ impl Auditor {
     }
 
     /// Saves the checkpoint (and so renews the Lease): always when `now`, else at most every
-    /// two seconds. [`Stop::Lost`] when another replica holds the Lease.
+    /// two seconds. [`Stop::Lost`] when another replica holds the Lease, or this one could
+    /// not renew it for as long as it lasts.
     async fn save(&self, leading: &mut Leading, now: bool) -> Result<(), Stop> {
         let every = Duration::from_secs(2).min(self.config.lease_duration / 3);
         if !now && leading.saved.elapsed() < every {
@@ -532,8 +531,14 @@ impl Auditor {
                 Ok(())
             }
             Ok(false) => Err(Stop::Lost),
+            // Unrenewed past its duration, the Lease may be another replica's already: this
+            // one stops auditing rather than write beside it.
+            Err(error) if leading.saved.elapsed() >= self.config.lease_duration => {
+                tracing::warn!(%error, "the audit Lease lapsed: this replica stops auditing");
+                Err(Stop::Lost)
+            }
             Err(error) => {
-                tracing::warn!(%error, "cannot save the audit checkpoint");
+                tracing::warn!(%error, "cannot renew the audit Lease");
                 Ok(())
             }
         }

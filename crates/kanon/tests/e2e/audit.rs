@@ -444,6 +444,15 @@ fn checkpoint(env: &Env) -> Value {
     .unwrap_or(Value::Null)
 }
 
+fn leader(kanon: &Kanon) -> Option<u64> {
+    kanon
+        .metrics()
+        .lines()
+        .find(|l| l.starts_with("kanon_audit_leader "))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+}
+
 fn scanned(kanon: &Kanon) -> u64 {
     kanon
         .metrics()
@@ -496,6 +505,9 @@ fn reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit(env: &m
     ];
     let mut first = auditor(env, "auditor-b", &args);
     first.start();
+    // Another replica serves, but does not audit while the first holds the Lease.
+    let mut other = auditor(env, "auditor-c", &args);
+    other.start();
     env.wait_for(
         "the audit reaches the third bulk namespace",
         Duration::from_secs(90),
@@ -505,6 +517,10 @@ fn reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit(env: &m
                 .is_some_and(|namespace| namespace >= bulk(2).as_str())
         },
     );
+    assert_eq!(leader(&first), Some(1));
+    assert_eq!(leader(&other), Some(0));
+    assert_eq!(scanned(&other), 0);
+    other.stop();
     first.kill();
     let interrupted = checkpoint(env);
     assert!(interrupted["finished"].is_null(), "{interrupted:#?}");
