@@ -10,10 +10,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::admission_policy;
-use crate::audit::{AuditResult, Finding, rule_label};
 use crate::diff::Changes;
 use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
 use crate::exception::{CompiledException, Exceptions, Exemption};
+use crate::finding::{AuditResult, Finding, rule_label};
 use crate::index::Indexed;
 use crate::language;
 use crate::language::cel::mutate::CelOverrideRule;
@@ -1001,7 +1001,8 @@ pub(crate) async fn validate(
     decision
 }
 
-/// [`validate`], keeping what each policy found ([`Decision::findings`]).
+/// [`validate`], keeping what each policy found ([`Decision::findings`]): what
+/// [`PolicySet::audit_in`](crate::PolicySet::audit_in) returns.
 pub(crate) async fn judge_recording(
     set: Indexed<'_>,
     request: &Request,

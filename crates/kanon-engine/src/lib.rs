@@ -14,13 +14,13 @@
 //! `language::verdict`.
 
 pub mod admission_policy;
-pub mod audit;
 pub mod decision;
 pub mod diff;
 pub mod document;
 pub mod error;
 pub mod evaluation;
 pub mod exception;
+pub mod finding;
 pub mod helpers;
 pub mod host;
 pub mod index;
@@ -51,11 +51,11 @@ pub use language::template::native;
 pub use references as refs;
 
 pub use admission_policy::{AdmissionPolicies, admission_kind_of};
-pub use audit::{AuditResult, Finding};
 pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use evaluation::Evaluation;
+pub use finding::{AuditResult, Finding};
 pub use kanon_schema::Kinds;
 pub use lookup::{
     HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery,

@@ -235,7 +235,9 @@ impl PolicySet {
         object: Value,
         evaluation: &Evaluation<'_>,
     ) -> Result<Vec<crate::Finding>, crate::RequestError> {
-        crate::audit::audit(self.indexed(), object, evaluation).await
+        let request = Request::from_objects(kanon_api::Operation::Create, Some(object), None)?;
+        let decision = decision::judge_recording(self.indexed(), &request, evaluation).await;
+        Ok(decision.findings.unwrap_or_default())
     }
 
     /// What kube-apiserver would make of the request with kanon installed: the override

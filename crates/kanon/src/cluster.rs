@@ -110,7 +110,7 @@ pub struct ClusterArgs {
     #[arg(long, value_enum, default_value_t = WebhookRules::Generated)]
     webhook_rules: WebhookRules,
     #[command(flatten)]
-    audit: crate::audit::AuditArgs,
+    audit: crate::auditor::AuditArgs,
 }
 
 /// How the webhook rules are chosen.
@@ -370,7 +370,7 @@ pub async fn start(
     publisher: Arc<dyn PolicyPublisher>,
     ca_bundle: watch::Receiver<Vec<u8>>,
     metrics: ClusterMetrics,
-    audit: crate::audit::AuditStart,
+    audit: crate::auditor::AuditStart,
 ) -> Result<Started, ClusterError> {
     let client = client(&args.connection).await?;
     check_permissions(&client, args, exception_namespaces).await;

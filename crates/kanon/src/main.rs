@@ -3,6 +3,7 @@
 mod allocator;
 mod apply;
 mod audit;
+mod auditor;
 mod cluster;
 mod convert;
 mod exceptions;

@@ -17,7 +17,7 @@ use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{self, ServerConfig};
 use kanon_webhook::{PolicyState, Publisher};
 
-use crate::audit::{AuditFeed, AuditPrograms, AuditStart};
+use crate::auditor::{AuditFeed, AuditPrograms, AuditStart};
 use crate::exceptions::HonouringPublisher;
 use crate::objects::{self, LiveObjects};
 use kanon_cluster::audit::metrics::AuditMetrics;

@@ -1,19 +1,12 @@
-//! Judging objects that already exist, as background audit does: each object is judged by the
-//! validate policies as the CREATE that made it would be judged today, through the same
-//! evaluation as admission (exceptions, lookups, pod templates), and what each policy found is
-//! returned as [`Finding`]s instead of one verdict.
+//! What a policy finds of one object when it is judged as audit judges it: a [`Finding`] per
+//! policy, or per rule, with an [`AuditResult`] in OpenReports' words.
 
 use std::sync::Arc;
 
-use kanon_api::{Operation, ValidationAction};
+use kanon_api::ValidationAction;
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::decision;
-use crate::evaluation::Evaluation;
-use crate::index::Indexed;
 use crate::policy::{CompiledPolicy, PolicyRules};
-use crate::request::{Request, RequestError};
 
 /// What one policy, or one rule of it, found about one object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -90,20 +83,6 @@ impl std::fmt::Display for AuditResult {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// The findings of judging an existing `object` (with its `apiVersion` and `kind`) as the
-/// CREATE that made it: every validate policy that selects it (or, for a workload, its pod
-/// template) and has a rule for CREATE gives at least one finding; policies that do not apply
-/// give none. Errors only when the object cannot be identified.
-pub(crate) async fn audit(
-    set: Indexed<'_>,
-    object: Value,
-    evaluation: &Evaluation<'_>,
-) -> Result<Vec<Finding>, RequestError> {
-    let request = Request::from_objects(Operation::Create, Some(object), None)?;
-    let decision = decision::judge_recording(set, &request, evaluation).await;
-    Ok(decision.findings.unwrap_or_default())
 }
 
 /// The name a report gives a rule of a kanon validate policy: its own, else its place.

@@ -1,0 +1,186 @@
+//! The background audit of `kanon serve` in a cluster: its flags ([`AuditArgs`]), what it needs
+//! from the server ([`AuditStart`]: the policy sets it publishes, where programs run), and the
+//! recorder of admitted objects. The audit itself is `kanon_cluster::audit`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use kanon_cluster::audit::admitted::{AdmittedQueue, AdmittedReports};
+use kanon_cluster::audit::metrics::AuditMetrics;
+use kanon_cluster::audit::{AuditConfig, Auditor};
+use kanon_engine::host::{ProgramFuture, ProgramHost, ProgramInput};
+use kanon_engine::program::Program;
+use kanon_engine::{Lookup, PolicyPublisher, PolicySet};
+use kanon_webhook::PolicyState;
+use kanon_webhook::sandbox::{ProgramSandbox, SandboxConfig};
+use tokio::sync::watch;
+
+/// The audit flags of `kanon serve` in a cluster.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Do not audit the objects that already exist (nor write reports).
+    #[arg(long)]
+    no_audit: bool,
+    /// How often the existing objects are audited, as a duration (`1h`, `30m`); `0` audits
+    /// only when policies change. One replica audits at a time (the Lease `kanon-audit` in
+    /// `--namespace`).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_interval)]
+    audit_interval: Duration,
+    #[command(flatten)]
+    reading: ReadingArgs,
+    /// This replica's name in the audit Lease (the chart sets the Pod's name).
+    #[arg(long, env = "POD_NAME", value_name = "NAME")]
+    audit_identity: Option<String>,
+}
+
+/// How an audit reads the cluster and how large its reports grow: the same flags for
+/// `kanon serve` and `kanon audit`.
+#[derive(Debug, Args)]
+pub struct ReadingArgs {
+    /// The most LIST requests per second the audit sends the apiserver.
+    #[arg(long, value_name = "QPS", default_value_t = 10.0)]
+    pub audit_qps: f64,
+    /// Objects per LIST request of the audit.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub audit_page_size: u32,
+    /// The most results an audit report holds (its summary counts all of them).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    report_max_results: usize,
+}
+
+impl ReadingArgs {
+    /// The most results a report holds (at least one).
+    pub fn max_results(&self) -> usize {
+        self.report_max_results.max(1)
+    }
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    kanon_webhook::server::parse_go_duration(text)
+        .ok_or_else(|| format!("`{text}` is not a duration (e.g. 1h, 30m, 90s, 0)"))
+}
+
+/// What the background audit needs from the server: the policy sets it publishes, and where
+/// programs run.
+pub struct AuditStart {
+    /// The policy set in force.
+    pub policies: watch::Receiver<Option<Arc<PolicySet>>>,
+    /// Where hand-written programs run.
+    pub programs: Option<Arc<dyn ProgramHost>>,
+    /// The audit's metrics.
+    pub metrics: AuditMetrics,
+}
+
+impl AuditArgs {
+    /// Whether the audit is off.
+    pub fn disabled(&self) -> bool {
+        self.no_audit
+    }
+
+    /// The auditor these flags describe, holding its Lease in `namespace`, judging what the
+    /// ValidatingWebhookConfiguration `webhook_configuration` reaches (everything: `None`).
+    pub fn auditor(
+        &self,
+        client: kube::Client,
+        namespace: &str,
+        webhook_configuration: Option<String>,
+        lookup: Arc<dyn Lookup>,
+        start: AuditStart,
+    ) -> Auditor {
+        let identity = self.audit_identity.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kanon".to_string());
+            format!("{host}-{}", std::process::id())
+        });
+        Auditor {
+            client,
+            config: AuditConfig {
+                namespace: namespace.to_string(),
+                identity,
+                interval: (!self.audit_interval.is_zero()).then_some(self.audit_interval),
+                qps: self.reading.audit_qps,
+                page_size: self.reading.audit_page_size,
+                max_results: self.reading.max_results(),
+                webhook_configuration,
+                ..AuditConfig::default()
+            },
+            policies: start.policies,
+            lookup,
+            programs: start.programs,
+            metrics: start.metrics,
+        }
+    }
+}
+
+impl AuditArgs {
+    /// The recorder of admitted objects in the reports: the queue the server records into,
+    /// and the task that writes what it receives.
+    pub fn admitted_reports(
+        &self,
+        client: kube::Client,
+        lookup: Arc<dyn Lookup>,
+        start: &AuditStart,
+    ) -> (
+        AdmittedQueue,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let (queue, receiver) = AdmittedReports::queue();
+        let reports = AdmittedReports {
+            client,
+            policies: start.policies.clone(),
+            lookup,
+            programs: start.programs.clone(),
+            max_results: self.reading.max_results(),
+            batch: Duration::from_secs(1),
+        };
+        (queue, reports.run(receiver))
+    }
+}
+
+/// A publisher that, after each set is put in force, hands the set in force to the auditor.
+pub struct AuditFeed {
+    /// The server's publisher.
+    pub inner: Arc<dyn PolicyPublisher>,
+    /// The server's policy state, which holds the set once published.
+    pub state: Arc<PolicyState>,
+    /// Where the auditor reads it.
+    pub sender: watch::Sender<Option<Arc<PolicySet>>>,
+}
+
+impl PolicyPublisher for AuditFeed {
+    fn publish(&self, set: PolicySet, change: &str) {
+        self.inner.publish(set, change);
+        self.sender.send_replace(Some(self.state.current()));
+    }
+
+    fn reject(&self, problems: &[String]) {
+        self.inner.reject(problems);
+    }
+}
+
+/// Hand-written programs of the audit: its own small pool of workers, each program bounded
+/// in time as a review's would be.
+pub struct AuditPrograms {
+    sandbox: ProgramSandbox,
+    timeout: Duration,
+}
+
+impl AuditPrograms {
+    /// A pool of one worker started as `config` says, each program given `timeout`.
+    pub fn new(config: SandboxConfig, timeout: Duration) -> Self {
+        AuditPrograms {
+            sandbox: ProgramSandbox::new(SandboxConfig {
+                workers: 1,
+                ..config
+            }),
+            timeout,
+        }
+    }
+}
+
+impl ProgramHost for AuditPrograms {
+    fn run<'a>(&'a self, program: &'a Program, input: ProgramInput) -> ProgramFuture<'a> {
+        let until = tokio::time::Instant::now() + self.timeout;
+        Box::pin(self.sandbox.run_until(program, input, until))
+    }
+}
