@@ -72,8 +72,10 @@ impl AdmittedReports {
                     return;
                 };
                 let key = (subject.namespace, subject.kind.to_string(), subject.name);
-                let existed = operation == Operation::Update
-                    || batch.get(&key).is_some_and(|(_, existed)| *existed);
+                // Whether the report may know it: the first write of the batch says.
+                let existed = batch
+                    .get(&key)
+                    .map_or(operation == Operation::Update, |(_, existed)| *existed);
                 batch.insert(key, (object, existed));
             };
             add(first);
@@ -145,7 +147,7 @@ impl AdmittedReports {
             }
         }
         Err(AuditError::Report {
-            scope: format!("{scope:?}"),
+            scope: reports::scope_name(scope),
             message: "written by someone else three times in a row; left to the next audit"
                 .to_string(),
         })

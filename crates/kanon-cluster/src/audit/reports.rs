@@ -376,7 +376,7 @@ fn tally_of(meta: &ObjectMeta) -> Option<String> {
         .cloned()
 }
 
-fn scope_name(scope: &ReportScope) -> String {
+pub(crate) fn scope_name(scope: &ReportScope) -> String {
     match scope {
         Some(namespace) => format!("namespace {namespace}"),
         None => "cluster-scoped objects".to_string(),
