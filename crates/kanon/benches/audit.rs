@@ -604,7 +604,7 @@ fn pod_spec(restart: &str) -> Value {
 /// (k = i / namespaces) fails when k % 10 == 0, so each namespace has 10% failing of each kind.
 fn object(kind: &KindSpec, i: usize, namespaces: usize) -> (String, Value, bool) {
     let namespace = namespace_name(i % namespaces);
-    let bad = (i / namespaces) % 10 == 0;
+    let bad = (i / namespaces).is_multiple_of(10);
     let name = format!("{}-{i:05}", kind.short);
     let mut labels = json!({"app.kubernetes.io/part-of": "audit-bench", "app": name});
     if bad {
@@ -754,7 +754,7 @@ fn create_all(world: &World, kinds: &[&KindSpec], settings: &Settings) -> Result
                     }
                 }
                 let n = created.fetch_add(1, Ordering::Relaxed) + 1;
-                if n % 10_000 == 0 {
+                if n.is_multiple_of(10_000) {
                     eprintln!(
                         "bench:   {n} created ({:.0} s)",
                         started.elapsed().as_secs_f64()
