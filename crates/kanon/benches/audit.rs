@@ -91,7 +91,13 @@ const KINDS: [KindSpec; 20] = [
     k("", "v1", "Service", "services", "svc"),
     k("", "v1", "ServiceAccount", "serviceaccounts", "sa"),
     k("", "v1", "PodTemplate", "podtemplates", "pt"),
-    k("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", "pvc"),
+    k(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "pvc",
+    ),
     k("", "v1", "Pod", "pods", "pod"),
     KindSpec {
         late: true,
@@ -102,8 +108,20 @@ const KINDS: [KindSpec; 20] = [
         ..k("", "v1", "ResourceQuota", "resourcequotas", "rq")
     },
     k("rbac.authorization.k8s.io", "v1", "Role", "roles", "role"),
-    k("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rb"),
-    k("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", "eps"),
+    k(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        "rb",
+    ),
+    k(
+        "discovery.k8s.io",
+        "v1",
+        "EndpointSlice",
+        "endpointslices",
+        "eps",
+    ),
     k("apps", "v1", "Deployment", "deployments", "deploy"),
     k("apps", "v1", "StatefulSet", "statefulsets", "sts"),
     k("apps", "v1", "DaemonSet", "daemonsets", "ds"),
@@ -111,8 +129,20 @@ const KINDS: [KindSpec; 20] = [
     k("batch", "v1", "Job", "jobs", "job"),
     k("batch", "v1", "CronJob", "cronjobs", "cj"),
     k("networking.k8s.io", "v1", "Ingress", "ingresses", "ing"),
-    k("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", "netpol"),
-    k("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", "pdb"),
+    k(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        "netpol",
+    ),
+    k(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "pdb",
+    ),
 ];
 
 impl KindSpec {
@@ -302,7 +332,15 @@ impl Kanon {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let out = Command::new("curl")
-                .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+                .args([
+                    "-sk",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "--max-time",
+                    "5",
+                ])
                 .arg(format!("https://127.0.0.1:{port}/readyz"))
                 .output()
                 .context("curl runs")?;
@@ -544,7 +582,11 @@ impl World {
 
 fn policy_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, "ClusterValidatePolicy"),
+        &GroupVersionKind::gvk(
+            kanon_api::GROUP,
+            kanon_api::VERSION,
+            "ClusterValidatePolicy",
+        ),
         "clustervalidatepolicies",
     )
 }
@@ -612,8 +654,7 @@ fn object(kind: &KindSpec, i: usize, namespaces: usize) -> (String, Value, bool)
     }
     let selector = json!({"matchLabels": {"app": name}});
     let template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec("Always")});
-    let job_template =
-        json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec("Never")});
+    let job_template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec("Never")});
     let body = match kind.kind {
         "ConfigMap" => json!({"data": {
             "mode": "production",
@@ -719,8 +760,7 @@ fn create_all(world: &World, kinds: &[&KindSpec], settings: &Settings) -> Result
             let created = created.clone();
             tasks.spawn(async move {
                 let _permit = permit;
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(client, &namespace, &resource);
+                let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
                 let object: DynamicObject = serde_json::from_value(document)?;
                 let mut attempt = 0;
                 loop {
@@ -779,7 +819,9 @@ fn create_all(world: &World, kinds: &[&KindSpec], settings: &Settings) -> Result
 /// How many objects of `kind` the apiserver has (a list of 1 and its remaining count).
 fn count(world: &World, kind: &KindSpec) -> Result<usize> {
     let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &kind.resource());
-    let list = world.runtime.block_on(api.list(&ListParams::default().limit(1)))?;
+    let list = world
+        .runtime
+        .block_on(api.list(&ListParams::default().limit(1)))?;
     let remaining = list.metadata.remaining_item_count.unwrap_or(0);
     Ok(list.items.len() + usize::try_from(remaining).unwrap_or(0))
 }
@@ -917,11 +959,21 @@ fn oha_path() -> Result<PathBuf> {
 /// oha at 1,000 req/s for `seconds` against `url`: p50, p99, max (ms), req/s.
 fn oha(oha: &Path, url: &str, body: &Path, seconds: f64) -> Result<(f64, f64, f64, f64)> {
     let out = Command::new(oha)
-        .args(["--no-tui", "--insecure", "--http-version", "1.1", "-m", "POST"])
+        .args([
+            "--no-tui",
+            "--insecure",
+            "--http-version",
+            "1.1",
+            "-m",
+            "POST",
+        ])
         .args(["-H", "Content-Type: application/json", "-D"])
         .arg(body)
         .args(["--output-format", "json", "-c", "32", "-q", "1000"])
-        .args(["--latency-correction", "--wait-ongoing-requests-after-deadline"])
+        .args([
+            "--latency-correction",
+            "--wait-ongoing-requests-after-deadline",
+        ])
         .args(["-z", &format!("{seconds}s"), url])
         .output()
         .context("oha runs")?;
@@ -979,8 +1031,8 @@ fn main() -> Result<()> {
         &GroupVersionKind::gvk("", "v1", "Namespace"),
         "namespaces",
     );
-    for name in std::iter::once(KANON_NS.to_string())
-        .chain((0..settings.namespaces).map(namespace_name))
+    for name in
+        std::iter::once(KANON_NS.to_string()).chain((0..settings.namespaces).map(namespace_name))
     {
         world.apply(
             &ns_resource,
@@ -1040,12 +1092,18 @@ fn main() -> Result<()> {
     )?;
     let sampler = Sampler::start(kanon.pid, kanon.metrics_port, began);
     // The first audit has no policy to read with; it ends at once.
-    wait_for("kanon's first (empty) audit", Duration::from_secs(120), || {
-        sampler.last().is_some_and(|s| s.finished >= 1.0)
-    })?;
+    wait_for(
+        "kanon's first (empty) audit",
+        Duration::from_secs(120),
+        || sampler.last().is_some_and(|s| s.finished >= 1.0),
+    )?;
     std::thread::sleep(Duration::from_secs(2));
     let before = sampler.last().context("a sample")?;
-    ensure!(before.scanned == 0.0, "the empty audit scanned {}", before.scanned);
+    ensure!(
+        before.scanned == 0.0,
+        "the empty audit scanned {}",
+        before.scanned
+    );
     eprintln!(
         "bench: kanon ready, idle: RSS {:.1} MiB, HWM {:.1} MiB",
         mib(before.rss),
@@ -1070,7 +1128,10 @@ fn main() -> Result<()> {
     let audit_seconds = metric(&metrics, "kanon_audit_duration_seconds_sum");
     let audit_count = metric(&metrics, "kanon_audit_duration_seconds_count");
     let writes_ok = metric(&metrics, "kanon_audit_report_writes_total{outcome=\"ok\"}");
-    let writes_error = metric(&metrics, "kanon_audit_report_writes_total{outcome=\"error\"}");
+    let writes_error = metric(
+        &metrics,
+        "kanon_audit_report_writes_total{outcome=\"error\"}",
+    );
     let (rss_after_audit, hwm_after_audit) = memory_kib(kanon.pid);
     let during = sampler.between(policies_at, audited_at);
     let max_rss_during = during.iter().map(|s| s.rss).max().unwrap_or(0);
@@ -1087,7 +1148,9 @@ fn main() -> Result<()> {
     // ---- Target 2: admission p99 with and without an audit running ----
     let fixture = repo().join("fixtures/admission-reviews/pod-create.json");
     let url = format!("https://127.0.0.1:{}/validate?timeout=10s", kanon.port);
-    let audit_span = (audited_at - first_read).as_secs_f64().max(audit_seconds * 0.8);
+    let audit_span = (audited_at - first_read)
+        .as_secs_f64()
+        .max(audit_seconds * 0.8);
     let window = settings
         .window
         .as_secs_f64()
@@ -1117,9 +1180,11 @@ fn main() -> Result<()> {
                 let kind = &KINDS[(changes - 1) % KINDS.len()];
                 let scanned_before = sampler.last().context("a sample")?.scanned;
                 world.apply(&policy_resource(), &policy(kind, changes))?;
-                wait_for("the audit after a policy change", Duration::from_secs(60), || {
-                    sampler.last().is_some_and(|s| s.scanned > scanned_before)
-                })?;
+                wait_for(
+                    "the audit after a policy change",
+                    Duration::from_secs(60),
+                    || sampler.last().is_some_and(|s| s.scanned > scanned_before),
+                )?;
             }
             let cpu_before = cpu_now();
             let from = began.elapsed();
@@ -1233,14 +1298,21 @@ fn main() -> Result<()> {
     println!("| kind | objects |");
     println!("|---|---|");
     for kind in &KINDS {
-        println!("| {} {} | {} |", kind.api_version(), kind.kind, counts[kind.kind]);
+        println!(
+            "| {} {} | {} |",
+            kind.api_version(),
+            kind.kind,
+            counts[kind.kind]
+        );
     }
     println!();
     println!("## Target 1: the audit's peak RSS");
     println!();
     println!("| | |");
     println!("|---|---|");
-    println!("| load average before / after the audit | {audit_load_before} / {audit_load_after} |");
+    println!(
+        "| load average before / after the audit | {audit_load_before} / {audit_load_after} |"
+    );
     println!("| objects scanned (`kanon_audit_objects_scanned_total`) | {scanned} |");
     println!(
         "| audit duration (`kanon_audit_duration_seconds`, {audit_count} audits so far) | {audit_seconds:.1} s |"
@@ -1249,9 +1321,7 @@ fn main() -> Result<()> {
         "| policies applied → audit finished (sampled) | {:.1} s |",
         (audited_at - policies_at).as_secs_f64()
     );
-    println!(
-        "| report writes ok / error | {writes_ok} / {writes_error} |"
-    );
+    println!("| report writes ok / error | {writes_ok} / {writes_error} |");
     println!(
         "| kanon before the audit: VmRSS / VmHWM | {:.1} / {:.1} MiB |",
         mib(before.rss),
@@ -1265,10 +1335,17 @@ fn main() -> Result<()> {
         "| max VmRSS sampled during the audit (100 ms) | {:.1} MiB |",
         mib(max_rss_during)
     );
-    println!("| VmRSS after the audit | {:.1} MiB |", mib(rss_after_audit));
+    println!(
+        "| VmRSS after the audit | {:.1} MiB |",
+        mib(rss_after_audit)
+    );
     println!(
         "| target: peak RSS ≤ 128 MiB | {} |",
-        if mib(hwm_after_audit) <= 128.0 { "met" } else { "**missed**" }
+        if mib(hwm_after_audit) <= 128.0 {
+            "met"
+        } else {
+            "**missed**"
+        }
     );
     println!();
     println!("## Target 3: the reports' size");
@@ -1340,8 +1417,12 @@ fn main() -> Result<()> {
     let audit_p99 = median(&of(Phase::Audit, |w| w.p99_ms));
     let ratios: Vec<f64> = (1..=settings.rounds)
         .filter_map(|r| {
-            let idle = windows.iter().find(|w| w.round == r && w.phase == Phase::Idle)?;
-            let audit = windows.iter().find(|w| w.round == r && w.phase == Phase::Audit)?;
+            let idle = windows
+                .iter()
+                .find(|w| w.round == r && w.phase == Phase::Idle)?;
+            let audit = windows
+                .iter()
+                .find(|w| w.round == r && w.phase == Phase::Audit)?;
             Some(audit.p99_ms / idle.p99_ms)
         })
         .collect();
@@ -1357,7 +1438,11 @@ fn main() -> Result<()> {
             .map(|r| format!("{r:.2}"))
             .collect::<Vec<_>>()
             .join(", "),
-        if audit_p99 / idle_p99 <= 1.10 { "met" } else { "**missed**" }
+        if audit_p99 / idle_p99 <= 1.10 {
+            "met"
+        } else {
+            "**missed**"
+        }
     );
     println!();
     println!("## kanon at the end");
@@ -1369,8 +1454,14 @@ fn main() -> Result<()> {
         mib(hwm_end),
         metric(&metrics_end, FINISHED),
         metric(&metrics_end, SCANNED),
-        metric(&metrics_end, "kanon_audit_report_writes_total{outcome=\"ok\"}"),
-        metric(&metrics_end, "kanon_audit_report_writes_total{outcome=\"error\"}"),
+        metric(
+            &metrics_end,
+            "kanon_audit_report_writes_total{outcome=\"ok\"}"
+        ),
+        metric(
+            &metrics_end,
+            "kanon_audit_report_writes_total{outcome=\"error\"}"
+        ),
     );
     println!(
         "audits: handed over {}, failed {}; the Lease: holder {}, checkpoint {}",
