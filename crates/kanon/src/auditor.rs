@@ -1,6 +1,7 @@
 //! The background audit of `kanon serve` in a cluster: its flags ([`AuditArgs`]), what it needs
-//! from the server ([`AuditStart`]: the policy sets it publishes, where programs run), and the
-//! recorder of admitted objects. The audit itself is `kanon_cluster::audit`.
+//! from the server ([`AuditStart`]: the policy sets it publishes, where programs run), the
+//! recorder of admitted objects, and the thread they run on ([`in_background`]). The audit
+//! itself is `kanon_cluster::audit`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,5 +183,46 @@ impl ProgramHost for AuditPrograms {
     fn run<'a>(&'a self, program: &'a Program, input: ProgramInput) -> ProgramFuture<'a> {
         let until = tokio::time::Instant::now() + self.timeout;
         Box::pin(self.sandbox.run_until(program, input, until))
+    }
+}
+
+/// Runs `work` (the auditor and the admission recorder) on a thread of its own, at the lowest
+/// CPU priority: judging a whole cluster is CPU work that must never hold a review waiting, so
+/// it gets only what admission leaves. Its lookups go through the same client and caches as
+/// admission's (the client's connections live on the server's runtime).
+pub fn in_background(work: impl std::future::Future<Output = ()> + Send + 'static) {
+    let started = std::thread::Builder::new()
+        .name("kanon-audit".to_string())
+        .spawn(move || {
+            lower_priority();
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(work),
+                Err(error) => {
+                    tracing::error!(%error, "the audit cannot start its runtime; no audit runs")
+                }
+            }
+        });
+    if let Err(error) = started {
+        tracing::error!(%error, "the audit cannot start its thread; no audit runs");
+    }
+}
+
+/// Gives the calling thread the lowest scheduling priority (nice 19; Linux applies
+/// `setpriority` to one thread when given its id).
+fn lower_priority() {
+    // SAFETY: gettid and setpriority have no memory-safety preconditions; they only read the
+    // calling thread's id and change its scheduling priority.
+    let result = unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19)
+    };
+    if result != 0 {
+        tracing::warn!(
+            error = %std::io::Error::last_os_error(),
+            "the audit runs at normal priority: its thread's priority cannot be lowered"
+        );
     }
 }

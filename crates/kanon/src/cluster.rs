@@ -409,18 +409,16 @@ pub async fn start(
         let (queue, admitted) = args
             .audit
             .admitted_reports(client.clone(), lookup.clone(), &audit);
-        tokio::spawn(admitted);
-        tokio::spawn(
-            args.audit
-                .auditor(
-                    client.clone(),
-                    &args.namespace,
-                    args.webhook_configuration.clone(),
-                    lookup.clone(),
-                    audit,
-                )
-                .run(),
+        let auditor = args.audit.auditor(
+            client.clone(),
+            &args.namespace,
+            args.webhook_configuration.clone(),
+            lookup.clone(),
+            audit,
         );
+        crate::auditor::in_background(async move {
+            tokio::join!(admitted, auditor.run());
+        });
         Arc::new(queue) as Arc<dyn kanon_engine::AdmissionRecorder>
     });
     tokio::spawn(
