@@ -304,15 +304,17 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
     );
 
     // The metric counts what the last audit found.
-    let metrics = auditor.metrics();
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("kanon_policy_results{")
-                && l.contains("policy=\"ClusterValidatePolicy/audit-no-debug\"")
-                && l.contains("result=\"fail\"")
-                && l.ends_with(" 3")),
-        "{metrics}"
+    env.wait_for(
+        "kanon_policy_results counts 3 failures",
+        Duration::from_secs(10),
+        || {
+            auditor.metrics().lines().any(|l| {
+                l.starts_with("kanon_policy_results{")
+                    && l.contains("policy=\"ClusterValidatePolicy/audit-no-debug\"")
+                    && l.contains("result=\"fail\"")
+                    && l.ends_with(" 3")
+            })
+        },
     );
 
     // Fixing an object clears its result.
@@ -412,10 +414,15 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
         Duration::from_secs(60),
         || report(env, SHOP).is_none(),
     );
-    let metrics = auditor.metrics();
-    assert!(
-        !metrics.contains("ClusterValidatePolicy/audit-no-debug"),
-        "the deleted policy's series go: {metrics}"
+    // The gauges follow the report's deletion, once the audit's last write is done.
+    env.wait_for(
+        "the deleted policy's series go",
+        Duration::from_secs(10),
+        || {
+            !auditor
+                .metrics()
+                .contains("ClusterValidatePolicy/audit-no-debug")
+        },
     );
     auditor.stop();
     let _ = env.kubectl(&[
