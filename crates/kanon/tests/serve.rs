@@ -593,7 +593,8 @@ fn a_program_that_exhausts_memory_ends_its_worker_not_the_server() {
     let server = Server::start_with(
         policies.path(),
         certs.path(),
-        &["--program-memory-mib", "64", "--program-workers", "2"],
+        // Room for a debug build's text (about 56 MiB mapped) beside a program that fits.
+        &["--program-memory-mib", "128", "--program-workers", "2"],
     );
     let pid = server.child.id();
 
@@ -607,7 +608,7 @@ fn a_program_that_exhausts_memory_ends_its_worker_not_the_server() {
             .unwrap_or_default();
         assert!(
             message.starts_with("ClusterValidatePolicy/doubling: spec.validateRules[0].program: the program's worker process ended while running it")
-                && message.contains("64 MiB"),
+                && message.contains("128 MiB"),
             "{message}"
         );
         // The server is alive, and the next hand-written program gets a fresh worker.
