@@ -33,7 +33,7 @@ variants=(
   "library-baseline|--set library.podSecurity=baseline"
   "exceptions|--set exceptions.namespaces={policy-exceptions}"
   "audit-disabled|--set audit.enabled=false --set metrics.prometheusRule.enabled=true"
-  "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set audit.pageSize=100000 --set audit.maxResults=50 --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
+  "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.maxResults=50 --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
@@ -227,7 +227,7 @@ grep -q 'policyexceptions' <<<"$(roles "$default")" && fail "exceptions: no Role
 # Role of its own; off: `--no-audit` and none of that RBAC.
 # The documents of `kind` named `name` of a render.
 named() { awk -v RS='\n---\n' -v k="$2" -v n="$3" 'index($0, "\nkind: " k "\n") && index($0, "\n  name: " n "\n")' "$1"; }
-for flag in --audit-interval=1h --audit-qps=10 --audit-page-size=500 --report-max-results=1000; do
+for flag in --audit-interval=1h --audit-qps=10 --audit-cpu=0.25 --audit-checkpoint-interval=30s --audit-page-size=500 --report-max-results=1000; do
   grep -q -- "- $flag\$" "$default" || fail "audit: $flag by default"
 done
 grep -q -- '--no-audit' "$default" && fail "audit: on by default"
@@ -291,7 +291,7 @@ grep -q 'name: kanon-audit$' <<<"$(sed -n '/^roleRef:$/,$p' <<<"$binding")" || f
 grep -q 'namespace: kanon-system$' <<<"$(sed -n '/^subjects:$/,$p' <<<"$binding")" \
   || fail "audit: the Lease RoleBinding's subject is kanon's ServiceAccount"
 render="$out/audit-tuned.yaml"
-for flag in --audit-interval=0 --audit-qps=2.5 --audit-page-size=100000 --report-max-results=50; do
+for flag in --audit-interval=0 --audit-qps=2.5 --audit-cpu=0.5 --audit-checkpoint-interval=5s --audit-page-size=100000 --report-max-results=50; do
   grep -q -- "- $flag\$" "$render" || fail "audit: $flag from the values"
 done
 grep -A6 -- '- example.com$' <<<"$(named "$render" ClusterRole kanon)" | tr -d ' \n' | grep -q -- '-example.comresources:-widgetsverbs:-list' \
@@ -329,7 +329,8 @@ for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.
            "exceptions.namespaces={Not_A_Namespace}" "exceptions.namespaces={ops,ops}" \
            "exceptions.namespaces=ops" "exceptions.namespace=ops" \
            "audit.enabled=yes" "audit.interval=1d" "audit.interval=hourly" "audit.qps=-1" \
-           "audit.pageSize=0" "audit.maxResults=0" "audit.unknown=1" \
+           "audit.pageSize=0" "audit.maxResults=0" "audit.unknown=1" "audit.cpu=0" "audit.cpu=2" \
+           "audit.checkpointInterval=often" \
            "audit.listRules[0].apiGroups={apps}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={deployments},audit.listRules[0].verbs={get}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={pods},audit.listRules[0].verbs={list},audit.listRules[0].resourceNames={a}"; do

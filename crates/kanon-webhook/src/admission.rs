@@ -414,18 +414,19 @@ pub async fn answer_recording(
     recorder: Option<&dyn kanon_engine::AdmissionRecorder>,
 ) -> Reply {
     let decision = decide_in(&mut request, webhook, policies, evaluation).await;
-    if let Some(recorder) = recorder
+    let record = recorder.is_some()
         && webhook == Webhook::Validate
         && decision.allowed
         && !request.dry_run
         && matches!(request.operation, Operation::Create | Operation::Update)
-        && policies.audited(&decision)
-        && let Some(object) = &request.object
-    {
-        let object = with_identity(object, &request, request.namespace.is_some()).into_owned();
-        recorder.admitted(object, request.operation);
+        && policies.audited(&decision);
+    let reply = Reply::decided(&request, webhook, decision);
+    // The reply is made: the request's object is handed over, not copied.
+    if let (true, Some(recorder), Some(object)) = (record, recorder, request.object.take()) {
+        let namespaced = request.namespace.is_some();
+        recorder.admitted(identified(object, &request, namespaced), request.operation);
     }
-    Reply::decided(&request, webhook, decision)
+    reply
 }
 
 /// The verdict of `webhook` on `request`. The mutating webhook runs the override policies on
@@ -564,24 +565,34 @@ fn invalid_message(invalid: &kanon_engine::InvalidPolicy) -> String {
 /// The object with the `apiVersion`, `kind` and namespace the review gives it, where the
 /// object itself leaves them out.
 fn with_identity<'a>(object: &'a Value, request: &Request, namespaced: bool) -> Cow<'a, Value> {
-    let missing = |key: &str| {
-        object
-            .get(key)
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-    };
+    if identity_complete(object, request, namespaced) {
+        return Cow::Borrowed(object);
+    }
+    Cow::Owned(identified(object.clone(), request, namespaced))
+}
+
+/// Whether `object` names its `apiVersion`, `kind` and (when `namespaced` and the review
+/// gives one) namespace.
+fn identity_complete(object: &Value, request: &Request, namespaced: bool) -> bool {
+    let present =
+        |value: Option<&Value>| value.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    present(object.get("apiVersion"))
+        && present(object.get("kind"))
+        && !(namespaced
+            && request.namespace.is_some()
+            && !present(object.pointer("/metadata/namespace")))
+}
+
+/// [`with_identity`] of an object the caller owns.
+fn identified(mut object: Value, request: &Request, namespaced: bool) -> Value {
     let namespace_missing = namespaced
         && request.namespace.is_some()
         && object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .is_none_or(str::is_empty);
-    if !missing("apiVersion") && !missing("kind") && !namespace_missing {
-        return Cow::Borrowed(object);
-    }
-    let mut object = object.clone();
     let Some(map) = object.as_object_mut() else {
-        return Cow::Owned(object);
+        return object;
     };
     for (key, value) in [
         ("apiVersion", &request.api_version),
@@ -603,7 +614,7 @@ fn with_identity<'a>(object: &'a Value, request: &Request, namespaced: bool) -> 
             metadata.insert("namespace".to_string(), Value::String(namespace.clone()));
         }
     }
-    Cow::Owned(object)
+    object
 }
 
 /// A `v1` Status body (`{"apiVersion":"v1","kind":"Status","status":"Failure",...}`) for an

@@ -11,6 +11,7 @@ use clap::{Args, ValueEnum};
 use kanon_cluster::ClusterMetrics;
 use kanon_cluster::audit::AuditError;
 use kanon_cluster::audit::book::{Book, KindKey, Subject};
+use kanon_cluster::audit::pace::CpuBudget;
 use kanon_cluster::audit::reach::Reach;
 use kanon_cluster::audit::reports::render;
 use kanon_cluster::audit::scan::{self, Judge, Lister};
@@ -150,7 +151,13 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
         eprintln!("warning: {problem}");
     }
     let reading = &args.reading;
-    let mut lister = Lister::new(client.clone(), reading.audit_page_size, reading.audit_qps);
+    // On demand, the audit is the only work: it is paced by `--audit-qps` alone.
+    let mut lister = Lister::new(
+        client.clone(),
+        reading.audit_page_size,
+        reading.audit_qps,
+        CpuBudget::unlimited(),
+    );
     let mut printer = Printer::new(args.output, reading.max_results());
     for kind in &kinds {
         let mut token: Option<String> = None;

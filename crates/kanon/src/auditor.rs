@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use kanon_cluster::audit::admitted::{AdmittedQueue, AdmittedReports};
+use kanon_cluster::audit::admitted::AdmittedReports;
 use kanon_cluster::audit::metrics::AuditMetrics;
 use kanon_cluster::audit::{AuditConfig, Auditor};
 use kanon_engine::host::{ProgramFuture, ProgramHost, ProgramInput};
@@ -18,7 +18,7 @@ use kanon_webhook::sandbox::{ProgramSandbox, SandboxConfig};
 use tokio::sync::watch;
 
 /// The audit flags of `kanon serve` in a cluster.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct AuditArgs {
     /// Do not audit the objects that already exist (nor write reports).
     #[arg(long)]
@@ -28,6 +28,15 @@ pub struct AuditArgs {
     /// `--namespace`).
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_interval)]
     audit_interval: Duration,
+    /// How often an audit under way writes the reports of what it has read and saves its
+    /// checkpoint in the Lease, as a duration; an audit interrupted (a restart, a lost Lease)
+    /// resumes from the last checkpoint. Shorter: less read again, more report writes.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_interval)]
+    audit_checkpoint_interval: Duration,
+    /// The share of one CPU the audit may use (`0.25`: a quarter): after each page it rests
+    /// in proportion to the CPU the page cost. `1`: no limit.
+    #[arg(long, value_name = "SHARE", default_value_t = 0.25, value_parser = parse_share)]
+    audit_cpu: f64,
     #[command(flatten)]
     reading: ReadingArgs,
     /// This replica's name in the audit Lease (the chart sets the Pod's name).
@@ -37,7 +46,7 @@ pub struct AuditArgs {
 
 /// How an audit reads the cluster and how large its reports grow: the same flags for
 /// `kanon serve` and `kanon audit`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ReadingArgs {
     /// The most LIST requests per second the audit sends the apiserver.
     #[arg(long, value_name = "QPS", default_value_t = 10.0)]
@@ -54,6 +63,15 @@ impl ReadingArgs {
     /// The most results a report holds (at least one).
     pub fn max_results(&self) -> usize {
         self.report_max_results.max(1)
+    }
+}
+
+fn parse_share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!(
+            "`{text}` is not a share of one CPU (a number above 0, at most 1; e.g. 0.25)"
+        )),
     }
 }
 
@@ -100,8 +118,10 @@ impl AuditArgs {
                 identity,
                 interval: (!self.audit_interval.is_zero()).then_some(self.audit_interval),
                 qps: self.reading.audit_qps,
+                cpu: self.audit_cpu,
                 page_size: self.reading.audit_page_size,
                 max_results: self.reading.max_results(),
+                checkpoint_every: self.audit_checkpoint_interval,
                 webhook_configuration,
                 ..AuditConfig::default()
             },
@@ -121,20 +141,15 @@ impl AuditArgs {
         client: kube::Client,
         lookup: Arc<dyn Lookup>,
         start: &AuditStart,
-    ) -> (
-        AdmittedQueue,
-        impl std::future::Future<Output = ()> + Send + 'static,
-    ) {
-        let (queue, receiver) = AdmittedReports::queue();
-        let reports = AdmittedReports {
+    ) -> AdmittedReports {
+        AdmittedReports {
             client,
             policies: start.policies.clone(),
             lookup,
             programs: start.programs.clone(),
             max_results: self.reading.max_results(),
             batch: Duration::from_secs(1),
-        };
-        (queue, reports.run(receiver))
+        }
     }
 }
 
@@ -187,23 +202,36 @@ impl ProgramHost for AuditPrograms {
 }
 
 /// Runs `work` (the auditor and the admission recorder) on a thread of its own, at the lowest
-/// CPU priority: judging a whole cluster is CPU work that must never hold a review waiting, so
-/// it gets only what admission leaves. Its lookups go through the same client and caches as
-/// admission's (the client's connections live on the server's runtime).
-pub fn in_background(work: impl std::future::Future<Output = ()> + Send + 'static) {
+/// CPU priority, with a client of its own made from `config` on that thread: judging a whole
+/// cluster is CPU work that must never hold a review waiting, so it gets only what admission
+/// leaves, and the pages it reads are received, decrypted and decoded there too. Its lookups go
+/// through the same caches as admission's.
+pub fn in_background<F>(config: kube::Config, work: impl FnOnce(kube::Client) -> F + Send + 'static)
+where
+    F: std::future::Future<Output = ()>,
+{
     let started = std::thread::Builder::new()
         .name("kanon-audit".to_string())
         .spawn(move || {
             lower_priority();
-            match tokio::runtime::Builder::new_current_thread()
+            let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
             {
-                Ok(runtime) => runtime.block_on(work),
+                Ok(runtime) => runtime,
                 Err(error) => {
-                    tracing::error!(%error, "the audit cannot start its runtime; no audit runs")
+                    tracing::error!(%error, "the audit cannot start its runtime; no audit runs");
+                    return;
                 }
-            }
+            };
+            runtime.block_on(async move {
+                match kube::Client::try_from(config) {
+                    Ok(client) => work(client).await,
+                    Err(error) => {
+                        tracing::error!(%error, "the audit cannot make its client; no audit runs")
+                    }
+                }
+            });
         });
     if let Err(error) = started {
         tracing::error!(%error, "the audit cannot start its thread; no audit runs");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use kanon_cluster::ClusterMetrics;
+use kanon_cluster::audit::admitted::AdmittedReports;
 use kanon_cluster::certificates::{CertificateConfig, CertificateMetrics, Certificates};
 use kanon_cluster::custom_kinds::CustomKinds;
 use kanon_cluster::http::{HttpConfig, HttpLookups};
@@ -154,7 +155,12 @@ pub enum ClusterError {
 
 /// A client of the apiserver `args` name.
 pub async fn client(args: &ConnectionArgs) -> Result<kube::Client, ClusterError> {
-    let config = match &args.kubeconfig {
+    kube::Client::try_from(config(args).await?).map_err(|e| ClusterError::Client(e.to_string()))
+}
+
+/// How to reach the apiserver `args` name.
+pub async fn config(args: &ConnectionArgs) -> Result<kube::Config, ClusterError> {
+    Ok(match &args.kubeconfig {
         Some(path) => {
             let shown = path.display().to_string();
             let bad = |message: String| ClusterError::Kubeconfig {
@@ -174,8 +180,7 @@ pub async fn client(args: &ConnectionArgs) -> Result<kube::Client, ClusterError>
         None => kube::Config::infer()
             .await
             .map_err(|e| ClusterError::Client(e.to_string()))?,
-    };
-    kube::Client::try_from(config).map_err(|e| ClusterError::Client(e.to_string()))
+    })
 }
 
 /// Logs every permission kanon's identity lacks for what it was asked to do.
@@ -372,7 +377,9 @@ pub async fn start(
     metrics: ClusterMetrics,
     audit: crate::auditor::AuditStart,
 ) -> Result<Started, ClusterError> {
-    let client = client(&args.connection).await?;
+    let config = config(&args.connection).await?;
+    let client =
+        kube::Client::try_from(config.clone()).map_err(|e| ClusterError::Client(e.to_string()))?;
     check_permissions(&client, args, exception_namespaces).await;
     let Lookups {
         namespaces,
@@ -406,18 +413,18 @@ pub async fn start(
         None => None,
     };
     let recorder = (!args.audit.disabled()).then(|| {
-        let (queue, admitted) = args
-            .audit
-            .admitted_reports(client.clone(), lookup.clone(), &audit);
-        let auditor = args.audit.auditor(
-            client.clone(),
-            &args.namespace,
-            args.webhook_configuration.clone(),
-            lookup.clone(),
-            audit,
-        );
-        crate::auditor::in_background(async move {
-            tokio::join!(admitted, auditor.run());
+        let (queue, admitted) = AdmittedReports::queue();
+        let audit_args = args.audit.clone();
+        let namespace = args.namespace.clone();
+        let webhook_configuration = args.webhook_configuration.clone();
+        let lookup = lookup.clone();
+        // The audit's own client, on the audit's thread: the connections, TLS and decoding of
+        // every page it reads stay off the runtime that answers reviews.
+        crate::auditor::in_background(config, move |client| async move {
+            let reports = audit_args.admitted_reports(client.clone(), lookup.clone(), &audit);
+            let auditor =
+                audit_args.auditor(client, &namespace, webhook_configuration, lookup, audit);
+            tokio::join!(reports.run(admitted), auditor.run());
         });
         Arc::new(queue) as Arc<dyn kanon_engine::AdmissionRecorder>
     });

@@ -4,6 +4,7 @@
 //! - [`scan`]: which kinds to read (from the policies' targets, through discovery), each read
 //!   in pages at `--audit-qps`, each object judged by the engine as admission judges its
 //!   CREATE ([`kanon_engine::PolicySet::audit_in`]).
+//! - [`pace`]: LIST requests at `--audit-qps`, the audit's thread within `--audit-cpu`.
 //! - [`book`]: the findings folded per namespace and kind, bounded; the reports made of them.
 //! - [`reports`]: the reports written by server-side apply when they change.
 //! - [`reach`]: only what admission reaches (the webhook configuration's selectors) is judged.
@@ -20,6 +21,7 @@ pub mod admitted;
 pub mod book;
 pub mod lease;
 pub mod metrics;
+pub mod pace;
 pub mod reach;
 pub mod reports;
 pub mod scan;
@@ -38,6 +40,7 @@ use tokio::time::Instant;
 use book::{Book, KindKey, ReportScope};
 use lease::{AuditLease, Checkpoint, Held, Reading};
 use metrics::{AuditMetrics, CycleOutcome};
+use pace::CpuBudget;
 use reach::Reach;
 use reports::ReportWriter;
 use scan::{AuditKind, Judge, Lister};
@@ -104,12 +107,18 @@ pub struct AuditConfig {
     pub interval: Option<Duration>,
     /// The most LIST requests per second.
     pub qps: f64,
+    /// The share of one CPU the audit's thread may use (1 or more: no limit).
+    pub cpu: f64,
     /// Objects per LIST request.
     pub page_size: u32,
     /// The most results a report holds.
     pub max_results: usize,
     /// How long after a policy change the audit starts (changes come in bursts).
     pub settle: Duration,
+    /// How often an audit under way writes the reports of the namespaces it has read and
+    /// saves its checkpoint: fewer writes of each report against less work read again after
+    /// a restart.
+    pub checkpoint_every: Duration,
     /// kanon's ValidatingWebhookConfiguration, whose selectors say which objects admission
     /// reaches (and so the audit judges); `None`: every object.
     pub webhook_configuration: Option<String>,
@@ -124,9 +133,11 @@ impl Default for AuditConfig {
             lease_duration: Duration::from_secs(30),
             interval: Some(Duration::from_secs(3600)),
             qps: 10.0,
+            cpu: 0.25,
             page_size: 500,
             max_results: 1000,
             settle: Duration::from_secs(5),
+            checkpoint_every: Duration::from_secs(30),
             webhook_configuration: None,
         }
     }
@@ -173,7 +184,15 @@ struct Leading {
     lease: AuditLease,
     book: Book,
     writer: ReportWriter,
+    /// Where the audit under way stands.
     checkpoint: Checkpoint,
+    /// Where it stood when the reports were last written: what the Lease says, since a
+    /// replica resuming from it finds everything before in the reports.
+    kept: Checkpoint,
+    /// Reports the book has changed since they were last written.
+    unwritten: BTreeSet<ReportScope>,
+    /// When the reports were last written.
+    kept_at: Instant,
     saved: Instant,
     /// What went wrong in the audit under way (kinds skipped, reports not written).
     errors: usize,
@@ -239,7 +258,10 @@ impl Auditor {
             lease,
             book,
             writer,
+            kept: checkpoint.clone(),
             checkpoint,
+            unwritten: BTreeSet::new(),
+            kept_at: Instant::now(),
             saved: Instant::now(),
             errors: 0,
         }
@@ -333,6 +355,7 @@ impl Auditor {
                 started: unix_seconds(),
                 ..Checkpoint::default()
             };
+            self.keep(leading, true).await?;
             tracing::info!(kinds = kinds.len(), "audit started");
         } else {
             tracing::info!(
@@ -350,7 +373,12 @@ impl Auditor {
                 BTreeSet::new()
             }
         };
-        let mut lister = Lister::new(self.client.clone(), self.config.page_size, self.config.qps);
+        let mut lister = Lister::new(
+            self.client.clone(),
+            self.config.page_size,
+            self.config.qps,
+            CpuBudget::new(self.config.cpu),
+        );
         for kind in &kinds {
             let label = format!("{} {}", kind.key.api_version, kind.key.kind);
             if leading.checkpoint.done.contains(&label) {
@@ -360,7 +388,7 @@ impl Auditor {
                 .await?;
             leading.checkpoint.done.push(label);
             leading.checkpoint.reading = None;
-            self.save(leading, true).await?;
+            self.keep(leading, false).await?;
         }
         // What no policy reads any more, and what deleted policies found, goes.
         let read: HashSet<&KindKey> = kinds.iter().map(|k| &k.key).collect();
@@ -381,9 +409,9 @@ impl Auditor {
                 .into_iter()
                 .filter(|scope| leading.book.report(scope).is_none()),
         );
-        self.write(leading, &changed).await;
+        leading.unwritten.extend(changed);
         leading.checkpoint.finished = Some(unix_seconds());
-        self.save(leading, true).await?;
+        self.keep(leading, true).await?;
         tracing::info!(
             took_seconds = unix_seconds() - leading.checkpoint.started,
             "audit finished"
@@ -486,7 +514,7 @@ impl Auditor {
                 skip_before = None;
                 let before: ReportScope = current.clone();
                 let changed = leading.book.commit(&mut scan, Some(&before));
-                self.write(leading, &changed).await;
+                leading.unwritten.extend(changed);
             }
             let Some(next) = page.next else {
                 break;
@@ -497,11 +525,25 @@ impl Auditor {
                 namespace: current.clone(),
             });
             token = Some(next);
-            self.save(leading, false).await?;
+            self.keep(leading, false).await?;
         }
         let changed = leading.book.finish(scan);
-        self.write(leading, &changed).await;
+        leading.unwritten.extend(changed);
         Ok(())
+    }
+
+    /// Keeps the audit's progress: when `now` or every `checkpoint_every`, writes the reports
+    /// changed since the last time, then saves the checkpoint that names what they hold; in
+    /// between, only renews the Lease (at most every two seconds).
+    async fn keep(&self, leading: &mut Leading, now: bool) -> Result<(), Stop> {
+        if now || leading.kept_at.elapsed() >= self.config.checkpoint_every {
+            let scopes = std::mem::take(&mut leading.unwritten);
+            self.write(leading, &scopes).await;
+            leading.kept = leading.checkpoint.clone();
+            leading.kept_at = Instant::now();
+            return self.save(leading, true).await;
+        }
+        self.save(leading, false).await
     }
 
     async fn write(&self, leading: &mut Leading, scopes: &BTreeSet<ReportScope>) {
@@ -517,15 +559,15 @@ impl Auditor {
         self.metrics.set_results(&leading.book.tallies());
     }
 
-    /// Saves the checkpoint (and so renews the Lease): always when `now`, else at most every
-    /// two seconds. [`Stop::Lost`] when another replica holds the Lease, or this one could
+    /// Saves the kept checkpoint (and so renews the Lease): always when `now`, else at most
+    /// every two seconds. [`Stop::Lost`] when another replica holds the Lease, or this one could
     /// not renew it for as long as it lasts.
     async fn save(&self, leading: &mut Leading, now: bool) -> Result<(), Stop> {
         let every = Duration::from_secs(2).min(self.config.lease_duration / 3);
         if !now && leading.saved.elapsed() < every {
             return Ok(());
         }
-        match leading.lease.save(lease_time(), &leading.checkpoint).await {
+        match leading.lease.save(lease_time(), &leading.kept).await {
             Ok(true) => {
                 leading.saved = Instant::now();
                 Ok(())

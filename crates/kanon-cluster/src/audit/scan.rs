@@ -8,15 +8,17 @@ use std::time::Duration;
 use kanon_api::Operation;
 use kanon_engine::host::ProgramHost;
 use kanon_engine::{Deadline, Evaluation, Finding, Lookup, PolicySet, WebhookKind};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{self, Scope};
 use kube::{Client, Discovery};
-use serde_json::Value;
-use tokio::time::Instant;
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::{Map, Value};
 
 use super::AuditError;
 use super::book::{KindKey, Subject};
+use super::pace::{CpuBudget, Pacer};
 
 /// A kind the audit reads, as the apiserver serves it.
 #[derive(Debug, Clone)]
@@ -86,38 +88,6 @@ pub async fn kinds(client: &Client, set: &PolicySet) -> (Vec<AuditKind>, Vec<Aud
     (found, problems)
 }
 
-/// Spaces requests at most `qps` per second (none when 0).
-#[derive(Debug)]
-pub struct Pacer {
-    interval: Option<Duration>,
-    next: Option<Instant>,
-}
-
-impl Pacer {
-    /// A pacer of `qps` requests per second; 0: unpaced.
-    pub fn new(qps: f64) -> Self {
-        let interval = (qps > 0.0 && qps.is_finite()).then(|| Duration::from_secs_f64(1.0 / qps));
-        Pacer {
-            interval,
-            next: None,
-        }
-    }
-
-    /// Waits until the next request may go.
-    pub async fn wait(&mut self) {
-        let Some(interval) = self.interval else {
-            return;
-        };
-        let now = Instant::now();
-        if let Some(next) = self.next
-            && next > now
-        {
-            tokio::time::sleep_until(next).await;
-        }
-        self.next = Some(Instant::now() + interval);
-    }
-}
-
 /// One page of a kind's objects.
 #[derive(Debug)]
 pub struct Page {
@@ -132,15 +102,18 @@ pub struct Lister {
     client: Client,
     page_size: u32,
     pacer: Pacer,
+    budget: CpuBudget,
 }
 
 impl Lister {
-    /// A lister reading `page_size` objects per request, at most `qps` requests per second.
-    pub fn new(client: Client, page_size: u32, qps: f64) -> Self {
+    /// A lister reading `page_size` objects per request, at most `qps` requests per second,
+    /// and, before each, resting as long as `budget` asks for the work since the last.
+    pub fn new(client: Client, page_size: u32, qps: f64, budget: CpuBudget) -> Self {
         Lister {
             client,
             page_size: page_size.max(1),
             pacer: Pacer::new(qps),
+            budget,
         }
     }
 
@@ -151,28 +124,112 @@ impl Lister {
         kind: &AuditKind,
         token: Option<&str>,
     ) -> Result<Page, AuditError> {
+        self.budget.rest().await;
         self.pacer.wait().await;
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.resource);
         let mut params = ListParams::default().limit(self.page_size);
         if let Some(token) = token {
             params = params.continue_token(token);
         }
-        let list = api.list(&params).await.map_err(|error| match &error {
-            kube::Error::Api(status) if status.code == 410 => AuditError::Expired {
-                kind: kind.key.to_string(),
-            },
-            _ => AuditError::List {
-                kind: kind.key.to_string(),
-                message: error.to_string(),
-            },
-        })?;
-        let next = list.metadata.continue_.filter(|t| !t.is_empty());
+        let failed = |message: String| AuditError::List {
+            kind: kind.key.to_string(),
+            message,
+        };
+        let url = <DynamicObject as kube::Resource>::url_path(&kind.resource, None);
+        let request = kube::core::Request::new(url)
+            .list(&params)
+            .map_err(|error| failed(error.to_string()))?;
+        let list: ListBody = self
+            .client
+            .request(request)
+            .await
+            .map_err(|error| match &error {
+                kube::Error::Api(status) if status.code == 410 => AuditError::Expired {
+                    kind: kind.key.to_string(),
+                },
+                _ => failed(error.to_string()),
+            })?;
+        let next = list.metadata.continue_token.filter(|t| !t.is_empty());
         let objects = list
             .items
+            .unwrap_or_default()
             .into_iter()
-            .filter_map(|object| crate::objects::document_of(object, &kind.resource))
+            .map(|Item(mut map)| {
+                // List items leave out their type.
+                map.insert(
+                    "apiVersion".into(),
+                    Value::from(kind.resource.api_version.as_str()),
+                );
+                map.insert("kind".into(), Value::from(kind.resource.kind.as_str()));
+                Value::Object(map)
+            })
             .collect();
         Ok(Page { objects, next })
+    }
+}
+
+/// A LIST response, its items decoded straight into documents.
+#[derive(Deserialize)]
+struct ListBody {
+    #[serde(default)]
+    metadata: ListMetadata,
+    // `null` in some apiservers' empty lists.
+    #[serde(default)]
+    items: Option<Vec<Item>>,
+}
+
+#[derive(Default, Deserialize)]
+struct ListMetadata {
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// One listed object, as policies see it: its `metadata.managedFields` (often the larger part
+/// of an object, and read by no policy the audit runs) are skipped while decoding, never
+/// built.
+struct Item(Map<String, Value>);
+
+impl<'de> Deserialize<'de> for Item {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_map(Fields { metadata: false })
+            .map(Item)
+    }
+}
+
+/// Reads a JSON object into a map; in `metadata`, without `managedFields`.
+#[derive(Clone, Copy)]
+struct Fields {
+    metadata: bool,
+}
+
+impl<'de> Visitor<'de> for Fields {
+    type Value = Map<String, Value>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if self.metadata && key == "managedFields" {
+                access.next_value::<IgnoredAny>()?;
+            } else if !self.metadata && key == "metadata" {
+                let metadata = access.next_value_seed(Fields { metadata: true })?;
+                map.insert(key, Value::Object(metadata));
+            } else {
+                map.insert(key, access.next_value()?);
+            }
+        }
+        Ok(map)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Fields {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
     }
 }
 
@@ -264,6 +321,34 @@ mod tests {
         fn http<'a>(&'a self, _: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
             Box::pin(std::future::pending())
         }
+    }
+
+    #[test]
+    fn a_listed_page_is_decoded_without_managed_fields() {
+        let body = r#"{"kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "7", "continue": "abc"},
+            "items": [{"metadata": {"name": "a", "namespace": "n",
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:data": {}}}],
+                "labels": {"managedFields": "kept"}},
+              "data": {"metadata": "kept", "managedFields": "kept"}}]}"#;
+        let list: ListBody = serde_json::from_str(body).expect("a list");
+        assert_eq!(list.metadata.continue_token.as_deref(), Some("abc"));
+        let items: Vec<Value> = list
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|Item(map)| Value::Object(map))
+            .collect();
+        assert_eq!(
+            items,
+            vec![json!({"metadata": {"name": "a", "namespace": "n",
+                                     "labels": {"managedFields": "kept"}},
+                        "data": {"metadata": "kept", "managedFields": "kept"}})]
+        );
+        let empty: ListBody =
+            serde_json::from_str(r#"{"metadata": {}, "items": null}"#).expect("an empty list");
+        assert!(empty.items.is_none() && empty.metadata.continue_token.is_none());
+        assert!(serde_json::from_str::<ListBody>(r#"{"items": [3]}"#).is_err());
     }
 
     #[tokio::test]

@@ -509,6 +509,8 @@ fn reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit(env: &m
         "3",
         "--report-max-results",
         "100",
+        "--audit-checkpoint-interval",
+        "2s",
     ];
     let mut first = auditor(env, "auditor-b", &args);
     first.start();
