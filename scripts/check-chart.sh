@@ -227,7 +227,7 @@ grep -q 'policyexceptions' <<<"$(roles "$default")" && fail "exceptions: no Role
 # Role of its own; off: `--no-audit` and none of that RBAC.
 # The documents of `kind` named `name` of a render.
 named() { awk -v RS='\n---\n' -v k="$2" -v n="$3" 'index($0, "\nkind: " k "\n") && index($0, "\n  name: " n "\n")' "$1"; }
-for flag in --audit-interval=1h --audit-qps=10 --audit-cpu=0.25 --audit-checkpoint-interval=30s --audit-page-size=500 --report-max-results=1000; do
+for flag in --audit-interval=1h --audit-qps=10 --audit-cpu=0.05 --audit-checkpoint-interval=30s --audit-page-size=500 --report-max-results=1000; do
   grep -q -- "- $flag\$" "$default" || fail "audit: $flag by default"
 done
 grep -q -- '--no-audit' "$default" && fail "audit: on by default"

@@ -5,7 +5,7 @@
 //! kube-controller-manager, so that nothing acts on the objects: Deployments get no ReplicaSets,
 //! Pods stay Pending), installs `crds/`, creates the namespaces and the objects (kube-rs, many
 //! creates in flight), then runs `kanon serve --kubeconfig ...` (this package's release binary)
-//! with `--audit-interval 0 --audit-qps 50 --audit-page-size 500 --no-status`, and measures:
+//! with `--audit-interval 0 --audit-qps 50 --audit-page-size 500 --no-status` (and `--audit-cpu` when set below), and measures:
 //!
 //! 1. **Peak RSS of the audit.** kanon starts with no policy (its first audit reads nothing),
 //!    then the 20 policies are applied and it audits every object once. Its `VmHWM` and `VmRSS`
@@ -40,7 +40,11 @@
 //! reviews but not the process), `KANON_AUDIT_BENCH_DRY_RUN=1` (the reviews say `dryRun: true`,
 //! so that kanon does not hand the admitted Pod to the audit's admission recorder),
 //! `KANON_AUDIT_BENCH_NICE=1` (kube-apiserver, etcd and, when split, the auditing kanon at
-//! nice 19 for the rounds; `=idle`: in the SCHED_IDLE class), `KANON_AUDIT_BENCH_PERF=DIR`
+//! nice 19 for the rounds; `=idle`: in the SCHED_IDLE class), `KANON_AUDIT_BENCH_PIN=1` (for
+//! the rounds, kanon alone on the last CPU, as its Pod would have a CPU of its own, and
+//! kube-apiserver, etcd and oha on the others: in a cluster the apiserver serves the audit's
+//! LISTs on other machines), `KANON_AUDIT_BENCH_CPU` (kanon's `--audit-cpu`, default its own
+//! default: kanon's own), `KANON_AUDIT_BENCH_PERF=DIR`
 //! (`perf record -g` of kanon during round 1's two windows, into DIR; perf costs CPU, so not
 //! for the measured figures). `--quick`: 4,000 objects, 2 rounds of 3 s. Needs `curl`.
 //! The first run of the control plane's toolchain builds it (see the README). kanon and the
@@ -191,6 +195,10 @@ struct Settings {
     /// The audit's processes at nice 19 (or SCHED_IDLE).
     nice: bool,
     sched_idle: bool,
+    /// kanon on a CPU of its own, the control plane and oha on the others.
+    pin: bool,
+    /// kanon's `--audit-cpu` (`None`: its default).
+    audit_cpu: Option<String>,
 }
 
 impl Settings {
@@ -218,6 +226,10 @@ impl Settings {
             quick,
             nice: std::env::var("KANON_AUDIT_BENCH_NICE").is_ok_and(|v| !v.is_empty() && v != "0"),
             sched_idle: std::env::var("KANON_AUDIT_BENCH_NICE").is_ok_and(|v| v == "idle"),
+            pin: std::env::var("KANON_AUDIT_BENCH_PIN").is_ok_and(|v| !v.is_empty() && v != "0"),
+            audit_cpu: std::env::var("KANON_AUDIT_BENCH_CPU")
+                .ok()
+                .filter(|v| !v.is_empty()),
             dry_run: std::env::var("KANON_AUDIT_BENCH_DRY_RUN")
                 .is_ok_and(|v| !v.is_empty() && v != "0"),
             split: std::env::var("KANON_AUDIT_BENCH_SPLIT")
@@ -286,6 +298,46 @@ fn process_cpu(pid: u32) -> Duration {
     // SAFETY: sysconf(3) has no memory-safety preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Duration::from_secs_f64(ticks as f64 / hz)
+}
+
+/// The CPUs of this machine: kanon's (the last) and the others', for `KANON_AUDIT_BENCH_PIN`.
+fn cpu_split() -> Result<(usize, Vec<usize>)> {
+    let cpus = std::thread::available_parallelism()?.get();
+    ensure!(
+        cpus >= 2,
+        "KANON_AUDIT_BENCH_PIN needs at least 2 CPUs, this machine has {cpus}"
+    );
+    Ok((cpus - 1, (0..cpus - 1).collect()))
+}
+
+/// Every thread of `pid` allowed on `cpus` only (threads made later inherit it).
+fn pin(pid: u32, cpus: &[usize]) -> Result<()> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .with_context(|| format!("the threads of {pid}"))?;
+    for task in tasks.flatten() {
+        if let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<libc::pid_t>().ok())
+        {
+            // SAFETY: the set is a zeroed local filled by CPU_SET, read by the call only.
+            let result = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                for &cpu in cpus {
+                    libc::CPU_SET(cpu, &mut set);
+                }
+                libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+            };
+            // A thread that ended meanwhile is no matter.
+            if result != 0 && task.path().exists() {
+                bail!(
+                    "pinning thread {tid} of {pid}: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every thread of `pid` at `nice`, or (`idle`) in the SCHED_IDLE class.
@@ -1029,9 +1081,33 @@ fn oha_path() -> Result<PathBuf> {
     bail!("oha not found: install it (cargo install oha --root target/bench-tools) or set OHA")
 }
 
-/// oha at 1,000 req/s for `seconds` against `url`: p50, p99, max (ms), req/s.
-fn oha(oha: &Path, url: &str, body: &Path, seconds: f64) -> Result<(f64, f64, f64, f64)> {
-    let out = Command::new(oha)
+/// oha at 1,000 req/s for `seconds` against `url`, on `cpus` only when given: p50, p99, max
+/// (ms), req/s.
+fn oha(
+    oha: &Path,
+    url: &str,
+    body: &Path,
+    seconds: f64,
+    cpus: Option<&[usize]>,
+) -> Result<(f64, f64, f64, f64)> {
+    let mut command = Command::new(oha);
+    if let Some(cpus) = cpus {
+        // SAFETY: the set is built before the fork; the child only passes it to
+        // sched_setaffinity(2), which is async-signal-safe.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &cpu in cpus {
+                libc::CPU_SET(cpu, &mut set);
+            }
+            command.pre_exec(move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let out = command
         .args([
             "--no-tui",
             "--insecure",
@@ -1152,24 +1228,23 @@ fn main() -> Result<()> {
 
     // ---- kanon, with no policy yet ----
     let kubeconfig = world.control_plane.kubeconfig();
-    let mut kanon = Kanon::start(
-        "kanon",
-        &kubeconfig,
-        world.dir.path(),
-        &[
-            "--namespace",
-            KANON_NS,
-            "--no-status",
-            "--audit-interval",
-            "0",
-            "--audit-qps",
-            "50",
-            "--audit-page-size",
-            "500",
-            "--audit-identity",
-            "audit-bench",
-        ],
-    )?;
+    let mut flags = vec![
+        "--namespace",
+        KANON_NS,
+        "--no-status",
+        "--audit-interval",
+        "0",
+        "--audit-qps",
+        "50",
+        "--audit-page-size",
+        "500",
+        "--audit-identity",
+        "audit-bench",
+    ];
+    if let Some(share) = &settings.audit_cpu {
+        flags.extend(["--audit-cpu", share.as_str()]);
+    }
+    let mut kanon = Kanon::start("kanon", &kubeconfig, world.dir.path(), &flags)?;
     let sampler = Sampler::start(kanon.pid, kanon.metrics_port, began);
     // The first audit has no policy to read with; it ends at once.
     wait_for(
@@ -1288,7 +1363,24 @@ fn main() -> Result<()> {
             renice(pid, 19, settings.sched_idle);
         }
     }
-    oha(&oha_bin, &url, &fixture, 3.0)?; // warm-up
+    // kanon on a CPU of its own, as its Pod would have; kube-apiserver and etcd, whose LISTs a
+    // real cluster serves on other machines, and the load generator on the others.
+    let others = if settings.pin {
+        let (own, others) = cpu_split()?;
+        pin(serving.pid, &[own])?;
+        pin(kanon.pid, &[own])?;
+        for pid in [world.pid("kube-apiserver"), world.pid("etcd")]
+            .into_iter()
+            .flatten()
+        {
+            pin(pid, &others)?;
+        }
+        Some(others)
+    } else {
+        None
+    };
+    let others = others.as_deref();
+    oha(&oha_bin, &url, &fixture, 3.0, others)?; // warm-up
     let pids = [
         Some(serving.pid),
         Some(kanon.pid),
@@ -1338,7 +1430,7 @@ fn main() -> Result<()> {
                 }
                 _ => None,
             };
-            let (p50, p99, max, rps) = oha(&oha_bin, &url, &fixture, window)?;
+            let (p50, p99, max, rps) = oha(&oha_bin, &url, &fixture, window, others)?;
             if let Some(mut perf) = perf {
                 perf.wait()?;
             }
@@ -1587,6 +1679,21 @@ fn main() -> Result<()> {
             } else {
                 "at nice 19"
             }
+        );
+    }
+    println!();
+    println!(
+        "kanon's `--audit-cpu`: {}",
+        settings
+            .audit_cpu
+            .as_deref()
+            .unwrap_or("its default (`kanon serve --help`)")
+    );
+    if settings.pin {
+        println!();
+        println!(
+            "**pinned**: kanon on CPU {} alone, kube-apiserver, etcd and oha on the others, during the rounds",
+            cpu_split().map_or(0, |(own, _)| own)
         );
     }
     if settings.dry_run {

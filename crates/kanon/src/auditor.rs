@@ -33,9 +33,9 @@ pub struct AuditArgs {
     /// resumes from the last checkpoint. Shorter: less read again, more report writes.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_interval)]
     audit_checkpoint_interval: Duration,
-    /// The share of one CPU the audit may use (`0.25`: a quarter): after each page it rests
+    /// The share of one CPU the audit may use (`0.05`: a twentieth): after each page it rests
     /// in proportion to the CPU the page cost. `1`: no limit.
-    #[arg(long, value_name = "SHARE", default_value_t = 0.25, value_parser = parse_share)]
+    #[arg(long, value_name = "SHARE", default_value_t = 0.05, value_parser = parse_share)]
     audit_cpu: f64,
     #[command(flatten)]
     reading: ReadingArgs,
@@ -238,11 +238,21 @@ where
     }
 }
 
-/// Gives the calling thread the lowest scheduling priority (nice 19; Linux applies
-/// `setpriority` to one thread when given its id).
+/// Puts the calling thread in the `SCHED_IDLE` class: it runs on what the other threads leave,
+/// and a thread that wakes to answer a review preempts it at once (at nice 19 alone, the
+/// scheduler lets it finish its slice first, milliseconds a review would wait). Where that
+/// class is refused, nice 19. Linux applies both to the one thread whose id it is given.
 fn lower_priority() {
-    // SAFETY: gettid and setpriority have no memory-safety preconditions; they only read the
-    // calling thread's id and change its scheduling priority.
+    // SAFETY: gettid, sched_setscheduler and setpriority have no memory-safety preconditions
+    // beyond the parameter read through its reference, a local that outlives the call.
+    let idle = unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(libc::gettid(), libc::SCHED_IDLE, &param)
+    };
+    if idle == 0 {
+        return;
+    }
+    // SAFETY: as above.
     let result = unsafe {
         let tid = libc::gettid();
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19)

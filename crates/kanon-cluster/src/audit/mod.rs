@@ -133,7 +133,7 @@ impl Default for AuditConfig {
             lease_duration: Duration::from_secs(30),
             interval: Some(Duration::from_secs(3600)),
             qps: 10.0,
-            cpu: 0.25,
+            cpu: 0.05,
             page_size: 500,
             max_results: 1000,
             settle: Duration::from_secs(5),
