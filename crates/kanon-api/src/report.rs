@@ -45,6 +45,46 @@ pub const REPORT_KIND: &str = "Report";
 /// `kind` of a [`ClusterReport`].
 pub const CLUSTER_REPORT_KIND: &str = "ClusterReport";
 
+/// `ALL`, `as_str`, `Display` and `FromStr` of an enum that reports write as lower-case words;
+/// parsing takes any case and ignores surrounding blanks (annotations are written by hand).
+macro_rules! report_words {
+    ($name:ident, $what:literal, $all:literal, $($variant:ident => $word:literal),+ $(,)?) => {
+        impl $name {
+            #[doc = $all]
+            pub const ALL: [$name; [$($word),+].len()] = [$($name::$variant),+];
+
+            /// The word a report writes (`fail`, `high`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = ParseReportEnumError;
+
+            fn from_str(text: &str) -> Result<Self, Self::Err> {
+                let trimmed = text.trim();
+                Self::ALL
+                    .into_iter()
+                    .find(|s| s.as_str().eq_ignore_ascii_case(trimmed))
+                    .ok_or_else(|| ParseReportEnumError {
+                        what: $what,
+                        accepted: &[$($word),+],
+                        value: text.to_string(),
+                    })
+            }
+        }
+    };
+}
+
 /// The outcome of one policy (or rule) for the objects a [`ReportResult`] names.
 ///
 /// Also the values of [`ReportLimits::status_filter`]. Written in lower case (`pass`).
@@ -69,44 +109,31 @@ pub enum ResultStatus {
     Skip,
 }
 
+report_words! {
+    ResultStatus, "result status",
+    "Every status, in the order of [`ReportSummary`]'s counters.",
+    Pass => "pass", Fail => "fail", Warn => "warn", Error => "error", Skip => "skip",
+}
+
 impl ResultStatus {
-    /// Every status, in the order of [`ReportSummary`]'s counters.
-    pub const ALL: [ResultStatus; 5] = [
-        ResultStatus::Pass,
+    /// Every status, most urgent first: what needs attention before what does not.
+    pub const BY_URGENCY: [ResultStatus; 5] = [
+        ResultStatus::Error,
         ResultStatus::Fail,
         ResultStatus::Warn,
-        ResultStatus::Error,
         ResultStatus::Skip,
+        ResultStatus::Pass,
     ];
 
-    /// The status as written in a report (`pass`).
-    pub fn as_str(self) -> &'static str {
+    /// The place of this status in [`ResultStatus::BY_URGENCY`] (0: the most urgent).
+    pub fn urgency(self) -> usize {
         match self {
-            ResultStatus::Pass => "pass",
-            ResultStatus::Fail => "fail",
-            ResultStatus::Warn => "warn",
-            ResultStatus::Error => "error",
-            ResultStatus::Skip => "skip",
+            ResultStatus::Error => 0,
+            ResultStatus::Fail => 1,
+            ResultStatus::Warn => 2,
+            ResultStatus::Skip => 3,
+            ResultStatus::Pass => 4,
         }
-    }
-}
-
-impl std::fmt::Display for ResultStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ResultStatus {
-    type Err = ParseReportEnumError;
-
-    /// Parses `pass`, `fail`, `warn`, `error` or `skip`, in any case, surrounding blanks ignored.
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let trimmed = text.trim();
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str().eq_ignore_ascii_case(trimmed))
-            .ok_or_else(|| ParseReportEnumError::new("result status", text))
     }
 }
 
@@ -133,46 +160,10 @@ pub enum Severity {
     Critical,
 }
 
-impl Severity {
-    /// Every severity, least severe first.
-    pub const ALL: [Severity; 5] = [
-        Severity::Info,
-        Severity::Low,
-        Severity::Medium,
-        Severity::High,
-        Severity::Critical,
-    ];
-
-    /// The severity as written in a report (`high`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Low => "low",
-            Severity::Medium => "medium",
-            Severity::High => "high",
-            Severity::Critical => "critical",
-        }
-    }
-}
-
-impl std::fmt::Display for Severity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Severity {
-    type Err = ParseReportEnumError;
-
-    /// Parses `info`, `low`, `medium`, `high` or `critical`, in any case, surrounding blanks
-    /// ignored.
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let trimmed = text.trim();
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str().eq_ignore_ascii_case(trimmed))
-            .ok_or_else(|| ParseReportEnumError::new("severity", text))
-    }
+report_words! {
+    Severity, "severity",
+    "Every severity, least severe first.",
+    Info => "info", Low => "low", Medium => "medium", High => "high", Critical => "critical",
 }
 
 /// A string that is not a [`ResultStatus`] or a [`Severity`]; its message names the value and
@@ -180,30 +171,22 @@ impl std::str::FromStr for Severity {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseReportEnumError {
     what: &'static str,
+    accepted: &'static [&'static str],
     value: String,
-}
-
-impl ParseReportEnumError {
-    fn new(what: &'static str, value: &str) -> Self {
-        ParseReportEnumError {
-            what,
-            value: value.to_string(),
-        }
-    }
 }
 
 impl std::fmt::Display for ParseReportEnumError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let accepted = if self.what == "severity" {
-            "info, low, medium, high or critical"
-        } else {
-            "pass, fail, warn, error or skip"
-        };
-        write!(
-            f,
-            "`{}` is not a {}: expected {accepted}",
-            self.value, self.what
-        )
+        write!(f, "`{}` is not a {}: expected ", self.value, self.what)?;
+        for (at, word) in self.accepted.iter().enumerate() {
+            let before = match at {
+                0 => "",
+                _ if at + 1 == self.accepted.len() => " or ",
+                _ => ", ",
+            };
+            write!(f, "{before}{word}")?;
+        }
+        Ok(())
     }
 }
 

@@ -184,7 +184,7 @@ impl ObjectReader {
                 return known.clone();
             }
         }
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let (group, version) = kanon_schema::group_version(api_version);
         let gvk = GroupVersionKind::gvk(group, version, kind);
         let what = format!("{api_version}/{kind}");
         let found = discovery::pinned_kind(&self.client, &gvk)

@@ -263,10 +263,7 @@ enum Lookup {
 
 /// Splits `apiVersion` into group and version (`v1` is the core group).
 fn split_api_version(api_version: &str) -> Option<(&str, &str)> {
-    let (group, version) = match api_version.split_once('/') {
-        Some((group, version)) => (group, version),
-        None => ("", api_version),
-    };
+    let (group, version) = kanon_schema::group_version(api_version);
     let token_ok = |s: &str| {
         !s.is_empty()
             && s.chars()

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kanon_api::{FailurePolicy, Operation, ValidationAction};
+use kanon_api::{FailurePolicy, Operation, ResultStatus, ValidationAction};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -13,7 +13,7 @@ use crate::admission_policy;
 use crate::diff::Changes;
 use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
 use crate::exception::{CompiledException, Exceptions, Exemption};
-use crate::finding::{AuditResult, Finding, rule_label};
+use crate::finding::{Finding, rejection, rule_label};
 use crate::index::Indexed;
 use crate::language;
 use crate::language::cel::mutate::CelOverrideRule;
@@ -172,7 +172,7 @@ impl Decision {
         &mut self,
         policy: &CompiledPolicy,
         rule: Option<String>,
-        result: AuditResult,
+        result: ResultStatus,
         message: impl FnOnce() -> String,
         within: Within,
     ) {
@@ -241,13 +241,13 @@ impl Decision {
             });
             let why = || format!("exempted by {}: {}", exception.label, exception.reason);
             if rules.is_empty() {
-                self.found(policy, None, AuditResult::Skip, why, within);
+                self.found(policy, None, ResultStatus::Skip, why, within);
             }
             for rule in rules {
                 self.found(
                     policy,
                     Some(rule.to_string()),
-                    AuditResult::Skip,
+                    ResultStatus::Skip,
                     why,
                     within,
                 );
@@ -279,7 +279,7 @@ impl Decision {
         self.found(
             policy,
             None,
-            AuditResult::Error,
+            ResultStatus::Error,
             || error.to_string(),
             within,
         );
@@ -397,15 +397,21 @@ impl Decision {
         self.record(policy, outcome);
         if self.findings.is_some() {
             let actions = policy.admission.as_deref().map(|b| b.actions.as_slice());
-            let result = AuditResult::of_rejection(actions.unwrap_or_default());
+            let result = rejection(actions.unwrap_or_default());
             for (index, message) in &validated.failures {
                 let rule = Some(format!("validations[{index}]"));
                 self.found(policy, rule, result, || message.clone(), None);
             }
             if let Some((error, _)) = &validated.error {
-                self.found(policy, None, AuditResult::Error, || error.to_string(), None);
+                self.found(
+                    policy,
+                    None,
+                    ResultStatus::Error,
+                    || error.to_string(),
+                    None,
+                );
             } else if !validated.rejected {
-                self.found(policy, None, AuditResult::Pass, String::new, None);
+                self.found(policy, None, ResultStatus::Pass, String::new, None);
             }
         }
         if let Some((_, reason)) = validated.denials.first()
@@ -1141,10 +1147,10 @@ impl<'a> Judging<'_, 'a> {
             decision.record(policy, outcome);
             if decision.findings.is_some() {
                 if reasons.is_empty() {
-                    decision.found(policy, None, AuditResult::Pass, String::new, within);
+                    decision.found(policy, None, ResultStatus::Pass, String::new, within);
                 }
                 if let PolicyRules::Validate { actions, .. } = &policy.rules {
-                    let result = AuditResult::of_rejection(actions);
+                    let result = rejection(actions);
                     for (i, reason) in &reasons {
                         let rule = Some(rule_label(policy, *i));
                         decision.found(policy, rule, result, || reason.clone(), within);

@@ -1,9 +1,9 @@
 //! What a policy finds of one object when it is judged as audit judges it: a [`Finding`] per
-//! policy, or per rule, with an [`AuditResult`] in OpenReports' words.
+//! policy, or per rule, with a [`ResultStatus`] (OpenReports' results).
 
 use std::sync::Arc;
 
-use kanon_api::ValidationAction;
+use kanon_api::{ResultStatus, ValidationAction};
 use serde::Serialize;
 
 use crate::policy::{CompiledPolicy, PolicyRules};
@@ -19,7 +19,7 @@ pub struct Finding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
     /// What was found.
-    pub result: AuditResult,
+    pub result: ResultStatus,
     /// Why (empty on a pass).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
@@ -31,57 +31,13 @@ pub struct Finding {
     pub category: Option<Arc<str>>,
 }
 
-/// The result of a finding, in OpenReports' words, ordered from the most to the least urgent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AuditResult {
-    /// The policy could not be evaluated (its failure policy decides what admission does).
-    Error,
-    /// The object breaks the policy, which denies or audits such objects.
-    Fail,
-    /// The object breaks a policy that only warns.
-    Warn,
-    /// A PolicyException exempts the object from the policy (or the rule).
-    Skip,
-    /// The object meets the policy.
-    Pass,
-}
-
-impl AuditResult {
-    /// Every result, most urgent first.
-    pub const ALL: [AuditResult; 5] = [
-        AuditResult::Error,
-        AuditResult::Fail,
-        AuditResult::Warn,
-        AuditResult::Skip,
-        AuditResult::Pass,
-    ];
-
-    /// The word OpenReports uses (`fail`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditResult::Error => "error",
-            AuditResult::Fail => "fail",
-            AuditResult::Warn => "warn",
-            AuditResult::Skip => "skip",
-            AuditResult::Pass => "pass",
-        }
-    }
-
-    /// What a rejection by a policy with these actions is: a failure when it denies or
-    /// audits, a warning when it only warns.
-    pub(crate) fn of_rejection(actions: &[ValidationAction]) -> AuditResult {
-        if actions.iter().all(|a| *a == ValidationAction::Warn) && !actions.is_empty() {
-            AuditResult::Warn
-        } else {
-            AuditResult::Fail
-        }
-    }
-}
-
-impl std::fmt::Display for AuditResult {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+/// What a rejection by a policy with these actions is: a failure when it denies or audits, a
+/// warning when it only warns.
+pub(crate) fn rejection(actions: &[ValidationAction]) -> ResultStatus {
+    if actions.iter().all(|a| *a == ValidationAction::Warn) && !actions.is_empty() {
+        ResultStatus::Warn
+    } else {
+        ResultStatus::Fail
     }
 }
 

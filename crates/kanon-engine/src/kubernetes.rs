@@ -130,9 +130,9 @@ struct Checker<'k> {
 /// `api_version` with its group lowercased (`Apps/v1` is still the `apps` group to the
 /// apiserver's discovery, but no kind of it is served under that spelling).
 fn lowercase_group(api_version: &str) -> String {
-    match api_version.rsplit_once('/') {
-        Some((group, version)) => format!("{}/{version}", group.to_lowercase()),
-        None => api_version.to_string(),
+    match kanon_schema::group_version(api_version) {
+        ("", _) => api_version.to_string(),
+        (group, version) => format!("{}/{version}", group.to_lowercase()),
     }
 }
 

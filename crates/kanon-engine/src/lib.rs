@@ -55,7 +55,7 @@ pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, Stat
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use evaluation::Evaluation;
-pub use finding::{AuditResult, Finding};
+pub use finding::Finding;
 pub use kanon_schema::Kinds;
 pub use lookup::{
     HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery,

@@ -142,10 +142,7 @@ fn offline_info(
     info
 }
 
-/// The group (empty for the core group) and version of an `apiVersion`.
-pub(crate) fn group_version(api_version: &str) -> (&str, &str) {
-    api_version.split_once('/').unwrap_or(("", api_version))
-}
+pub(crate) use kanon_schema::group_version;
 
 /// The plural resource a kind is served as: from Kubernetes' schema for built-in kinds, else
 /// guessed as the apiserver's own `UnsafeGuessKindToResource` does (`Policy` → `policies`).

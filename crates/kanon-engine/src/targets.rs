@@ -10,13 +10,33 @@ use kanon_api::{Operation, PolicyKind};
 use crate::policy::{CompiledPolicy, OperationSet, PolicyRules};
 use crate::workload::WORKLOADS;
 
-/// Which of kanon's two webhooks.
+/// Which of kanon's two webhooks: the policies it runs, and where it is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WebhookKind {
-    /// `/mutate`: the override policies.
+    /// `POST /mutate`: the override policies; the answer may carry a patch.
     Mutating,
-    /// `/validate`: the validate policies.
+    /// `POST /validate`: the validate policies and the check of kanon's own policy objects;
+    /// the answer never carries a patch.
     Validating,
+}
+
+impl WebhookKind {
+    /// The HTTP path the webhook is served at.
+    pub fn path(self) -> &'static str {
+        match self {
+            WebhookKind::Mutating => "/mutate",
+            WebhookKind::Validating => "/validate",
+        }
+    }
+
+    /// The webhook served at `path`, if any.
+    pub fn from_path(path: &str) -> Option<Self> {
+        match path {
+            "/mutate" => Some(WebhookKind::Mutating),
+            "/validate" => Some(WebhookKind::Validating),
+            _ => None,
+        }
+    }
 }
 
 /// The types one webhook must see, each with the operations some policy needs on it.

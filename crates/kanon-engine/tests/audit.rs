@@ -6,10 +6,10 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
+use kanon_api::ResultStatus;
 use kanon_engine::exception::compile_exception;
 use kanon_engine::{
-    AdmissionPolicies, AuditResult, Evaluation, Finding, NoObjects, ObjectStore, PolicySet,
-    block_on,
+    AdmissionPolicies, Evaluation, Finding, NoObjects, ObjectStore, PolicySet, block_on,
 };
 use serde_json::{Value, json};
 
@@ -55,7 +55,7 @@ fn audit_with(set: &PolicySet, object: &Value, lookup: &dyn kanon_engine::Lookup
 }
 
 /// `(rule, result, message)` of each finding.
-fn summary(findings: &[Finding]) -> Vec<(Option<&str>, AuditResult, &str)> {
+fn summary(findings: &[Finding]) -> Vec<(Option<&str>, ResultStatus, &str)> {
     findings
         .iter()
         .map(|f| (f.rule.as_deref(), f.result, f.message.as_str()))
@@ -66,7 +66,7 @@ fn summary(findings: &[Finding]) -> Vec<(Option<&str>, AuditResult, &str)> {
 fn a_compliant_object_passes_and_a_breaking_one_fails_rule_by_rule() {
     let set = set_of(&[pod_rules(json!(["Deny"]))]);
     let good = audit(&set, &pod("shop", "good", json!({})));
-    assert_eq!(summary(&good), vec![(None, AuditResult::Pass, "")]);
+    assert_eq!(summary(&good), vec![(None, ResultStatus::Pass, "")]);
     assert_eq!(&*good[0].policy, "ClusterValidatePolicy/pod-rules");
     assert_eq!(good[0].severity.as_deref(), Some("high"));
     assert_eq!(good[0].category.as_deref(), Some("Pod Security"));
@@ -75,10 +75,10 @@ fn a_compliant_object_passes_and_a_breaking_one_fails_rule_by_rule() {
     assert_eq!(
         summary(&bad),
         vec![
-            (Some("pinned"), AuditResult::Fail, "images must be pinned"),
+            (Some("pinned"), ResultStatus::Fail, "images must be pinned"),
             (
                 Some("validateRules[1]"),
-                AuditResult::Fail,
+                ResultStatus::Fail,
                 "no privileged containers"
             ),
         ]
@@ -88,9 +88,9 @@ fn a_compliant_object_passes_and_a_breaking_one_fails_rule_by_rule() {
 #[test]
 fn the_actions_decide_between_fail_and_warn() {
     for (actions, expected) in [
-        (json!(["Warn"]), AuditResult::Warn),
-        (json!(["Audit"]), AuditResult::Fail),
-        (json!(["Warn", "Audit"]), AuditResult::Fail),
+        (json!(["Warn"]), ResultStatus::Warn),
+        (json!(["Audit"]), ResultStatus::Fail),
+        (json!(["Warn", "Audit"]), ResultStatus::Fail),
     ] {
         let set = set_of(&[pod_rules(actions.clone())]);
         let found = audit(&set, &bad_pod("bad"));
@@ -150,7 +150,7 @@ fn exceptions_skip_whole_policies_or_named_rules() {
     )]);
     let found = audit(&whole, &bad_pod("bad"));
     assert_eq!(found.len(), 1, "{found:#?}");
-    assert_eq!(found[0].result, AuditResult::Skip);
+    assert_eq!(found[0].result, ResultStatus::Skip);
     assert!(
         found[0]
             .message
@@ -168,8 +168,8 @@ fn exceptions_skip_whole_policies_or_named_rules() {
             .map(|(rule, result, _)| (rule, result))
             .collect::<Vec<_>>(),
         vec![
-            (Some("pinned"), AuditResult::Skip),
-            (Some("validateRules[1]"), AuditResult::Fail),
+            (Some("pinned"), ResultStatus::Skip),
+            (Some("validateRules[1]"), ResultStatus::Fail),
         ]
     );
 }
@@ -189,7 +189,7 @@ fn a_policy_that_cannot_be_evaluated_is_an_error_not_a_failure() {
     )]);
     let found = audit(&set, &pod("shop", "p", json!({})));
     assert_eq!(found.len(), 1, "{found:#?}");
-    assert_eq!(found[0].result, AuditResult::Error, "{found:#?}");
+    assert_eq!(found[0].result, ResultStatus::Error, "{found:#?}");
     assert!(!found[0].message.is_empty());
 }
 
@@ -212,7 +212,7 @@ fn workloads_are_judged_through_their_pod_template() {
         summary(&found),
         vec![(
             Some("pinned"),
-            AuditResult::Fail,
+            ResultStatus::Fail,
             "spec.template: images must be pinned"
         )]
     );
@@ -243,10 +243,10 @@ fn admission_policies_report_each_failed_validation() {
     let found = audit(&set, &bad_pod("bad"));
     assert_eq!(
         summary(&found),
-        vec![(Some("validations[1]"), AuditResult::Warn, "bad name")]
+        vec![(Some("validations[1]"), ResultStatus::Warn, "bad name")]
     );
     let found = audit(&set, &pod("shop", "good", json!({})));
-    assert_eq!(summary(&found), vec![(None, AuditResult::Pass, "")]);
+    assert_eq!(summary(&found), vec![(None, ResultStatus::Pass, "")]);
 }
 
 #[test]
@@ -272,7 +272,7 @@ fn lookups_are_the_same_as_at_admission() {
     );
     assert_eq!(
         summary(&found),
-        vec![(Some("validateRules[0]"), AuditResult::Fail, "no")]
+        vec![(Some("validateRules[0]"), ResultStatus::Fail, "no")]
     );
     assert!(audit_with(&set, &pod("shop", "p", json!({})), &store(json!({}))).is_empty());
 }

@@ -53,7 +53,7 @@ pub struct Kinds {
 
 /// The group of an apiVersion, empty for the core group's `v1`.
 fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+    crate::group_version(api_version).0
 }
 
 impl Kinds {

@@ -52,6 +52,12 @@ pub use suggest::KindSuggestion;
 
 use model::SchemaFile;
 
+/// The group (empty for the core group's `v1`) and the version of an `apiVersion` (`apps/v1`):
+/// the one place kanon splits it.
+pub fn group_version(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
 /// The embedded data file's text.
 pub const BUILTIN_JSON: &str = include_str!("../data/kubernetes-v1.35.json");
 

@@ -25,16 +25,12 @@ pub struct Kind {
 impl Kind {
     /// The API group, empty for the core group.
     pub fn group(&self) -> &str {
-        self.api_version
-            .rsplit_once('/')
-            .map_or("", |(group, _)| group)
+        crate::group_version(&self.api_version).0
     }
 
     /// The version within the group, `v1`.
     pub fn version(&self) -> &str {
-        self.api_version
-            .rsplit_once('/')
-            .map_or(self.api_version.as_str(), |(_, version)| version)
+        crate::group_version(&self.api_version).1
     }
 }
 

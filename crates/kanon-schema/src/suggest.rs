@@ -74,7 +74,7 @@ pub(crate) fn suggest_among<'s>(
         return Some(KindSuggestion::ServedAt(served));
     }
     let lower = kind.to_lowercase();
-    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let group = crate::group_version(api_version).0;
     candidates
         .into_iter()
         .map(|candidate| {

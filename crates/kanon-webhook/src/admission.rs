@@ -24,7 +24,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use kanon_api::{API_VERSION, Operation, PolicyKind};
 use kanon_engine::{
-    Deadline, Decision, Evaluation, Lookup, PolicySet, Request, RequestError,
+    Deadline, Decision, Evaluation, Lookup, PolicySet, Request, RequestError, WebhookKind,
     compile_document_reporting, compile_document_reporting_with, policy_kind_of,
 };
 use serde::Serialize;
@@ -75,35 +75,6 @@ impl Limits {
         Limits {
             max_body_bytes,
             ..Limits::default()
-        }
-    }
-}
-
-/// Which of kanon's two webhooks a review was sent to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Webhook {
-    /// `POST /mutate`: the override policies; the answer may carry a patch.
-    Mutate,
-    /// `POST /validate`: the validate policies and the check of kanon's own policy objects;
-    /// the answer never carries a patch.
-    Validate,
-}
-
-impl Webhook {
-    /// The HTTP path the webhook is served at.
-    pub fn path(self) -> &'static str {
-        match self {
-            Webhook::Mutate => "/mutate",
-            Webhook::Validate => "/validate",
-        }
-    }
-
-    /// The webhook served at `path`, if any.
-    pub fn from_path(path: &str) -> Option<Self> {
-        match path {
-            "/mutate" => Some(Webhook::Mutate),
-            "/validate" => Some(Webhook::Validate),
-            _ => None,
         }
     }
 }
@@ -253,8 +224,8 @@ impl Reply {
 
     /// The answer (HTTP 200) to a request that was evaluated. The patch is sent only from
     /// the mutating webhook, when allowed, not on DELETE and when not empty.
-    pub fn decided(request: &Request, webhook: Webhook, decision: Decision) -> Self {
-        let patch = (webhook == Webhook::Mutate
+    pub fn decided(request: &Request, webhook: WebhookKind, decision: Decision) -> Self {
+        let patch = (webhook == WebhookKind::Mutating
             && decision.allowed
             && request.operation != Operation::Delete
             && !decision.patch.is_empty())
@@ -326,7 +297,7 @@ pub fn allow_all(body: &[u8]) -> Reply {
 /// fails: a bad body gets a 400 (413 over a limit) reply saying what is wrong.
 pub async fn review(
     body: &[u8],
-    webhook: Webhook,
+    webhook: WebhookKind,
     policies: &PolicySet,
     lookup: &dyn Lookup,
     limits: &Limits,
@@ -338,7 +309,7 @@ pub async fn review(
 /// when it passes fail under their own failure policy.
 pub async fn review_until(
     body: &[u8],
-    webhook: Webhook,
+    webhook: WebhookKind,
     policies: &PolicySet,
     lookup: &dyn Lookup,
     limits: &Limits,
@@ -395,7 +366,7 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
 /// deadline) and encodes the answer.
 pub async fn answer(
     mut request: Request,
-    webhook: Webhook,
+    webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
 ) -> Reply {
@@ -408,14 +379,14 @@ pub async fn answer(
 /// the audit's reports show it before the next audit.
 pub async fn answer_recording(
     mut request: Request,
-    webhook: Webhook,
+    webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
     recorder: Option<&dyn kanon_engine::AdmissionRecorder>,
 ) -> Reply {
     let decision = decide_in(&mut request, webhook, policies, evaluation).await;
     let record = recorder.is_some()
-        && webhook == Webhook::Validate
+        && webhook == WebhookKind::Validating
         && decision.allowed
         && !request.dry_run
         && matches!(request.operation, Operation::Create | Operation::Update)
@@ -438,7 +409,7 @@ pub async fn answer_recording(
 /// policy's `status` and updates of a policy being deleted are not checked.
 pub async fn decide(
     request: &mut Request,
-    webhook: Webhook,
+    webhook: WebhookKind,
     policies: &PolicySet,
     lookup: &dyn Lookup,
 ) -> Decision {
@@ -449,13 +420,13 @@ pub async fn decide(
 /// [`decide`] in `evaluation` (lookups, program host, deadline).
 pub async fn decide_in(
     request: &mut Request,
-    webhook: Webhook,
+    webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
 ) -> Decision {
     match webhook {
-        Webhook::Mutate => policies.mutate_patch_in(request, evaluation).await,
-        Webhook::Validate => {
+        WebhookKind::Mutating => policies.mutate_patch_in(request, evaluation).await,
+        WebhookKind::Validating => {
             let mut decision = policies.validate_in(request, None, evaluation).await;
             if let Some(check) = check_policy_object(request, policies, evaluation.lookup()) {
                 if let Some(message) = check.invalid {

@@ -17,9 +17,7 @@ pub mod source;
 pub mod state;
 pub mod tls;
 
-pub use admission::{
-    BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, Webhook, decide, review,
-};
+pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, decide, review};
 pub use budget::JsonBudget;
 pub use metrics::Metrics;
 pub use source::{

@@ -29,7 +29,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use kanon_engine::PolicyOutcome;
+use kanon_engine::{PolicyOutcome, WebhookKind};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -37,7 +37,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::admission::{BadReview, Outcome, Reply, Webhook};
+use crate::admission::{BadReview, Outcome, Reply};
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -526,7 +526,7 @@ impl Metrics {
     /// what each policy did. `operation` and `kind` are the request's, when it could be read.
     pub fn observe_review(
         &self,
-        webhook: Webhook,
+        webhook: WebhookKind,
         reply: &Reply,
         operation: Option<&str>,
         kind: Option<&str>,
@@ -539,7 +539,7 @@ impl Metrics {
             Outcome::Invalid(_) => "invalid",
             Outcome::Decided(decision) if !decision.allowed => "denied",
             Outcome::Decided(decision)
-                if webhook == Webhook::Mutate
+                if webhook == WebhookKind::Mutating
                     && !decision.patch.is_empty()
                     && operation != Some("DELETE") =>
             {
@@ -654,7 +654,7 @@ impl Metrics {
     }
 
     /// Counts a review whose body was not read.
-    pub fn review_shed(&self, webhook: Webhook, reason: ReviewShed) {
+    pub fn review_shed(&self, webhook: WebhookKind, reason: ReviewShed) {
         self.reviews_shed
             .get_or_create(&ReviewShedLabels {
                 webhook: webhook_label(webhook),
@@ -700,10 +700,10 @@ fn operation_label(operation: &str) -> &'static str {
     }
 }
 
-fn webhook_label(webhook: Webhook) -> &'static str {
+fn webhook_label(webhook: WebhookKind) -> &'static str {
     match webhook {
-        Webhook::Mutate => "mutate",
-        Webhook::Validate => "validate",
+        WebhookKind::Mutating => "mutate",
+        WebhookKind::Validating => "validate",
     }
 }
 
@@ -776,8 +776,20 @@ mod tests {
                 rules: vec![],
             });
         }
-        metrics.observe_review(Webhook::Validate, &reply, Some("CREATE"), Some("Pod"), 0.0);
-        metrics.observe_review(Webhook::Validate, &reply, Some("CREATE"), Some("Pod"), 0.0);
+        metrics.observe_review(
+            WebhookKind::Validating,
+            &reply,
+            Some("CREATE"),
+            Some("Pod"),
+            0.0,
+        );
+        metrics.observe_review(
+            WebhookKind::Validating,
+            &reply,
+            Some("CREATE"),
+            Some("Pod"),
+            0.0,
+        );
         let text = metrics.encode();
         assert_eq!(
             sample(
@@ -803,7 +815,13 @@ mod tests {
         let metrics = Metrics::new();
         let allowed = decided(true, false, vec![]);
         let observe = |kind: &str| {
-            metrics.observe_review(Webhook::Validate, &allowed, Some("CREATE"), Some(kind), 0.0)
+            metrics.observe_review(
+                WebhookKind::Validating,
+                &allowed,
+                Some("CREATE"),
+                Some(kind),
+                0.0,
+            )
         };
         let kinds = |text: &str| -> HashSet<String> {
             text.lines()
@@ -858,21 +876,21 @@ mod tests {
         let ops = Some("CREATE");
         let pod = Some("Pod");
         metrics.observe_review(
-            Webhook::Mutate,
+            WebhookKind::Mutating,
             &decided(true, true, vec![]),
             ops,
             pod,
             0.001,
         );
         metrics.observe_review(
-            Webhook::Mutate,
+            WebhookKind::Mutating,
             &decided(true, true, vec![]),
             ops,
             pod,
             0.002,
         );
         metrics.observe_review(
-            Webhook::Mutate,
+            WebhookKind::Mutating,
             &decided(true, false, vec![]),
             ops,
             pod,
@@ -880,27 +898,33 @@ mod tests {
         );
         // The validating webhook never patches.
         metrics.observe_review(
-            Webhook::Validate,
+            WebhookKind::Validating,
             &decided(true, true, vec![]),
             ops,
             pod,
             0.1,
         );
         metrics.observe_review(
-            Webhook::Validate,
+            WebhookKind::Validating,
             &decided(false, false, vec![]),
             Some("UPDATE"),
             Some("Deployment"),
             0.2,
         );
         metrics.observe_review(
-            Webhook::Validate,
+            WebhookKind::Validating,
             &Reply::invalid(None, BadReview::Empty),
             None,
             None,
             0.0,
         );
-        metrics.observe_review(Webhook::Mutate, &Reply::too_large(10), None, None, 0.0);
+        metrics.observe_review(
+            WebhookKind::Mutating,
+            &Reply::too_large(10),
+            None,
+            None,
+            0.0,
+        );
 
         let text = metrics.encode();
         let requests = |labels: &str| {
@@ -987,7 +1011,7 @@ mod tests {
             ),
         ];
         metrics.observe_review(
-            Webhook::Mutate,
+            WebhookKind::Mutating,
             &decided(false, false, results),
             Some("CREATE"),
             Some("Pod"),
@@ -1033,7 +1057,7 @@ mod tests {
         );
         // An invalid review names no policy.
         metrics.observe_review(
-            Webhook::Mutate,
+            WebhookKind::Mutating,
             &Reply::invalid(None, BadReview::Empty),
             None,
             None,
@@ -1063,7 +1087,7 @@ mod tests {
         };
         let observe = |results: Vec<PolicyResult>| {
             metrics.observe_review(
-                Webhook::Mutate,
+                WebhookKind::Mutating,
                 &decided(true, true, results),
                 Some("CREATE"),
                 Some("Pod"),
@@ -1135,7 +1159,7 @@ mod tests {
     fn encoding_is_line_by_line_openmetrics() {
         let metrics = Metrics::new();
         metrics.observe_review(
-            Webhook::Validate,
+            WebhookKind::Validating,
             &decided(
                 false,
                 false,

@@ -7,9 +7,10 @@ use std::path::PathBuf;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use kanon_engine::WebhookKind;
 use kanon_engine::{NoObjects, PolicySet, compile_document};
 use kanon_webhook::admission::{CONTENT_TYPE, REVIEW_API_VERSION, REVIEW_KIND};
-use kanon_webhook::{Limits, Outcome, Reply, Webhook, review};
+use kanon_webhook::{Limits, Outcome, Reply, review};
 use serde_json::{Value, json};
 
 mod common;
@@ -64,7 +65,7 @@ fn policies() -> PolicySet {
     PolicySet::build(compiled).unwrap()
 }
 
-fn send(body: &[u8], webhook: Webhook) -> Reply {
+fn send(body: &[u8], webhook: WebhookKind) -> Reply {
     kanon_engine::block_on(review(
         body,
         webhook,
@@ -74,7 +75,7 @@ fn send(body: &[u8], webhook: Webhook) -> Reply {
     ))
 }
 
-fn send_json(review: &Value, webhook: Webhook) -> Reply {
+fn send_json(review: &Value, webhook: WebhookKind) -> Reply {
     send(&serde_json::to_vec(review).unwrap(), webhook)
 }
 
@@ -95,7 +96,7 @@ struct Accepted {
 /// The checks kube-apiserver makes of a webhook's answer to `request` (an AdmissionReview it
 /// sent): anything that fails here would count as a failed call and fall to the webhook's
 /// failurePolicy.
-fn accept(request: &Value, webhook: Webhook, reply: &Reply) -> Accepted {
+fn accept(request: &Value, webhook: WebhookKind, reply: &Reply) -> Accepted {
     let text = String::from_utf8_lossy(&reply.body);
     assert_eq!(reply.status, 200, "HTTP status: {text}");
     let answer: Value = serde_json::from_slice(&reply.body)
@@ -142,7 +143,7 @@ fn accept(request: &Value, webhook: Webhook, reply: &Reply) -> Accepted {
         (Some(patch_type), Some(patch)) => {
             assert_eq!(
                 webhook,
-                Webhook::Mutate,
+                WebhookKind::Mutating,
                 "a validating webhook patched: {text}"
             );
             assert_eq!(patch_type, "JSONPatch", "{text}");
@@ -332,8 +333,8 @@ fn every_fixture_through_both_webhooks() {
         let name = path.file_name().unwrap().to_str().unwrap().to_string();
         let body = std::fs::read(&path).unwrap();
         let request: Value = serde_json::from_slice(&body).unwrap();
-        let mutated = send(&body, Webhook::Mutate);
-        let validated = send(&body, Webhook::Validate);
+        let mutated = send(&body, WebhookKind::Mutating);
+        let validated = send(&body, WebhookKind::Validating);
         let expect = expectation(&name);
         if let Expect::BadRequest(problem) = expect {
             let uid = request["request"]["uid"].as_str().unwrap();
@@ -344,8 +345,8 @@ fn every_fixture_through_both_webhooks() {
             checked += 1;
             continue;
         }
-        let m = accept(&request, Webhook::Mutate, &mutated);
-        let v = accept(&request, Webhook::Validate, &validated);
+        let m = accept(&request, WebhookKind::Mutating, &mutated);
+        let v = accept(&request, WebhookKind::Validating, &validated);
         assert!(m.allowed, "{name}: /mutate denied: {:?}", m.message);
         assert!(m.warnings.is_empty(), "{name}: {:?}", m.warnings);
         assert!(v.patch.is_none(), "{name}");
@@ -401,8 +402,8 @@ fn namespace_without_api_version_and_kind_in_its_object() {
     assert!(request["request"]["object"].get("kind").is_none());
     let m = accept(
         &request,
-        Webhook::Mutate,
-        &send_json(&request, Webhook::Mutate),
+        WebhookKind::Mutating,
+        &send_json(&request, WebhookKind::Mutating),
     );
     assert_eq!(
         m.patch.unwrap(),
@@ -410,8 +411,8 @@ fn namespace_without_api_version_and_kind_in_its_object() {
     );
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed);
 }
@@ -422,8 +423,8 @@ fn an_object_without_labels_gets_them_created() {
     assert!(request.pointer("/request/object/metadata/labels").is_none());
     let m = accept(
         &request,
-        Webhook::Mutate,
-        &send_json(&request, Webhook::Mutate),
+        WebhookKind::Mutating,
+        &send_json(&request, WebhookKind::Mutating),
     );
     assert_eq!(
         m.patch.unwrap(),
@@ -435,8 +436,8 @@ fn an_object_without_labels_gets_them_created() {
 fn nothing_to_change_means_no_patch() {
     let mut request = fixture("pod-create.json");
     request["request"]["object"]["metadata"]["labels"][LABEL] = json!("true");
-    let reply = send_json(&request, Webhook::Mutate);
-    let m = accept(&request, Webhook::Mutate, &reply);
+    let reply = send_json(&request, WebhookKind::Mutating);
+    let m = accept(&request, WebhookKind::Mutating, &reply);
     assert!(m.allowed);
     assert!(m.patch.is_none());
     let text = String::from_utf8(reply.body).unwrap();
@@ -449,13 +450,13 @@ fn nothing_to_change_means_no_patch() {
 #[test]
 fn the_wire_form_of_a_patch_and_a_denial() {
     let request = fixture("pod-create-privileged.json");
-    let reply = send_json(&request, Webhook::Mutate);
+    let reply = send_json(&request, WebhookKind::Mutating);
     let answer: Value = serde_json::from_slice(&reply.body).unwrap();
     // A base64 string, not kube's array of numbers.
     assert!(answer["response"]["patch"].is_string(), "{answer}");
     assert_eq!(answer["response"]["patchType"], "JSONPatch");
 
-    let reply = send_json(&request, Webhook::Validate);
+    let reply = send_json(&request, WebhookKind::Validating);
     let answer: Value = serde_json::from_slice(&reply.body).unwrap();
     assert_eq!(
         answer,
@@ -504,7 +505,7 @@ fn a_cel_denial_carries_its_reason_and_code() {
         let body = serde_json::to_vec(&fixture("pod-create-privileged.json")).unwrap();
         let reply = kanon_engine::block_on(review(
             &body,
-            Webhook::Validate,
+            WebhookKind::Validating,
             &set,
             &NoObjects,
             &Limits::default(),
@@ -541,12 +542,12 @@ fn a_denial_joins_every_reason() {
     let body = serde_json::to_vec(&request).unwrap();
     let reply = kanon_engine::block_on(review(
         &body,
-        Webhook::Validate,
+        WebhookKind::Validating,
         &set,
         &NoObjects,
         &Limits::default(),
     ));
-    let v = accept(&request, Webhook::Validate, &reply);
+    let v = accept(&request, WebhookKind::Validating, &reply);
     let message = v.message.unwrap();
     let parts: Vec<&str> = message.split("; ").collect();
     assert_eq!(parts.len(), 2, "{message}");
@@ -580,12 +581,12 @@ fn a_failing_override_denies_without_a_patch() {
     let body = serde_json::to_vec(&request).unwrap();
     let reply = kanon_engine::block_on(review(
         &body,
-        Webhook::Mutate,
+        WebhookKind::Mutating,
         &set,
         &NoObjects,
         &Limits::default(),
     ));
-    let m = accept(&request, Webhook::Mutate, &reply);
+    let m = accept(&request, WebhookKind::Mutating, &reply);
     assert!(!m.allowed);
     assert!(m.patch.is_none(), "{:?}", m.patch);
     assert!(
@@ -604,7 +605,7 @@ const POD_UID: &str = "1299d386-525b-4032-98ae-1949f69f9cfc";
 
 #[test]
 fn not_json() {
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
+    for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
         let message = rejected(&send(b"{\"apiVersion\": ", webhook), 400, "");
         assert!(message.starts_with("the body is not JSON: "), "{message}");
         let message = rejected(&send(b"\xff\xfe", webhook), 400, "");
@@ -615,7 +616,7 @@ fn not_json() {
 #[test]
 fn empty_body() {
     for body in [&b""[..], b"  \n"] {
-        let message = rejected(&send(body, Webhook::Validate), 400, "");
+        let message = rejected(&send(body, WebhookKind::Validating), 400, "");
         assert!(message.contains("the body is empty"), "{message}");
     }
 }
@@ -623,7 +624,7 @@ fn empty_body() {
 #[test]
 fn not_an_object() {
     for body in [&b"[1, 2]"[..], b"\"AdmissionReview\"", b"null"] {
-        let message = rejected(&send(body, Webhook::Mutate), 400, "");
+        let message = rejected(&send(body, WebhookKind::Mutating), 400, "");
         assert!(message.contains("not a JSON object"), "{message}");
     }
 }
@@ -632,14 +633,14 @@ fn not_an_object() {
 fn wrong_api_version() {
     let mut request = fixture("pod-create.json");
     request["apiVersion"] = json!("admission.k8s.io/v1beta1");
-    let message = rejected(&send_json(&request, Webhook::Mutate), 400, POD_UID);
+    let message = rejected(&send_json(&request, WebhookKind::Mutating), 400, POD_UID);
     assert!(message.contains("admission.k8s.io/v1beta1"), "{message}");
     assert!(
         message.contains("expected apiVersion admission.k8s.io/v1"),
         "{message}"
     );
     request.as_object_mut().unwrap().remove("apiVersion");
-    let message = rejected(&send_json(&request, Webhook::Validate), 400, POD_UID);
+    let message = rejected(&send_json(&request, WebhookKind::Validating), 400, POD_UID);
     assert!(message.contains("no apiVersion"), "{message}");
 }
 
@@ -647,7 +648,7 @@ fn wrong_api_version() {
 fn wrong_kind() {
     let mut request = fixture("pod-create.json");
     request["kind"] = json!("AdmissionRequest");
-    let message = rejected(&send_json(&request, Webhook::Validate), 400, POD_UID);
+    let message = rejected(&send_json(&request, WebhookKind::Validating), 400, POD_UID);
     assert!(message.contains("kind AdmissionReview"), "{message}");
     assert!(message.contains("AdmissionRequest"), "{message}");
 }
@@ -655,11 +656,11 @@ fn wrong_kind() {
 #[test]
 fn missing_request() {
     let body = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
-    let message = rejected(&send_json(&body, Webhook::Mutate), 400, "");
+    let message = rejected(&send_json(&body, WebhookKind::Mutating), 400, "");
     assert!(message.contains("`request` is missing"), "{message}");
     let body =
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": []});
-    let message = rejected(&send_json(&body, Webhook::Mutate), 400, "");
+    let message = rejected(&send_json(&body, WebhookKind::Mutating), 400, "");
     assert!(message.contains("`request` is missing"), "{message}");
 }
 
@@ -667,10 +668,10 @@ fn missing_request() {
 fn missing_uid() {
     let mut request = fixture("pod-create.json");
     request["request"].as_object_mut().unwrap().remove("uid");
-    let message = rejected(&send_json(&request, Webhook::Mutate), 400, "");
+    let message = rejected(&send_json(&request, WebhookKind::Mutating), 400, "");
     assert!(message.contains("`request.uid` is missing"), "{message}");
     request["request"]["uid"] = json!("");
-    let message = rejected(&send_json(&request, Webhook::Validate), 400, "");
+    let message = rejected(&send_json(&request, WebhookKind::Validating), 400, "");
     assert!(message.contains("`request.uid` is missing"), "{message}");
 }
 
@@ -678,7 +679,7 @@ fn missing_uid() {
 fn create_without_object() {
     let mut request = fixture("pod-create.json");
     request["request"].as_object_mut().unwrap().remove("object");
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
+    for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
         let message = rejected(&send_json(&request, webhook), 400, POD_UID);
         assert!(
             message.contains("CREATE request has no `request.object`"),
@@ -686,10 +687,10 @@ fn create_without_object() {
         );
     }
     request["request"]["object"] = Value::Null;
-    let message = rejected(&send_json(&request, Webhook::Mutate), 400, POD_UID);
+    let message = rejected(&send_json(&request, WebhookKind::Mutating), 400, POD_UID);
     assert!(message.contains("`request.object`"), "{message}");
     request["request"]["object"] = json!("a pod");
-    let message = rejected(&send_json(&request, Webhook::Mutate), 400, POD_UID);
+    let message = rejected(&send_json(&request, WebhookKind::Mutating), 400, POD_UID);
     assert!(message.contains("not a JSON object"), "{message}");
 }
 
@@ -701,7 +702,7 @@ fn update_without_old_object() {
         .as_object_mut()
         .unwrap()
         .remove("oldObject");
-    let message = rejected(&send_json(&request, Webhook::Validate), 400, &uid);
+    let message = rejected(&send_json(&request, WebhookKind::Validating), 400, &uid);
     assert!(message.contains("`request.oldObject`"), "{message}");
 }
 
@@ -709,13 +710,13 @@ fn update_without_old_object() {
 fn missing_or_unknown_operation() {
     let mut request = fixture("pod-create.json");
     request["request"]["operation"] = json!("PATCH");
-    let message = rejected(&send_json(&request, Webhook::Mutate), 400, POD_UID);
+    let message = rejected(&send_json(&request, WebhookKind::Mutating), 400, POD_UID);
     assert!(message.contains("unknown operation `PATCH`"), "{message}");
     request["request"]
         .as_object_mut()
         .unwrap()
         .remove("operation");
-    let message = rejected(&send_json(&request, Webhook::Mutate), 400, POD_UID);
+    let message = rejected(&send_json(&request, WebhookKind::Mutating), 400, POD_UID);
     assert!(
         message.contains("`request.operation` is missing"),
         "{message}"
@@ -725,7 +726,7 @@ fn missing_or_unknown_operation() {
 #[test]
 fn oversize_body() {
     let body = std::fs::read(format!("{FIXTURES}/pod-create.json")).unwrap();
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
+    for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
         let reply = kanon_engine::block_on(review(
             &body,
             webhook,
@@ -874,8 +875,8 @@ fn a_bad_policy_is_denied_with_every_error_by_field() {
         let request = policy_review(operation, policy.clone(), old);
         let v = accept(
             &request,
-            Webhook::Validate,
-            &send_json(&request, Webhook::Validate),
+            WebhookKind::Validating,
+            &send_json(&request, WebhookKind::Validating),
         );
         assert!(!v.allowed, "{operation}");
         let message = v.message.unwrap();
@@ -916,8 +917,8 @@ fn a_bad_policy_exception_is_denied_with_every_error_by_field() {
     let request = policy_review("CREATE", exception.clone(), None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(!v.allowed);
     let message = v.message.unwrap_or_default();
@@ -942,8 +943,8 @@ fn a_bad_policy_exception_is_denied_with_every_error_by_field() {
     let request = policy_review("CREATE", fixed, None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed, "{:?}", v.message);
 }
@@ -966,12 +967,12 @@ fn an_exception_written_where_kanon_does_not_honour_it_is_warned_about() {
         let request = policy_review("CREATE", object, None);
         let reply = kanon_engine::block_on(review(
             &serde_json::to_vec(&request).unwrap(),
-            Webhook::Validate,
+            WebhookKind::Validating,
             &set,
             &NoObjects,
             &Limits::default(),
         ));
-        accept(&request, Webhook::Validate, &reply)
+        accept(&request, WebhookKind::Validating, &reply)
     };
     let elsewhere = send(exception("shop"));
     assert!(elsewhere.allowed);
@@ -996,8 +997,8 @@ fn a_policy_with_a_likely_mistake_is_admitted_with_a_warning_kubectl_shows() {
     let request = policy_review("CREATE", policy, None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed, "{:?}", v.message);
     assert_eq!(
@@ -1010,8 +1011,8 @@ fn a_policy_with_a_likely_mistake_is_admitted_with_a_warning_kubectl_shows() {
     let request = policy_review("CREATE", good_policy("fine"), None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed && v.warnings.is_empty(), "{v:?}");
 }
@@ -1022,16 +1023,16 @@ fn a_bad_policy_is_only_checked_on_validate_create_and_update() {
     let request = policy_review("CREATE", bad_policy(), None);
     let m = accept(
         &request,
-        Webhook::Mutate,
-        &send_json(&request, Webhook::Mutate),
+        WebhookKind::Mutating,
+        &send_json(&request, WebhookKind::Mutating),
     );
     assert!(m.allowed, "{:?}", m.message);
     // Deleting a bad policy is fine.
     let request = policy_review("DELETE", bad_policy(), None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed, "{:?}", v.message);
 }
@@ -1043,8 +1044,8 @@ fn status_writes_and_finalizer_removal_of_a_bad_policy_get_through() {
     request["request"]["subResource"] = json!("status");
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed, "{:?}", v.message);
     // Removing the last finalizer of a bad policy being deleted.
@@ -1059,16 +1060,16 @@ fn status_writes_and_finalizer_removal_of_a_bad_policy_get_through() {
     let request = policy_review("UPDATE", new, Some(old));
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed, "{:?}", v.message);
     // Any other update of it is checked.
     let request = policy_review("UPDATE", bad_policy(), Some(bad_policy()));
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(!v.allowed);
 }
@@ -1082,8 +1083,8 @@ fn a_good_policy_is_allowed() {
         let request = policy_review(operation, good_policy("web-labels"), old);
         let v = accept(
             &request,
-            Webhook::Validate,
-            &send_json(&request, Webhook::Validate),
+            WebhookKind::Validating,
+            &send_json(&request, WebhookKind::Validating),
         );
         assert!(v.allowed, "{operation}: {:?}", v.message);
     }
@@ -1094,8 +1095,8 @@ fn a_good_policy_is_still_judged_by_the_validate_policies() {
     let request = policy_review("CREATE", good_policy("forbidden-labels"), None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(!v.allowed);
     assert_eq!(
@@ -1108,8 +1109,8 @@ fn a_good_policy_is_still_judged_by_the_validate_policies() {
     let request = policy_review("CREATE", policy, None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     let message = v.message.unwrap();
     assert!(
@@ -1133,8 +1134,8 @@ fn a_policy_object_without_api_version_and_kind_is_still_checked() {
     let request = policy_review("CREATE", policy, None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(!v.allowed);
     for expected in EXPECTED_ERRORS {
@@ -1160,8 +1161,8 @@ fn namespaced_policies_are_checked_in_their_namespace() {
     let request = policy_review("CREATE", policy("shop"), None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed, "{:?}", v.message);
 
@@ -1173,16 +1174,16 @@ fn namespaced_policies_are_checked_in_their_namespace() {
         .remove("namespace");
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(v.allowed, "{:?}", v.message);
 
     let request = policy_review("CREATE", policy("payments"), None);
     let v = accept(
         &request,
-        Webhook::Validate,
-        &send_json(&request, Webhook::Validate),
+        WebhookKind::Validating,
+        &send_json(&request, WebhookKind::Validating),
     );
     assert!(!v.allowed);
     let message = v.message.unwrap();
@@ -1196,10 +1197,10 @@ fn namespaced_policies_are_checked_in_their_namespace() {
 
 #[test]
 fn webhook_paths() {
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
-        assert_eq!(Webhook::from_path(webhook.path()), Some(webhook));
+    for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
+        assert_eq!(WebhookKind::from_path(webhook.path()), Some(webhook));
     }
-    assert_eq!(Webhook::from_path("/healthz"), None);
+    assert_eq!(WebhookKind::from_path("/healthz"), None);
 }
 
 #[test]

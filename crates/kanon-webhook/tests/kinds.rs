@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kanon_api::Operation;
+use kanon_engine::WebhookKind;
 use kanon_engine::lookup::{LookupFuture, ObjectQuery, ready};
 use kanon_engine::{Kinds, Lookup, NoObjects, PolicySet, Request, block_on};
-use kanon_webhook::admission::{Webhook, decide};
+use kanon_webhook::admission::decide;
 use kanon_webhook::lookup::BoundedLookup;
 use serde_json::{Value, json};
 
@@ -65,7 +66,7 @@ fn warnings_with(lookup: &dyn Lookup) -> Vec<String> {
     let bounded = BoundedLookup::new(lookup, tokio::time::Instant::now() + Duration::from_secs(5));
     let decision = block_on(decide(
         &mut request,
-        Webhook::Validate,
+        WebhookKind::Validating,
         &PolicySet::default(),
         &bounded,
     ));

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use kanon_api::ResultStatus;
 use kanon_cluster::ClusterMetrics;
 use kanon_cluster::audit::AuditError;
 use kanon_cluster::audit::book::{Book, KindKey, Subject};
@@ -17,7 +18,7 @@ use kanon_cluster::audit::reports::render;
 use kanon_cluster::audit::scan::{self, Judge, Lister};
 use kanon_cluster::reflector::Reflector;
 use kanon_engine::host::ProgramHost;
-use kanon_engine::{AuditResult, Finding, PolicyPublisher, PolicySet};
+use kanon_engine::{Finding, PolicyPublisher, PolicySet};
 use tokio::sync::watch;
 
 use crate::auditor::{AuditPrograms, ReadingArgs};
@@ -209,7 +210,7 @@ struct Printer {
     book: Book,
     max_results: usize,
     /// Findings that need attention, kept to print sorted (text), with their kind.
-    lines: Vec<(AuditResult, String, KindKey)>,
+    lines: Vec<(ResultStatus, String, KindKey)>,
     counts: BTreeMap<String, [u64; 5]>,
     failed: bool,
 }
@@ -228,18 +229,15 @@ impl Printer {
 
     fn object(&mut self, subject: &Subject, findings: Vec<Finding>) {
         for finding in &findings {
-            let at = AuditResult::ALL
-                .iter()
-                .position(|r| *r == finding.result)
-                .unwrap_or(0);
+            let at = finding.result.urgency();
             self.counts.entry(finding.policy.to_string()).or_default()[at] += 1;
-            if matches!(finding.result, AuditResult::Fail | AuditResult::Error) {
+            if matches!(finding.result, ResultStatus::Fail | ResultStatus::Error) {
                 self.failed = true;
             }
         }
         match self.output {
             AuditOutput::Text => {
-                for finding in findings.iter().filter(|f| f.result != AuditResult::Pass) {
+                for finding in findings.iter().filter(|f| f.result != ResultStatus::Pass) {
                     let rule = finding
                         .rule
                         .as_deref()

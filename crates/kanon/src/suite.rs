@@ -739,7 +739,8 @@ fn audit_disagreement(
     request: &Request,
     verdict: &Verdict,
 ) -> Option<String> {
-    use kanon_engine::{AuditResult, PolicyOutcome};
+    use kanon_api::ResultStatus;
+    use kanon_engine::PolicyOutcome;
     let decision = &verdict.decision;
     if request.operation != Operation::Create || !request.info["userInfo"].as_object()?.is_empty() {
         return None;
@@ -777,7 +778,7 @@ fn audit_disagreement(
         .filter(|r| is_validate(&r.policy))
         .collect();
     for result in &judged {
-        let found: Vec<AuditResult> = findings
+        let found: Vec<ResultStatus> = findings
             .iter()
             .filter(|f| f.policy == result.policy)
             .map(|f| f.result)
@@ -785,22 +786,22 @@ fn audit_disagreement(
         let failing = found.iter().any(|r| {
             matches!(
                 r,
-                AuditResult::Fail | AuditResult::Warn | AuditResult::Error
+                ResultStatus::Fail | ResultStatus::Warn | ResultStatus::Error
             )
         });
         // Rules an exception exempts are skipped beside the policy's pass or failure.
         let agrees = match result.outcome {
-            PolicyOutcome::Passed => found.contains(&AuditResult::Pass) && !failing,
+            PolicyOutcome::Passed => found.contains(&ResultStatus::Pass) && !failing,
             PolicyOutcome::Rejected => {
                 found
                     .iter()
-                    .any(|r| matches!(r, AuditResult::Fail | AuditResult::Warn))
-                    && !found.contains(&AuditResult::Pass)
+                    .any(|r| matches!(r, ResultStatus::Fail | ResultStatus::Warn))
+                    && !found.contains(&ResultStatus::Pass)
             }
             PolicyOutcome::Exempted => {
-                found.iter().all(|r| *r == AuditResult::Skip) && !found.is_empty()
+                found.iter().all(|r| *r == ResultStatus::Skip) && !found.is_empty()
             }
-            PolicyOutcome::Failed { .. } => found.contains(&AuditResult::Error),
+            PolicyOutcome::Failed { .. } => found.contains(&ResultStatus::Error),
             PolicyOutcome::Mutated { .. } => true,
         };
         if !agrees {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kanon_api::{ReportResult, ReportSummary, ResultStatus, Severity, Timestamp};
-use kanon_engine::{AuditResult, Finding};
+use kanon_engine::Finding;
 use serde::{Deserialize, Serialize};
 
 /// The source kanon writes in its reports and results.
@@ -91,16 +91,16 @@ impl Subject {
     }
 }
 
-/// How many findings of each result, in [`AuditResult::ALL`] order.
+/// How many findings of each result, in [`ResultStatus::BY_URGENCY`] order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tally(pub [u64; 5]);
 
 impl Tally {
-    fn add(&mut self, result: AuditResult) {
+    fn add(&mut self, result: ResultStatus) {
         self.0[index(result)] += 1;
     }
 
-    fn remove(&mut self, result: AuditResult) {
+    fn remove(&mut self, result: ResultStatus) {
         let count = &mut self.0[index(result)];
         *count = count.saturating_sub(1);
     }
@@ -112,27 +112,24 @@ impl Tally {
     }
 
     /// The count of `result`.
-    pub fn count(&self, result: AuditResult) -> u64 {
+    pub fn count(&self, result: ResultStatus) -> u64 {
         self.0[index(result)]
     }
 
     fn attention(&self) -> u64 {
-        self.0.iter().sum::<u64>() - self.count(AuditResult::Pass)
+        self.0.iter().sum::<u64>() - self.count(ResultStatus::Pass)
     }
 }
 
-fn index(result: AuditResult) -> usize {
-    AuditResult::ALL
-        .iter()
-        .position(|r| *r == result)
-        .unwrap_or(0)
+fn index(result: ResultStatus) -> usize {
+    result.urgency()
 }
 
 /// One finding that needs attention, about one object. Ordered by what reports sort by; the
 /// timestamp and the details that follow from the policy are not part of the order.
 #[derive(Debug, Clone)]
 struct Entry {
-    result: AuditResult,
+    result: ResultStatus,
     policy: Arc<str>,
     kind: KindKey,
     name: String,
@@ -145,9 +142,9 @@ struct Entry {
 }
 
 impl Entry {
-    fn key(&self) -> (AuditResult, &str, &KindKey, &str, &str, &str) {
+    fn key(&self) -> (usize, &str, &KindKey, &str, &str, &str) {
         (
-            self.result,
+            self.result.urgency(),
             &self.policy,
             &self.kind,
             &self.name,
@@ -225,7 +222,7 @@ impl KindScan {
                 .entry(finding.policy.clone())
                 .or_default()
                 .add(finding.result);
-            if finding.result == AuditResult::Pass {
+            if finding.result == ResultStatus::Pass {
                 continue;
             }
             ledger.add(entry_of_finding(subject, finding, now), self.cap);
@@ -411,7 +408,7 @@ impl Book {
                 .collect();
             let tally = ledger.tallies.entry(policy.clone()).or_default();
             if earlier.is_empty() && existed {
-                tally.remove(AuditResult::Pass);
+                tally.remove(ResultStatus::Pass);
             }
             for entry in earlier {
                 tally.remove(entry.result);
@@ -425,7 +422,7 @@ impl Book {
                 .entry(finding.policy.clone())
                 .or_default()
                 .add(finding.result);
-            if finding.result == AuditResult::Pass {
+            if finding.result == ResultStatus::Pass {
                 continue;
             }
             let mut entry = entry_of_finding(subject, finding, now);
@@ -576,34 +573,14 @@ fn entry_of_finding(subject: &Subject, finding: &Finding, now: Timestamp) -> Ent
     }
 }
 
-fn status(result: AuditResult) -> ResultStatus {
-    match result {
-        AuditResult::Error => ResultStatus::Error,
-        AuditResult::Fail => ResultStatus::Fail,
-        AuditResult::Warn => ResultStatus::Warn,
-        AuditResult::Skip => ResultStatus::Skip,
-        AuditResult::Pass => ResultStatus::Pass,
-    }
-}
-
-fn audit_result(status: ResultStatus) -> AuditResult {
-    match status {
-        ResultStatus::Error => AuditResult::Error,
-        ResultStatus::Fail => AuditResult::Fail,
-        ResultStatus::Warn => AuditResult::Warn,
-        ResultStatus::Skip => AuditResult::Skip,
-        ResultStatus::Pass => AuditResult::Pass,
-    }
-}
-
 fn summary(tally: &Tally) -> ReportSummary {
     let count = |result| i64::try_from(tally.count(result)).unwrap_or(i64::MAX);
     ReportSummary {
-        pass: count(AuditResult::Pass),
-        fail: count(AuditResult::Fail),
-        warn: count(AuditResult::Warn),
-        error: count(AuditResult::Error),
-        skip: count(AuditResult::Skip),
+        pass: count(ResultStatus::Pass),
+        fail: count(ResultStatus::Fail),
+        warn: count(ResultStatus::Warn),
+        error: count(ResultStatus::Error),
+        skip: count(ResultStatus::Skip),
     }
 }
 
@@ -618,7 +595,7 @@ fn report_result(entry: &Entry, scope: &ReportScope) -> ReportResult {
             .as_deref()
             .and_then(|s| s.parse::<Severity>().ok()),
         timestamp: Some(entry.found),
-        result: Some(status(entry.result)),
+        result: Some(entry.result),
         scored: true,
         resources: vec![ObjectReference {
             api_version: Some(entry.kind.api_version.clone()),
@@ -640,7 +617,7 @@ fn entry_of(result: &ReportResult) -> Option<Entry> {
         return None;
     }
     Some(Entry {
-        result: audit_result(status),
+        result: status,
         policy: Arc::from(result.policy.as_str()),
         kind: KindKey::new(resource.api_version.clone()?, resource.kind.clone()?),
         name: resource.name.clone()?,
@@ -670,7 +647,7 @@ mod tests {
         }
     }
 
-    fn finding(policy: &str, result: AuditResult, message: &str) -> Finding {
+    fn finding(policy: &str, result: ResultStatus, message: &str) -> Finding {
         Finding {
             policy: Arc::from(policy),
             rule: Some("r".to_string()),
@@ -704,9 +681,9 @@ mod tests {
         let scan = scan(
             &book,
             &[
-                ("shop", "a", vec![finding("P/x", AuditResult::Pass, "")]),
-                ("shop", "b", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("shop", "c", vec![finding("P/x", AuditResult::Warn, "meh")]),
+                ("shop", "a", vec![finding("P/x", ResultStatus::Pass, "")]),
+                ("shop", "b", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("shop", "c", vec![finding("P/x", ResultStatus::Warn, "meh")]),
             ],
             1,
         );
@@ -744,9 +721,9 @@ mod tests {
         let objects: Vec<(String, Vec<Finding>)> = (0..50)
             .map(|i| {
                 let result = if i % 3 == 0 {
-                    AuditResult::Error
+                    ResultStatus::Error
                 } else {
-                    AuditResult::Fail
+                    ResultStatus::Fail
                 };
                 (format!("pod-{i:02}"), vec![finding("P/x", result, "m")])
             })
@@ -785,9 +762,9 @@ mod tests {
         let first = scan(
             &book,
             &[
-                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("shop", "b", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("lab", "c", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("shop", "a", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("lab", "c", vec![finding("P/x", ResultStatus::Fail, "bad")]),
             ],
             100,
         );
@@ -796,8 +773,8 @@ mod tests {
         let second = scan(
             &book,
             &[
-                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+                ("shop", "a", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", ResultStatus::Pass, "")]),
             ],
             200,
         );
@@ -815,8 +792,8 @@ mod tests {
         let third = scan(
             &book,
             &[
-                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+                ("shop", "a", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", ResultStatus::Pass, "")]),
             ],
             300,
         );
@@ -833,8 +810,8 @@ mod tests {
                 "shop",
                 "a",
                 vec![
-                    finding("P/x", AuditResult::Fail, "bad"),
-                    finding("P/y", AuditResult::Pass, ""),
+                    finding("P/x", ResultStatus::Fail, "bad"),
+                    finding("P/y", ResultStatus::Pass, ""),
                 ],
             )],
             1,
@@ -855,9 +832,9 @@ mod tests {
         let first = scan(
             &book,
             &[
-                ("a-ns", "p", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("b-ns", "q", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("z-ns", "r", vec![finding("P/x", AuditResult::Fail, "bad")]),
+                ("a-ns", "p", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("b-ns", "q", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("z-ns", "r", vec![finding("P/x", ResultStatus::Fail, "bad")]),
             ],
             1,
         );
@@ -866,7 +843,7 @@ mod tests {
         let mut second = book.scan(pods());
         second.add(
             &subject("a-ns", "p"),
-            &[finding("P/x", AuditResult::Pass, "")],
+            &[finding("P/x", ResultStatus::Pass, "")],
             at(2),
         );
         let changed = book.commit(&mut second, Some(&Some("z-ns".to_string())));
@@ -882,7 +859,7 @@ mod tests {
         let mut resumed = book.resume(pods(), "z-ns");
         resumed.add(
             &subject("z-ns", "r"),
-            &[finding("P/x", AuditResult::Pass, "")],
+            &[finding("P/x", ResultStatus::Pass, "")],
             at(3),
         );
         book.finish(resumed);
@@ -898,8 +875,8 @@ mod tests {
         let first = scan(
             &book,
             &[
-                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+                ("shop", "a", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", ResultStatus::Pass, "")]),
             ],
             1,
         );
@@ -907,19 +884,19 @@ mod tests {
         // a fixed, b broken by updates; c created broken.
         book.admit(
             &subject("shop", "a"),
-            &[finding("P/x", AuditResult::Pass, "")],
+            &[finding("P/x", ResultStatus::Pass, "")],
             at(2),
             true,
         );
         book.admit(
             &subject("shop", "b"),
-            &[finding("P/x", AuditResult::Fail, "bad")],
+            &[finding("P/x", ResultStatus::Fail, "bad")],
             at(2),
             true,
         );
         book.admit(
             &subject("shop", "c"),
-            &[finding("P/x", AuditResult::Fail, "bad")],
+            &[finding("P/x", ResultStatus::Fail, "bad")],
             at(3),
             false,
         );
@@ -945,7 +922,11 @@ mod tests {
                     name: format!("{kind}-{i}"),
                     uid: String::new(),
                 };
-                scan.add(&subject, &[finding("P/x", AuditResult::Fail, "bad")], at(1));
+                scan.add(
+                    &subject,
+                    &[finding("P/x", ResultStatus::Fail, "bad")],
+                    at(1),
+                );
             }
             book.finish(scan);
         }
@@ -970,7 +951,7 @@ mod tests {
         let mut book = Book::new(10);
         let first = scan(
             &book,
-            &[("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")])],
+            &[("shop", "a", vec![finding("P/x", ResultStatus::Fail, "bad")])],
             1,
         );
         book.finish(first);
@@ -985,8 +966,8 @@ mod tests {
         let first = scan(
             &book,
             &[
-                ("shop", "a", vec![finding("P/x", AuditResult::Fail, "bad")]),
-                ("shop", "b", vec![finding("P/x", AuditResult::Pass, "")]),
+                ("shop", "a", vec![finding("P/x", ResultStatus::Fail, "bad")]),
+                ("shop", "b", vec![finding("P/x", ResultStatus::Pass, "")]),
             ],
             7,
         );

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
-use kanon_engine::AuditResult;
+use kanon_api::ResultStatus;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -116,7 +116,7 @@ impl AuditMetrics {
     pub fn set_results(&self, tallies: &BTreeMap<Arc<str>, Tally>) {
         self.results.clear();
         for (policy, tally) in tallies {
-            for result in AuditResult::ALL {
+            for result in ResultStatus::ALL {
                 self.results
                     .get_or_create(&PolicyResultLabels {
                         policy: policy.to_string(),

@@ -70,7 +70,7 @@ pub async fn kinds(client: &Client, set: &PolicySet) -> (Vec<AuditKind>, Vec<Aud
         {
             continue;
         }
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let (group, version) = kanon_schema::group_version(api_version);
         let gvk = GroupVersionKind::gvk(group, version, kind);
         match discovery::pinned_kind(client, &gvk).await {
             Ok((resource, capabilities)) => found.push(AuditKind {

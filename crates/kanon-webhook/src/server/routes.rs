@@ -16,10 +16,11 @@ use super::Shared;
 use super::body::{self, BodyError};
 use super::probes::Probes;
 use super::timeout::review_timeout;
-use crate::admission::{self, Reply, Webhook};
+use crate::admission::{self, Reply};
 use crate::lookup::BoundedLookup;
 use crate::metrics;
 use crate::slot::Slot;
+use kanon_engine::WebhookKind;
 
 pub(super) type Body = Full<Bytes>;
 
@@ -57,7 +58,7 @@ async fn webhook(
     request: Request<Incoming>,
 ) -> (Response<Body>, Option<String>) {
     let path = request.uri().path();
-    if let Some(webhook) = Webhook::from_path(path) {
+    if let Some(webhook) = WebhookKind::from_path(path) {
         if request.method() != Method::POST {
             return (method_not_allowed("POST"), None);
         }
@@ -132,7 +133,7 @@ fn answer_margin(timeout: Duration) -> Duration {
 
 /// The 503 to a review that arrives before any policy set is in force (the connection closes:
 /// its body is not read).
-fn not_ready(shared: &Shared, webhook: Webhook) -> (Response<Body>, Option<String>) {
+fn not_ready(shared: &Shared, webhook: WebhookKind) -> (Response<Body>, Option<String>) {
     let reply = Reply::not_ready();
     shared
         .metrics
@@ -160,7 +161,7 @@ fn not_ready(shared: &Shared, webhook: Webhook) -> (Response<Body>, Option<Strin
 /// timeout.
 async fn review(
     shared: &Arc<Shared>,
-    webhook: Webhook,
+    webhook: WebhookKind,
     request: Request<Incoming>,
 ) -> (Response<Body>, Option<String>) {
     let started = Instant::now();
@@ -347,7 +348,7 @@ async fn review(
 }
 
 fn timed_out(
-    webhook: Webhook,
+    webhook: WebhookKind,
     timeout: Duration,
     doing: &'static str,
 ) -> (Response<Body>, Option<String>) {

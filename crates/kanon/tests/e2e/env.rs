@@ -563,7 +563,7 @@ impl Env {
         plural: &str,
         namespace: Option<&str>,
     ) -> Api<DynamicObject> {
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let (group, version) = kanon_schema::group_version(api_version);
         let resource =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
         match namespace {
