@@ -9,18 +9,13 @@ pub mod admission;
 pub mod budget;
 pub mod lookup;
 pub mod metrics;
-pub mod poll;
 pub mod sandbox;
 pub mod server;
 pub mod slot;
-pub mod source;
 pub mod state;
 pub mod tls;
 
 pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, decide, review};
 pub use budget::JsonBudget;
 pub use metrics::Metrics;
-pub use source::{
-    Document, InputError, load_directory, load_policies, read_documents, watch_directory,
-};
 pub use state::{PolicyState, Publisher};

@@ -142,7 +142,7 @@ pub fn run(args: &ApplyArgs) -> ExitCode {
 /// The policies under `paths`, compiled; every problem found is bad input. Their warnings
 /// (likely mistakes that do not make a policy invalid) go to standard error.
 pub(crate) fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
-    let policies = kanon_webhook::source::load_policies(paths).map_err(BadInput)?;
+    let policies = crate::inputs::load_policies(paths).map_err(BadInput)?;
     for policy in policies.policies() {
         for warning in &policy.warnings {
             eprintln!("warning: {}: {warning}", policy.id);

@@ -1,5 +1,279 @@
-//! Reading the documents named on the command line: files, directories (recursively, `*.yaml`,
-//! `*.yml`, `*.json`, in name order) or `-` for standard input. One implementation, shared
-//! with `kanon serve --policies DIR`: [`kanon_webhook::source`].
+//! Policies and objects from files: the documents `kanon apply`, `kanon test`, `kanon render`
+//! and `kanon convert` read, and the policy directory `kanon serve --policies DIR` serves
+//! ([`crate::policy_dir`]).
+//!
+//! Paths are files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name order) or
+//! `-` for standard input. [`load_policies`] compiles every policy document found and reports
+//! every problem; [`load_directory`] reads a whole directory whatever is wrong in it.
 
-pub use kanon_webhook::source::{Document, read_documents};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use kanon_engine::{AdmissionPolicies, PolicySet, compile_document, policy_kind_of};
+use serde_json::Value;
+
+/// A document and where it came from.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The file (or `-`) it was read from.
+    pub source: String,
+    /// 1-based position in that file.
+    pub index: usize,
+    /// The document.
+    pub value: Value,
+}
+
+impl Document {
+    /// `file`, or `file (document N)` past the first document of a file.
+    pub fn origin(&self) -> String {
+        if self.index > 1 {
+            format!("{} (document {})", self.source, self.index)
+        } else {
+            self.source.clone()
+        }
+    }
+}
+
+/// A path that could not be read or parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The file or directory could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The text is not valid YAML/JSON.
+    #[error(transparent)]
+    Parse(#[from] kanon_engine::DocumentError),
+    /// The file (or standard input) is larger than kanon reads.
+    #[error("{path}: larger than {} MiB, the most kanon reads from one file (split it into several files)", MAX_FILE_BYTES >> 20)]
+    TooLarge {
+        /// The path.
+        path: String,
+    },
+    /// A directory held no YAML or JSON file.
+    #[error("{0}: no .yaml, .yml or .json file found")]
+    Empty(String),
+}
+
+fn is_document_file(path: &Path) -> bool {
+    matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
+}
+
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+/// The document files under `dir`, recursively, in name order. With `skip_hidden`, entries
+/// whose name starts with `.` are left out (a mounted ConfigMap holds every file twice more,
+/// under `..data/` and `..<timestamp>/`).
+pub(crate) fn collect_files(
+    dir: &Path,
+    skip_hidden: bool,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), InputError> {
+    let read_err = |source| InputError::Read {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(read_err)?;
+    entries.sort();
+    for path in entries {
+        if skip_hidden && is_hidden(&path) {
+            continue;
+        }
+        if path.is_dir() {
+            collect_files(&path, skip_hidden, out)?;
+        } else if is_document_file(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn parse(text: &str, source: &str, json: bool) -> Result<Vec<Document>, InputError> {
+    Ok(kanon_engine::parse_documents(text, source, json)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| Document {
+            source: source.to_string(),
+            index: i + 1,
+            value,
+        })
+        .collect())
+}
+
+/// Most bytes read from one policy file or from standard input: far more than any real set
+/// of policies in one file, and a bound on what a wrong path (a log, a disk image) costs.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads at most [`MAX_FILE_BYTES`] of `reader` as text named `name`.
+fn read_bounded(reader: impl Read, name: &str) -> Result<String, InputError> {
+    let mut text = String::new();
+    reader
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|source| InputError::Read {
+            path: name.to_string(),
+            source,
+        })?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(InputError::TooLarge {
+            path: name.to_string(),
+        });
+    }
+    Ok(text)
+}
+
+fn read_file(file: &Path) -> Result<Vec<Document>, InputError> {
+    let name = file.display().to_string();
+    let opened = std::fs::File::open(file).map_err(|source| InputError::Read {
+        path: name.clone(),
+        source,
+    })?;
+    // Refused before reading when its size is known to be too large.
+    if opened.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
+        return Err(InputError::TooLarge { path: name });
+    }
+    let text = read_bounded(opened, &name)?;
+    let json = file.extension().and_then(|e| e.to_str()) == Some("json");
+    parse(&text, &name, json)
+}
+
+/// Reads every document under `paths`, in the order given (directories in name order; `-`
+/// is standard input). Stops at the first path that cannot be read or parsed; a directory
+/// without any document file is an error.
+pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
+    let mut docs = Vec::new();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            let text = read_bounded(std::io::stdin(), "-")?;
+            let json = text.trim_start().starts_with(['{', '[']);
+            docs.extend(parse(&text, "-", json)?);
+            continue;
+        }
+        let files = if path.is_dir() {
+            let mut files = Vec::new();
+            collect_files(path, false, &mut files)?;
+            if files.is_empty() {
+                return Err(InputError::Empty(path.display().to_string()));
+            }
+            files
+        } else {
+            vec![path.clone()]
+        };
+        for file in files {
+            docs.extend(read_file(&file)?);
+        }
+    }
+    Ok(docs)
+}
+
+/// Compiles every document as a policy: kanon's kinds, and Kubernetes' admission policies with
+/// their bindings (each binding one policy); PolicyExceptions come with the set, every one of
+/// them (which namespaces may hold them is the caller's to decide). On failure: every problem, each naming the
+/// document's origin (and, for a policy that does not compile, every error by field path).
+pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
+    let mut compiled = Compiling::default();
+    compiled.add(docs);
+    compiled.finish()
+}
+
+/// Policies compiled so far, the admission policies waiting for their bindings, and every
+/// problem met.
+#[derive(Default)]
+struct Compiling {
+    policies: Vec<kanon_engine::CompiledPolicy>,
+    exceptions: Vec<std::sync::Arc<kanon_engine::exception::CompiledException>>,
+    admission: AdmissionPolicies,
+    problems: Vec<String>,
+}
+
+impl Compiling {
+    fn add(&mut self, docs: &[Document]) {
+        for doc in docs {
+            if AdmissionPolicies::accepts(&doc.value) {
+                self.admission.add_from(&doc.value, &doc.origin());
+                continue;
+            }
+            if kanon_engine::exception::is_exception(&doc.value) {
+                match kanon_engine::exception::compile_exception(&doc.value) {
+                    Ok(exception) => self.exceptions.push(std::sync::Arc::new(exception)),
+                    Err(invalid) => self.problems.push(format!("{}: {invalid}", doc.origin())),
+                }
+                continue;
+            }
+            if policy_kind_of(&doc.value).is_none() {
+                let text = |key| {
+                    doc.value
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_string()
+                };
+                self.problems.push(format!(
+                    "{}: {} {} is not a policy kanon reads (expected apiVersion {} and kind ClusterOverridePolicy, OverridePolicy, ClusterValidatePolicy or ValidatePolicy; or admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, and v1beta1 or v1 MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding; or a PolicyException)",
+                    doc.origin(),
+                    text("apiVersion"),
+                    text("kind"),
+                    kanon_api::API_VERSION
+                ));
+                continue;
+            }
+            match compile_document(&doc.value) {
+                Ok(policy) => self.policies.push(policy),
+                Err(invalid) => self.problems.push(format!("{}: {invalid}", doc.origin())),
+            }
+        }
+    }
+
+    fn finish(mut self) -> Result<PolicySet, Vec<String>> {
+        match self.admission.compile() {
+            Ok(bound) => self.policies.extend(bound),
+            Err(problems) => self.problems.extend(problems),
+        }
+        if !self.problems.is_empty() {
+            return Err(self.problems);
+        }
+        let set = PolicySet::build(self.policies).map_err(|e| vec![e.to_string()])?;
+        Ok(set.with_exceptions(self.exceptions))
+    }
+}
+
+/// Reads and compiles the policies under `paths` ([`read_documents`], then
+/// [`compile_documents`]): what `kanon apply`, `kanon test` and `kanon render` evaluate.
+pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, Vec<String>> {
+    let docs = read_documents(paths).map_err(|e| vec![e.to_string()])?;
+    compile_documents(&docs)
+}
+
+/// Reads and compiles every policy file under `dir` (recursively, `*.yaml`, `*.yml`,
+/// `*.json` in name order, leaving out names that start with `.`). Unlike [`load_policies`]
+/// it reads every file whatever is wrong with the others, to report every problem at once,
+/// and an empty directory is a valid, empty set.
+pub fn load_directory(dir: &Path) -> Result<PolicySet, Vec<String>> {
+    let mut files = Vec::new();
+    collect_files(dir, true, &mut files).map_err(|e| vec![e.to_string()])?;
+    let mut compiled = Compiling::default();
+    // File by file, so that only one file's documents are held beside the compiled policies
+    // (10,000 policies as documents cost more than compiled).
+    for file in files {
+        match read_file(&file) {
+            Ok(docs) => compiled.add(&docs),
+            Err(e) => compiled.problems.push(e.to_string()),
+        }
+    }
+    compiled.finish()
+}

@@ -9,6 +9,8 @@ mod convert;
 mod exceptions;
 mod inputs;
 mod objects;
+mod policy_dir;
+mod poll;
 mod programs;
 mod render;
 mod serve;

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use crate::inputs::InputError;
+use crate::poll::{Fingerprint, poll_files};
 use kanon_engine::lookup::{LookupFuture, ObjectQuery};
 use kanon_engine::{Lookup, ObjectStore};
-use kanon_webhook::poll::{Fingerprint, poll_files};
-use kanon_webhook::source::InputError;
 use serde_json::Value;
 
 /// Why the objects could not be loaded; the message names the file (and the document past
@@ -127,7 +127,7 @@ pub async fn watch_objects(
 /// The fingerprint of the objects files under `paths`, taken before loading them, that
 /// [`watch_objects`] starts from.
 pub fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
-    kanon_webhook::poll::fingerprint(paths, false)
+    crate::poll::fingerprint(paths, false)
 }
 
 #[cfg(test)]

@@ -161,7 +161,7 @@ async fn shutdown_signal() {
 /// startup error), with the fingerprint their reloads start from; `None` without the flag.
 fn load_standalone_objects(
     paths: &[PathBuf],
-) -> Result<Option<(ObjectStore, kanon_webhook::poll::Fingerprint)>, String> {
+) -> Result<Option<(ObjectStore, crate::poll::Fingerprint)>, String> {
     if paths.is_empty() {
         return Ok(None);
     }
@@ -263,7 +263,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "directory")),
                     namespaces: args.exception_namespaces.clone(),
                 };
-                tokio::spawn(kanon_webhook::source::watch_directory(
+                tokio::spawn(crate::policy_dir::watch_directory(
                     dir.clone(),
                     Arc::new(publisher),
                     interval,

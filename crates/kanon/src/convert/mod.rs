@@ -305,7 +305,7 @@ fn convert_documents(documents: &[Document]) -> Result<Vec<Converted>, Vec<Strin
     // The documents as kube-apiserver would check them (fields, values, expressions), and
     // every policy paired with its bindings, by the engine that evaluates them beside kanon's
     // kinds.
-    kanon_webhook::source::compile_documents(documents)?;
+    crate::inputs::compile_documents(documents)?;
 
     let kinds = kanon_schema::Kinds::builtin()
         .map_err(|e| vec![format!("cannot load the built-in schema: {e}")])?;
@@ -366,7 +366,7 @@ fn self_check(converted: &[Converted]) -> Result<(), Vec<String>> {
             value: c.policy.clone(),
         })
         .collect();
-    match kanon_webhook::source::compile_documents(&documents) {
+    match crate::inputs::compile_documents(&documents) {
         // Its warnings (a field a selected kind does not have, a rule that judges DELETE) are
         // the original policy's as written, not the conversion's: not repeated here.
         Ok(_) => Ok(()),

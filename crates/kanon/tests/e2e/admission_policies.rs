@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::Scenario;
-use crate::env::{Env, repo, text};
+use crate::env::{Env, documents, repo, text};
 
 pub const SCENARIOS: &[Scenario] = &[
     (
@@ -49,14 +49,6 @@ struct Outcome {
     warnings: BTreeSet<String>,
     /// The object as admitted, without the fields the apiserver sets on every write.
     object: Option<Value>,
-}
-
-fn documents(path: &Path) -> Vec<Value> {
-    kanon_webhook::source::read_documents(&[path.to_path_buf()])
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-        .into_iter()
-        .map(|d| d.value)
-        .collect()
 }
 
 fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {

@@ -738,3 +738,31 @@ impl Drop for Env {
         self.kanon.stop();
     }
 }
+
+/// The documents of a YAML or JSON file, or of every such file under a directory (recursively,
+/// in name order), as `kanon` reads its inputs.
+pub fn documents(path: &Path) -> Vec<Value> {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .unwrap_or_else(|e| panic!("listing {}: {e}", path.display()))
+            .map(|entry| entry.expect("a directory entry").path())
+            .collect();
+        entries.sort();
+        return entries
+            .iter()
+            .filter(|entry| {
+                entry.is_dir()
+                    || matches!(
+                        entry.extension().and_then(|e| e.to_str()),
+                        Some("yaml" | "yml" | "json")
+                    )
+            })
+            .flat_map(|entry| documents(entry))
+            .collect();
+    }
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let json = path.extension().and_then(|e| e.to_str()) == Some("json");
+    kanon_engine::parse_documents(&text, &path.display().to_string(), json)
+        .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::Scenario;
-use crate::env::{Env, IGNORE_LABEL, repo, text};
+use crate::env::{Env, IGNORE_LABEL, documents, repo, text};
 
 pub const SCENARIOS: &[Scenario] = &[(
     "library::pod_security_agrees_with_the_apiservers_pod_security_admission",
@@ -48,10 +48,7 @@ fn pods() -> BTreeMap<String, Value> {
         repo().join("library/tests/pod-security/pods.yaml"),
     ));
     for (prefix, path) in sources {
-        let documents = kanon_webhook::source::read_documents(std::slice::from_ref(&path))
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        for document in documents {
-            let mut pod = document.value;
+        for mut pod in documents(&path) {
             let name = pod["metadata"]["name"].as_str().unwrap_or_default();
             // Fixture names carry `_`, which a Pod's name may not.
             let name = format!("{prefix}{}", name.replace('_', "-"));

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::source::collect_files;
+use crate::inputs::collect_files;
 
 /// What the document files under some paths look like from outside: each file's path, size,
 /// modification time (and, on Unix, inode), or why a path could not be listed. Any change is a

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kanon_engine::PolicySet;
-use kanon_webhook::{Metrics, PolicyState, Publisher, load_directory, watch_directory};
+use kanon_webhook::{Metrics, PolicyState, Publisher};
+
+use super::watch_directory;
+use crate::inputs::load_directory;
 
 const INTERVAL: Duration = Duration::from_millis(20);
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -339,7 +342,7 @@ fn a_policy_file_larger_than_64_mib_is_refused_by_name_without_reading_it() {
         .unwrap()
         .set_len(300 << 20)
         .unwrap();
-    let error = kanon_webhook::read_documents(&[dir.path().to_path_buf()])
+    let error = crate::inputs::read_documents(&[dir.path().to_path_buf()])
         .map(|docs| docs.len())
         .unwrap_err()
         .to_string();
