@@ -22,6 +22,7 @@ use crate::policy::{CompiledPolicy, PolicyRules};
 use crate::request::Request;
 use crate::rule::RuleError;
 use crate::selector::ObjectView;
+use crate::targets::WebhookKind;
 use crate::workload::Workload;
 
 /// The outcome of a request.
@@ -150,6 +151,16 @@ pub enum PolicyOutcome {
 }
 
 impl Decision {
+    /// Whether the answer to a review of `operation` sent to `webhook` carries this decision's
+    /// patch: only the mutating webhook's, only when it allows and changed something, never
+    /// on DELETE (there is no object to patch).
+    pub fn carries_patch(&self, webhook: WebhookKind, operation: Operation) -> bool {
+        webhook == WebhookKind::Mutating
+            && self.allowed
+            && operation != Operation::Delete
+            && !self.patch.is_empty()
+    }
+
     fn allow(patched: Option<Value>) -> Self {
         Decision {
             allowed: true,
@@ -1225,4 +1236,26 @@ pub(crate) async fn review(
         decision.patched = request.subject().cloned();
     }
     decision
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_an_allowing_mutating_decision_that_changed_something_carries_a_patch() {
+        let mut decision = Decision::allow(None);
+        decision.patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/metadata/labels", "value": {}}]))
+                .expect("a JSON patch");
+        assert!(decision.carries_patch(WebhookKind::Mutating, Operation::Create));
+        assert!(decision.carries_patch(WebhookKind::Mutating, Operation::Update));
+        assert!(!decision.carries_patch(WebhookKind::Mutating, Operation::Delete));
+        assert!(!decision.carries_patch(WebhookKind::Validating, Operation::Create));
+        decision.allowed = false;
+        assert!(!decision.carries_patch(WebhookKind::Mutating, Operation::Create));
+        let unchanged = Decision::allow(None);
+        assert!(!unchanged.carries_patch(WebhookKind::Mutating, Operation::Create));
+    }
 }

@@ -38,6 +38,7 @@ pub mod references;
 pub mod request;
 pub mod rule;
 pub mod selector;
+mod self_check;
 pub mod set;
 pub mod shape;
 pub mod structured_merge;
@@ -67,6 +68,7 @@ pub use policy::{
 pub use publish::{AdmissionRecorder, PolicyPublisher};
 pub use request::{Deadline, Request, RequestError, parse_operation};
 pub use rule::RuleError;
+pub use self_check::PolicyCheck;
 pub use set::{DuplicatePolicy, PolicySet};
 pub use targets::{Targets, WebhookKind};
 

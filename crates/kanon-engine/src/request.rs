@@ -1,5 +1,7 @@
 //! The engine's view of one admission request, built from an AdmissionReview or from files.
 
+use std::borrow::Cow;
+
 use kanon_api::Operation;
 use serde_json::Value;
 
@@ -436,5 +438,105 @@ impl Request {
             name: &self.name,
             object,
         }
+    }
+
+    /// `object` with the `apiVersion`, `kind` and (when `namespaced`) namespace this request
+    /// gives it, where the object itself leaves them out (kube-apiserver may send an object
+    /// without them); borrowed when nothing is missing.
+    pub fn with_identity<'a>(&self, object: &'a Value, namespaced: bool) -> Cow<'a, Value> {
+        if self.identity_complete(object, namespaced) {
+            return Cow::Borrowed(object);
+        }
+        Cow::Owned(self.identify(object.clone(), namespaced))
+    }
+
+    /// [`Request::with_identity`] of an object the caller owns.
+    pub fn identify(&self, mut object: Value, namespaced: bool) -> Value {
+        let namespace_missing = namespaced
+            && self.namespace.is_some()
+            && object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+        let Some(map) = object.as_object_mut() else {
+            return object;
+        };
+        for (key, value) in [("apiVersion", &self.api_version), ("kind", &self.kind)] {
+            if map
+                .get(key)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                map.insert(key.to_string(), Value::String(value.clone()));
+            }
+        }
+        if let (true, Some(namespace)) = (namespace_missing, &self.namespace) {
+            let metadata = map
+                .entry("metadata")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(metadata) = metadata.as_object_mut() {
+                metadata.insert("namespace".to_string(), Value::String(namespace.clone()));
+            }
+        }
+        object
+    }
+
+    fn identity_complete(&self, object: &Value, namespaced: bool) -> bool {
+        let present =
+            |value: Option<&Value>| value.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+        present(object.get("apiVersion"))
+            && present(object.get("kind"))
+            && !(namespaced
+                && self.namespace.is_some()
+                && !present(object.pointer("/metadata/namespace")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn review(object: Value, namespace: Option<&str>) -> Request {
+        let mut request = json!({
+            "uid": "u", "operation": "CREATE",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "settings", "object": object,
+        });
+        if let Some(namespace) = namespace {
+            request["namespace"] = json!(namespace);
+        }
+        Request::from_admission_review(&json!({"apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview", "request": request}))
+        .expect("a review")
+    }
+
+    #[test]
+    fn an_object_gets_the_type_and_namespace_of_its_review_only_where_it_lacks_them() {
+        let bare = json!({"metadata": {"name": "settings"}, "data": {"a": "1"}});
+        let request = review(bare.clone(), Some("shop"));
+        let filled = request.with_identity(&bare, true);
+        assert!(matches!(filled, Cow::Owned(_)));
+        assert_eq!(
+            *filled,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "settings", "namespace": "shop"}, "data": {"a": "1"}})
+        );
+        // Cluster-scoped: no namespace added.
+        assert_eq!(
+            request.identify(bare.clone(), false),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "settings"}, "data": {"a": "1"}})
+        );
+        // Complete already: borrowed, as it was.
+        let whole = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "settings", "namespace": "other"}});
+        assert!(matches!(
+            request.with_identity(&whole, true),
+            Cow::Borrowed(_)
+        ));
+        // Not an object: left alone.
+        assert_eq!(request.identify(json!("text"), true), json!("text"));
     }
 }

@@ -17,15 +17,13 @@
 //! kube's own `AdmissionResponse` is not used: it serializes `patch` as an array of numbers
 //! rather than the documented base64 string.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use kanon_api::{API_VERSION, Operation, PolicyKind};
+use kanon_api::Operation;
 use kanon_engine::{
     Deadline, Decision, Evaluation, Lookup, PolicySet, Request, RequestError, WebhookKind,
-    compile_document_reporting, compile_document_reporting_with, policy_kind_of,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -225,14 +223,12 @@ impl Reply {
     /// The answer (HTTP 200) to a request that was evaluated. The patch is sent only from
     /// the mutating webhook, when allowed, not on DELETE and when not empty.
     pub fn decided(request: &Request, webhook: WebhookKind, decision: Decision) -> Self {
-        let patch = (webhook == WebhookKind::Mutating
-            && decision.allowed
-            && request.operation != Operation::Delete
-            && !decision.patch.is_empty())
-        .then(|| PatchOut {
-            patch_type: "JSONPatch",
-            patch: BASE64.encode(encode(&decision.patch)),
-        });
+        let patch = decision
+            .carries_patch(webhook, request.operation)
+            .then(|| PatchOut {
+                patch_type: "JSONPatch",
+                patch: BASE64.encode(encode(&decision.patch)),
+            });
         let status = (!decision.allowed).then(|| StatusOut {
             status: "Failure",
             message: if decision.messages.is_empty() {
@@ -395,7 +391,7 @@ pub async fn answer_recording(
     // The reply is made: the request's object is handed over, not copied.
     if let (true, Some(recorder), Some(object)) = (record, recorder, request.object.take()) {
         let namespaced = request.namespace.is_some();
-        recorder.admitted(identified(object, &request, namespaced), request.operation);
+        recorder.admitted(request.identify(object, namespaced), request.operation);
     }
     reply
 }
@@ -428,7 +424,7 @@ pub async fn decide_in(
         WebhookKind::Mutating => policies.mutate_patch_in(request, evaluation).await,
         WebhookKind::Validating => {
             let mut decision = policies.validate_in(request, None, evaluation).await;
-            if let Some(check) = check_policy_object(request, policies, evaluation.lookup()) {
+            if let Some(check) = policies.check_policy_object(request, evaluation.lookup()) {
                 if let Some(message) = check.invalid {
                     decision.allowed = false;
                     decision.messages.insert(0, message);
@@ -438,154 +434,6 @@ pub async fn decide_in(
             decision
         }
     }
-}
-
-/// What checking a policy object being written found.
-struct PolicyCheck {
-    /// The message listing every error (`Kind/name is invalid: field: message; ...`), when
-    /// the policy does not compile.
-    invalid: Option<String>,
-    /// Its warnings (`Kind/name: field: message`), shown by kubectl.
-    warnings: Vec<String>,
-}
-
-/// When `request` creates or updates one of kanon's policy objects: whether it compiles, and
-/// its warnings (with the custom kinds `lookup` knows, in a cluster).
-///
-/// Not checked: writes to a subresource (`status`: kanon's own report on a bad policy that got
-/// in must get through) and updates of an object being deleted (removing the last finalizer
-/// of a bad policy must not leave it stuck).
-fn check_policy_object(
-    request: &Request,
-    policies: &PolicySet,
-    lookup: &dyn Lookup,
-) -> Option<PolicyCheck> {
-    if !matches!(request.operation, Operation::Create | Operation::Update) {
-        return None;
-    }
-    let sub_resource = request.info.get("subResource").and_then(Value::as_str);
-    if sub_resource.is_some_and(|s| !s.is_empty()) {
-        return None;
-    }
-    let object = request.object.as_ref()?;
-    if object
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|t| !t.is_null())
-    {
-        return None;
-    }
-    if request.api_version == API_VERSION && request.kind == kanon_api::EXCEPTION_KIND {
-        let document = with_identity(object, request, true);
-        let compiled = kanon_engine::exception::compile_exception(&document);
-        let mut warnings = Vec::new();
-        // Written where kanon does not look, it would do nothing, silently: said now.
-        if let (Ok(exception), Some(namespaces)) = (&compiled, policies.exception_namespaces())
-            && !namespaces.contains(&exception.namespace)
-        {
-            let honoured = if namespaces.is_empty() {
-                "kanon honours exceptions in no namespace (--exception-namespace)".to_string()
-            } else {
-                format!("kanon honours exceptions only in {}", namespaces.join(", "))
-            };
-            warnings.push(format!(
-                "{}: not honoured: {honoured}; it exempts nothing here",
-                exception.label
-            ));
-        }
-        return Some(PolicyCheck {
-            invalid: compiled.err().map(|invalid| invalid_message(&invalid)),
-            warnings,
-        });
-    }
-    // The type as the request resolves it (the object's, else the review's): only kanon's
-    // own kinds go further, without a copy of anything else.
-    let kind =
-        PolicyKind::from_kind(&request.kind).filter(|_| request.api_version == API_VERSION)?;
-    let document = with_identity(object, request, kind.is_namespaced());
-    policy_kind_of(&document)?;
-    let compiled = match lookup.kinds() {
-        Some(kinds) => compile_document_reporting_with(&document, &kinds),
-        None => compile_document_reporting(&document),
-    };
-    let compiled = match compiled {
-        Ok(compiled) => compiled,
-        Err(invalid) => {
-            return Some(PolicyCheck {
-                invalid: Some(invalid_message(&invalid)),
-                warnings: Vec::new(),
-            });
-        }
-    };
-    let policy = &compiled.policy;
-    Some(PolicyCheck {
-        invalid: policy.defect.as_deref().map(invalid_message),
-        warnings: policy
-            .warnings
-            .iter()
-            .map(|w| format!("{}: {w}", policy.id))
-            .collect(),
-    })
-}
-
-/// `Kind/name is invalid: field: message; ...`.
-fn invalid_message(invalid: &kanon_engine::InvalidPolicy) -> String {
-    let errors: Vec<String> = invalid.errors.iter().map(ToString::to_string).collect();
-    format!("{} is invalid: {}", invalid.policy, errors.join("; "))
-}
-
-/// The object with the `apiVersion`, `kind` and namespace the review gives it, where the
-/// object itself leaves them out.
-fn with_identity<'a>(object: &'a Value, request: &Request, namespaced: bool) -> Cow<'a, Value> {
-    if identity_complete(object, request, namespaced) {
-        return Cow::Borrowed(object);
-    }
-    Cow::Owned(identified(object.clone(), request, namespaced))
-}
-
-/// Whether `object` names its `apiVersion`, `kind` and (when `namespaced` and the review
-/// gives one) namespace.
-fn identity_complete(object: &Value, request: &Request, namespaced: bool) -> bool {
-    let present =
-        |value: Option<&Value>| value.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
-    present(object.get("apiVersion"))
-        && present(object.get("kind"))
-        && !(namespaced
-            && request.namespace.is_some()
-            && !present(object.pointer("/metadata/namespace")))
-}
-
-/// [`with_identity`] of an object the caller owns.
-fn identified(mut object: Value, request: &Request, namespaced: bool) -> Value {
-    let namespace_missing = namespaced
-        && request.namespace.is_some()
-        && object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty);
-    let Some(map) = object.as_object_mut() else {
-        return object;
-    };
-    for (key, value) in [
-        ("apiVersion", &request.api_version),
-        ("kind", &request.kind),
-    ] {
-        if map
-            .get(key)
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            map.insert(key.to_string(), Value::String(value.clone()));
-        }
-    }
-    if let (true, Some(namespace)) = (namespace_missing, &request.namespace) {
-        let metadata = map
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Default::default()));
-        if let Some(metadata) = metadata.as_object_mut() {
-            metadata.insert("namespace".to_string(), Value::String(namespace.clone()));
-        }
-    }
-    object
 }
 
 /// A `v1` Status body (`{"apiVersion":"v1","kind":"Status","status":"Failure",...}`) for an

@@ -539,9 +539,9 @@ impl Metrics {
             Outcome::Invalid(_) => "invalid",
             Outcome::Decided(decision) if !decision.allowed => "denied",
             Outcome::Decided(decision)
-                if webhook == WebhookKind::Mutating
-                    && !decision.patch.is_empty()
-                    && operation != Some("DELETE") =>
+                if operation
+                    .and_then(|operation| kanon_engine::parse_operation(operation).ok())
+                    .is_some_and(|operation| decision.carries_patch(webhook, operation)) =>
             {
                 "patched"
             }
