@@ -9,8 +9,8 @@
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kanon_engine::{Deadline, ObjectStore, PolicySet, Request, block_on};
-use kanon_webhook::admission::{self, Limits, Webhook};
+use kanon_engine::{Deadline, ObjectStore, PolicySet, Request, WebhookKind, block_on};
+use kanon_webhook::admission::{self, Limits};
 use kanon_webhook::budget::{self, JsonBudget, ParseError};
 use libfuzzer_sys::fuzz_target;
 
@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
     let policies = &*POLICIES;
     let lookup = &*LOOKUP;
     // The server's own path for both webhooks.
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
+    for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
         let reply = block_on(admission::review(
             data,
             webhook,
@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
     let checks = data.len() % 7;
     let reply = block_on(admission::review_until(
         data,
-        Webhook::Mutate,
+        WebhookKind::Mutating,
         policies,
         lookup,
         &Limits::default(),
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
     check_reply(&reply);
     let reply = block_on(admission::review_until(
         data,
-        Webhook::Validate,
+        WebhookKind::Validating,
         policies,
         lookup,
         &Limits::with_max_body(data.len().saturating_sub(1)),
@@ -93,7 +93,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(document) = serde_json::from_slice::<serde_json::Value>(data)
         && let Ok(request) = Request::from_admission_review(&document)
     {
-        for webhook in [Webhook::Mutate, Webhook::Validate] {
+        for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
             let mut request = request.clone();
             let decision = block_on(admission::decide(&mut request, webhook, policies, lookup));
             let reply = admission::Reply::decided(&request, webhook, decision);
