@@ -43,7 +43,8 @@
 //! nice 19 for the rounds; `=idle`: in the SCHED_IDLE class), `KANON_AUDIT_BENCH_PIN=1` (for
 //! the rounds, kanon alone on the last CPU, as its Pod would have a CPU of its own, and
 //! kube-apiserver, etcd and oha on the others: in a cluster the apiserver serves the audit's
-//! LISTs on other machines), `KANON_AUDIT_BENCH_CPU` (kanon's `--audit-cpu`, default its own
+//! LISTs on other machines; `=with-load`: oha on kanon's CPU too, so that the apiserver's LIST
+//! work delays neither the load generator nor kanon), `KANON_AUDIT_BENCH_CPU` (kanon's `--audit-cpu`, default its own
 //! default: kanon's own), `KANON_AUDIT_BENCH_PERF=DIR`
 //! (`perf record -g` of kanon during round 1's two windows, into DIR; perf costs CPU, so not
 //! for the measured figures). `--quick`: 4,000 objects, 2 rounds of 3 s. Needs `curl`.
@@ -197,6 +198,8 @@ struct Settings {
     sched_idle: bool,
     /// kanon on a CPU of its own, the control plane and oha on the others.
     pin: bool,
+    /// With `pin`: oha on kanon's CPU, the control plane alone on the others.
+    pin_load_with_kanon: bool,
     /// kanon's `--audit-cpu` (`None`: its default).
     audit_cpu: Option<String>,
 }
@@ -227,6 +230,8 @@ impl Settings {
             nice: std::env::var("KANON_AUDIT_BENCH_NICE").is_ok_and(|v| !v.is_empty() && v != "0"),
             sched_idle: std::env::var("KANON_AUDIT_BENCH_NICE").is_ok_and(|v| v == "idle"),
             pin: std::env::var("KANON_AUDIT_BENCH_PIN").is_ok_and(|v| !v.is_empty() && v != "0"),
+            pin_load_with_kanon: std::env::var("KANON_AUDIT_BENCH_PIN")
+                .is_ok_and(|v| v == "with-load"),
             audit_cpu: std::env::var("KANON_AUDIT_BENCH_CPU")
                 .ok()
                 .filter(|v| !v.is_empty()),
@@ -1375,7 +1380,13 @@ fn main() -> Result<()> {
         {
             pin(pid, &others)?;
         }
-        Some(others)
+        // `with-load`: the load generator beside kanon, so that the apiserver's LIST work
+        // (which a real cluster does elsewhere) delays neither.
+        Some(if settings.pin_load_with_kanon {
+            vec![own]
+        } else {
+            others
+        })
     } else {
         None
     };
@@ -1692,8 +1703,13 @@ fn main() -> Result<()> {
     if settings.pin {
         println!();
         println!(
-            "**pinned**: kanon on CPU {} alone, kube-apiserver, etcd and oha on the others, during the rounds",
-            cpu_split().map_or(0, |(own, _)| own)
+            "**pinned**: kanon on CPU {}{}, during the rounds",
+            cpu_split().map_or(0, |(own, _)| own),
+            if settings.pin_load_with_kanon {
+                " with oha, kube-apiserver and etcd alone on the others"
+            } else {
+                " alone, kube-apiserver, etcd and oha on the others"
+            }
         );
     }
     if settings.dry_run {
