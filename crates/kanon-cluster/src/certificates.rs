@@ -62,17 +62,14 @@
 //! one configuration: a replica re-issues a serving certificate that lacks one of its own
 //! names, so two replicas whose names are not one a subset of the other would keep re-issuing.
 
-mod material;
-
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::time::Duration;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
@@ -85,20 +82,14 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use material::{IssueError, Material, Settings, Stored};
+use kanon_certificates::files::{self, WriteError};
+use kanon_certificates::{IssueError, Material, Settings, Stored, rfc3339};
 
-/// The Secret's key of the serving certificate (also its file name in `cert_dir`).
-pub const TLS_CERT_KEY: &str = "tls.crt";
-/// The Secret's key of the serving key (also its file name in `cert_dir`).
-pub const TLS_KEY_KEY: &str = "tls.key";
-/// The Secret's key of the trusted CA bundle (also its file name in `cert_dir`).
-pub const CA_CERT_KEY: &str = "ca.crt";
-/// The Secret's key of the signing CA's key.
-pub const CA_KEY_KEY: &str = "ca.key";
-/// The Secret's key of the signing CA's certificate.
-pub const CA_SIGNING_CERT_KEY: &str = "ca-signing.crt";
+pub use kanon_certificates::{
+    CA_CERT_KEY, CA_KEY_KEY, CA_SIGNING_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY,
+};
 /// The annotation recording when the signing CA joined the bundle (RFC 3339).
-pub const ROTATED_AT_ANNOTATION: &str = "kanon.dev/ca-rotated-at";
+pub const ROTATED_AT_ANNOTATION: &str = kanon_certificates::ROTATED_AT_KEY;
 /// The label marking the Secret as kanon's.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// The value of [`MANAGED_BY_LABEL`].
@@ -261,14 +252,8 @@ pub enum CertificateError {
         message: String,
     },
     /// A file of the certificate directory could not be written.
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        /// The file (or directory).
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] WriteError),
     /// A key or certificate could not be generated.
     #[error("cannot generate the {what}: {message}")]
     Generate {
@@ -314,16 +299,18 @@ pub fn secret_problems(secret: &Secret) -> Vec<CertificateError> {
 }
 
 fn read_secret(secret: &Secret) -> Stored {
-    let empty = BTreeMap::new();
     let rotated_at = secret
         .metadata
         .annotations
         .as_ref()
         .and_then(|annotations| annotations.get(ROTATED_AT_ANNOTATION));
-    Stored::read(
-        secret.data.as_ref().unwrap_or(&empty),
-        rotated_at.map(String::as_str),
-    )
+    let data = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(key, value)| (key.clone(), value.0.clone()))
+        .collect();
+    Stored::read(&data, rotated_at.map(String::as_str))
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -472,14 +459,14 @@ impl Certificates {
                     );
                     Some(Stored::read(
                         &current.data(),
-                        Some(&material::rfc3339(current.rotated_at)),
+                        Some(&rfc3339(current.rotated_at)),
                     ))
                 }
                 (None, None) => None,
             };
-            let now = unix_now();
-            let plan =
-                material::plan(stored.as_ref(), &self.settings, now).map_err(generate_error)?;
+            let now = kanon_certificates::unix_now();
+            let plan = kanon_certificates::plan(stored.as_ref(), &self.settings, now)
+                .map_err(generate_error)?;
             let desired = self.desired_secret(existing.as_ref(), &plan.material);
             let result = match &existing {
                 None => Some(
@@ -568,12 +555,14 @@ impl Certificates {
             .get_or_insert_with(BTreeMap::new)
             .insert(
                 ROTATED_AT_ANNOTATION.to_string(),
-                material::rfc3339(material.rotated_at),
+                rfc3339(material.rotated_at),
             );
-        secret
-            .data
-            .get_or_insert_with(BTreeMap::new)
-            .extend(material.data());
+        secret.data.get_or_insert_with(BTreeMap::new).extend(
+            material
+                .data()
+                .into_iter()
+                .map(|(key, value)| (key, ByteString(value))),
+        );
         secret
     }
 
@@ -592,21 +581,13 @@ impl Certificates {
             }
         });
         let dir = self.config.cert_dir.clone();
-        let files = vec![
-            (CA_CERT_KEY, bundle, false),
-            (
-                TLS_KEY_KEY,
-                material.leaf.key_pem().as_bytes().to_vec(),
-                true,
-            ),
-            (TLS_CERT_KEY, material.leaf.cert.pem().into_bytes(), false),
-        ];
+        let files = material.files();
         let written = tokio::task::spawn_blocking({
             let dir = dir.clone();
-            move || write_files(&dir, &files)
+            move || files::write_changed(&dir, &files)
         })
         .await
-        .map_err(|e| CertificateError::Write {
+        .map_err(|e| WriteError {
             path: dir.clone(),
             source: io::Error::other(e.to_string()),
         })??;
@@ -614,7 +595,7 @@ impl Certificates {
             info!(
                 dir = %dir.display(),
                 files = %written.join(", "),
-                serving_not_after = %material::rfc3339(material.leaf.cert.info.not_after),
+                serving_not_after = %rfc3339(material.leaf.cert.info.not_after),
                 cas = material.bundle.len(),
                 "wrote the certificate files"
             );
@@ -656,68 +637,6 @@ fn generate_error(error: IssueError) -> CertificateError {
     }
 }
 
-fn unix_now() -> i64 {
-    kanon_engine::exception::unix_seconds(SystemTime::now())
-}
-
-/// Writes each `(name, content, private)` into `dir` whose content differs from the file's,
-/// in order, each through a temporary file and a rename; returns the names written.
-fn write_files(
-    dir: &Path,
-    files: &[(&'static str, Vec<u8>, bool)],
-) -> Result<Vec<&'static str>, CertificateError> {
-    fs::create_dir_all(dir).map_err(|source| CertificateError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut written = Vec::new();
-    for (name, content, private) in files {
-        let path = dir.join(name);
-        if fs::read(&path).is_ok_and(|current| current == *content) {
-            continue;
-        }
-        write_atomically(&path, content, *private)
-            .map_err(|source| CertificateError::Write { path, source })?;
-        written.push(*name);
-    }
-    Ok(written)
-}
-
-/// Writes `content` to a temporary file next to `path` and renames it into place; `private`
-/// files are readable and writable by the owner only.
-fn write_atomically(path: &Path, content: &[u8], private: bool) -> io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(
-        ".{file_name}.{}.{}.tmp",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(if private { 0o600 } else { 0o644 });
-    }
-    #[cfg(not(unix))]
-    let _ = private;
-    let result = options
-        .open(&temporary)
-        .and_then(|mut file| {
-            file.write_all(content)?;
-            file.sync_all()
-        })
-        .and_then(|()| fs::rename(&temporary, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -745,30 +664,5 @@ mod tests {
         assert!(refused(|c| c.cert_validity = Duration::ZERO).contains("cert_validity"));
         assert!(refused(|c| c.overlap = Duration::from_secs(365 * 86_400)).contains("overlap"));
         assert!(refused(|c| c.check_interval = Duration::ZERO).contains("check_interval"));
-    }
-
-    #[test]
-    fn files_are_written_only_when_they_change() {
-        let dir = std::env::temp_dir().join(format!("kanon-cert-files-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        let files = vec![("a", b"1".to_vec(), false), ("k", b"2".to_vec(), true)];
-        assert_eq!(write_files(&dir, &files).unwrap(), ["a", "k"]);
-        assert_eq!(write_files(&dir, &files).unwrap(), Vec::<&str>::new());
-        let files = vec![("a", b"1".to_vec(), false), ("k", b"3".to_vec(), true)];
-        assert_eq!(write_files(&dir, &files).unwrap(), ["k"]);
-        assert_eq!(fs::read(dir.join("k")).unwrap(), b"3");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = fs::metadata(dir.join("k")).unwrap().permissions().mode();
-            assert_eq!(mode & 0o077, 0, "{mode:o}");
-        }
-        let leftovers: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .filter(|n| n.to_string_lossy().ends_with(".tmp"))
-            .collect();
-        assert!(leftovers.is_empty(), "{leftovers:?}");
-        fs::remove_dir_all(&dir).unwrap();
     }
 }

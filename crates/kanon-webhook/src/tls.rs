@@ -1,16 +1,17 @@
-//! The webhook's TLS: the serving certificate (created, with its own CA, when the certificate
-//! directory has none), a certificate resolver that swaps in a new pair when the files change
-//! (no restart: kubelet rotates mounted Secrets in place), and the rustls server configuration.
+//! The webhook's TLS: the serving certificate loaded from its files (which kanon-certificates
+//! or cert-manager write), a certificate resolver that swaps in a new pair when the files
+//! change (no restart: kubelet rotates mounted Secrets in place), and the rustls server
+//! configuration.
 //!
 //! Every configuration is built with an explicit ring [`CryptoProvider`]; nothing here depends
 //! on a process-wide default provider.
 
 use std::fmt;
 use std::fs;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
@@ -18,22 +19,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-/// The serving certificate's file name in the certificate directory.
-pub const CERT_FILE: &str = "tls.crt";
-/// The serving key's file name in the certificate directory.
-pub const KEY_FILE: &str = "tls.key";
-/// The generated CA certificate's file name (what a client, or a `caBundle`, trusts).
-pub const CA_CERT_FILE: &str = "ca.crt";
-/// The generated CA key's file name.
-pub const CA_KEY_FILE: &str = "ca.key";
-
-/// The names the generated serving certificate is valid for.
-pub const SERVING_NAMES: [&str; 2] = ["localhost", "127.0.0.1"];
-
-/// How long generated certificates are valid.
-const VALIDITY_DAYS: i64 = 3650;
-
-/// What is wrong with the certificate directory or its files.
+/// What is wrong with the certificate files.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A file or directory could not be read.
@@ -43,22 +29,6 @@ pub enum TlsError {
         path: PathBuf,
         /// Why.
         source: io::Error,
-    },
-    /// A file or directory could not be written.
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: io::Error,
-    },
-    /// Only one of the certificate and the key exists.
-    #[error("{} exists but {} does not: provide both or neither", present.display(), missing.display())]
-    Incomplete {
-        /// The file that exists.
-        present: PathBuf,
-        /// The file that does not.
-        missing: PathBuf,
     },
     /// The certificate file holds no valid PEM certificate.
     #[error("{} is not a PEM certificate chain: {message}", path.display())]
@@ -85,14 +55,6 @@ pub enum TlsError {
         key: PathBuf,
         /// rustls' reason.
         source: rustls::Error,
-    },
-    /// A certificate could not be generated.
-    #[error("cannot generate the {what}: {source}")]
-    Generate {
-        /// Which certificate.
-        what: &'static str,
-        /// rcgen's reason.
-        source: rcgen::Error,
     },
     /// rustls refused the server configuration.
     #[error("cannot build the TLS configuration: {0}")]
@@ -131,182 +93,6 @@ pub fn load_client_roots(path: &Path) -> Result<Arc<rustls::RootCertStore>, TlsE
             .map_err(|e| bad(format!("a certificate is not a usable CA: {e}")))?;
     }
     Ok(Arc::new(roots))
-}
-
-/// Where the serving pair (and the CA, when kanon created it) is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CertPaths {
-    /// The serving certificate chain (`tls.crt`).
-    pub cert: PathBuf,
-    /// The serving key (`tls.key`).
-    pub key: PathBuf,
-    /// The CA certificate (`ca.crt`), when it exists in the directory.
-    pub ca: Option<PathBuf>,
-    /// Whether this call created the files.
-    pub generated: bool,
-}
-
-/// Uses `tls.crt` and `tls.key` in `dir` when both exist; when neither does, creates the
-/// directory if needed, a CA (`ca.crt`, `ca.key`) and a serving certificate signed by it for
-/// `localhost` and `127.0.0.1` (keys readable by the owner only). One without the other is an
-/// error (kanon does not overwrite half a pair).
-pub fn ensure_certificates(dir: &Path) -> Result<CertPaths, TlsError> {
-    let cert = dir.join(CERT_FILE);
-    let key = dir.join(KEY_FILE);
-    let ca = dir.join(CA_CERT_FILE);
-    let exists = |path: &Path| {
-        path.try_exists().map_err(|source| TlsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    match (exists(&cert)?, exists(&key)?) {
-        (true, true) => {
-            let ca = exists(&ca)?.then_some(ca);
-            Ok(CertPaths {
-                cert,
-                key,
-                ca,
-                generated: false,
-            })
-        }
-        (true, false) => Err(TlsError::Incomplete {
-            present: cert,
-            missing: key,
-        }),
-        (false, true) => Err(TlsError::Incomplete {
-            present: key,
-            missing: cert,
-        }),
-        (false, false) => {
-            generate_certificates(dir)?;
-            tracing::info!(dir = %dir.display(), "created a CA and a serving certificate");
-            Ok(CertPaths {
-                cert,
-                key,
-                ca: Some(ca),
-                generated: true,
-            })
-        }
-    }
-}
-
-/// Creates a new CA and a serving certificate for [`SERVING_NAMES`] signed by it in `dir`
-/// (`ca.crt`, `ca.key`, `tls.crt`, `tls.key`), replacing whatever is there. Each file is
-/// written to a temporary name and renamed into place, the key before the certificate, so a
-/// reader never sees half a file.
-pub fn generate_certificates(dir: &Path) -> Result<(), TlsError> {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-    let generate = |what| move |source| TlsError::Generate { what, source };
-
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(generate("CA"))?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "kanon webhook CA");
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-    ];
-    set_validity(&mut ca_params);
-    let ca_key = KeyPair::generate().map_err(generate("CA key"))?;
-    let ca_cert = ca_params.self_signed(&ca_key).map_err(generate("CA"))?;
-    let ca_key_pem = ca_key.serialize_pem();
-    let issuer = Issuer::new(ca_params, ca_key);
-
-    let names: Vec<String> = SERVING_NAMES.iter().map(ToString::to_string).collect();
-    let mut params = CertificateParams::new(names).map_err(generate("serving certificate"))?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, SERVING_NAMES[0]);
-    params.use_authority_key_identifier_extension = true;
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    set_validity(&mut params);
-    let key = KeyPair::generate().map_err(generate("serving key"))?;
-    let cert = params
-        .signed_by(&key, &issuer)
-        .map_err(generate("serving certificate"))?;
-
-    fs::create_dir_all(dir).map_err(|source| TlsError::Write {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    write_file(&dir.join(CA_KEY_FILE), ca_key_pem.as_bytes(), true)?;
-    write_file(&dir.join(CA_CERT_FILE), ca_cert.pem().as_bytes(), false)?;
-    write_file(&dir.join(KEY_FILE), key.serialize_pem().as_bytes(), true)?;
-    write_file(&dir.join(CERT_FILE), cert.pem().as_bytes(), false)?;
-    Ok(())
-}
-
-/// Sets the validity of `params`: from a day ago (clock skew) to [`VALIDITY_DAYS`] from now.
-fn set_validity(params: &mut rcgen::CertificateParams) {
-    let now_days = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() / 86_400);
-    let today = i64::try_from(now_days).unwrap_or(0);
-    let date = |days: i64| {
-        let (y, m, d) = civil_from_days(days);
-        rcgen::date_time_ymd(y, m, d)
-    };
-    params.not_before = date(today - 1);
-    params.not_after = date(today + VALIDITY_DAYS);
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i32, u8, u8) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        i32::try_from(year).unwrap_or(i32::MAX),
-        u8::try_from(month).unwrap_or(1),
-        u8::try_from(day).unwrap_or(1),
-    )
-}
-
-/// Writes `contents` to `path` through a temporary file in the same directory and a rename;
-/// `private` files are created readable and writable by the owner only.
-fn write_file(path: &Path, contents: &[u8], private: bool) -> Result<(), TlsError> {
-    let error = |source| TlsError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(if private { 0o600 } else { 0o644 });
-    }
-    #[cfg(not(unix))]
-    let _ = private;
-    let result = options
-        .open(&temporary)
-        .and_then(|mut file| {
-            file.write_all(contents)?;
-            file.sync_all()
-        })
-        .and_then(|()| fs::rename(&temporary, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    result.map_err(error)
 }
 
 /// Reads a certificate chain and its key, and checks they belong together.
@@ -401,23 +187,28 @@ impl fmt::Debug for CertResolver {
 }
 
 impl CertResolver {
-    /// Loads the pair at `paths` with the ring provider.
-    pub fn load(paths: &CertPaths) -> Result<Arc<Self>, TlsError> {
-        Self::load_with_provider(paths, Arc::new(rustls::crypto::ring::default_provider()))
+    /// Loads the certificate chain at `cert` and its key at `key` with the ring provider.
+    pub fn load(cert: &Path, key: &Path) -> Result<Arc<Self>, TlsError> {
+        Self::load_with_provider(
+            cert,
+            key,
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
     }
 
-    /// Loads the pair at `paths` with `provider`.
+    /// Loads the pair at `cert` and `key` with `provider`.
     pub fn load_with_provider(
-        paths: &CertPaths,
+        cert: &Path,
+        key: &Path,
         provider: Arc<CryptoProvider>,
     ) -> Result<Arc<Self>, TlsError> {
-        let stamp = Stamp::of(&[&paths.cert, &paths.key]);
-        let key = load_certified_key(&paths.cert, &paths.key, &provider)?;
+        let stamp = Stamp::of(&[cert, key]);
+        let certified = load_certified_key(cert, key, &provider)?;
         Ok(Arc::new(CertResolver {
-            cert_path: paths.cert.clone(),
-            key_path: paths.key.clone(),
+            cert_path: cert.to_path_buf(),
+            key_path: key.to_path_buf(),
             provider,
-            current: RwLock::new(Arc::new(key)),
+            current: RwLock::new(Arc::new(certified)),
             watch: Mutex::new(WatchState {
                 loaded: Some(stamp),
                 failed: None,
@@ -551,88 +342,61 @@ pub fn server_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kanon_certificates::directory;
+    use kanon_certificates::{TLS_CERT_KEY, TLS_KEY_KEY};
 
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("kanon-tls-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        dir
+    /// A directory with a pair kanon created.
+    fn pair() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let files = directory::ensure(dir.path()).unwrap();
+        (dir, files.cert, files.key)
     }
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
-    }
-
-    #[test]
-    fn creates_then_reuses_a_pair() {
-        let dir = temp_dir("create");
-        let paths = ensure_certificates(&dir).unwrap();
-        assert!(paths.generated);
-        assert_eq!(paths.ca.as_deref(), Some(dir.join(CA_CERT_FILE).as_path()));
-        for file in [CERT_FILE, KEY_FILE, CA_CERT_FILE, CA_KEY_FILE] {
-            assert!(dir.join(file).is_file(), "{file}");
-        }
-        #[cfg(unix)]
-        for file in [KEY_FILE, CA_KEY_FILE] {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = fs::metadata(dir.join(file)).unwrap().permissions().mode();
-            assert_eq!(mode & 0o077, 0, "{file} is readable by others: {mode:o}");
-        }
-        let cert = fs::read(dir.join(CERT_FILE)).unwrap();
-        let again = ensure_certificates(&dir).unwrap();
-        assert!(!again.generated);
-        assert_eq!(fs::read(dir.join(CERT_FILE)).unwrap(), cert);
-        let resolver = CertResolver::load(&again).unwrap();
+    fn loads_a_pair_and_serves_it() {
+        let (_dir, cert, key) = pair();
+        let resolver = CertResolver::load(&cert, &key).unwrap();
         server_config(resolver, None).unwrap();
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
-    fn half_a_pair_is_an_error() {
-        let dir = temp_dir("half");
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(dir.join(CERT_FILE), "x").unwrap();
-        let error = ensure_certificates(&dir).unwrap_err();
-        assert!(matches!(error, TlsError::Incomplete { .. }), "{error}");
-        assert!(error.to_string().contains(KEY_FILE), "{error}");
-        fs::remove_dir_all(&dir).unwrap();
+    fn a_missing_file_is_named() {
+        let (dir, cert, _) = pair();
+        let missing = dir.path().join("absent.key");
+        let error = CertResolver::load(&cert, &missing).unwrap_err();
+        assert!(matches!(error, TlsError::Read { .. }), "{error}");
+        assert!(error.to_string().contains("absent.key"), "{error}");
     }
 
     #[test]
     fn a_bad_pair_keeps_the_old_one_serving() {
-        let dir = temp_dir("bad");
-        let paths = ensure_certificates(&dir).unwrap();
-        let resolver = CertResolver::load(&paths).unwrap();
+        let (_dir, cert, key) = pair();
+        let resolver = CertResolver::load(&cert, &key).unwrap();
         let before = resolver.current();
 
-        fs::write(&paths.cert, "not a certificate").unwrap();
+        fs::write(&cert, "not a certificate").unwrap();
         let error = resolver.reload().unwrap_err();
         assert!(matches!(error, TlsError::BadCertificate { .. }), "{error}");
-        assert!(error.to_string().contains(CERT_FILE), "{error}");
+        assert!(error.to_string().contains(TLS_CERT_KEY), "{error}");
         assert!(!resolver.reload_if_changed());
         assert!(Arc::ptr_eq(&before, &resolver.current()));
 
         // A certificate with another pair's key.
-        let other = temp_dir("bad-other");
-        generate_certificates(&other).unwrap();
-        fs::copy(other.join(CERT_FILE), &paths.cert).unwrap();
+        let (_other_dir, other_cert, other_key) = pair();
+        fs::copy(&other_cert, &cert).unwrap();
         let error = resolver.reload().unwrap_err();
         assert!(matches!(error, TlsError::Mismatch { .. }), "{error}");
         assert!(Arc::ptr_eq(&before, &resolver.current()));
 
-        fs::write(&paths.key, "garbage").unwrap();
+        fs::write(&key, "garbage").unwrap();
         let error = resolver.reload().unwrap_err();
         assert!(matches!(error, TlsError::BadKey { .. }), "{error}");
-        assert!(error.to_string().contains(KEY_FILE), "{error}");
+        assert!(error.to_string().contains(TLS_KEY_KEY), "{error}");
 
         // The matching key arrives: the new pair is put in force.
-        fs::copy(other.join(KEY_FILE), &paths.key).unwrap();
+        fs::copy(&other_key, &key).unwrap();
         assert!(resolver.reload_if_changed());
         assert!(!Arc::ptr_eq(&before, &resolver.current()));
         assert!(!resolver.reload_if_changed());
-        fs::remove_dir_all(&dir).unwrap();
-        fs::remove_dir_all(&other).unwrap();
     }
 }

@@ -450,10 +450,12 @@ async fn with_a_client_ca_only_clients_it_signed_get_in() {
     std::fs::write(&ca_file, "not a certificate").unwrap();
     let config = kanon_webhook::server::ServerConfig {
         client_ca: Some(ca_file.clone()),
-        ..common::test_config(&common::temp_dir("client-ca-bad"))
+        ..common::test_config()
     };
+    let (resolver, _) = common::certificates(&common::temp_dir("client-ca-bad"));
     let error = kanon_webhook::server::Server::bind(
         config,
+        resolver,
         kanon_webhook::PolicyState::new(),
         Arc::new(common::SlowLookup),
         kanon_webhook::metrics::Metrics::new(),

@@ -12,7 +12,7 @@ use common::{
     Client, HttpResponse, LABEL, SLOW_LOOKUP, connect_tls, fixture, fixture_files, slow_review,
     start, temp_dir, with_uid,
 };
-use kanon_webhook::tls;
+use kanon_certificates::{CA_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -281,13 +281,18 @@ async fn certificates_rotate_without_a_restart() {
 
     // A new pair from a new CA, moved into place key first (as a rotation would).
     let fresh = temp_dir("rotate-new");
-    tls::generate_certificates(&fresh).unwrap();
-    for file in [tls::KEY_FILE, tls::CERT_FILE] {
+    kanon_certificates::directory::create(
+        &fresh,
+        &kanon_certificates::directory::standalone_settings(),
+        kanon_certificates::unix_now(),
+    )
+    .unwrap();
+    for file in [TLS_KEY_KEY, TLS_CERT_KEY] {
         let staged = server.dir.join(format!(".{file}.staged"));
         std::fs::copy(fresh.join(file), &staged).unwrap();
         std::fs::rename(&staged, server.dir.join(file)).unwrap();
     }
-    let new_ca = fresh.join(tls::CA_CERT_FILE);
+    let new_ca = fresh.join(CA_CERT_KEY);
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut rotated = loop {
         match connect_tls(server.addr, &new_ca).await {
@@ -306,7 +311,7 @@ async fn certificates_rotate_without_a_restart() {
     assert_eq!(before.get("/healthz").await.status, 200);
 
     // A broken certificate file: the rotated pair keeps serving.
-    std::fs::write(server.dir.join(tls::CERT_FILE), "not a certificate").unwrap();
+    std::fs::write(server.dir.join(TLS_CERT_KEY), "not a certificate").unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut still = connect_tls(server.addr, &new_ca).await.unwrap();
     assert_eq!(still.get("/healthz").await.status, 200);

@@ -15,6 +15,7 @@ use kanon_cluster::certificates::CertificateMetrics;
 use kanon_engine::{Lookup, NoObjects, ObjectStore};
 use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{self, ServerConfig};
+use kanon_webhook::tls::CertResolver;
 use kanon_webhook::{PolicyState, Publisher};
 
 use crate::auditor::{AuditFeed, AuditPrograms, AuditStart};
@@ -218,7 +219,6 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     let config = ServerConfig {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
-        cert_dir: args.cert_dir.clone(),
         client_ca: args.client_ca_file.clone(),
         review_budget: kanon_webhook::JsonBudget {
             memory_bytes: args.max_review_memory_mib.saturating_mul(MIB),
@@ -258,6 +258,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         let mut recorder = None;
         match &args.policies {
             Some(dir) => {
+                kanon_certificates::directory::ensure(&args.cert_dir).map_err(|e| e.to_string())?;
                 metrics = Metrics::new();
                 let publisher = HonouringPublisher {
                     inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "directory")),
@@ -331,7 +332,13 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                 recorder = started.recorder;
             }
         }
-        let server = server::Server::bind(config, state, lookup, metrics)
+        // Written above, by kanon or by whoever keeps them (cert-manager).
+        let resolver = CertResolver::load(
+            &args.cert_dir.join(kanon_certificates::TLS_CERT_KEY),
+            &args.cert_dir.join(kanon_certificates::TLS_KEY_KEY),
+        )
+        .map_err(|e| e.to_string())?;
+        let server = server::Server::bind(config, resolver, state, lookup, metrics)
             .await
             .map_err(|e| e.to_string())?;
         if let Some(recorder) = recorder {

@@ -50,7 +50,7 @@ use crate::budget::JsonBudget;
 use crate::metrics::Metrics;
 use crate::sandbox::{ProgramSandbox, SandboxConfig};
 use crate::state::PolicyState;
-use crate::tls::{self, CertPaths, CertResolver, TlsError};
+use crate::tls::{self, CertResolver, TlsError};
 
 pub use limits::{OpenFileLimit, raise_open_file_limit};
 pub use timeout::{MAX_REVIEW_TIMEOUT, parse_go_duration};
@@ -67,8 +67,6 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// The plain-HTTP address of `/metrics` and the health probes.
     pub metrics_listen: SocketAddr,
-    /// Where `tls.crt` and `tls.key` are (created, with a CA, when absent).
-    pub cert_dir: PathBuf,
     /// When set, a client must present a certificate signed by a CA in this PEM file to
     /// connect to the webhook port (kube-apiserver does when its admission configuration gives
     /// it one for kanon); others fail the TLS handshake.
@@ -120,7 +118,6 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             metrics_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
-            cert_dir: PathBuf::from("/etc/kanon/certs"),
             client_ca: None,
             max_body_bytes: admission::DEFAULT_MAX_BODY_BYTES,
             review_budget: JsonBudget::default(),
@@ -143,7 +140,7 @@ impl Default for ServerConfig {
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    /// The certificate directory or its files.
+    /// The serving certificate, the client CA, or the TLS configuration.
     #[error(transparent)]
     Tls(#[from] TlsError),
     /// An address could not be bound.
@@ -156,11 +153,11 @@ pub enum ServerError {
         /// Why.
         source: io::Error,
     },
-    /// Loading the certificates from `dir` stopped abnormally (the task panicked).
-    #[error("loading the certificates in {dir} failed: {message}")]
-    CertificateTask {
-        /// The certificate directory.
-        dir: PathBuf,
+    /// Loading the client CA stopped abnormally (the task panicked).
+    #[error("loading the client CA {} failed: {message}", path.display())]
+    ClientCaTask {
+        /// The client CA file.
+        path: PathBuf,
         /// What the task reported.
         message: String,
     },
@@ -180,7 +177,6 @@ pub struct Server {
     metrics_listener: std::net::TcpListener,
     local_addr: SocketAddr,
     metrics_addr: SocketAddr,
-    cert_paths: CertPaths,
     resolver: Arc<CertResolver>,
     acceptor: TlsAcceptor,
     shared: Arc<Shared>,
@@ -191,7 +187,7 @@ impl std::fmt::Debug for Server {
         f.debug_struct("Server")
             .field("local_addr", &self.local_addr)
             .field("metrics_addr", &self.metrics_addr)
-            .field("cert_paths", &self.cert_paths)
+            .field("resolver", &self.resolver)
             .finish_non_exhaustive()
     }
 }
@@ -199,12 +195,13 @@ impl std::fmt::Debug for Server {
 /// Serves until `shutdown` resolves, then drains: [`Server::bind`] and [`Server::run`].
 pub async fn serve(
     config: ServerConfig,
+    resolver: Arc<CertResolver>,
     state: Arc<PolicyState>,
     lookup: Arc<dyn Lookup>,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    Server::bind(config, state, lookup, metrics)
+    Server::bind(config, resolver, state, lookup, metrics)
         .await?
         .run(shutdown)
         .await
@@ -241,31 +238,31 @@ struct Shared {
 }
 
 impl Server {
-    /// Checks the configuration, ensures the certificates (creating them when absent), loads
-    /// them and binds both listeners.
+    /// Checks the configuration, loads the client CA (when configured) and binds both
+    /// listeners. `resolver` serves the certificate (and [`Server::run`] reloads it when its
+    /// files change).
     pub async fn bind(
         config: ServerConfig,
+        resolver: Arc<CertResolver>,
         state: Arc<PolicyState>,
         lookup: Arc<dyn Lookup>,
         metrics: Arc<Metrics>,
     ) -> Result<Server, ServerError> {
         check(&config)?;
-        let cert_dir = config.cert_dir.clone();
-        let client_ca = config.client_ca.clone();
-        let (cert_paths, resolver, client_roots) = tokio::task::spawn_blocking(move || {
-            let paths = tls::ensure_certificates(&cert_dir)?;
-            let resolver = CertResolver::load(&paths)?;
-            let client_roots = client_ca
-                .as_deref()
-                .map(tls::load_client_roots)
-                .transpose()?;
-            Ok::<_, TlsError>((paths, resolver, client_roots))
-        })
-        .await
-        .map_err(|e| ServerError::CertificateTask {
-            dir: config.cert_dir.clone(),
-            message: e.to_string(),
-        })??;
+        let client_roots = match config.client_ca.clone() {
+            None => None,
+            Some(path) => Some(
+                tokio::task::spawn_blocking({
+                    let path = path.clone();
+                    move || tls::load_client_roots(&path)
+                })
+                .await
+                .map_err(|e| ServerError::ClientCaTask {
+                    path,
+                    message: e.to_string(),
+                })??,
+            ),
+        };
         let acceptor = TlsAcceptor::from(tls::server_config(resolver.clone(), client_roots)?);
         let bind_error = |what, addr| move |source| ServerError::Bind { what, addr, source };
         let listener = TcpListener::bind(config.listen)
@@ -304,7 +301,6 @@ impl Server {
             metrics_listener,
             local_addr,
             metrics_addr,
-            cert_paths,
             resolver,
             acceptor,
             shared,
@@ -319,11 +315,6 @@ impl Server {
     /// The metrics address actually bound.
     pub fn metrics_addr(&self) -> SocketAddr {
         self.metrics_addr
-    }
-
-    /// The certificate files in use.
-    pub fn cert_paths(&self) -> &CertPaths {
-        &self.cert_paths
     }
 
     /// The certificate resolver (to force a reload).

@@ -13,6 +13,7 @@ use kanon_engine::{Lookup, LookupFuture, ObjectQuery, PolicySet, compile_documen
 use kanon_webhook::PolicyState;
 use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{Server, ServerConfig, ServerError};
+use kanon_webhook::tls::CertResolver;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -177,12 +178,19 @@ pub struct TestServer {
     task: Option<JoinHandle<Result<(), ServerError>>>,
 }
 
+/// A CA and a serving certificate for `localhost` created in `dir` as standalone kanon does,
+/// loaded; and the CA's file.
+pub fn certificates(dir: &Path) -> (Arc<CertResolver>, PathBuf) {
+    let files = kanon_certificates::directory::ensure(dir).unwrap();
+    let resolver = CertResolver::load(&files.cert, &files.key).unwrap();
+    (resolver, files.ca.expect("a generated CA"))
+}
+
 /// Test defaults: short timeouts, a fast certificate poll.
-pub fn test_config(dir: &Path) -> ServerConfig {
+pub fn test_config() -> ServerConfig {
     ServerConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         metrics_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        cert_dir: dir.to_path_buf(),
         header_read_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(30),
         default_review_timeout: Duration::from_secs(10),
@@ -201,17 +209,23 @@ pub async fn start(
 ) -> TestServer {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = temp_dir(name);
-    let mut config = test_config(&dir);
+    let (resolver, ca) = certificates(&dir);
+    let mut config = test_config();
     configure(&mut config);
     let state = PolicyState::new();
     if ready {
         state.replace(policies());
     }
     let metrics = Metrics::new();
-    let server = Server::bind(config, state.clone(), Arc::new(SlowLookup), metrics.clone())
-        .await
-        .unwrap();
-    let ca = server.cert_paths().ca.clone().expect("a generated CA");
+    let server = Server::bind(
+        config,
+        resolver,
+        state.clone(),
+        Arc::new(SlowLookup),
+        metrics.clone(),
+    )
+    .await
+    .unwrap();
     let (addr, metrics_addr) = (server.local_addr(), server.metrics_addr());
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server.run(async {

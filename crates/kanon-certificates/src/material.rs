@@ -1,7 +1,7 @@
-//! The certificates themselves, without the apiserver: what a Secret holds ([`Stored::read`]),
-//! what it should hold at a given moment ([`plan`]), and the Secret's data for it
-//! ([`Material::data`]). Everything here is a function of its inputs and the clock value it is
-//! given, except key generation.
+//! The certificates themselves: what a store holds ([`Stored::read`]), a new CA
+//! ([`new_ca`]), a serving certificate issued and checked ([`issue_leaf`], [`check_leaf`]),
+//! and what to store ([`Material::data`]). Everything here is a function of its inputs and the
+//! clock value it is given, except key generation.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -9,7 +9,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use base64::Engine as _;
-use k8s_openapi::ByteString;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _, SanType,
@@ -23,11 +22,11 @@ use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::ParsedExtension;
 use x509_parser::oid_registry::OID_X509_EXT_BASIC_CONSTRAINTS;
 
-use super::{CA_CERT_KEY, CA_KEY_KEY, CA_SIGNING_CERT_KEY, TLS_CERT_KEY, TLS_KEY_KEY};
-
-/// How far back `notBefore` is set, so that a clock a little behind ours (the apiserver's, another
-/// replica's) already accepts a new certificate. Clocks must agree within this much.
-pub const BACKDATE_SECS: i64 = 300;
+use crate::files::CertFile;
+use crate::{
+    BACKDATE_SECS, CA_CERT_KEY, CA_KEY_KEY, CA_SIGNING_CERT_KEY, ROTATED_AT_KEY, TLS_CERT_KEY,
+    TLS_KEY_KEY,
+};
 
 /// The ring provider every verification uses (nothing relies on a process-wide default).
 fn provider() -> Arc<CryptoProvider> {
@@ -146,6 +145,11 @@ pub struct Signing {
 }
 
 impl Signing {
+    /// The CA's key, PEM.
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+
     /// rcgen's issuer for this CA: its subject (attribute by attribute) and subject key
     /// identifier as rcgen reads them with x509-parser, and its key. The subject must have passed
     /// [`check_signing`] (which kanon's own CAs do).
@@ -186,9 +190,31 @@ impl Material {
         self.bundle.iter().map(Cert::pem).collect()
     }
 
-    /// The Secret's data keys kanon owns.
-    pub fn data(&self) -> BTreeMap<String, ByteString> {
-        let entry = |key: &str, value: String| (key.to_string(), ByteString(value.into_bytes()));
+    /// The files the webhook server reads (no CA key among them): the bundle first (a new CA
+    /// is trusted before anything it signed is served), then the key, then the certificate.
+    pub fn files(&self) -> Vec<CertFile> {
+        vec![
+            CertFile {
+                name: CA_CERT_KEY,
+                content: self.bundle_pem().into_bytes(),
+                private: false,
+            },
+            CertFile {
+                name: TLS_KEY_KEY,
+                content: self.leaf.key_pem.as_bytes().to_vec(),
+                private: true,
+            },
+            CertFile {
+                name: TLS_CERT_KEY,
+                content: self.leaf.cert.pem().into_bytes(),
+                private: false,
+            },
+        ]
+    }
+
+    /// Everything to store, by key ([`TLS_CERT_KEY`] and the others): a Secret's data keys.
+    pub fn data(&self) -> BTreeMap<String, Vec<u8>> {
+        let entry = |key: &str, value: String| (key.to_string(), value.into_bytes());
         BTreeMap::from([
             entry(TLS_CERT_KEY, self.leaf.cert.pem()),
             entry(TLS_KEY_KEY, self.leaf.key_pem.clone()),
@@ -209,14 +235,15 @@ pub struct Stored {
 }
 
 impl Stored {
-    /// Reads a Secret's data and the rotation annotation's value.
-    pub fn read(data: &BTreeMap<String, ByteString>, rotated_at: Option<&str>) -> Stored {
+    /// Reads what was stored (as [`Material::data`] writes it) and the rotation time's text
+    /// (RFC 3339).
+    pub fn read(data: &BTreeMap<String, Vec<u8>>, rotated_at: Option<&str>) -> Stored {
         let text = |key: &'static str| -> Result<&str, Problem> {
             let bytes = data
                 .get(key)
-                .filter(|value| !value.0.is_empty())
+                .filter(|value| !value.is_empty())
                 .ok_or_else(|| Problem::new(key, "missing"))?;
-            std::str::from_utf8(&bytes.0).map_err(|_| Problem::new(key, "not PEM text"))
+            std::str::from_utf8(bytes).map_err(|_| Problem::new(key, "not PEM text"))
         };
         let leaf = (|| {
             let cert = first_cert(TLS_CERT_KEY, text(TLS_CERT_KEY)?)?;
@@ -246,10 +273,7 @@ impl Stored {
         let rotated_at = match rotated_at {
             None => Ok(None),
             Some(value) => parse_rfc3339(value).map(Some).ok_or_else(|| {
-                Problem::new(
-                    super::ROTATED_AT_ANNOTATION,
-                    format!("{value:?} is not an RFC 3339 time"),
-                )
+                Problem::new(ROTATED_AT_KEY, format!("{value:?} is not an RFC 3339 time"))
             }),
         };
         Stored {
@@ -386,11 +410,17 @@ fn set_validity(params: &mut CertificateParams, not_before: i64, not_after: i64)
 /// The configuration, in the units the decisions use.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The DNS names the serving certificate is valid for (the first is its common name).
     pub dns_names: Vec<String>,
+    /// The IP addresses it is valid for.
     pub ip_addresses: Vec<IpAddr>,
+    /// How long a new CA is valid, in seconds.
     pub ca_validity: i64,
+    /// How long a new serving certificate is valid, in seconds (never past its CA's end).
     pub cert_validity: i64,
+    /// What fraction of its validity may remain before a certificate is renewed.
     pub renew_fraction: f64,
+    /// How long after a CA's rotation the serving certificate moves to the new CA, in seconds.
     pub overlap: i64,
     /// How close to its end a certificate waiting for the overlap is re-issued at once (it
     /// would expire before the check after the overlap).
@@ -399,7 +429,7 @@ pub struct Settings {
 
 impl Settings {
     /// Every name the serving certificate must be valid for.
-    fn server_names(&self) -> Vec<ServerName<'static>> {
+    pub(crate) fn server_names(&self) -> Vec<ServerName<'static>> {
         self.dns_names
             .iter()
             .filter_map(|name| ServerName::try_from(name.clone()).ok())
@@ -433,11 +463,13 @@ pub fn new_ca(settings: &Settings, now: i64) -> Result<Signing, rcgen::Error> {
 }
 
 /// Why a serving certificate could not be issued.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum IssueError {
-    /// rcgen failed.
+    /// rcgen failed making the named part.
+    #[error("cannot generate the {0}: {1}")]
     Generate(&'static str, rcgen::Error),
     /// The new certificate does not verify against its CA.
+    #[error("the new serving certificate does not verify: {0}")]
     Unverifiable(String),
 }
 
@@ -535,187 +567,6 @@ fn server_name_text(name: &ServerName<'_>) -> String {
     }
 }
 
-/// What [`plan`] decided.
-pub struct Plan {
-    pub material: Material,
-    /// A new CA was made (a rotation or a repair; not the first creation).
-    pub renewed_ca: bool,
-    /// A new serving certificate was issued (a renewal or a repair; not the first creation).
-    pub renewed_leaf: bool,
-    /// Why, one line each, for the log.
-    pub reasons: Vec<String>,
-}
-
-/// The content the Secret should have at `now`, from what it has (`None`: there is no
-/// Secret): the CA is rotated when less than `renew_fraction` of `ca_validity` remains (the
-/// new CA signs from then on and joins the bundle at once), the serving certificate is
-/// renewed when less than `renew_fraction` of `cert_validity` remains, and a serving
-/// certificate of the previous CA is replaced `overlap` after the rotation. Unusable parts
-/// are replaced: a bad CA by a new one (a rotation: the old trusted CAs stay in the bundle,
-/// a good serving certificate keeps serving through the overlap), a bad serving certificate
-/// at once.
-pub fn plan(stored: Option<&Stored>, settings: &Settings, now: i64) -> Result<Plan, IssueError> {
-    let names = settings.server_names();
-    let mut reasons = Vec::new();
-    let mut renewed_ca = false;
-    let old_bundle: Vec<Cert> = stored
-        .and_then(|stored| stored.bundle.as_ref().ok())
-        .cloned()
-        .unwrap_or_default();
-    let old_leaf = stored.and_then(|stored| stored.leaf.as_ref().ok());
-    let unexpired = |cert: &&Cert| cert.info.not_after > now;
-    let new_ca = || new_ca(settings, now).map_err(|e| IssueError::Generate("CA", e));
-
-    let (signing, bundle, rotated_at) = match stored.map(|stored| &stored.signing) {
-        None => {
-            reasons.push("no Secret yet: created a CA".to_string());
-            let signing = new_ca()?;
-            let bundle = vec![signing.cert.clone()];
-            (signing, bundle, now)
-        }
-        Some(Err(problem)) => {
-            renewed_ca = true;
-            let signing = new_ca()?;
-            reasons.push(format!(
-                "{}: {}: a new CA replaces it (the CAs trusted so far stay in the bundle)",
-                problem.key, problem.message
-            ));
-            let mut bundle = vec![signing.cert.clone()];
-            bundle.extend(old_bundle.iter().filter(unexpired).cloned());
-            (signing, bundle, now)
-        }
-        Some(Ok(current)) if ca_due(current, settings, now) => {
-            renewed_ca = true;
-            let signing = new_ca()?;
-            reasons.push(format!(
-                "the CA expires at {}: a new CA joins the bundle and signs from now on; the \
-                 serving certificate moves to it after the overlap",
-                rfc3339(current.cert.info.not_after)
-            ));
-            let mut bundle = vec![signing.cert.clone(), current.cert.clone()];
-            // The CA of the certificate being served, if another, stays trusted as long as it
-            // is valid.
-            if let Some(leaf) = old_leaf
-                && let Some(issuer) = old_bundle.iter().find(|ca| {
-                    !matches!(
-                        check_leaf(&leaf.cert, ca, &names, now),
-                        LeafCheck::Invalid(_)
-                    )
-                })
-                && !bundle.contains(issuer)
-            {
-                bundle.push(issuer.clone());
-            }
-            (signing, bundle, now)
-        }
-        Some(Ok(current)) => {
-            let rotated_at = stored
-                .and_then(|stored| stored.rotated_at.clone().ok().flatten())
-                .unwrap_or(current.cert.info.not_before + BACKDATE_SECS);
-            let mut bundle = vec![current.cert.clone()];
-            for ca in old_bundle.iter().filter(unexpired) {
-                if !bundle.contains(ca) {
-                    bundle.push(ca.clone());
-                }
-            }
-            (current.clone(), bundle, rotated_at)
-        }
-    };
-
-    // `Some(reason)`: a new serving certificate (an empty reason: the first one).
-    let reissue = match stored.map(|stored| &stored.leaf) {
-        None => Some(String::new()),
-        Some(Err(problem)) => Some(format!("{}: {}", problem.key, problem.message)),
-        Some(Ok(leaf)) => leaf_due(leaf, &signing, &bundle, rotated_at, &names, settings, now),
-    };
-    let (leaf, renewed_leaf) = match (reissue, old_leaf) {
-        (None, Some(leaf)) => (leaf.clone(), false),
-        (reason, _) => {
-            if let Some(reason) = reason.filter(|reason| !reason.is_empty()) {
-                reasons.push(format!("{reason}: issued a new serving certificate"));
-            }
-            (issue_leaf(&signing, settings, now)?, stored.is_some())
-        }
-    };
-    Ok(Plan {
-        material: Material {
-            leaf,
-            signing,
-            bundle,
-            rotated_at,
-        },
-        renewed_ca,
-        renewed_leaf,
-        reasons,
-    })
-}
-
-/// Whether less than `renew_fraction` of the CA's validity remains.
-fn ca_due(current: &Signing, settings: &Settings, now: i64) -> bool {
-    let remaining = (current.cert.info.not_after - now) as f64;
-    remaining < settings.renew_fraction * settings.ca_validity as f64
-}
-
-/// Why the serving certificate must be re-issued now, if it must.
-fn leaf_due(
-    leaf: &Leaf,
-    signing: &Signing,
-    bundle: &[Cert],
-    rotated_at: i64,
-    names: &[ServerName<'static>],
-    settings: &Settings,
-    now: i64,
-) -> Option<String> {
-    let mut missing = None;
-    let mut issuer = None;
-    for ca in bundle {
-        match check_leaf(&leaf.cert, ca, names, now) {
-            LeafCheck::Valid => {
-                issuer = Some(ca);
-                break;
-            }
-            LeafCheck::MissingName(name) => missing = Some(name),
-            LeafCheck::Invalid(_) => {}
-        }
-    }
-    let Some(issuer) = issuer else {
-        return Some(match missing {
-            Some(name) => format!("{TLS_CERT_KEY} is not valid for {name}"),
-            None => format!(
-                "{TLS_CERT_KEY} is not valid now under any CA of the bundle (expired at {}, \
-                 or signed by another CA)",
-                rfc3339(leaf.cert.info.not_after)
-            ),
-        });
-    };
-    let not_after = leaf.cert.info.not_after;
-    if *issuer == signing.cert {
-        let remaining = (not_after - now) as f64;
-        let renewed_end = (now + settings.cert_validity).min(signing.cert.info.not_after);
-        // A certificate cut short by its CA's end gains nothing from a renewal: the CA's
-        // rotation replaces it.
-        (remaining < settings.renew_fraction * settings.cert_validity as f64
-            && renewed_end > not_after)
-            .then(|| format!("{TLS_CERT_KEY} expires at {}", rfc3339(not_after)))
-    } else {
-        let switch_at = rotated_at + settings.overlap;
-        if now >= switch_at {
-            Some(format!(
-                "{TLS_CERT_KEY} is signed by the previous CA and the overlap since the CA's \
-                 rotation at {} has passed",
-                rfc3339(rotated_at)
-            ))
-        } else if not_after <= switch_at + settings.margin {
-            Some(format!(
-                "{TLS_CERT_KEY} (of the previous CA) expires at {}, before the overlap ends",
-                rfc3339(not_after)
-            ))
-        } else {
-            None
-        }
-    }
-}
-
 /// One PEM block.
 fn pem_block(label: &str, der: &[u8]) -> String {
     let encoded = base64::engine::general_purpose::STANDARD.encode(der);
@@ -730,7 +581,7 @@ fn pem_block(label: &str, der: &[u8]) -> String {
 
 /// Seconds since the UNIX epoch as RFC 3339 (UTC, whole seconds).
 pub fn rfc3339(secs: i64) -> String {
-    match k8s_openapi::jiff::Timestamp::from_second(secs) {
+    match jiff::Timestamp::from_second(secs) {
         Ok(t) => t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
         Err(_) => secs.to_string(),
     }
@@ -738,188 +589,14 @@ pub fn rfc3339(secs: i64) -> String {
 
 /// An RFC 3339 time as seconds since the UNIX epoch.
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
-    text.parse::<k8s_openapi::jiff::Timestamp>()
-        .ok()
-        .map(|t| t.as_second())
+    text.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const T0: i64 = 1_800_000_000;
-
-    fn settings() -> Settings {
-        Settings {
-            dns_names: vec!["kanon.kanon-system.svc".into()],
-            ip_addresses: vec!["127.0.0.1".parse().unwrap()],
-            ca_validity: 1_000,
-            cert_validity: 100,
-            renew_fraction: 0.3,
-            overlap: 20,
-            margin: 2,
-        }
-    }
-
-    /// The Secret's content after writing `material` and reading it back.
-    fn round_trip(material: &Material) -> Stored {
-        let stored = Stored::read(&material.data(), Some(&rfc3339(material.rotated_at)));
-        assert!(stored.problems().is_empty(), "{:?}", stored.problems());
-        stored
-    }
-
-    fn step(material: &Material, now: i64) -> Plan {
-        plan(Some(&round_trip(material)), &settings(), now).unwrap()
-    }
-
-    #[test]
-    fn creation_then_nothing_to_do() {
-        let created = plan(None, &settings(), T0).unwrap();
-        assert!(!created.renewed_ca && !created.renewed_leaf);
-        let material = created.material;
-        assert_eq!(material.bundle, vec![material.signing.cert.clone()]);
-        assert_eq!(material.leaf.cert.info.not_after, T0 + 100);
-        assert_eq!(material.signing.cert.info.not_after, T0 + 1_000);
-        let again = step(&material, T0 + 10);
-        assert!(again.reasons.is_empty(), "{:?}", again.reasons);
-        assert_eq!(again.material.data(), material.data());
-    }
-
-    #[test]
-    fn the_leaf_is_renewed_under_the_same_ca_when_due() {
-        let material = plan(None, &settings(), T0).unwrap().material;
-        // 71 s of 100 in: 29 remain, less than 30.
-        let renewed = step(&material, T0 + 71);
-        assert!(renewed.renewed_leaf && !renewed.renewed_ca);
-        assert_ne!(renewed.material.leaf.cert, material.leaf.cert);
-        assert_eq!(renewed.material.signing.cert, material.signing.cert);
-        assert_eq!(renewed.material.leaf.cert.info.not_after, T0 + 171);
-        assert!(!step(&material, T0 + 69).renewed_leaf);
-    }
-
-    #[test]
-    fn the_ca_rotates_with_an_overlap() {
-        let s = settings();
-        let mut material = plan(None, &s, T0).unwrap().material;
-        let first_ca = material.signing.cert.clone();
-        // Keep the leaf fresh until the CA is due (700 s in: 300 remain, not less).
-        let mut now = T0;
-        while now < T0 + 700 {
-            now += 10;
-            material = step(&material, now).material;
-        }
-        assert_eq!(material.signing.cert, first_ca);
-        let served = material.leaf.cert.clone();
-        let rotated = step(&material, T0 + 701);
-        assert!(rotated.renewed_ca && !rotated.renewed_leaf);
-        let material = rotated.material;
-        let second_ca = material.signing.cert.clone();
-        assert_ne!(second_ca, first_ca);
-        assert_eq!(material.bundle, vec![second_ca.clone(), first_ca.clone()]);
-        assert_eq!(material.leaf.cert, served, "the leaf waits for the overlap");
-        assert_eq!(material.rotated_at, T0 + 701);
-        // During the overlap: unchanged, even though the leaf is due by then.
-        let waiting = step(&material, T0 + 720);
-        assert!(!waiting.renewed_leaf && !waiting.renewed_ca);
-        assert_eq!(waiting.material.data(), material.data());
-        // After it: a leaf of the new CA; the old CA stays trusted.
-        let moved = step(&material, T0 + 721);
-        assert!(moved.renewed_leaf && !moved.renewed_ca);
-        let material = moved.material;
-        assert_eq!(
-            check_leaf(&material.leaf.cert, &second_ca, &s.server_names(), T0 + 721),
-            LeafCheck::Valid
-        );
-        assert_eq!(material.bundle, vec![second_ca.clone(), first_ca.clone()]);
-        // The old CA expires: it leaves the bundle.
-        let pruned = step(&material, T0 + 1_000);
-        assert_eq!(pruned.material.bundle, vec![second_ca]);
-    }
-
-    #[test]
-    fn a_leaf_expiring_during_the_overlap_is_reissued_at_once() {
-        let mut s = settings();
-        s.cert_validity = 2_000; // cut short at the CA's end
-        let material = plan(None, &s, T0).unwrap().material;
-        assert_eq!(material.leaf.cert.info.not_after, T0 + 1_000);
-        let rotated = plan(Some(&round_trip(&material)), &s, T0 + 701).unwrap();
-        assert!(rotated.renewed_ca && !rotated.renewed_leaf);
-        // The overlap ends at 721 (+ margin); the old leaf lasts until 1000: it waits.
-        assert!(
-            !plan(Some(&round_trip(&rotated.material)), &s, T0 + 720)
-                .unwrap()
-                .renewed_leaf
-        );
-        s.overlap = 400;
-        let urgent = plan(Some(&round_trip(&rotated.material)), &s, T0 + 720).unwrap();
-        assert!(urgent.renewed_leaf, "{:?}", urgent.reasons);
-    }
-
-    #[test]
-    fn bad_parts_are_named_and_replaced() {
-        let s = settings();
-        let material = plan(None, &s, T0).unwrap().material;
-        let mut data = material.data();
-        data.insert(TLS_KEY_KEY.into(), ByteString(b"garbage".to_vec()));
-        let stored = Stored::read(&data, None);
-        let problems = stored.problems();
-        assert_eq!(problems.len(), 1);
-        assert_eq!(problems[0].key, TLS_KEY_KEY);
-        let repaired = plan(Some(&stored), &s, T0 + 1).unwrap();
-        assert!(repaired.renewed_leaf && !repaired.renewed_ca);
-        assert_eq!(repaired.material.signing.cert, material.signing.cert);
-
-        // Another pair's key.
-        let other = plan(None, &s, T0).unwrap().material;
-        data.insert(
-            TLS_KEY_KEY.into(),
-            ByteString(other.leaf.key_pem.clone().into_bytes()),
-        );
-        let problems = Stored::read(&data, None).problems();
-        assert_eq!(problems[0].key, TLS_KEY_KEY);
-        assert!(
-            problems[0].message.contains("not the key of tls.crt"),
-            "{problems:?}"
-        );
-
-        // No CA key: a new CA, the old one still trusted, the good leaf kept for the overlap.
-        let mut data = material.data();
-        data.remove(CA_KEY_KEY);
-        let stored = Stored::read(&data, None);
-        assert_eq!(stored.problems()[0].key, CA_KEY_KEY);
-        let repaired = plan(Some(&stored), &s, T0 + 1).unwrap();
-        assert!(repaired.renewed_ca && !repaired.renewed_leaf);
-        assert_eq!(repaired.material.bundle.len(), 2);
-        assert_eq!(repaired.material.bundle[1], material.signing.cert);
-        assert_eq!(repaired.material.leaf.cert, material.leaf.cert);
-
-        // A bundle of garbage: rebuilt from the signing CA.
-        let mut data = material.data();
-        data.insert(CA_CERT_KEY.into(), ByteString(b"not pem".to_vec()));
-        let stored = Stored::read(&data, None);
-        assert_eq!(stored.problems()[0].key, CA_CERT_KEY);
-        let repaired = plan(Some(&stored), &s, T0 + 1).unwrap();
-        assert!(!repaired.renewed_ca && !repaired.renewed_leaf);
-        assert_eq!(
-            repaired.material.bundle,
-            vec![material.signing.cert.clone()]
-        );
-    }
-
-    #[test]
-    fn a_new_name_gets_a_new_leaf() {
-        let mut s = settings();
-        let material = plan(None, &s, T0).unwrap().material;
-        s.dns_names
-            .push("kanon.kanon-system.svc.cluster.local".into());
-        let renewed = plan(Some(&round_trip(&material)), &s, T0 + 1).unwrap();
-        assert!(renewed.renewed_leaf);
-        assert!(
-            renewed.reasons[0].contains("cluster.local"),
-            "{:?}",
-            renewed.reasons
-        );
-    }
+    use crate::fixtures::{T0, settings};
+    use crate::plan::plan;
 
     /// A certificate of `key` made with `params`, as kanon reads it.
     fn read_back(params: &CertificateParams, key: &KeyPair) -> Cert {
@@ -1036,14 +713,8 @@ mod tests {
         let ca = Cert::from_der(der).unwrap();
         assert!(ca.info.is_ca);
         let mut data = plan(None, &settings(), T0).unwrap().material.data();
-        data.insert(
-            CA_SIGNING_CERT_KEY.into(),
-            ByteString(ca.pem().into_bytes()),
-        );
-        data.insert(
-            CA_KEY_KEY.into(),
-            ByteString(key.serialize_pem().into_bytes()),
-        );
+        data.insert(CA_SIGNING_CERT_KEY.into(), ca.pem().into_bytes());
+        data.insert(CA_KEY_KEY.into(), key.serialize_pem().into_bytes());
         let problems = Stored::read(&data, None).problems();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].key, CA_SIGNING_CERT_KEY);
@@ -1070,7 +741,7 @@ mod tests {
         });
         let mut refused = 0;
         for variant in truncated.chain(flipped) {
-            let pem = ByteString(pem_block("CERTIFICATE", &variant).into_bytes());
+            let pem = pem_block("CERTIFICATE", &variant).into_bytes();
             let mut data = material.data();
             for key in [TLS_CERT_KEY, CA_CERT_KEY, CA_SIGNING_CERT_KEY] {
                 data.insert(key.into(), pem.clone());
