@@ -8,10 +8,11 @@ use std::sync::LazyLock;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kanon_api::{FieldSelector, ResourceSelector};
-use kanon_engine::helpers;
-use kanon_engine::pointer;
-use kanon_engine::quantity::{Decimal, Quantity};
-use kanon_engine::selector::{FieldMatcher, LabelMatcher, ObjectView, ResourceMatcher, labels_of};
+use kanon_engine::internals::helpers;
+use kanon_engine::internals::pointer;
+use kanon_engine::{Decimal, Quantity};
+use kanon_engine::{LabelMatcher, labels_of};
+use kanon_engine::internals::{FieldMatcher, ObjectView, ResourceMatcher};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -56,9 +57,9 @@ fn pointers(text: &str) {
 }
 
 fn jsonpath(text: &str) {
-    let _ = kanon_engine::refs::selects_many(Some(text));
+    let _ = kanon_engine::internals::selects_many(Some(text));
     // The engine's entry point, with its bounds; then the query run as the engine runs it.
-    let Ok(query) = kanon_engine::refs::parse_jsonpath(text) else {
+    let Ok(query) = kanon_engine::parse_jsonpath(text) else {
         return;
     };
     for object in OBJECTS.iter() {

@@ -7,9 +7,8 @@
 use std::sync::{Arc, LazyLock};
 
 use kanon_api::Operation;
-use kanon_engine::program::{
-    Program, ProgramKind, ProgramLimits, json_value, patch_from_output, verdict_from_output,
-};
+use kanon_engine::{Program, ProgramKind, ProgramLimits};
+use kanon_engine::internals::{json_value, patch_from_output, verdict_from_output};
 use kanon_engine::{ObjectStore, PolicySet, Request, block_on, compile_document};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
@@ -65,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(output) if kind == ProgramKind::Override => {
                 if let Ok(patch) = patch_from_output(output) {
                     let mut object = kanon_fuzz::web_pod();
-                    let _ = kanon_engine::plaintext::apply_all(&mut object, &patch.0);
+                    let _ = kanon_engine::internals::apply_plaintext(&mut object, &patch.0);
                 }
             }
             Ok(output) => {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kanon_engine::FieldError;
-use kanon_engine::exception::{CompiledException, compile_exception};
+use kanon_engine::{CompiledException, compile_exception};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
@@ -301,7 +301,7 @@ mod tests {
         assert_eq!(exceptions.in_force().len(), 2);
 
         let set = policies();
-        let now = kanon_engine::exception::parse_time("2026-11-26T00:00:00Z").unwrap();
+        let now = kanon_engine::parse_exception_time("2026-11-26T00:00:00Z").unwrap();
         let status = |key: &ExceptionKey, at: i64| {
             let entry = exceptions.get(key).unwrap();
             desired_status(entry, &set, at, None, "2026-11-26T00:00:00Z")
@@ -329,7 +329,7 @@ mod tests {
             "{s}"
         );
         // It expires on time; the next expiry is when its status must change.
-        let expiry = kanon_engine::exception::parse_time("2026-12-01T00:00:00Z").unwrap();
+        let expiry = kanon_engine::parse_exception_time("2026-12-01T00:00:00Z").unwrap();
         assert_eq!(exceptions.next_expiry(now), Some(expiry));
         assert_eq!(exceptions.next_expiry(expiry), None);
         assert_eq!(ready_of(&status(&good, expiry)), ("False", "Expired"));

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use kanon_engine::lookup::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
+use kanon_engine::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
 use kanon_engine::{Lookup, LookupError};
 use serde_json::Value;
 

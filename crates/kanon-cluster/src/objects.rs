@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kanon_engine::LookupError;
-use kanon_engine::lookup::{LookupFuture, ObjectQuery};
+use kanon_engine::{LookupFuture, ObjectQuery};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -382,7 +382,7 @@ impl ObjectReader {
 #[cfg(test)]
 mod tests {
     use kanon_engine::LookupError;
-    use kanon_engine::lookup::ObjectQuery;
+    use kanon_engine::ObjectQuery;
 
     use super::read_scope;
 

@@ -356,7 +356,7 @@ impl Reflector {
 
 /// The clock's time in Unix seconds.
 fn unix_now() -> i64 {
-    kanon_engine::exception::unix_seconds(std::time::SystemTime::now())
+    kanon_engine::unix_seconds(std::time::SystemTime::now())
 }
 
 /// Returns when the next exception expires; never, when none will.

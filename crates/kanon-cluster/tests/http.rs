@@ -17,7 +17,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use kanon_cluster::ClusterMetrics;
 use kanon_cluster::http::{HttpConfig, HttpLookups, HttpSetupError, TokenSource};
-use kanon_engine::lookup::HttpMethod;
+use kanon_engine::HttpMethod;
 use kanon_engine::{
     HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, ObjectQuery, PolicySet,
     compile_document,

@@ -17,9 +17,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use cases::{override_template, pod, templates};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use kanon_api::Operation;
-use kanon_engine::policy::{CompiledPolicy, PolicyRules};
-use kanon_engine::program::{Program, ProgramKind, ProgramLimits};
+use kanon_engine::{CompiledPolicy, PolicyRules};
 use kanon_engine::{NoObjects, PolicySet, Request, compile_document};
+use kanon_engine::{Program, ProgramKind, ProgramLimits};
 use serde_json::{Value, json};
 
 fn set_of(policy: Value) -> PolicySet {

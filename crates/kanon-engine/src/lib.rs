@@ -8,69 +8,103 @@
 //! [`PolicySet::validate`] and [`PolicySet::review`] produce a [`Decision`] (their `_in`
 //! forms do so in an [`Evaluation`]: lookups, the host of hand-written programs, the deadline).
 //!
-//! Rules are written in several languages, a module each under [`language`] (templates,
-//! programs, plaintext), which all read [`references`], see the same [`rule::Variables`] and
-//! fail with a [`RuleError`]; [`decision`] calls them through one seam, `language::apply` and
+//! Rules are written in several languages, a module each under `language` (templates,
+//! programs, plaintext, CEL), which all read `references`, see the same `rule::Variables` and
+//! fail with a [`RuleError`]; `decision` calls them through one seam, `language::apply` and
 //! `language::verdict`.
+//!
+//! Every module is private; this page is the engine's whole face. Its hosts (the webhook, the
+//! cluster crate, the CLI) use what is re-exported here and nothing else.
 
-pub mod admission_policy;
-pub mod decision;
-pub mod diff;
-pub mod document;
-pub mod error;
-pub mod evaluation;
-pub mod exception;
-pub mod finding;
-pub mod helpers;
-pub mod host;
-pub mod index;
-pub mod jsonpath;
+// Every module is private: what other crates use is re-exported below, by what it is for.
+// The fuzz targets and the engine's own differential tests reach further, through the
+// `internals` feature.
+mod admission_policy;
+mod decision;
+mod diff;
+mod document;
+mod error;
+mod evaluation;
+mod exception;
+mod finding;
+mod helpers;
+mod host;
+mod index;
+mod jsonpath;
 mod kubernetes;
-pub mod language;
-pub mod lookup;
-pub mod podspec;
-pub mod pointer;
-pub mod policy;
-pub mod program;
-pub mod publish;
-pub mod quantity;
-pub mod references;
-pub mod request;
-pub mod rule;
-pub mod selector;
+mod language;
+mod lookup;
+mod podspec;
+mod pointer;
+mod policy;
+mod program;
+mod publish;
+mod quantity;
+mod references;
+mod request;
+mod rule;
+mod selector;
 mod self_check;
-pub mod set;
-pub mod shape;
-pub mod structured_merge;
-pub mod targets;
-pub mod workload;
+mod set;
+mod shape;
+mod structured_merge;
+mod targets;
+mod workload;
 
-// Where these modules were before the rule languages had a module each; other crates and the
-// fuzz targets name them so.
-pub use language::plaintext;
-pub use language::template::native;
-pub use references as refs;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals;
 
-pub use admission_policy::{AdmissionPolicies, admission_kind_of};
-pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
+// Policies: documents, compiling, the set and its checks.
 pub use document::{DocumentError, parse_documents};
 pub use error::{FieldError, InvalidPolicy};
-pub use evaluation::Evaluation;
-pub use finding::Finding;
 pub use kanon_schema::Kinds;
-pub use lookup::{
-    HttpAnswer, HttpCall, HttpToken, Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery,
-    ObjectStore, block_on,
-};
 pub use policy::{
-    CompiledPolicy, PolicyId, PolicyObject, compile, compile_with, kinds_warnings, policy_kind_of,
+    Compiled, CompiledPolicy, PolicyId, PolicyObject, PolicyRules, compile, compile_with,
+    kinds_warnings, policy_kind_of,
 };
-pub use publish::{AdmissionRecorder, PolicyPublisher};
-pub use request::{Deadline, Request, RequestError, parse_operation};
-pub use rule::RuleError;
 pub use self_check::PolicyCheck;
 pub use set::{DuplicatePolicy, PolicySet};
+pub use shape::{PathStep, ProblemKind, check as check_shape};
+
+// ValidatingAdmissionPolicy and MutatingAdmissionPolicy: their manifests as kanon reads them.
+pub use admission_policy::manifest::{
+    BindingSpec, Manifest, MatchResources, MutatingPolicySpec, NamedRule, ValidatingPolicySpec,
+};
+pub use admission_policy::{
+    AdmissionKind, AdmissionPolicies, VALIDATION_FAILURE_KEY, admission_kind_of,
+};
+
+// Exceptions.
+pub use exception::{
+    CompiledException, compile_exception, is_exception, parse_time as parse_exception_time,
+    unix_seconds,
+};
+
+// One request: what it is, how it is evaluated, what comes of it.
+pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
+pub use evaluation::Evaluation;
+pub use finding::Finding;
+pub use request::{Deadline, Request, RequestError, parse_operation};
+pub use rule::RuleError;
 pub use targets::{Targets, WebhookKind};
+
+// What the engine asks of its host: lookups, hand-written programs, where policies and
+// admitted objects go.
+pub use host::{ProgramCall, ProgramFuture, ProgramHost, ProgramInput, ProgramReply};
+pub use lookup::{
+    HttpAnswer, HttpCall, HttpMethod, HttpToken, Lookup, LookupError, LookupFuture,
+    MissingIdentity, NoObjects, ObjectQuery, ObjectStore, block_on, ready as lookup_ready,
+};
+pub use program::{Program, ProgramError, ProgramKind, ProgramLimits};
+pub use publish::{AdmissionRecorder, PolicyPublisher};
+
+// Kubernetes' own notions kanon's hosts share.
+pub use pointer::{escape as escape_pointer_token, find as find_pointer};
+pub use quantity::{Decimal, Quantity};
+pub use references::{RefScope, parse_jsonpath};
+pub use selector::{LabelMatcher, labels_of};
+pub use workload::{WORKLOADS, Workload};
 
 /// Decodes and compiles one policy document; the error lists every problem by field path.
 pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, InvalidPolicy> {
@@ -85,9 +119,7 @@ pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, 
 /// fields, bad programs, ...) usable for matching, with every error in its `defect`: what a
 /// cluster does with a bad policy that got past admission. Only a document that cannot be
 /// read at all is an error. Kinds and paths are checked against the built-in kinds.
-pub fn compile_document_reporting(
-    document: &serde_json::Value,
-) -> Result<policy::Compiled, InvalidPolicy> {
+pub fn compile_document_reporting(document: &serde_json::Value) -> Result<Compiled, InvalidPolicy> {
     let (object, problems) = PolicyObject::decode_reporting(document)?;
     Ok(compile(&object).with_decode_problems(problems))
 }
@@ -97,7 +129,7 @@ pub fn compile_document_reporting(
 pub fn compile_document_reporting_with(
     document: &serde_json::Value,
     kinds: &Kinds,
-) -> Result<policy::Compiled, InvalidPolicy> {
+) -> Result<Compiled, InvalidPolicy> {
     let (object, problems) = PolicyObject::decode_reporting(document)?;
     Ok(compile_with(&object, kinds).with_decode_problems(problems))
 }

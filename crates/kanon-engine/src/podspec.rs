@@ -189,15 +189,6 @@ pub fn oversold(current: &Value, factors: &Value, edit: Edit) -> Result<Value, S
     Ok(Value::Object(result))
 }
 
-/// The `requests` of [`oversold`]'s result: `None` when it drops them (none left).
-pub fn oversold_requests(
-    current: &Value,
-    factors: &Value,
-    edit: Edit,
-) -> Result<Option<Value>, String> {
-    oversold_requests_by(current, text_factors(factors), edit)
-}
-
 /// The factors of a JSON object (resource name → factor), each to be read where needed.
 fn text_factors(factors: &Value) -> impl Iterator<Item = (&str, Factor<'_>)> {
     factors
@@ -216,7 +207,8 @@ pub(crate) enum Factor<'f> {
     Read(crate::quantity::Decimal),
 }
 
-/// [`oversold_requests`] with factors given one by one (resource name, factor), each read
+/// The `requests` of [`oversold`]'s result (`None` when it drops them: none left), with factors
+/// given one by one (resource name, factor), each read
 /// only where a limit needs it, as the program helper reads them.
 pub(crate) fn oversold_requests_by<'f>(
     current: &Value,

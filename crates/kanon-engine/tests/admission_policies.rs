@@ -7,8 +7,8 @@ mod common;
 use common::*;
 use kanon_api::{Operation, ValidationReason};
 use kanon_engine::{
-    AdmissionPolicies, CompiledPolicy, Decision, ObjectStore, PolicyOutcome, PolicySet, Request,
-    StatusReason, admission_kind_of, admission_policy::AdmissionKind,
+    AdmissionKind, AdmissionPolicies, CompiledPolicy, Decision, ObjectStore, PolicyOutcome,
+    PolicySet, Request, StatusReason, admission_kind_of,
 };
 use serde_json::{Value, json};
 
@@ -1237,14 +1237,14 @@ fn audit_writes_the_validation_failure_annotation() {
     assert!(decision.allowed, "{decision:?}");
     assert!(decision.warnings.is_empty(), "{decision:?}");
     assert_eq!(
-        decision.audit_annotations.get(kanon_engine::admission_policy::VALIDATION_FAILURE_KEY),
+        decision.audit_annotations.get(kanon_engine::VALIDATION_FAILURE_KEY),
         Some(
             &r#"[{"message":"no web pods","policy":"p","binding":"b","expressionIndex":1,"validationActions":["Audit"]}]"#
                 .to_owned()
         )
     );
     assert_eq!(
-        kanon_engine::admission_policy::VALIDATION_FAILURE_KEY,
+        kanon_engine::VALIDATION_FAILURE_KEY,
         "validation.policy.admission.k8s.io/validation_failure"
     );
 }

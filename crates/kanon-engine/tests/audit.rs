@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::*;
 use kanon_api::ResultStatus;
-use kanon_engine::exception::compile_exception;
+use kanon_engine::compile_exception;
 use kanon_engine::{
     AdmissionPolicies, Evaluation, Finding, NoObjects, ObjectStore, PolicySet, block_on,
 };

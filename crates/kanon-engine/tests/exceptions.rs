@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use kanon_engine::exception::{CompiledException, compile_exception};
+use kanon_engine::{CompiledException, compile_exception};
 use kanon_engine::{Decision, Evaluation, NoObjects, PolicySet, Request, block_on};
 use serde_json::{Value, json};
 

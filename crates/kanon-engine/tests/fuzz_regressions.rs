@@ -8,7 +8,7 @@ use common::*;
 use std::time::{Duration, Instant};
 
 use kanon_engine::NoObjects;
-use kanon_engine::quantity::{Decimal, Quantity};
+use kanon_engine::{Decimal, Quantity};
 use serde_json::json;
 
 /// An Audit rejection by a policy whose name holds multi-byte characters: the audit
@@ -115,7 +115,7 @@ const NESTED_UNCLOSED_FILTERS: &str = "$.spec.co..ainers[?(@.ntainers[?(@.name =
 
 #[test]
 fn a_jsonpath_of_deeply_nested_unclosed_filters_is_refused_at_once() {
-    use kanon_engine::refs::parse_jsonpath;
+    use kanon_engine::parse_jsonpath;
     let started = Instant::now();
     let error = parse_jsonpath(NESTED_UNCLOSED_FILTERS)
         .err()

@@ -7,13 +7,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kanon_api::Operation;
-use kanon_engine::host::{ProgramCall, ProgramFuture, ProgramHost, ProgramInput, ProgramReply};
-use kanon_engine::lookup::{HttpAnswer, HttpCall};
-use kanon_engine::program::Program;
+use kanon_engine::Program;
 use kanon_engine::{
     Evaluation, Lookup, LookupFuture, ObjectQuery, ObjectStore, PolicySet, Request, block_on,
     compile_document,
 };
+use kanon_engine::{HttpAnswer, HttpCall};
+use kanon_engine::{ProgramCall, ProgramFuture, ProgramHost, ProgramInput, ProgramReply};
 use serde_json::{Value, json};
 
 mod common;

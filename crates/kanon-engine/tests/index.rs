@@ -349,7 +349,7 @@ fn webhook_targets_are_the_types_and_operations_policies_select() {
     ]);
     let key = |a: &str, k: &str| (a.to_string(), k.to_string());
     let workloads = |ops: &[kanon_api::Operation]| {
-        kanon_engine::workload::WORKLOADS
+        kanon_engine::WORKLOADS
             .iter()
             .map(|w| (key(w.api_version, w.kind), ops.to_vec()))
             .collect::<Vec<_>>()

@@ -9,10 +9,11 @@
 //! the seed, the policy and the object.
 
 use kanon_api::Operation;
-use kanon_engine::lookup::NoObjects;
-use kanon_engine::native::{NativeOutcome, NativeRule};
-use kanon_engine::policy::{CompiledPolicy, PolicyRules, RuleProgram};
-use kanon_engine::refs::RefScope;
+use kanon_engine::NoObjects;
+use kanon_engine::RefScope;
+use kanon_engine::internals::RuleProgram;
+use kanon_engine::internals::{NativeOutcome, NativeRule};
+use kanon_engine::{CompiledPolicy, PolicyRules};
 use kanon_engine::{Decision, PolicyOutcome, PolicySet, Request, block_on, compile_document};
 use serde_json::{Map, Value, json};
 

@@ -9,8 +9,8 @@ use std::path::Path;
 use common::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kanon_api::{Cond, ConstantValue, NumberOrString, PolicyKind, ValueProcess};
-use kanon_engine::shape::{self, PathStep, ProblemKind};
 use kanon_engine::{FieldError, PolicyObject, compile_document, parse_documents, policy_kind_of};
+use kanon_engine::{PathStep, ProblemKind, check_shape};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -398,7 +398,7 @@ fn unknown_fields_alone_leave_the_policy_usable() {
         "x",
         json!({"overrideRules": [{"overriders": {"program": "[]"}, "targetOperation": ["CREATE"]}]}),
     );
-    let problems = shape::check(PolicyKind::ClusterOverridePolicy, &doc);
+    let problems = check_shape(PolicyKind::ClusterOverridePolicy, &doc);
     assert_eq!(problems.len(), 1, "{problems:#?}");
     assert_eq!(problems[0].kind, ProblemKind::UnknownField);
     assert!(!problems[0].is_fatal());
@@ -412,7 +412,7 @@ fn unknown_fields_alone_leave_the_policy_usable() {
         "x",
         json!({"overrideRules": [{"overriders": {"program": 1}, "targetOperation": ["CREATE"]}]}),
     );
-    let kinds: Vec<ProblemKind> = shape::check(PolicyKind::ClusterOverridePolicy, &doc)
+    let kinds: Vec<ProblemKind> = check_shape(PolicyKind::ClusterOverridePolicy, &doc)
         .iter()
         .map(|p| p.kind)
         .collect();
@@ -540,7 +540,7 @@ fn serde_messages_are_put_in_plain_words() {
         (nowhere(), "something else".into(), "something else"),
     ];
     for (path, serde_says, plain) in rows {
-        let said = shape::explain_decode_error(
+        let said = kanon_engine::internals::explain_decode_error(
             PolicyKind::ClusterValidatePolicy,
             &doc,
             &path,
@@ -694,7 +694,7 @@ fn every_example_policy_fits_its_schema() {
                 let Some(kind) = policy_kind_of(&doc) else {
                     continue;
                 };
-                let problems = shape::check(kind, &doc);
+                let problems = check_shape(kind, &doc);
                 assert!(problems.is_empty(), "{}: {problems:#?}", path.display());
                 checked += 1;
             }

@@ -346,7 +346,7 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
     };
     // Echo the uid whenever it is there, however wrong the rest is, unless it is too long to
     // be kube-apiserver's.
-    let uid = kanon_engine::pointer::find(&document, "/request/uid")
+    let uid = kanon_engine::find_pointer(&document, "/request/uid")
         .and_then(Value::as_str)
         .filter(|uid| !uid.is_empty());
     if let Some(uid) = uid

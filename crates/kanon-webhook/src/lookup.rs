@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kanon_engine::host::{ProgramFuture, ProgramHost, ProgramInput};
-use kanon_engine::lookup::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
-use kanon_engine::program::Program;
+use kanon_engine::Program;
+use kanon_engine::{HttpAnswer, HttpCall, LookupFuture, ObjectQuery};
+use kanon_engine::{ProgramFuture, ProgramHost, ProgramInput};
 
 use crate::sandbox::ProgramSandbox;
 use crate::slot::Slot;

@@ -21,8 +21,8 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kanon_engine::host::{ProgramCall, ProgramInput, ProgramReply};
-use kanon_engine::program::{Program, ProgramError};
+use kanon_engine::{Program, ProgramError};
+use kanon_engine::{ProgramCall, ProgramInput, ProgramReply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::Semaphore;

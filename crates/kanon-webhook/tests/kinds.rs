@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use kanon_api::Operation;
 use kanon_engine::WebhookKind;
-use kanon_engine::lookup::{LookupFuture, ObjectQuery, ready};
 use kanon_engine::{Kinds, Lookup, NoObjects, PolicySet, Request, block_on};
+use kanon_engine::{LookupFuture, ObjectQuery, lookup_ready as ready};
 use kanon_webhook::admission::decide;
 use kanon_webhook::lookup::BoundedLookup;
 use serde_json::{Value, json};

@@ -17,7 +17,7 @@ use kanon_cluster::audit::reach::Reach;
 use kanon_cluster::audit::reports::render;
 use kanon_cluster::audit::scan::{self, Judge, Lister};
 use kanon_cluster::reflector::Reflector;
-use kanon_engine::host::ProgramHost;
+use kanon_engine::ProgramHost;
 use kanon_engine::{Finding, PolicyPublisher, PolicySet};
 use tokio::sync::watch;
 

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use std::sync::Arc;
 
 use clap::Args;
-use kanon_engine::exception::CompiledException;
+use kanon_engine::CompiledException;
 use kanon_engine::{PolicyPublisher, PolicySet};
 
 /// The exception flags of `kanon apply`.
@@ -18,13 +18,13 @@ pub struct ExceptionArgs {
     #[arg(long = "exception-namespace", value_name = "NAMESPACE")]
     pub namespaces: Vec<String>,
     /// The time at which exceptions' `expiresAt` is judged (RFC 3339); default: now.
-    #[arg(long, value_name = "TIME", value_parser = kanon_engine::exception::parse_time)]
+    #[arg(long, value_name = "TIME", value_parser = kanon_engine::parse_exception_time)]
     pub now: Option<i64>,
 }
 
 /// The clock's time, in Unix seconds.
 pub fn clock() -> i64 {
-    kanon_engine::exception::unix_seconds(SystemTime::now())
+    kanon_engine::unix_seconds(SystemTime::now())
 }
 
 /// `set` with only the exceptions of `namespaces`; each left out is reported on standard

@@ -196,7 +196,7 @@ pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
 #[derive(Default)]
 struct Compiling {
     policies: Vec<kanon_engine::CompiledPolicy>,
-    exceptions: Vec<std::sync::Arc<kanon_engine::exception::CompiledException>>,
+    exceptions: Vec<std::sync::Arc<kanon_engine::CompiledException>>,
     admission: AdmissionPolicies,
     problems: Vec<String>,
 }
@@ -208,8 +208,8 @@ impl Compiling {
                 self.admission.add_from(&doc.value, &doc.origin());
                 continue;
             }
-            if kanon_engine::exception::is_exception(&doc.value) {
-                match kanon_engine::exception::compile_exception(&doc.value) {
+            if kanon_engine::is_exception(&doc.value) {
+                match kanon_engine::compile_exception(&doc.value) {
                     Ok(exception) => self.exceptions.push(std::sync::Arc::new(exception)),
                     Err(invalid) => self.problems.push(format!("{}: {invalid}", doc.origin())),
                 }

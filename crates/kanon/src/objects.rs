@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::inputs::InputError;
 use crate::poll::{Fingerprint, poll_files};
-use kanon_engine::lookup::{LookupFuture, ObjectQuery};
 use kanon_engine::{Lookup, ObjectStore};
+use kanon_engine::{LookupFuture, ObjectQuery};
 use serde_json::Value;
 
 /// Why the objects could not be loaded; the message names the file (and the document past
@@ -27,7 +27,7 @@ pub enum ObjectsError {
         /// `file` or `file (document N)`.
         origin: String,
         /// What is missing.
-        source: kanon_engine::lookup::MissingIdentity,
+        source: kanon_engine::MissingIdentity,
     },
 }
 

@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use kanon_engine::host::{ProgramFuture, ProgramHost, ProgramInput};
-use kanon_engine::program::{Program, ProgramError};
 use kanon_engine::{
     Deadline, Decision, Evaluation, Finding, Lookup, PolicySet, Request, RequestError,
 };
+use kanon_engine::{Program, ProgramError};
+use kanon_engine::{ProgramFuture, ProgramHost, ProgramInput};
 use kanon_webhook::sandbox::{ProgramSandbox, SandboxConfig};
 use serde_json::Value;
 

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use kanon_engine::CompiledPolicy;
-use kanon_engine::workload::{WORKLOADS, Workload};
+use kanon_engine::{WORKLOADS, Workload};
 use serde_json::Value;
 
 use crate::apply::{BadInput, load_policies};

@@ -314,7 +314,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     policies: audit_policies,
                     programs: sandbox_for_audit.map(|config| {
                         Arc::new(AuditPrograms::new(config, Duration::from_secs(10)))
-                            as Arc<dyn kanon_engine::host::ProgramHost>
+                            as Arc<dyn kanon_engine::ProgramHost>
                     }),
                     metrics: audit_metrics,
                 };

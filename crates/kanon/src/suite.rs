@@ -339,7 +339,7 @@ fn subset(expected: &Value, actual: &Value, at: &str) -> Result<(), String> {
     match (expected, actual) {
         (Value::Object(e), Value::Object(a)) => {
             for (k, v) in e {
-                let here = format!("{at}/{}", kanon_engine::pointer::escape(k));
+                let here = format!("{at}/{}", kanon_engine::escape_pointer_token(k));
                 match a.get(k) {
                     Some(av) => subset(v, av, &here)?,
                     None => return Err(format!("{here}: expected {v}, found nothing")),
@@ -747,8 +747,7 @@ fn audit_disagreement(
     }
     let is_validate = |label: &str| {
         policies.policies().iter().any(|p| {
-            &*p.label == label
-                && matches!(p.rules, kanon_engine::policy::PolicyRules::Validate { .. })
+            &*p.label == label && matches!(p.rules, kanon_engine::PolicyRules::Validate { .. })
         })
     };
     // A mutation that denied ends the review before any validation.
@@ -842,7 +841,7 @@ fn run_suite(evaluation: &OfflineEvaluation, file: &Path, tally: &mut Tally) -> 
     let policies = crate::exceptions::honoured(policies, &suite.exception_namespaces);
     let now = match &suite.now {
         Some(text) => {
-            kanon_engine::exception::parse_time(text).map_err(|e| bad(vec![format!("now: {e}")]))?
+            kanon_engine::parse_exception_time(text).map_err(|e| bad(vec![format!("now: {e}")]))?
         }
         None => crate::exceptions::clock(),
     };

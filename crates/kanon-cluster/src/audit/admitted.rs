@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kanon_api::{Operation, Timestamp};
-use kanon_engine::host::ProgramHost;
+use kanon_engine::ProgramHost;
 use kanon_engine::{AdmissionRecorder, Finding, Lookup, PolicySet};
 use kube::Client;
 use serde_json::Value;
@@ -89,7 +89,7 @@ impl AdmittedReports {
             let judge = Judge {
                 lookup: self.lookup.as_ref(),
                 programs: self.programs.as_deref(),
-                now: kanon_engine::exception::unix_seconds(std::time::SystemTime::now()),
+                now: kanon_engine::unix_seconds(std::time::SystemTime::now()),
                 timeout: super::scan::OBJECT_TIMEOUT,
             };
             let mut scopes: BTreeMap<ReportScope, Vec<(Subject, Vec<Finding>, bool)>> =

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use kanon_api::Timestamp;
-use kanon_engine::host::ProgramHost;
+use kanon_engine::ProgramHost;
 use kanon_engine::{Lookup, PolicySet};
 use kube::Client;
 use tokio::sync::watch;
@@ -170,7 +170,7 @@ fn lease_time() -> k8s_openapi::jiff::Timestamp {
 }
 
 fn unix_seconds() -> i64 {
-    kanon_engine::exception::unix_seconds(now())
+    kanon_engine::unix_seconds(now())
 }
 
 /// Why a cycle stopped before its end.

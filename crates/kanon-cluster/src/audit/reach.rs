@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
-use kanon_engine::selector::{LabelMatcher, labels_of};
+use kanon_engine::{LabelMatcher, labels_of};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::{Map, Value};

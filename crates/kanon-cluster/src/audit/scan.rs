@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kanon_api::Operation;
-use kanon_engine::host::ProgramHost;
+use kanon_engine::ProgramHost;
 use kanon_engine::{Deadline, Evaluation, Finding, Lookup, PolicySet, WebhookKind};
 use kube::api::{DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};

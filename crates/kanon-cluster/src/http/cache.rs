@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use kanon_engine::lookup::HttpMethod;
+use kanon_engine::HttpMethod;
 use kanon_engine::{HttpAnswer, HttpCall, HttpToken};
 
 /// Everything that defines a call, hence its answer. Deliberately not `Debug`: it holds a

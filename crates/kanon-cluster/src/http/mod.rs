@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use ipnet::IpNet;
-use kanon_engine::lookup::HttpMethod;
+use kanon_engine::HttpMethod;
 use kanon_engine::{HttpAnswer, HttpCall, HttpToken, LookupError, LookupFuture};
 use reqwest::Url;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};

@@ -14,5 +14,7 @@ mod tests;
 mod touched;
 
 pub use changes::Changes;
-pub use differ::{diff, diff_touched};
-pub use touched::Touched;
+#[cfg(test)]
+use differ::{diff, diff_touched};
+#[cfg(test)]
+use touched::Touched;

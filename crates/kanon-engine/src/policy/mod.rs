@@ -8,10 +8,8 @@ mod operations;
 
 pub use compile::{compile, compile_with, kinds_warnings};
 pub use compiled::{
-    Compiled, CompiledOverrideRule, CompiledPolicy, CompiledValidateRule, PolicyRules, Rendered,
+    Compiled, CompiledOverrideRule, CompiledPolicy, CompiledValidateRule, PolicyRules,
 };
-// Where the rule program was before each rule language had a module.
-pub use crate::language::RuleProgram;
 pub use object::{PolicyId, PolicyObject, policy_kind_of};
 pub(crate) use object::{decode_reporting_unknown, ignored_path};
 pub use operations::OperationSet;

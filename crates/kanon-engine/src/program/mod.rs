@@ -22,7 +22,6 @@ use minijinja::value::Serde;
 
 use crate::rule::Variables;
 
-pub use crate::helpers::{compare_values, process_value, values_equal};
 pub use error::ProgramError;
 pub use json::json_value;
 pub use output::{patch_from_output, verdict_from_output};

@@ -15,10 +15,9 @@ use crate::error::FieldError;
 use path::{RefPath, compile_path};
 use target::{Target, compile_http, compile_target};
 
-pub use crate::jsonpath::{MAX_JSONPATH_BYTES, MAX_JSONPATH_NESTING, parse_jsonpath};
+pub use crate::jsonpath::parse_jsonpath;
 pub use path::selects_many;
 pub use resolve::RefScope;
-pub use text::MAX_PLACEHOLDER_OPERATORS;
 
 /// A compiled reference.
 #[derive(Clone, Debug)]

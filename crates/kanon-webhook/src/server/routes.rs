@@ -320,7 +320,7 @@ async fn review(
             .with_deadline(Some(kanon_engine::Deadline::new(move || {
                 std::time::Instant::now() >= until
             })))
-            .with_now(Some(kanon_engine::exception::unix_seconds(
+            .with_now(Some(kanon_engine::unix_seconds(
                 std::time::SystemTime::now(),
             )));
         let recorder = shared.recorder.get().map(|r| r.as_ref());

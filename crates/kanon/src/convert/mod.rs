@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use kanon_api::{MatchCondition, Variable};
-use kanon_engine::admission_policy::manifest::{
+use kanon_engine::{
     BindingSpec, Manifest, MatchResources, MutatingPolicySpec, ValidatingPolicySpec,
 };
 use serde_json::Value;
@@ -220,7 +220,7 @@ fn binding_kind(mutating: bool) -> &'static str {
 }
 
 fn convert_documents(documents: &[Document]) -> Result<Vec<Converted>, Vec<String>> {
-    use kanon_engine::admission_policy::{AdmissionKind, admission_kind_of};
+    use kanon_engine::{AdmissionKind, admission_kind_of};
 
     let mut problems = Vec::new();
     let mut policies: Vec<Policy> = Vec::new();

@@ -10,15 +10,6 @@ use crate::error::FieldError;
 use crate::language::template::message::{Compared, ConditionMessage};
 use crate::language::template::native::{NativeCondition, NativeRule};
 
-/// Renders a validate `condition` to a program. Problems go to `errors` under `field`.
-pub fn render_condition(
-    c: &ValidateCondition,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> Option<String> {
-    compile_condition(c, field, errors).map(|(source, _, _)| source)
-}
-
 /// Renders a validate `condition` to a program that decides the verdict, builds its native
 /// form from the same values (see [`super::native`]; a condition whose constant
 /// `valueProcess` fails has none: its program fails on every run) and its message, rendered

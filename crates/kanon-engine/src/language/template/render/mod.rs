@@ -15,8 +15,8 @@ use serde_json::Value;
 use crate::error::FieldError;
 use crate::quantity::Decimal;
 
-pub use condition::{compile_condition, render_condition};
-pub use overrides::{compile_override, render_override};
+pub use condition::compile_condition;
+pub use overrides::compile_override;
 
 /// A JSON value as a minijinja literal (JSON syntax, with `none` for `null`).
 pub fn literal(value: &Value) -> String {

@@ -13,15 +13,6 @@ use crate::language::template::native::{
 };
 use crate::podspec::Edit;
 
-/// Renders an override template to a program. Problems go to `errors` under `field`.
-pub fn render_override(
-    t: &OverrideTemplate,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> Option<String> {
-    compile_override(t, field, errors).map(|(source, _)| source)
-}
-
 /// Renders an override template to a program and builds its native form from the same
 /// values (see [`super::native`]). Problems go to `errors` under `field`.
 pub fn compile_override(
