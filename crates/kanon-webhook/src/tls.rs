@@ -1,7 +1,7 @@
 //! The webhook's TLS: the serving certificate loaded from its files (which kanon-certificates
-//! or cert-manager write), a certificate resolver that swaps in a new pair when the files
-//! change (no restart: kubelet rotates mounted Secrets in place), and the rustls server
-//! configuration.
+//! or cert-manager write), a certificate resolver that swaps in a new pair when told to reload
+//! (no restart: whoever watches the files, the `kanon` binary, calls [`CertResolver::reload`]
+//! when kubelet rotates a mounted Secret in place), and the rustls server configuration.
 //!
 //! Every configuration is built with an explicit ring [`CryptoProvider`]; nothing here depends
 //! on a process-wide default provider.
@@ -10,8 +10,7 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, RwLock};
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
@@ -135,37 +134,6 @@ pub fn load_certified_key(
     })
 }
 
-/// What the files looked like when last read: a change of any of it triggers a reload.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp(Vec<Option<(SystemTime, u64, u64)>>);
-
-impl Stamp {
-    fn of(paths: &[&Path]) -> Self {
-        Stamp(
-            paths
-                .iter()
-                .map(|path| {
-                    // Follows symlinks: kubelet swaps a `..data` link, which changes the inode.
-                    let meta = fs::metadata(path).ok()?;
-                    #[cfg(unix)]
-                    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
-                    #[cfg(not(unix))]
-                    let inode = 0;
-                    Some((meta.modified().ok()?, meta.len(), inode))
-                })
-                .collect(),
-        )
-    }
-}
-
-#[derive(Debug, Default)]
-struct WatchState {
-    /// The files as they were when the pair in force was read.
-    loaded: Option<Stamp>,
-    /// The files as they were at the last failed reload (logged once per change).
-    failed: Option<Stamp>,
-}
-
 /// The serving certificate, re-read from its files on [`CertResolver::reload`]: new TLS
 /// handshakes get the new pair, connections already open keep theirs. A pair that does not
 /// load leaves the one in force serving.
@@ -174,7 +142,6 @@ pub struct CertResolver {
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
     current: RwLock<Arc<CertifiedKey>>,
-    watch: Mutex<WatchState>,
 }
 
 impl fmt::Debug for CertResolver {
@@ -202,17 +169,12 @@ impl CertResolver {
         key: &Path,
         provider: Arc<CryptoProvider>,
     ) -> Result<Arc<Self>, TlsError> {
-        let stamp = Stamp::of(&[cert, key]);
         let certified = load_certified_key(cert, key, &provider)?;
         Ok(Arc::new(CertResolver {
             cert_path: cert.to_path_buf(),
             key_path: key.to_path_buf(),
             provider,
             current: RwLock::new(Arc::new(certified)),
-            watch: Mutex::new(WatchState {
-                loaded: Some(stamp),
-                failed: None,
-            }),
         }))
     }
 
@@ -229,80 +191,21 @@ impl CertResolver {
         }
     }
 
-    /// Re-reads the files and puts the pair in force when it loads; otherwise the pair in
-    /// force stays and the error is returned.
-    pub fn reload(&self) -> Result<(), TlsError> {
-        let stamp = Stamp::of(&[&self.cert_path, &self.key_path]);
-        let key = load_certified_key(&self.cert_path, &self.key_path, &self.provider)?;
-        self.install(key);
-        let mut state = self.watch_state();
-        state.loaded = Some(stamp);
-        state.failed = None;
-        Ok(())
+    /// The certificate chain's file and the key's: what to watch for a change.
+    pub fn files(&self) -> [&Path; 2] {
+        [&self.cert_path, &self.key_path]
     }
 
-    fn install(&self, key: CertifiedKey) {
+    /// Re-reads the files and puts the pair in force when it loads (new TLS handshakes get
+    /// it); otherwise the pair in force stays and the error is returned.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let key = load_certified_key(&self.cert_path, &self.key_path, &self.provider)?;
         let key = Arc::new(key);
         match self.current.write() {
             Ok(mut current) => *current = key,
             Err(poisoned) => *poisoned.into_inner() = key,
         }
-    }
-
-    fn watch_state(&self) -> std::sync::MutexGuard<'_, WatchState> {
-        self.watch.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Reloads when the files changed since the pair in force was read (or since the last
-    /// attempt failed: a half-written pair is retried on every poll, logged once). Returns
-    /// whether a new pair was put in force.
-    pub fn reload_if_changed(&self) -> bool {
-        let stamp = Stamp::of(&[&self.cert_path, &self.key_path]);
-        let retry = {
-            let state = self.watch_state();
-            if state.loaded.as_ref() == Some(&stamp) {
-                return false;
-            }
-            state.failed.is_some()
-        };
-        match load_certified_key(&self.cert_path, &self.key_path, &self.provider) {
-            Ok(key) => {
-                self.install(key);
-                let mut state = self.watch_state();
-                state.loaded = Some(stamp);
-                state.failed = None;
-                tracing::info!(cert = %self.cert_path.display(), "reloaded the serving certificate");
-                true
-            }
-            Err(error) => {
-                let mut state = self.watch_state();
-                if !retry || state.failed.as_ref() != Some(&stamp) {
-                    tracing::warn!(%error, "the new serving certificate does not load; the previous one keeps serving");
-                }
-                state.failed = Some(stamp);
-                false
-            }
-        }
-    }
-
-    /// Polls the files' metadata every `interval` and reloads on change, until the returned
-    /// task is aborted. Needs a tokio runtime.
-    pub fn spawn_watcher(self: &Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
-        let resolver = Arc::downgrade(self);
-        let interval = interval.max(Duration::from_millis(10));
-        tokio::spawn(async move {
-            let mut ticks = tokio::time::interval(interval);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticks.tick().await;
-            loop {
-                ticks.tick().await;
-                let Some(resolver) = resolver.upgrade() else {
-                    return;
-                };
-                // File reads are blocking; they are small, but keep them off the workers.
-                let _ = tokio::task::spawn_blocking(move || resolver.reload_if_changed()).await;
-            }
-        })
+        Ok(())
     }
 }
 
@@ -378,7 +281,6 @@ mod tests {
         let error = resolver.reload().unwrap_err();
         assert!(matches!(error, TlsError::BadCertificate { .. }), "{error}");
         assert!(error.to_string().contains(TLS_CERT_KEY), "{error}");
-        assert!(!resolver.reload_if_changed());
         assert!(Arc::ptr_eq(&before, &resolver.current()));
 
         // A certificate with another pair's key.
@@ -395,8 +297,7 @@ mod tests {
 
         // The matching key arrives: the new pair is put in force.
         fs::copy(&other_key, &key).unwrap();
-        assert!(resolver.reload_if_changed());
+        resolver.reload().unwrap();
         assert!(!Arc::ptr_eq(&before, &resolver.current()));
-        assert!(!resolver.reload_if_changed());
     }
 }

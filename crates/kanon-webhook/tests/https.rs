@@ -293,17 +293,12 @@ async fn certificates_rotate_without_a_restart() {
         std::fs::rename(&staged, server.dir.join(file)).unwrap();
     }
     let new_ca = fresh.join(CA_CERT_KEY);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut rotated = loop {
-        match connect_tls(server.addr, &new_ca).await {
-            Ok(client) => break client,
-            Err(error) if Instant::now() < deadline => {
-                let _ = error;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("the new certificate was never served: {error}"),
-        }
-    };
+    // The files are followed by the `kanon` binary, which reloads the resolver.
+    assert!(connect_tls(server.addr, &new_ca).await.is_err());
+    server.resolver.reload().unwrap();
+    let mut rotated = connect_tls(server.addr, &new_ca)
+        .await
+        .expect("the new certificate is served");
     assert_eq!(rotated.get("/healthz").await.status, 200);
     // A client trusting only the old CA no longer gets in.
     assert!(connect_tls(server.addr, &old_ca).await.is_err());
@@ -312,7 +307,8 @@ async fn certificates_rotate_without_a_restart() {
 
     // A broken certificate file: the rotated pair keeps serving.
     std::fs::write(server.dir.join(TLS_CERT_KEY), "not a certificate").unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let error = server.resolver.reload().unwrap_err();
+    assert!(error.to_string().contains(TLS_CERT_KEY), "{error}");
     let mut still = connect_tls(server.addr, &new_ca).await.unwrap();
     assert_eq!(still.get("/healthz").await.status, 200);
 
@@ -531,29 +527,33 @@ async fn shutdown_drains_requests_in_progress() {
     server.trigger_shutdown();
     // The idle connection is closed, and new connections are refused.
     assert!(idle.closed_within(Duration::from_secs(2)).await);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        match tokio::net::TcpStream::connect(server.addr).await {
-            Err(_) => break,
-            Ok(_) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
+    // Each listener closes on its own runtime (the metrics one on a thread of its own), each
+    // soon after the signal: on a loaded machine, not at the same moment.
+    for (addr, what) in [(server.addr, "webhook"), (server.metrics_addr, "metrics")] {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match tokio::net::TcpStream::connect(addr).await {
+                Err(_) => break,
+                Ok(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(_) => panic!("the {what} listener still accepts connections after shutdown"),
             }
-            Ok(_) => panic!("still accepting connections after shutdown"),
         }
     }
-    assert!(
-        tokio::net::TcpStream::connect(server.metrics_addr)
-            .await
-            .is_err(),
-        "the metrics listener still accepts"
-    );
 
     // The request in progress is answered once its body is complete, then its connection
     // closes.
     in_flight.send_raw(&body[body.len() / 2..]).await.unwrap();
     let response = in_flight.read_response().await.unwrap();
     accept(&review, "/mutate", &response);
-    assert_eq!(response.header("connection"), Some("close"));
+    // The answer says so when the connection's task saw the shutdown before writing it (on a
+    // loaded machine it may not have yet); either way the connection then closes.
+    assert!(
+        matches!(response.header("connection"), Some("close") | None),
+        "{:?}",
+        response.header("connection")
+    );
     assert!(in_flight.closed_within(Duration::from_secs(2)).await);
     server.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -256,27 +256,6 @@ async fn keep_certificates(
     }
 }
 
-/// The CA bundle of certificates kanon does not keep itself: `ca.crt` in `cert_dir`, re-read
-/// when it changes (cert-manager renews it in place).
-fn follow_ca_file(cert_dir: &Path) -> watch::Receiver<Vec<u8>> {
-    let path = cert_dir.join(kanon_certificates::CA_CERT_KEY);
-    let (sender, receiver) = watch::channel(std::fs::read(&path).unwrap_or_default());
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(Duration::from_secs(10));
-        loop {
-            ticks.tick().await;
-            if let Ok(bundle) = tokio::fs::read(&path).await {
-                sender.send_if_modified(|current| {
-                    let changed = *current != bundle;
-                    *current = bundle;
-                    changed
-                });
-            }
-        }
-    });
-    receiver
-}
-
 /// What cluster mode gives the server.
 pub struct Started {
     /// The lookups policies make.
@@ -302,7 +281,7 @@ pub async fn prepare_certificates(
             // The server would create them when it binds; the bundle is needed before.
             kanon_certificates::directory::ensure(cert_dir)
                 .map_err(|e| ClusterError::Certificates(e.to_string()))?;
-            Ok(follow_ca_file(cert_dir))
+            Ok(crate::certificate_files::follow_ca_bundle(cert_dir))
         }
     }
 }

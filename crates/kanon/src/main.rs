@@ -4,6 +4,7 @@ mod allocator;
 mod apply;
 mod audit;
 mod auditor;
+mod certificate_files;
 mod cluster;
 mod convert;
 mod exceptions;

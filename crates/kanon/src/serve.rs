@@ -15,7 +15,6 @@ use kanon_cluster::certificates::CertificateMetrics;
 use kanon_engine::{Lookup, NoObjects, ObjectStore};
 use kanon_webhook::metrics::Metrics;
 use kanon_webhook::server::{self, ServerConfig};
-use kanon_webhook::tls::CertResolver;
 use kanon_webhook::{PolicyState, Publisher};
 
 use crate::auditor::{AuditFeed, AuditPrograms, AuditStart};
@@ -333,11 +332,8 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             }
         }
         // Written above, by kanon or by whoever keeps them (cert-manager).
-        let resolver = CertResolver::load(
-            &args.cert_dir.join(kanon_certificates::TLS_CERT_KEY),
-            &args.cert_dir.join(kanon_certificates::TLS_KEY_KEY),
-        )
-        .map_err(|e| e.to_string())?;
+        let resolver =
+            crate::certificate_files::serve_from(&args.cert_dir).map_err(|e| e.to_string())?;
         let server = server::Server::bind(config, resolver, state, lookup, metrics)
             .await
             .map_err(|e| e.to_string())?;

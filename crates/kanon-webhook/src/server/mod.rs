@@ -1,7 +1,7 @@
 //! The HTTPS server around the [`admission`](crate::admission) codec, and the plain-HTTP
 //! listener of `/metrics` and the health probes.
 //!
-//! - HTTPS (rustls, the certificate re-read when its files change; optionally a client
+//! - HTTPS (rustls, the certificate swapped when its resolver reloads it; optionally a client
 //!   certificate required) over HTTP/1.1 keep-alive: `POST /mutate`, `POST /validate`,
 //!   `GET /healthz`, `GET /readyz` ([`routes`]).
 //! - Plain HTTP on its own port, served by a thread of its own so that no load on the webhook
@@ -94,8 +94,6 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// The bound on a review when the request carries no `?timeout=`.
     pub default_review_timeout: Duration,
-    /// How often the certificate files are checked for a change.
-    pub cert_reload_interval: Duration,
     /// How long shutdown waits for requests in progress.
     pub drain_timeout: Duration,
     /// Answer every review `allowed` without evaluating it: the ceiling the load benchmark
@@ -129,7 +127,6 @@ impl Default for ServerConfig {
             write_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             default_review_timeout: Duration::from_secs(10),
-            cert_reload_interval: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(25),
             allow_all: false,
             sandbox: None,
@@ -177,7 +174,6 @@ pub struct Server {
     metrics_listener: std::net::TcpListener,
     local_addr: SocketAddr,
     metrics_addr: SocketAddr,
-    resolver: Arc<CertResolver>,
     acceptor: TlsAcceptor,
     shared: Arc<Shared>,
 }
@@ -187,7 +183,6 @@ impl std::fmt::Debug for Server {
         f.debug_struct("Server")
             .field("local_addr", &self.local_addr)
             .field("metrics_addr", &self.metrics_addr)
-            .field("resolver", &self.resolver)
             .finish_non_exhaustive()
     }
 }
@@ -239,8 +234,8 @@ struct Shared {
 
 impl Server {
     /// Checks the configuration, loads the client CA (when configured) and binds both
-    /// listeners. `resolver` serves the certificate (and [`Server::run`] reloads it when its
-    /// files change).
+    /// listeners. `resolver` serves the certificate; whoever made it reloads it when its files
+    /// change ([`CertResolver::reload`]).
     pub async fn bind(
         config: ServerConfig,
         resolver: Arc<CertResolver>,
@@ -301,7 +296,6 @@ impl Server {
             metrics_listener,
             local_addr,
             metrics_addr,
-            resolver,
             acceptor,
             shared,
         })
@@ -317,11 +311,6 @@ impl Server {
         self.metrics_addr
     }
 
-    /// The certificate resolver (to force a reload).
-    pub fn cert_resolver(&self) -> &Arc<CertResolver> {
-        &self.resolver
-    }
-
     /// Serves until `shutdown` resolves; then stops accepting, closes idle connections, lets
     /// requests in progress finish (at most `drain_timeout`) and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
@@ -331,7 +320,6 @@ impl Server {
             metrics_listener,
             local_addr,
             metrics_addr,
-            resolver,
             acceptor,
             shared,
             ..
@@ -357,7 +345,6 @@ impl Server {
             stopped.clone(),
         )
         .map_err(ServerError::ProbeThread)?;
-        let watcher = resolver.spawn_watcher(config.cert_reload_interval);
         let max_connections =
             limits::connections_within_open_files(config.max_connections, probes::MAX_CONNECTIONS);
         if max_connections < config.max_connections {
@@ -390,7 +377,6 @@ impl Server {
             tracing::warn!(%error, "the webhook listener's task failed");
         }
         heartbeat.stop();
-        watcher.abort();
         if tokio::task::spawn_blocking(move || probes.join())
             .await
             .is_err()

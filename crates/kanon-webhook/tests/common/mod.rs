@@ -172,6 +172,7 @@ pub struct TestServer {
     pub metrics_addr: SocketAddr,
     pub dir: PathBuf,
     pub ca: PathBuf,
+    pub resolver: Arc<CertResolver>,
     pub state: Arc<PolicyState>,
     pub metrics: Arc<Metrics>,
     stop: Option<oneshot::Sender<()>>,
@@ -194,7 +195,6 @@ pub fn test_config() -> ServerConfig {
         header_read_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(30),
         default_review_timeout: Duration::from_secs(10),
-        cert_reload_interval: Duration::from_millis(50),
         drain_timeout: Duration::from_secs(10),
         ..ServerConfig::default()
     }
@@ -219,7 +219,7 @@ pub async fn start(
     let metrics = Metrics::new();
     let server = Server::bind(
         config,
-        resolver,
+        resolver.clone(),
         state.clone(),
         Arc::new(SlowLookup),
         metrics.clone(),
@@ -236,6 +236,7 @@ pub async fn start(
         metrics_addr,
         dir,
         ca,
+        resolver,
         state,
         metrics,
         stop: Some(stop),
