@@ -24,6 +24,7 @@ pub mod audit;
 mod backoff;
 pub mod certificates;
 pub mod custom_kinds;
+pub mod discovery;
 pub mod exceptions;
 pub mod http;
 pub mod lookup;

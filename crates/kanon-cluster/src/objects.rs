@@ -21,9 +21,9 @@ use kanon_engine::{LookupFuture, ObjectQuery};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::discovery::{self, Scope};
 use serde_json::Value;
 
+use crate::discovery::{DiscoveryError, ServedType, ServedTypes};
 use crate::metrics::{ClusterMetrics, LookupSource};
 
 /// Limits and cache sizes of object reads.
@@ -51,16 +51,6 @@ impl Default for ObjectConfig {
     }
 }
 
-/// A type as the apiserver serves it: its resource and whether it is namespaced.
-#[derive(Debug, Clone)]
-struct ServedType {
-    resource: ApiResource,
-    namespaced: bool,
-}
-
-type TypeKey = (String, String);
-/// What discovery said of a type, and when.
-type Discovered = (Instant, Result<ServedType, LookupError>);
 /// `(apiVersion, kind, namespace, name)`; the name is `None` for a listing.
 type ReadKey = (String, String, Option<String>, Option<String>);
 
@@ -75,7 +65,7 @@ pub struct ObjectReader {
     client: Client,
     config: ObjectConfig,
     metrics: ClusterMetrics,
-    types: Mutex<HashMap<TypeKey, Discovered>>,
+    served: ServedTypes,
     reads: Mutex<HashMap<ReadKey, (Instant, Read)>>,
 }
 
@@ -95,7 +85,6 @@ fn lookup_error(what: String, error: kube::Error) -> LookupError {
             reason: format!("the apiserver refused kanon: {}", status.message),
         },
         kube::Error::Api(status) if status.code == 404 => LookupError::UnknownType { what },
-        kube::Error::Discovery(_) => LookupError::UnknownType { what },
         other => LookupError::Failed {
             what,
             message: other.to_string(),
@@ -164,41 +153,39 @@ impl ObjectReader {
     /// A reader over `client`.
     pub fn new(client: Client, config: ObjectConfig, metrics: ClusterMetrics) -> Self {
         ObjectReader {
+            served: ServedTypes::new(client.clone(), config.unknown_type_ttl),
             client,
             config,
             metrics,
-            types: Mutex::new(HashMap::new()),
             reads: Mutex::new(HashMap::new()),
         }
     }
 
     /// The served type of `api_version`/`kind`, from discovery (remembered).
-    async fn served_type(&self, api_version: &str, kind: &str) -> Result<ServedType, LookupError> {
-        let key = (api_version.to_string(), kind.to_string());
-        if let Some((at, known)) = lock(&self.types).get(&key) {
-            let fresh = match known {
-                Ok(_) => true,
-                Err(_) => at.elapsed() < self.config.unknown_type_ttl,
-            };
-            if fresh {
-                return known.clone();
-            }
-        }
-        let (group, version) = kanon_schema::group_version(api_version);
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let what = format!("{api_version}/{kind}");
-        let found = discovery::pinned_kind(&self.client, &gvk)
+    async fn served_type(
+        &self,
+        query: &ObjectQuery<'_>,
+        what: &str,
+    ) -> Result<ServedType, LookupError> {
+        let what = what.to_string();
+        self.served
+            .find(query.api_version, query.kind)
             .await
-            .map(|(resource, caps)| ServedType {
-                resource,
-                namespaced: caps.scope == Scope::Namespaced,
+            .map_err(|error| match error {
+                DiscoveryError::Invalid(_) | DiscoveryError::NotServed(_) => {
+                    LookupError::UnknownType { what }
+                }
+                DiscoveryError::Forbidden(message) => LookupError::Forbidden {
+                    what,
+                    reason: format!("the apiserver refused kanon: {message}"),
+                },
+                error @ (DiscoveryError::Unavailable { .. } | DiscoveryError::Failed(_)) => {
+                    LookupError::Failed {
+                        what,
+                        message: error.to_string(),
+                    }
+                }
             })
-            .map_err(|e| lookup_error(what, e));
-        // Transient failures are not remembered; a type that exists, or does not, is.
-        if matches!(found, Ok(_) | Err(LookupError::UnknownType { .. })) {
-            lock(&self.types).insert(key, (Instant::now(), found.clone()));
-        }
-        found
     }
 
     fn cached(&self, key: &ReadKey) -> Option<Read> {
@@ -230,7 +217,7 @@ impl ObjectReader {
     async fn read(&self, query: ObjectQuery<'_>, name: Option<&str>) -> Result<Read, LookupError> {
         let what = query.describe(name);
         let result = async {
-            let served = self.served_type(query.api_version, query.kind).await?;
+            let served = self.served_type(&query, &what).await?;
             let namespace =
                 read_scope(&query, served.namespaced, self.config.allow_secrets, &what)?;
             if served.namespaced && query.namespace.is_none() && name.is_some() {

@@ -27,15 +27,17 @@
 
 mod rules;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine as _;
 use kanon_engine::{Targets, WebhookKind};
+use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::{Client, discovery};
+
+use crate::discovery::{DiscoveryError, ServedTypes};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -208,9 +210,9 @@ pub enum WebhookError {
         api_version: String,
         /// The `kind` looked up.
         kind: String,
-        /// The client's error.
+        /// Why.
         #[source]
-        source: kube::Error,
+        source: DiscoveryError,
     },
 }
 
@@ -238,69 +240,15 @@ struct DesiredEntry {
     rules: Option<Vec<Rule>>,
 }
 
-/// Discovery's answers, kept: resolved types for good, unresolved ones only to warn once.
-#[derive(Debug, Default)]
-struct DiscoveryCache {
-    resolved: HashMap<(String, String), ResolvedType>,
-    warned: BTreeSet<(String, String)>,
-}
-
 /// Keeps kanon's two webhook configurations in line with the policies and the CA bundle.
 pub struct WebhookConfigurations {
     client: Client,
     config: WebhookConfig,
-    cache: Mutex<DiscoveryCache>,
-}
-
-/// The result of looking one type up.
-enum Lookup {
-    Found(ResolvedType),
-    /// Not served: leave it out.
-    Absent(String),
-    /// Discovery itself failed.
-    Failed(kube::Error),
-}
-
-/// Splits `apiVersion` into group and version (`v1` is the core group).
-fn split_api_version(api_version: &str) -> Option<(&str, &str)> {
-    let (group, version) = kanon_schema::group_version(api_version);
-    let token_ok = |s: &str| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-    };
-    let group_ok = group.is_empty() || token_ok(group);
-    (group_ok && token_ok(version) && !version.contains('.')).then_some((group, version))
-}
-
-async fn lookup(client: &Client, api_version: &str, kind: &str) -> Lookup {
-    let Some((group, version)) = split_api_version(api_version) else {
-        return Lookup::Absent(format!("{api_version:?} is not a valid apiVersion"));
-    };
-    if kind.is_empty() || !kind.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Lookup::Absent(format!("{kind:?} is not a valid kind"));
-    }
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    match discovery::pinned_kind(client, &gvk).await {
-        Ok((resource, capabilities)) => Lookup::Found(ResolvedType {
-            group: group.to_string(),
-            version: version.to_string(),
-            plural: resource.plural,
-            namespaced: capabilities.scope == discovery::Scope::Namespaced,
-        }),
-        Err(kube::Error::Discovery(_)) => Lookup::Absent(format!(
-            "the apiserver serves no kind {kind} in {api_version}"
-        )),
-        // 404: the group version is not served (a CRD not installed yet). 503: an aggregated
-        // API that is down, whose objects cannot be written either.
-        Err(kube::Error::Api(status)) if status.code == 404 => Lookup::Absent(format!(
-            "the apiserver does not serve {api_version} (is its CRD installed?)"
-        )),
-        Err(kube::Error::Api(status)) if status.code == 503 => {
-            Lookup::Absent(format!("{api_version} is unavailable: {}", status.message))
-        }
-        Err(e) => Lookup::Failed(e),
-    }
+    /// The types policies select, as the apiserver serves them (a type not served is asked
+    /// again at every sync).
+    served: ServedTypes,
+    /// The types not served, warned about once each.
+    warned: Mutex<BTreeSet<(String, String)>>,
 }
 
 fn classify(
@@ -360,9 +308,10 @@ impl WebhookConfigurations {
     /// Manages the configurations `config` names, through `client`.
     pub fn new(client: Client, config: WebhookConfig) -> Self {
         WebhookConfigurations {
+            served: ServedTypes::new(client.clone(), Duration::ZERO),
             client,
             config,
-            cache: Mutex::new(DiscoveryCache::default()),
+            warned: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -371,8 +320,8 @@ impl WebhookConfigurations {
         &self.config
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, DiscoveryCache> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    fn warned(&self) -> std::sync::MutexGuard<'_, BTreeSet<(String, String)>> {
+        self.warned.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Resolves `wanted` through discovery (cached), one request per type not yet resolved,
@@ -387,39 +336,39 @@ impl WebhookConfigurations {
         ),
         WebhookError,
     > {
-        let mut resolved = BTreeMap::new();
-        let mut missing = Vec::new();
-        {
-            let cache = self.cache();
-            for key in wanted {
-                match cache.resolved.get(&key) {
-                    Some(r) => {
-                        resolved.insert(key, r.clone());
-                    }
-                    None => missing.push(key),
-                }
-            }
-        }
+        let wanted: Vec<(String, String)> = wanted.into_iter().collect();
         let lookups = futures::future::join_all(
-            missing
+            wanted
                 .iter()
-                .map(|(api_version, kind)| lookup(&self.client, api_version, kind)),
+                .map(|(api_version, kind)| self.served.find(api_version, kind)),
         )
         .await;
+        let mut resolved = BTreeMap::new();
         let mut unresolved = Vec::new();
-        let mut cache = self.cache();
-        for (key, result) in missing.into_iter().zip(lookups) {
+        let mut warned = self.warned();
+        for (key, result) in wanted.into_iter().zip(lookups) {
             match result {
-                Lookup::Found(r) => {
-                    if cache.warned.remove(&key) {
+                Ok(served) => {
+                    let r = ResolvedType {
+                        group: served.resource.group,
+                        version: served.resource.version,
+                        plural: served.resource.plural,
+                        namespaced: served.namespaced,
+                    };
+                    if warned.remove(&key) {
                         info!(api_version = %key.0, kind = %key.1, resource = %r.plural,
                             "a type the policies select is now served: added to the webhook rules");
                     }
-                    cache.resolved.insert(key.clone(), r.clone());
                     resolved.insert(key, r);
                 }
-                Lookup::Absent(reason) => {
-                    if cache.warned.insert(key.clone()) {
+                // An aggregated API that is down: its objects cannot be written either.
+                Err(
+                    error @ (DiscoveryError::Invalid(_)
+                    | DiscoveryError::NotServed(_)
+                    | DiscoveryError::Unavailable { .. }),
+                ) => {
+                    let reason = error.to_string();
+                    if warned.insert(key.clone()) {
                         warn!(api_version = %key.0, kind = %key.1, %reason,
                             "a type the policies select is not served: left out of the webhook rules until it is");
                     } else {
@@ -431,7 +380,7 @@ impl WebhookConfigurations {
                         reason,
                     });
                 }
-                Lookup::Failed(source) => {
+                Err(source) => {
                     return Err(WebhookError::Discovery {
                         api_version: key.0,
                         kind: key.1,
@@ -441,7 +390,7 @@ impl WebhookConfigurations {
             }
         }
         // Warn again about a type that comes back unresolved after it was no longer wanted.
-        cache.warned.retain(|(api_version, kind)| {
+        warned.retain(|(api_version, kind)| {
             unresolved
                 .iter()
                 .any(|u| &u.api_version == api_version && &u.kind == kind)

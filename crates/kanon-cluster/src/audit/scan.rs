@@ -9,7 +9,7 @@ use kanon_api::Operation;
 use kanon_engine::ProgramHost;
 use kanon_engine::{Deadline, Evaluation, Finding, Lookup, PolicySet, WebhookKind};
 use kube::api::{DynamicObject, ListParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::ApiResource;
 use kube::discovery::{self, Scope};
 use kube::{Client, Discovery};
 use serde::Deserialize;
@@ -70,13 +70,11 @@ pub async fn kinds(client: &Client, set: &PolicySet) -> (Vec<AuditKind>, Vec<Aud
         {
             continue;
         }
-        let (group, version) = kanon_schema::group_version(api_version);
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        match discovery::pinned_kind(client, &gvk).await {
-            Ok((resource, capabilities)) => found.push(AuditKind {
+        match crate::discovery::served_type(client, api_version, kind).await {
+            Ok(served) => found.push(AuditKind {
                 key: KindKey::new(api_version.clone(), kind.clone()),
-                namespaced: capabilities.scope == Scope::Namespaced,
-                resource,
+                namespaced: served.namespaced,
+                resource: served.resource,
             }),
             Err(error) => problems.push(AuditError::Discovery {
                 kind: format!("{api_version}/{kind}"),
