@@ -888,3 +888,56 @@ fn one_policys_program_error_never_changes_another_policys_result() {
     assert_eq!(d.messages[1], "ClusterValidatePolicy/b-rejects: b");
     assert_eq!(d.warnings, ["ClusterValidatePolicy/c-passes: c"]);
 }
+
+/// Every helper the program library registers has a row in the README's helper table, and
+/// every name there is registered (the table is what policy authors read).
+#[test]
+fn the_readme_lists_every_helper() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let library = std::fs::read_to_string(root.join("src/program/library.rs")).unwrap();
+    let registered: std::collections::BTreeSet<String> =
+        regex::Regex::new(r#"env\.add_(?:function|filter|test)\(\s*"([a-z0-9_]+)""#)
+            .unwrap()
+            .captures_iter(&library)
+            .map(|c| c[1].to_string())
+            .collect();
+    assert!(registered.len() > 20, "{registered:?}");
+    let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
+    let start = readme
+        .find("| helper | does |")
+        .expect("README's helper table");
+    let table = &readme[start..];
+    let table = &table[..table.find("\n\n").unwrap_or(table.len())];
+    let name = regex::Regex::new(r"([a-z][a-z0-9_]*)(?:\(|`)").unwrap();
+    let listed: std::collections::BTreeSet<String> = table
+        .lines()
+        .skip(2)
+        // A filter's row writes its pipe escaped (`"a/b" \| escape_pointer`).
+        .filter_map(|row| {
+            row.replace("\\|", "¦")
+                .split('|')
+                .nth(1)
+                .map(str::to_string)
+        })
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .filter_map(|code| {
+                    let code = code.rsplit('¦').next().unwrap_or(code).trim();
+                    name.captures(&format!("{code}`")).map(|c| c[1].to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let missing: Vec<_> = registered.difference(&listed).collect();
+    let unknown: Vec<_> = listed.difference(&registered).collect();
+    assert!(
+        missing.is_empty(),
+        "helpers without a README row: {missing:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "README rows naming no helper: {unknown:?}"
+    );
+}
