@@ -9,7 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::OnceLock;
 
 use crate::error::EvalError;
-use crate::library::go_quote;
+use crate::quote::go_quote;
 
 const NANOS_PER_SECOND: i64 = 1_000_000_000;
 const NANOS_PER_MINUTE: i64 = 60 * NANOS_PER_SECOND;
@@ -1465,14 +1465,5 @@ mod tests {
         for (zone, message) in cases {
             assert_eq!(error_text(at.civil_in(zone)), message, "{zone:?}");
         }
-    }
-
-    #[test]
-    fn go_quote_escapes_as_strconv_does() {
-        assert_eq!(go_quote("a\"b\\c"), r#""a\"b\\c""#);
-        assert_eq!(
-            go_quote("\n\t\u{1}\u{7f}\u{85}é"),
-            "\"\\n\\t\\x01\\x7f\\u0085é\""
-        );
     }
 }

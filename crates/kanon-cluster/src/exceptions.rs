@@ -9,21 +9,10 @@ use std::sync::Arc;
 
 use kanon_engine::FieldError;
 use kanon_engine::{CompiledException, compile_exception};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::policies::{ClusterPolicies, Seen};
 use crate::status::{Ready, ready_status};
-
-/// The API resource of PolicyExceptions.
-pub fn exception_resource() -> ApiResource {
-    let gvk = GroupVersionKind::gvk(
-        kanon_api::GROUP,
-        kanon_api::VERSION,
-        kanon_api::EXCEPTION_KIND,
-    );
-    ApiResource::from_gvk_with_plural(&gvk, "policyexceptions")
-}
 
 /// `(namespace, name)` of an exception.
 pub type ExceptionKey = (String, String);

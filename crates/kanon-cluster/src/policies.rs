@@ -325,3 +325,13 @@ pub fn policy_resource(kind: PolicyKind) -> ApiResource {
     let gvk = GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind.as_str());
     ApiResource::from_gvk_with_plural(&gvk, kind.plural())
 }
+
+/// The API resource of PolicyExceptions.
+pub fn exception_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk(
+        kanon_api::GROUP,
+        kanon_api::VERSION,
+        kanon_api::EXCEPTION_KIND,
+    );
+    ApiResource::from_gvk_with_plural(&gvk, "policyexceptions")
+}

@@ -31,9 +31,10 @@ use tokio::sync::watch;
 
 use crate::backoff::WatchBackoff;
 use crate::custom_kinds::CustomKinds;
-use crate::exceptions::{self, ClusterExceptions, ExceptionKey, exception_resource};
+use crate::exceptions::{self, ClusterExceptions, ExceptionKey};
 use crate::metrics::ClusterMetrics;
 use crate::namespaces::NamespaceCache;
+use crate::policies::exception_resource;
 pub use crate::policies::policy_resource;
 use crate::policies::{Applied, ClusterPolicies};
 use crate::status::{self, StatusOf, StatusUpdate, StatusWriter};

@@ -165,7 +165,7 @@ impl StatusOf {
     fn resource(&self) -> kube::core::ApiResource {
         match self {
             StatusOf::Policy(id) => crate::policies::policy_resource(id.kind),
-            StatusOf::Exception { .. } => crate::exceptions::exception_resource(),
+            StatusOf::Exception { .. } => crate::policies::exception_resource(),
         }
     }
 

@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
+pub(crate) use crate::quote::go_quote;
+
 use crate::env::Env;
 use crate::error::EvalError;
 use crate::value::{Object, Value};
@@ -190,47 +192,6 @@ pub(crate) fn traversal_cost(value: &Value<'_>) -> u64 {
 /// cel-go's string traversal factor (0.1 per character) and regex factor (0.25 per character).
 pub(crate) const STRING_TRAVERSAL: f64 = 0.1;
 pub(crate) const REGEX_LENGTH: f64 = 0.25;
-
-/// Go's `strconv.Quote`: the string in double quotes, with Go's escapes (Kubernetes' messages
-/// quote their input with `%q`).
-pub fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for character in text.chars() {
-        match character {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if go_printable(c) => out.push(c),
-            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `unicode.IsPrint`: not a control, format, private-use or separator
-/// character other than the ASCII space.
-fn go_printable(c: char) -> bool {
-    let code = c as u32;
-    if c == ' ' {
-        return true;
-    }
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(code, 0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x180E | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB)
-        || (0xE000..=0xF8FF).contains(&code)
-        || code >= 0xF0000
-        || (code & 0xFFFE) == 0xFFFE)
-}
 
 #[cfg(test)]
 pub(crate) mod testing {
