@@ -25,6 +25,7 @@ mod backoff;
 pub mod certificates;
 pub mod custom_kinds;
 pub mod discovery;
+mod documents;
 pub mod exceptions;
 pub mod http;
 pub mod lookup;

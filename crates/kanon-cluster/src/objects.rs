@@ -24,6 +24,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 use crate::discovery::{DiscoveryError, ServedType, ServedTypes};
+use crate::documents;
 use crate::metrics::{ClusterMetrics, LookupSource};
 
 /// Limits and cache sizes of object reads.
@@ -90,27 +91,6 @@ fn lookup_error(what: String, error: kube::Error) -> LookupError {
             message: other.to_string(),
         },
     }
-}
-
-/// The document kept for an object: [`document_of`], shared.
-fn document(object: DynamicObject, resource: &ApiResource) -> Option<Arc<Value>> {
-    document_of(object, resource).map(Arc::new)
-}
-
-/// An object as policies see it: its JSON with its type set (list items lack it), without
-/// managed fields (which only cost memory).
-pub(crate) fn document_of(object: DynamicObject, resource: &ApiResource) -> Option<Value> {
-    let mut value = serde_json::to_value(object).ok()?;
-    let map = value.as_object_mut()?;
-    map.insert(
-        "apiVersion".into(),
-        Value::from(resource.api_version.clone()),
-    );
-    map.insert("kind".into(), Value::from(resource.kind.clone()));
-    if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.remove("managedFields");
-    }
-    Some(value)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -236,30 +216,22 @@ impl ObjectReader {
                 self.metrics.lookup_hit(LookupSource::Objects);
                 return Ok(read);
             }
-            let api: Api<DynamicObject> = match &namespace {
-                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &served.resource),
-                None => Api::all_with(self.client.clone(), &served.resource),
-            };
+            let (client, resource) = (&self.client, &served.resource);
             let started = Instant::now();
             let read = match name {
-                Some(name) => api
-                    .get_opt(name)
+                Some(name) => documents::get(client, resource, namespace.as_deref(), name)
                     .await
-                    .map(|o| Read::One(o.and_then(|o| document(o, &served.resource))))
-                    .map_err(|e| lookup_error(what.clone(), e)),
-                None => api
-                    .list(&ListParams::default())
-                    .await
-                    .map(|list| {
-                        Read::Many(
-                            list.items
-                                .into_iter()
-                                .filter_map(|o| document(o, &served.resource))
-                                .collect(),
-                        )
-                    })
-                    .map_err(|e| lookup_error(what.clone(), e)),
-            };
+                    .map(|found| Read::One(found.map(Arc::new))),
+                None => documents::list(
+                    client,
+                    resource,
+                    namespace.as_deref(),
+                    &ListParams::default(),
+                )
+                .await
+                .map(|(objects, _)| Read::Many(objects.into_iter().map(Arc::new).collect())),
+            }
+            .map_err(|e| lookup_error(what.clone(), e));
             self.metrics
                 .lookup_miss(LookupSource::Objects, started.elapsed(), &read);
             if let Ok(read) = &read {

@@ -8,17 +8,16 @@ use std::time::Duration;
 use kanon_api::Operation;
 use kanon_engine::ProgramHost;
 use kanon_engine::{Deadline, Evaluation, Finding, Lookup, PolicySet, WebhookKind};
-use kube::api::{DynamicObject, ListParams};
+use kube::api::ListParams;
 use kube::core::ApiResource;
 use kube::discovery::{self, Scope};
 use kube::{Client, Discovery};
-use serde::Deserialize;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::AuditError;
 use super::book::{KindKey, Subject};
 use super::pace::{CpuBudget, Pacer};
+use crate::documents;
 
 /// A kind the audit reads, as the apiserver serves it.
 #[derive(Debug, Clone)]
@@ -128,106 +127,18 @@ impl Lister {
         if let Some(token) = token {
             params = params.continue_token(token);
         }
-        let failed = |message: String| AuditError::List {
-            kind: kind.key.to_string(),
-            message,
-        };
-        let url = <DynamicObject as kube::Resource>::url_path(&kind.resource, None);
-        let request = kube::core::Request::new(url)
-            .list(&params)
-            .map_err(|error| failed(error.to_string()))?;
-        let list: ListBody = self
-            .client
-            .request(request)
+        let (objects, next) = documents::list(&self.client, &kind.resource, None, &params)
             .await
             .map_err(|error| match &error {
                 kube::Error::Api(status) if status.code == 410 => AuditError::Expired {
                     kind: kind.key.to_string(),
                 },
-                _ => failed(error.to_string()),
+                _ => AuditError::List {
+                    kind: kind.key.to_string(),
+                    message: error.to_string(),
+                },
             })?;
-        let next = list.metadata.continue_token.filter(|t| !t.is_empty());
-        let objects = list
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|Item(mut map)| {
-                // List items leave out their type.
-                map.insert(
-                    "apiVersion".into(),
-                    Value::from(kind.resource.api_version.as_str()),
-                );
-                map.insert("kind".into(), Value::from(kind.resource.kind.as_str()));
-                Value::Object(map)
-            })
-            .collect();
         Ok(Page { objects, next })
-    }
-}
-
-/// A LIST response, its items decoded straight into documents.
-#[derive(Deserialize)]
-struct ListBody {
-    #[serde(default)]
-    metadata: ListMetadata,
-    // `null` in some apiservers' empty lists.
-    #[serde(default)]
-    items: Option<Vec<Item>>,
-}
-
-#[derive(Default, Deserialize)]
-struct ListMetadata {
-    #[serde(rename = "continue")]
-    continue_token: Option<String>,
-}
-
-/// One listed object, as policies see it: its `metadata.managedFields` (often the larger part
-/// of an object, and read by no policy the audit runs) are skipped while decoding, never
-/// built.
-struct Item(Map<String, Value>);
-
-impl<'de> Deserialize<'de> for Item {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_map(Fields { metadata: false })
-            .map(Item)
-    }
-}
-
-/// Reads a JSON object into a map; in `metadata`, without `managedFields`.
-#[derive(Clone, Copy)]
-struct Fields {
-    metadata: bool,
-}
-
-impl<'de> Visitor<'de> for Fields {
-    type Value = Map<String, Value>;
-
-    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-        formatter.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
-        let mut map = Map::new();
-        while let Some(key) = access.next_key::<String>()? {
-            if self.metadata && key == "managedFields" {
-                access.next_value::<IgnoredAny>()?;
-            } else if !self.metadata && key == "metadata" {
-                let metadata = access.next_value_seed(Fields { metadata: true })?;
-                map.insert(key, Value::Object(metadata));
-            } else {
-                map.insert(key, access.next_value()?);
-            }
-        }
-        Ok(map)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Fields {
-    type Value = Map<String, Value>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
     }
 }
 
@@ -319,34 +230,6 @@ mod tests {
         fn http<'a>(&'a self, _: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
             Box::pin(std::future::pending())
         }
-    }
-
-    #[test]
-    fn a_listed_page_is_decoded_without_managed_fields() {
-        let body = r#"{"kind": "ConfigMapList", "apiVersion": "v1",
-            "metadata": {"resourceVersion": "7", "continue": "abc"},
-            "items": [{"metadata": {"name": "a", "namespace": "n",
-                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:data": {}}}],
-                "labels": {"managedFields": "kept"}},
-              "data": {"metadata": "kept", "managedFields": "kept"}}]}"#;
-        let list: ListBody = serde_json::from_str(body).expect("a list");
-        assert_eq!(list.metadata.continue_token.as_deref(), Some("abc"));
-        let items: Vec<Value> = list
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .map(|Item(map)| Value::Object(map))
-            .collect();
-        assert_eq!(
-            items,
-            vec![json!({"metadata": {"name": "a", "namespace": "n",
-                                     "labels": {"managedFields": "kept"}},
-                        "data": {"metadata": "kept", "managedFields": "kept"}})]
-        );
-        let empty: ListBody =
-            serde_json::from_str(r#"{"metadata": {}, "items": null}"#).expect("an empty list");
-        assert!(empty.items.is_none() && empty.metadata.continue_token.is_none());
-        assert!(serde_json::from_str::<ListBody>(r#"{"items": [3]}"#).is_err());
     }
 
     #[tokio::test]

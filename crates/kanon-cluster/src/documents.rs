@@ -1,0 +1,177 @@
+//! Objects read from the apiserver as policies see them: JSON documents with their
+//! `apiVersion` and `kind` set (list items leave them out) and without
+//! `metadata.managedFields`, which are skipped while the answer is decoded (no typed object and
+//! no second copy is built). Object lookups and the audit read through here.
+
+use kube::Client;
+use kube::api::{DynamicObject, GetParams, ListParams};
+use kube::core::ApiResource;
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// The object `name` of `resource` (in `namespace`, for a namespaced type); `None` when the
+/// apiserver has none (404).
+pub async fn get(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<Value>, kube::Error> {
+    let url = <DynamicObject as kube::Resource>::url_path(resource, namespace);
+    let request = kube::core::Request::new(url)
+        .get(name, &GetParams::default())
+        .map_err(kube::Error::BuildRequest)?;
+    match client.request::<Document>(request).await {
+        Ok(document) => Ok(Some(typed(document, resource))),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// One LIST of `resource` (in `namespace`, or everywhere) with `params`: the objects and the
+/// token of the next page (`None`: this was the last).
+pub async fn list(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    params: &ListParams,
+) -> Result<(Vec<Value>, Option<String>), kube::Error> {
+    let url = <DynamicObject as kube::Resource>::url_path(resource, namespace);
+    let request = kube::core::Request::new(url)
+        .list(params)
+        .map_err(kube::Error::BuildRequest)?;
+    let list: ListBody = client.request(request).await?;
+    let next = list.metadata.continue_token.filter(|t| !t.is_empty());
+    let objects = list
+        .items
+        .unwrap_or_default()
+        .into_iter()
+        .map(|document| typed(document, resource))
+        .collect();
+    Ok((objects, next))
+}
+
+/// The document with its type set from `resource`.
+fn typed(Document(mut map): Document, resource: &ApiResource) -> Value {
+    map.insert(
+        "apiVersion".into(),
+        Value::from(resource.api_version.as_str()),
+    );
+    map.insert("kind".into(), Value::from(resource.kind.as_str()));
+    Value::Object(map)
+}
+
+/// A LIST response, its items decoded straight into documents.
+#[derive(Deserialize)]
+struct ListBody {
+    #[serde(default)]
+    metadata: ListMetadata,
+    // `null` in some apiservers' empty lists.
+    #[serde(default)]
+    items: Option<Vec<Document>>,
+}
+
+#[derive(Default, Deserialize)]
+struct ListMetadata {
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// One object, as policies see it: its `metadata.managedFields` (often the larger part of an
+/// object, and read by policies only by mistake) are skipped while decoding, never built.
+struct Document(Map<String, Value>);
+
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_map(Fields { metadata: false })
+            .map(Document)
+    }
+}
+
+/// Reads a JSON object into a map; in `metadata`, without `managedFields`.
+#[derive(Clone, Copy)]
+struct Fields {
+    metadata: bool,
+}
+
+impl<'de> Visitor<'de> for Fields {
+    type Value = Map<String, Value>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
+        let mut map = Map::new();
+        while let Some(key) = access.next_key::<String>()? {
+            if self.metadata && key == "managedFields" {
+                access.next_value::<IgnoredAny>()?;
+            } else if !self.metadata && key == "metadata" {
+                let metadata = access.next_value_seed(Fields { metadata: true })?;
+                map.insert(key, Value::Object(metadata));
+            } else {
+                map.insert(key, access.next_value()?);
+            }
+        }
+        Ok(map)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Fields {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_listed_page_is_decoded_without_managed_fields() {
+        let body = r#"{"kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": "7", "continue": "abc"},
+            "items": [{"metadata": {"name": "a", "namespace": "n",
+                "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:data": {}}}],
+                "labels": {"managedFields": "kept"}},
+              "data": {"metadata": "kept", "managedFields": "kept"}}]}"#;
+        let list: ListBody = serde_json::from_str(body).expect("a list");
+        assert_eq!(list.metadata.continue_token.as_deref(), Some("abc"));
+        let items: Vec<Value> = list
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|Document(map)| Value::Object(map))
+            .collect();
+        assert_eq!(
+            items,
+            vec![json!({"metadata": {"name": "a", "namespace": "n",
+                                     "labels": {"managedFields": "kept"}},
+                        "data": {"metadata": "kept", "managedFields": "kept"}})]
+        );
+        let empty: ListBody =
+            serde_json::from_str(r#"{"metadata": {}, "items": null}"#).expect("an empty list");
+        assert!(empty.items.is_none() && empty.metadata.continue_token.is_none());
+        assert!(serde_json::from_str::<ListBody>(r#"{"items": [3]}"#).is_err());
+    }
+
+    #[test]
+    fn a_document_gets_its_type() {
+        let document: Document =
+            serde_json::from_value(json!({"metadata": {"name": "a", "managedFields": []}}))
+                .expect("an object");
+        let resource = ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        );
+        assert_eq!(
+            typed(document, &resource),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}})
+        );
+    }
+}
