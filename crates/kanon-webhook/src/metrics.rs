@@ -29,6 +29,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
+use kanon_api::Operation;
 use kanon_engine::{PolicyOutcome, WebhookKind};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -528,7 +529,7 @@ impl Metrics {
         &self,
         webhook: WebhookKind,
         reply: &Reply,
-        operation: Option<&str>,
+        operation: Option<Operation>,
         kind: Option<&str>,
         seconds: f64,
     ) {
@@ -540,7 +541,6 @@ impl Metrics {
             Outcome::Decided(decision) if !decision.allowed => "denied",
             Outcome::Decided(decision)
                 if operation
-                    .and_then(|operation| kanon_engine::parse_operation(operation).ok())
                     .is_some_and(|operation| decision.carries_patch(webhook, operation)) =>
             {
                 "patched"
@@ -551,7 +551,7 @@ impl Metrics {
         self.requests
             .get_or_create(&RequestLabels {
                 webhook: webhook_name,
-                operation: operation_label(operation.unwrap_or_default()),
+                operation: operation.map_or("", operation_label),
                 kind: kind_label(&self.kinds, kind.unwrap_or_default()),
                 result,
             })
@@ -689,14 +689,11 @@ impl Metrics {
 }
 
 /// The operations a review can carry; anything else (never sent by kube-apiserver) is `other`.
-fn operation_label(operation: &str) -> &'static str {
+fn operation_label(operation: Operation) -> &'static str {
     match operation {
-        "CREATE" => "CREATE",
-        "UPDATE" => "UPDATE",
-        "DELETE" => "DELETE",
-        "CONNECT" => "CONNECT",
-        "" => "",
-        _ => "other",
+        // A review names one operation; `*` only matches them.
+        Operation::All => "other",
+        operation => operation.as_str(),
     }
 }
 
@@ -779,14 +776,14 @@ mod tests {
         metrics.observe_review(
             WebhookKind::Validating,
             &reply,
-            Some("CREATE"),
+            Some(Operation::Create),
             Some("Pod"),
             0.0,
         );
         metrics.observe_review(
             WebhookKind::Validating,
             &reply,
-            Some("CREATE"),
+            Some(Operation::Create),
             Some("Pod"),
             0.0,
         );
@@ -818,7 +815,7 @@ mod tests {
             metrics.observe_review(
                 WebhookKind::Validating,
                 &allowed,
-                Some("CREATE"),
+                Some(Operation::Create),
                 Some(kind),
                 0.0,
             )
@@ -873,7 +870,7 @@ mod tests {
     #[test]
     fn counts_reviews_by_result() {
         let metrics = Metrics::new();
-        let ops = Some("CREATE");
+        let ops = Some(Operation::Create);
         let pod = Some("Pod");
         metrics.observe_review(
             WebhookKind::Mutating,
@@ -907,7 +904,7 @@ mod tests {
         metrics.observe_review(
             WebhookKind::Validating,
             &decided(false, false, vec![]),
-            Some("UPDATE"),
+            Some(Operation::Update),
             Some("Deployment"),
             0.2,
         );
@@ -1013,7 +1010,7 @@ mod tests {
         metrics.observe_review(
             WebhookKind::Mutating,
             &decided(false, false, results),
-            Some("CREATE"),
+            Some(Operation::Create),
             Some("Pod"),
             0.01,
         );
@@ -1089,7 +1086,7 @@ mod tests {
             metrics.observe_review(
                 WebhookKind::Mutating,
                 &decided(true, true, results),
-                Some("CREATE"),
+                Some(Operation::Create),
                 Some("Pod"),
                 0.001,
             )
@@ -1178,7 +1175,7 @@ mod tests {
                     ),
                 ],
             ),
-            Some("CREATE"),
+            Some(Operation::Create),
             Some("Pod"),
             0.003,
         );

@@ -331,7 +331,7 @@ async fn review(
     match tokio::time::timeout_at(deadline + EVALUATION_GRACE, evaluation).await {
         Ok(reply) => {
             let (operation, kind) = match &reply.request {
-                Some((operation, kind)) => (Some(operation.as_str()), Some(kind.as_str())),
+                Some((operation, kind)) => (Some(*operation), Some(kind.as_str())),
                 None => (None, None),
             };
             shared.metrics.observe_review(
