@@ -187,21 +187,6 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// Serves until `shutdown` resolves, then drains: [`Server::bind`] and [`Server::run`].
-pub async fn serve(
-    config: ServerConfig,
-    resolver: Arc<CertResolver>,
-    state: Arc<PolicyState>,
-    lookup: Arc<dyn Lookup>,
-    metrics: Arc<Metrics>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServerError> {
-    Server::bind(config, resolver, state, lookup, metrics)
-        .await?
-        .run(shutdown)
-        .await
-}
-
 impl Server {
     /// Hands every object admitted under a validate policy with the `Audit` action to
     /// `recorder` (the audit reports), from the next review on. Set once; a second call is
