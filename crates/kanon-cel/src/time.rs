@@ -47,6 +47,11 @@ impl Duration {
         Duration { nanos }
     }
 
+    /// The duration in nanoseconds (negative for a negative duration).
+    pub const fn as_nanos(self) -> i64 {
+        self.nanos
+    }
+
     /// Parses a duration as Go's `time.ParseDuration` does (`"1h2m3.5s"`, `"-1.5h"`, `"300ms"`;
     /// units `ns`, `us`, `µs`, `μs`, `ms`, `s`, `m`, `h`), which is what cel-go's
     /// `duration(string)` calls. Any failure, overflow included, is cel-go's conversion error.

@@ -27,41 +27,12 @@ fn query_timeout(query: &str) -> Option<Duration> {
         .filter(|timeout| !timeout.is_zero())
 }
 
-/// A Go `time.Duration` string: one or more decimal numbers each with a unit (`ns`, `us`,
-/// `µs`, `ms`, `s`, `m`, `h`). One too long for a [`Duration`] is `None`.
+/// A Go `time.Duration` string (`10s`, `1m30s`, `500ms`; units `ns`, `us`, `µs`, `ms`, `s`,
+/// `m`, `h`), read exactly as Go's `time.ParseDuration` reads it (kanon-cel's parser, the one
+/// CEL's `duration()` uses). Negative, or too long for Go: `None`.
 pub fn parse_go_duration(text: &str) -> Option<Duration> {
-    if text == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut rest = text;
-    let mut seconds = 0.0_f64;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        if number_end == 0 {
-            return None;
-        }
-        let value: f64 = rest[..number_end].parse().ok()?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        seconds += value * scale;
-        rest = &rest[unit_end..];
-    }
-    // Infinite or beyond a Duration: not a duration.
-    Duration::try_from_secs_f64(seconds).ok()
+    let nanos = kanon_cel::Duration::parse(text).ok()?.as_nanos();
+    u64::try_from(nanos).ok().map(Duration::from_nanos)
 }
 
 #[cfg(test)]
@@ -78,8 +49,14 @@ mod tests {
         for bad in ["", "10", "s", "10x", "-1s", "1s2"] {
             assert_eq!(parse_go_duration(bad), None, "{bad}");
         }
-        // Past what a Duration holds, and past what an f64 holds.
+        assert_eq!(
+            parse_go_duration("1h2m3.5s"),
+            Some(Duration::from_millis(3_723_500))
+        );
+        assert_eq!(parse_go_duration("1.5µs"), Some(Duration::from_nanos(1500)));
+        // Past what Go's durations hold (about 292 years).
         assert_eq!(parse_go_duration("99999999999999999999999s"), None);
+        assert_eq!(parse_go_duration("3000000h"), None);
         assert_eq!(parse_go_duration(&format!("{}h", "9".repeat(400))), None);
     }
 
@@ -107,22 +84,25 @@ mod tests {
             review_timeout(Some("timeout=30s"), default),
             MAX_REVIEW_TIMEOUT
         );
-        for long in [
-            "timeout=31s",
-            "timeout=1000h",
-            "timeout=15000000000000000000s",
-        ] {
+        for long in ["timeout=31s", "timeout=1000h", "timeout=2562047h"] {
             assert_eq!(
                 review_timeout(Some(long), default),
                 MAX_REVIEW_TIMEOUT,
                 "{long}"
             );
         }
-        // Unreadable: the default, itself clamped.
-        assert_eq!(
-            review_timeout(Some("timeout=99999999999999999999999s"), default),
-            default
-        );
+        // Unreadable (past Go's durations, which kube-apiserver writes): the default, itself
+        // clamped.
+        for unreadable in [
+            "timeout=15000000000000000000s",
+            "timeout=99999999999999999999999s",
+        ] {
+            assert_eq!(
+                review_timeout(Some(unreadable), default),
+                default,
+                "{unreadable}"
+            );
+        }
         assert_eq!(
             review_timeout(None, Duration::from_secs(3600)),
             MAX_REVIEW_TIMEOUT
