@@ -1,9 +1,13 @@
 //! kanon's admission webhook: the [`admission`] codec (AdmissionReview bytes in, read within a
 //! memory [`budget`], the engine's verdict, AdmissionReview bytes out, in exactly the shape
-//! kube-apiserver accepts), the HTTPS
-//! [`server`] that moves those bytes, its [`tls`] certificates, [`metrics`], and the policy
-//! [`source`] read from files (and kept in step with them by [`poll`]) with the [`state`] that
-//! publishes policy sets to requests.
+//! kube-apiserver accepts), the HTTPS [`server`] that moves those bytes (serving the
+//! certificate its [`tls`] resolver holds, bounding reviews with [`slot`]s), hand-written
+//! programs run in worker processes ([`sandbox`]), lookups bounded by the review's deadline
+//! ([`lookup`]), [`metrics`], and the [`state`] that publishes policy sets to requests.
+//!
+//! What it serves comes from outside: policy sets through [`Publisher`] (the binary reads
+//! files, the cluster crate watches the apiserver), certificates made by kanon-certificates or
+//! cert-manager and reloaded by whoever watches their files.
 
 pub mod admission;
 pub mod budget;
