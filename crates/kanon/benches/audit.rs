@@ -52,18 +52,17 @@
 //! control plane die with the bench (`PR_SET_PDEATHSIG`).
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use base64::Engine as _;
-use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kanon_control_plane::Options;
+use kanon_control_plane::kanon::{Cluster, Kanon, metrics_at, output_text as text, repo};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -247,28 +246,6 @@ impl Settings {
     }
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -391,120 +368,14 @@ fn median(values: &[f64]) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // kanon
 
-struct Kanon {
-    child: Option<Child>,
-    pid: u32,
-    port: u16,
-    metrics_port: u16,
-    log: PathBuf,
-}
-
-impl Kanon {
-    fn start(name: &str, kubeconfig: &Path, dir: &Path, extra: &[&str]) -> Result<Kanon> {
-        let port = free_port()?;
-        let metrics_port = free_port()?;
-        let cert_dir = dir.join(format!("{name}-certs"));
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log)?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
-        command
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--cert-dir")
-            .arg(&cert_dir)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file);
-        // SAFETY: prctl(2) is async-signal-safe; the child dies with this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = command.spawn().context("kanon serve starts")?;
-        let pid = child.id();
-        let kanon = Kanon {
-            child: Some(child),
-            pid,
-            port,
-            metrics_port,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let out = Command::new("curl")
-                .args([
-                    "-sk",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code}",
-                    "--max-time",
-                    "5",
-                ])
-                .arg(format!("https://127.0.0.1:{port}/readyz"))
-                .output()
-                .context("curl runs")?;
-            if out.stdout == b"200" {
-                return Ok(kanon);
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "kanon did not become ready; its log:\n{}",
-                tail(&kanon.log, 40)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Kanon {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// kanon's metrics text (plain HTTP on loopback, without a subprocess: sampled often).
-fn scrape(port: u16) -> Result<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body)?;
-    Ok(body
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default())
+/// Starts `kanon serve` named `name` with `args` and waits (2 minutes at most: it starts while
+/// the apiserver serves 100,000 objects) for `/readyz`.
+fn start_kanon(world: &World, name: &str, args: &[&str]) -> Result<Kanon> {
+    let mut kanon = world.cluster.kanon(env!("CARGO_BIN_EXE_kanon"), name)?;
+    kanon.args = args.iter().map(|a| a.to_string()).collect();
+    kanon.spawn()?;
+    kanon.wait_ready(Duration::from_secs(120), Duration::from_millis(100))?;
+    Ok(kanon)
 }
 
 /// The value of the sample `series` (name with its labels, as printed) in `metrics`; 0 when
@@ -549,7 +420,7 @@ impl Sampler {
         let thread = std::thread::spawn(move || {
             while !until.load(Ordering::Relaxed) {
                 let (rss, hwm) = memory_kib(pid);
-                let metrics = scrape(metrics_port).unwrap_or_default();
+                let metrics = metrics_at(metrics_port).unwrap_or_default();
                 let sample = Sample {
                     at: began.elapsed(),
                     rss,
@@ -598,60 +469,41 @@ impl Drop for Sampler {
 struct World {
     runtime: tokio::runtime::Runtime,
     client: kube::Client,
-    control_plane: ControlPlane,
-    dir: tempfile::TempDir,
+    /// Last: stopped after the kanon processes (which `main` owns and stops first).
+    cluster: Cluster,
 }
 
 impl World {
     fn start() -> Result<World> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
-        let started = Instant::now();
-        let control_plane = ControlPlane::start(
-            &toolchain,
+        let cluster = Cluster::start(
+            "bench",
             Options {
                 controller_manager: false,
                 ..Options::default()
             },
         )?;
-        eprintln!(
-            "bench: control plane (etcd, kube-apiserver) up in {:.1} s at {}",
-            started.elapsed().as_secs_f64(),
-            control_plane.server()
-        );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()?;
         let client = runtime.block_on(async {
-            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())?;
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(cluster.control_plane().kubeconfig())?;
             let mut config =
                 kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
             config.read_timeout = Some(Duration::from_secs(120));
             anyhow::Ok(kube::Client::try_from(config)?)
         })?;
-        let world = World {
+        Ok(World {
             runtime,
             client,
-            control_plane,
-            dir: tempfile::tempdir()?,
-        };
-        let crds = repo().join("crds").display().to_string();
-        world.kubectl(&["apply", "--server-side", "--recursive", "-f", &crds])?;
-        world.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ])?;
-        Ok(world)
+            cluster,
+        })
     }
 
     fn kubectl(&self, args: &[&str]) -> Result<Output> {
-        let out = self.control_plane.kubectl().args(args).output()?;
-        ensure!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        Ok(out)
+        self.cluster.kubectl(args)
     }
 
     fn apply(&self, resource: &ApiResource, document: &Value) -> Result<()> {
@@ -666,7 +518,8 @@ impl World {
 
     /// The PID of a control-plane process.
     fn pid(&self, name: &str) -> Option<u32> {
-        self.control_plane
+        self.cluster
+            .control_plane()
             .pids()
             .into_iter()
             .find(|(n, _)| *n == name)
@@ -1232,7 +1085,6 @@ fn main() -> Result<()> {
         .sum();
 
     // ---- kanon, with no policy yet ----
-    let kubeconfig = world.control_plane.kubeconfig();
     let mut flags = vec![
         "--namespace",
         KANON_NS,
@@ -1249,8 +1101,9 @@ fn main() -> Result<()> {
     if let Some(share) = &settings.audit_cpu {
         flags.extend(["--audit-cpu", share.as_str()]);
     }
-    let mut kanon = Kanon::start("kanon", &kubeconfig, world.dir.path(), &flags)?;
-    let sampler = Sampler::start(kanon.pid, kanon.metrics_port, began);
+    let mut kanon = start_kanon(&world, "kanon", &flags)?;
+    let kanon_pid = kanon.pid().context("kanon runs")?;
+    let sampler = Sampler::start(kanon_pid, kanon.metrics_port, began);
     // The first audit has no policy to read with; it ends at once.
     wait_for(
         "kanon's first (empty) audit",
@@ -1285,7 +1138,7 @@ fn main() -> Result<()> {
     std::thread::sleep(Duration::from_millis(300));
     let audit_load_after = load_average();
     let etcd_db_after = world.etcd_db_size();
-    let metrics = scrape(kanon.metrics_port)?;
+    let metrics = metrics_at(kanon.metrics_port)?;
     let scanned = metric(&metrics, SCANNED);
     let audit_seconds = metric(&metrics, "kanon_audit_duration_seconds_sum");
     let audit_count = metric(&metrics, "kanon_audit_duration_seconds_count");
@@ -1294,7 +1147,7 @@ fn main() -> Result<()> {
         &metrics,
         "kanon_audit_report_writes_total{outcome=\"error\"}",
     );
-    let (rss_after_audit, hwm_after_audit) = memory_kib(kanon.pid);
+    let (rss_after_audit, hwm_after_audit) = memory_kib(kanon_pid);
     let during = sampler.between(policies_at, audited_at);
     let max_rss_during = during.iter().map(|s| s.rss).max().unwrap_or(0);
     let first_read = during
@@ -1313,22 +1166,22 @@ fn main() -> Result<()> {
         // A dry run is judged alike but not handed to the audit's admission recorder.
         let mut review: Value = serde_json::from_slice(&std::fs::read(&fixture)?)?;
         review["request"]["dryRun"] = json!(true);
-        fixture = world.dir.path().join("pod-create-dry-run.json");
+        fixture = world.cluster.dir().join("pod-create-dry-run.json");
         std::fs::write(&fixture, serde_json::to_vec(&review)?)?;
     }
     // Split: the reviews go to a second kanon that does not audit, so that the audit's work
     // shares the machine with them but not the process.
     let server = if settings.split {
-        Some(Kanon::start(
+        Some(start_kanon(
+            &world,
             "kanon-server",
-            &kubeconfig,
-            world.dir.path(),
             &["--namespace", KANON_NS, "--no-status", "--no-audit"],
         )?)
     } else {
         None
     };
     let serving = server.as_ref().unwrap_or(&kanon);
+    let serving_pid = serving.pid().context("the serving kanon runs")?;
     let url = format!("https://127.0.0.1:{}/validate?timeout=10s", serving.port);
     // An audit after one policy change, without load: how long the audits of the rounds read
     // (the first audit wrote every report; the later ones write only what changed).
@@ -1362,7 +1215,7 @@ fn main() -> Result<()> {
         // control plane, whose LISTs a real cluster serves on other machines.
         let mut lowered = vec![world.pid("kube-apiserver"), world.pid("etcd")];
         if settings.split {
-            lowered.push(Some(kanon.pid));
+            lowered.push(Some(kanon_pid));
         }
         for pid in lowered.into_iter().flatten() {
             renice(pid, 19, settings.sched_idle);
@@ -1372,8 +1225,8 @@ fn main() -> Result<()> {
     // real cluster serves on other machines, and the load generator on the others.
     let others = if settings.pin {
         let (own, others) = cpu_split()?;
-        pin(serving.pid, &[own])?;
-        pin(kanon.pid, &[own])?;
+        pin(serving_pid, &[own])?;
+        pin(kanon_pid, &[own])?;
         for pid in [world.pid("kube-apiserver"), world.pid("etcd")]
             .into_iter()
             .flatten()
@@ -1393,8 +1246,8 @@ fn main() -> Result<()> {
     let others = others.as_deref();
     oha(&oha_bin, &url, &fixture, 3.0, others)?; // warm-up
     let pids = [
-        Some(serving.pid),
-        Some(kanon.pid),
+        Some(serving_pid),
+        Some(kanon_pid),
         world.pid("kube-apiserver"),
         world.pid("etcd"),
     ];
@@ -1431,7 +1284,7 @@ fn main() -> Result<()> {
                         Command::new("perf")
                             .args(["record", "-F", "499", "-g", "-o"])
                             .arg(out)
-                            .args(["-p", &kanon.pid.to_string(), "--"])
+                            .args(["-p", &kanon_pid.to_string(), "--"])
                             .args(["sleep", &window.to_string()])
                             .stdout(Stdio::null())
                             .stderr(Stdio::null())
@@ -1502,8 +1355,8 @@ fn main() -> Result<()> {
         }
     }
     let load_rounds_after = load_average();
-    let metrics_end = scrape(kanon.metrics_port)?;
-    let (rss_end, hwm_end) = memory_kib(kanon.pid);
+    let metrics_end = metrics_at(kanon.metrics_port)?;
+    let (rss_end, hwm_end) = memory_kib(kanon_pid);
     let reports_end = report_sizes(&world)?;
     let lease = world
         .kubectl(&["get", "lease", "kanon-audit", "-n", KANON_NS, "-o", "json"])
@@ -1517,7 +1370,7 @@ fn main() -> Result<()> {
     let alive = kanon.running();
     drop(sampler);
     kanon.stop();
-    let log = std::fs::read_to_string(&kanon.log).unwrap_or_default();
+    let log = std::fs::read_to_string(kanon.log()).unwrap_or_default();
     let notable: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panic"))

@@ -47,23 +47,26 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kanon_control_plane::kanon::{self as kit, Cluster, Kanon, output_text as text, repo};
+use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 /// The namespace of the Pods created through the apiserver.
 const PODS_NS: &str = "bench-pods";
+
+/// The name of kanon's webhook configurations for the bench Pods.
+const WEBHOOKS: &str = "kanon-bench";
 
 /// Policies that select the bench Pods (each adds one label), out of [`COPS`].
 const MATCHING: usize = 10;
@@ -138,169 +141,10 @@ impl Settings {
     }
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// stdout and stderr of a command.
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// The last `lines` lines of a file.
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "?".into())
-}
-
-// ---------------------------------------------------------------------------------------------
-// kanon as a child process
-
-/// `kanon serve` in cluster mode.
-struct Kanon {
-    name: &'static str,
-    child: Option<Child>,
-    port: u16,
-    metrics_port: u16,
-    cert_dir: PathBuf,
-    log: PathBuf,
-}
-
-impl Kanon {
-    /// Starts `kanon serve --kubeconfig ...` with `extra` arguments and waits for `/readyz`.
-    fn start(name: &'static str, kubeconfig: &Path, dir: &Path, extra: &[&str]) -> Result<Kanon> {
-        let port = free_port()?;
-        let metrics_port = free_port()?;
-        let cert_dir = dir.join(format!("{name}-certs"));
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log)?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
-        command
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--cert-dir")
-            .arg(&cert_dir)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .args(["--http-allow-cidr", "127.0.0.1/32"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file);
-        // SAFETY: prctl(2) is async-signal-safe; the child dies with this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = command.spawn().context("kanon serve starts")?;
-        let kanon = Kanon {
-            name,
-            child: Some(child),
-            port,
-            metrics_port,
-            cert_dir,
-            log,
-        };
-        kanon.wait_ready()?;
-        Ok(kanon)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn ca_pem(&self) -> Result<Vec<u8>> {
-        std::fs::read(self.cert_dir.join("ca.crt")).context("kanon's CA")
-    }
-
-    fn wait_ready(&self) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            let out = Command::new("curl")
-                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
-                .args(["--max-time", "5", "--cacert"])
-                .arg(self.cert_dir.join("ca.crt"))
-                .arg(self.url("/readyz"))
-                .output()
-                .context("curl runs")?;
-            if out.stdout == b"200" {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        bail!(
-            "kanon ({}) did not become ready; its log:\n{}",
-            self.name,
-            tail(&self.log, 40)
-        )
-    }
-
-    fn metrics(&self) -> Result<String> {
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "5"])
-            .arg(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
-            .output()
-            .context("curl runs")?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// Whether it is still running.
-    fn running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    /// SIGTERM, then wait (30 s at most, then SIGKILL).
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                if !status.success() {
-                    eprintln!("bench: kanon ({}) exited with {status}", self.name);
-                }
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!(
-            "bench: kanon ({}) ignored SIGTERM for 30 s; killed",
-            self.name
-        );
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Kanon {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -541,94 +385,66 @@ struct World {
     client: kube::Client,
     kanon: Option<Kanon>,
     kanon_miss: Option<Kanon>,
-    control_plane: Option<ControlPlane>,
     webhooks: bool,
     /// Whether part 4's validating webhook configuration may be registered.
     cel_webhook: bool,
-    _dir: tempfile::TempDir,
+    /// Last: stopped after kanon.
+    cluster: Cluster,
 }
 
 impl World {
     fn start() -> Result<World> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
-        let started = Instant::now();
-        let control_plane = ControlPlane::start(&toolchain, Options::default())?;
-        eprintln!(
-            "bench: control plane up in {:.1} s at {}",
-            started.elapsed().as_secs_f64(),
-            control_plane.server()
-        );
+        let cluster = Cluster::start("bench", Options::default())?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()?;
         let client = runtime.block_on(async {
-            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())?;
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(cluster.control_plane().kubeconfig())?;
             let config =
                 kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
             anyhow::Ok(kube::Client::try_from(config)?)
         })?;
-        let world = World {
+        Ok(World {
             runtime,
             client,
             kanon: None,
             kanon_miss: None,
-            control_plane: Some(control_plane),
             webhooks: false,
             cel_webhook: false,
-            _dir: tempfile::tempdir()?,
-        };
-        let crds = repo().join("crds").display().to_string();
-        // Recursive: with the OpenReports CRDs of crds/openreports/, as the e2e suite installs.
-        world.kubectl(&["apply", "--server-side", "--recursive", "-f", &crds])?;
-        world.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ])?;
-        Ok(world)
+            cluster,
+        })
     }
 
     fn control_plane(&self) -> &ControlPlane {
-        self.control_plane.as_ref().expect("the control plane")
+        self.cluster.control_plane()
     }
 
     fn kanon(&self) -> &Kanon {
         self.kanon.as_ref().expect("kanon runs")
     }
 
-    fn dir(&self) -> &Path {
-        self._dir.path()
+    /// Starts `kanon serve` (named `name`, with `extra` arguments) and waits for `/readyz`.
+    fn start_kanon(&self, name: &str, extra: &[&str]) -> Result<Kanon> {
+        let mut kanon = self
+            .cluster
+            .kanon(env!("CARGO_BIN_EXE_kanon"), name)?
+            .with_settings(&["--http-allow-cidr", "127.0.0.1/32"]);
+        kanon.args = extra.iter().map(|a| a.to_string()).collect();
+        kanon.start()?;
+        Ok(kanon)
     }
 
     /// kubectl with `args`; an error when it fails.
     fn kubectl(&self, args: &[&str]) -> Result<Output> {
-        let out = self.control_plane().kubectl().args(args).output()?;
-        ensure!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        Ok(out)
+        self.cluster.kubectl(args)
     }
 
     /// `kubectl apply -f -` of `document`.
     fn apply(&self, document: &Value) -> Result<()> {
-        let mut child = self
-            .control_plane()
-            .kubectl()
-            .args(["apply", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        child
-            .stdin
-            .take()
-            .context("kubectl's stdin")?
-            .write_all(document.to_string().as_bytes())?;
-        let out = child.wait_with_output()?;
-        ensure!(out.status.success(), "apply {document}: {}", text(&out));
-        Ok(())
+        self.cluster.apply(document)
     }
 
     /// Creates a namespace and waits for its `default` ServiceAccount (Pods need it).
@@ -694,7 +510,7 @@ impl World {
             ensure!(
                 Instant::now() < deadline,
                 "{kind}: {ready} of {count} ready after 60 s; kanon's log:\n{}",
-                tail(&self.kanon().log, 30)
+                self.kanon().log_tail(30)
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -716,36 +532,19 @@ impl World {
     /// The webhook configurations: Pods in the bench namespace only, `Fail`, 5 s.
     fn webhook_configurations(&self) -> Result<(Value, Value)> {
         let kanon = self.kanon();
-        let ca = base64::engine::general_purpose::STANDARD.encode(kanon.ca_pem()?);
         let webhook = |name: &str, path: &str| {
-            json!({
-                "name": name,
-                "clientConfig": {"url": kanon.url(path), "caBundle": ca},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                           "operations": ["CREATE", "UPDATE"], "resources": ["pods"],
-                           "scope": "Namespaced"}],
-                "namespaceSelector": {"matchExpressions": [{
-                    "key": "kubernetes.io/metadata.name", "operator": "In", "values": [PODS_NS]}]},
-                "failurePolicy": "Fail",
-                "matchPolicy": "Equivalent",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 5,
-            })
+            let rules = kit::pod_rules(&["CREATE", "UPDATE"]);
+            kanon.webhook(name, path, rules, kit::namespaces_named(&[PODS_NS]))
         };
         Ok((
-            json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": "kanon-bench"},
-                "webhooks": [webhook("mutate.bench.kanon.dev", "/mutate")],
-            }),
-            json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": {"name": "kanon-bench"},
-                "webhooks": [webhook("validate.bench.kanon.dev", "/validate")],
-            }),
+            kit::mutating_configuration(
+                WEBHOOKS,
+                vec![webhook("mutate.bench.kanon.dev", "/mutate")?],
+            ),
+            kit::validating_configuration(
+                WEBHOOKS,
+                vec![webhook("validate.bench.kanon.dev", "/validate")?],
+            ),
         ))
     }
 
@@ -770,12 +569,7 @@ impl World {
 
     fn delete_webhooks(&mut self) -> Result<()> {
         if self.webhooks {
-            self.kubectl(&[
-                "delete",
-                "--ignore-not-found",
-                "mutatingwebhookconfiguration/kanon-bench",
-                "validatingwebhookconfiguration/kanon-bench",
-            ])?;
+            self.cluster.delete_webhook_configurations(WEBHOOKS)?;
             self.webhooks = false;
         }
         Ok(())
@@ -824,15 +618,10 @@ impl Drop for World {
             eprintln!("bench: deleting the CEL webhook: {error:#}");
         }
         if let Some(mut kanon) = self.kanon_miss.take() {
-            kanon.stop();
+            kanon.stop_reporting("bench");
         }
         if let Some(mut kanon) = self.kanon.take() {
-            kanon.stop();
-        }
-        if let Some(control_plane) = self.control_plane.take()
-            && let Err(error) = control_plane.stop()
-        {
-            eprintln!("bench: stopping the control plane: {error:#}");
+            kanon.stop_reporting("bench");
         }
     }
 }
@@ -1259,11 +1048,8 @@ fn lookups(world: &mut World, settings: &Settings) -> Result<LookupResults> {
     }
     world.wait_policies_ready("ClusterOverridePolicy", COPS + LOOKUP_CASES.len())?;
     // The second kanon: no caches, no status writes (the first one writes them).
-    let kubeconfig = world.control_plane().kubeconfig();
-    let miss = Kanon::start(
+    let miss = world.start_kanon(
         "kanon-no-cache",
-        &kubeconfig,
-        world.dir(),
         &[
             "--object-cache-ttl-ms",
             "0",
@@ -1455,8 +1241,7 @@ fn cel_pod(name: &str) -> Value {
 
 /// The namespace selector of part 4's VAPs and webhook: [`CEL_NS`] only.
 fn cel_namespace_selector() -> Value {
-    json!({"matchExpressions": [{
-        "key": "kubernetes.io/metadata.name", "operator": "In", "values": [CEL_NS]}]})
+    kit::namespaces_named(&[CEL_NS])
 }
 
 /// A rule as a ValidatingAdmissionPolicy (Pods, CREATE, in [`CEL_NS`]) and its binding (Deny).
@@ -1564,25 +1349,13 @@ impl World {
 
     /// kanon's validating webhook of part 4: Pods, CREATE, in [`CEL_NS`] only, `Fail`, 5 s.
     fn cel_webhook_configuration(&self) -> Result<Value> {
-        let kanon = self.kanon();
-        let ca = base64::engine::general_purpose::STANDARD.encode(kanon.ca_pem()?);
-        Ok(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": CEL_WEBHOOK},
-            "webhooks": [{
-                "name": CEL_WEBHOOK_NAME,
-                "clientConfig": {"url": kanon.url("/validate"), "caBundle": ca},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                           "resources": ["pods"], "scope": "Namespaced"}],
-                "namespaceSelector": cel_namespace_selector(),
-                "failurePolicy": "Fail",
-                "matchPolicy": "Equivalent",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 5,
-            }],
-        }))
+        let webhook = self.kanon().webhook(
+            CEL_WEBHOOK_NAME,
+            "/validate",
+            kit::pod_rules(&["CREATE"]),
+            cel_namespace_selector(),
+        )?;
+        Ok(kit::validating_configuration(CEL_WEBHOOK, vec![webhook]))
     }
 
     /// Waits until `config` is what the apiserver enforces: for each rule, a dry-run create of
@@ -1782,8 +1555,8 @@ fn process_cpu(pid: u32) -> Duration {
 /// The CPU time so far of each of [`CPU_PROCESSES`] (the bench client is this process).
 fn cpu_times(world: &World) -> [Duration; 5] {
     let mut pids = world.control_plane().pids();
-    if let Some(child) = world.kanon.as_ref().and_then(|k| k.child.as_ref()) {
-        pids.push(("kanon", child.id()));
+    if let Some(child) = world.kanon.as_ref().and_then(Kanon::pid) {
+        pids.push(("kanon", child));
     }
     pids.push(("bench client", std::process::id()));
     CPU_PROCESSES.map(|name| {
@@ -2060,8 +1833,7 @@ fn main() -> Result<()> {
     let mut world = World::start()?;
 
     world.namespace(PODS_NS)?;
-    let kubeconfig = world.control_plane().kubeconfig();
-    let kanon = Kanon::start("kanon", &kubeconfig, world.dir(), &[])?;
+    let kanon = world.start_kanon("kanon", &[])?;
     world.kanon = Some(kanon);
     eprintln!("bench: kanon ready");
     for i in 0..COPS {
@@ -2095,11 +1867,11 @@ fn main() -> Result<()> {
     let lookup = lookups(&mut world, &settings)?;
     let kanon_alive = world.kanon.as_mut().is_some_and(Kanon::running)
         && world.kanon_miss.as_mut().is_some_and(Kanon::running);
-    let kanon_log = tail(&world.kanon().log, 2000);
+    let kanon_log = world.kanon().log_tail(2000);
     let miss_log = world
         .kanon_miss
         .as_ref()
-        .map(|k| tail(&k.log, 2000))
+        .map(|k| k.log_tail(2000))
         .unwrap_or_default();
     let load_after = load_average();
     drop(world);

@@ -44,9 +44,8 @@
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -54,7 +53,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kanon_control_plane::kanon::{self as kit, Cluster, Kanon, repo};
+use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -65,6 +65,11 @@ const NS: &str = "bench-faults";
 const CREATE_TIMEOUT: Duration = Duration::from_secs(15);
 /// The webhooks' `timeoutSeconds`.
 const WEBHOOK_TIMEOUT_SECS: u64 = 5;
+/// The name of kanon's webhook configurations.
+const WEBHOOKS: &str = "kanon-faults";
+/// How often kanon's `/readyz` is asked while it starts (the restart's time to ready is
+/// measured to this resolution).
+const READY_POLL: Duration = Duration::from_millis(20);
 /// The constant labels of the label policies, and their first values.
 const LABEL_A: &str = "faults-a";
 const LABEL_B: &str = "faults-b";
@@ -107,28 +112,6 @@ impl Settings {
             sample_secs: 10,
         }
     }
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn load_average() -> String {
@@ -189,168 +172,6 @@ fn proc_sample(pid: u32) -> Option<ProcSample> {
         fds,
         threads: field("Threads:").unwrap_or(0),
     })
-}
-
-/// `kanon serve` in cluster mode on fixed ports and a fixed certificate directory, so that it
-/// can be killed and started again behind the same webhook configurations.
-struct Kanon {
-    child: Option<Child>,
-    port: u16,
-    metrics_port: u16,
-    kubeconfig: PathBuf,
-    cert_dir: PathBuf,
-    dir: PathBuf,
-    /// One log per life.
-    logs: Vec<PathBuf>,
-}
-
-impl Kanon {
-    fn new(kubeconfig: &Path, dir: &Path) -> Result<Kanon> {
-        Ok(Kanon {
-            child: None,
-            port: free_port()?,
-            metrics_port: free_port()?,
-            kubeconfig: kubeconfig.to_path_buf(),
-            cert_dir: dir.join("kanon-certs"),
-            dir: dir.to_path_buf(),
-            logs: Vec::new(),
-        })
-    }
-
-    /// Starts a new life (does not wait for readiness).
-    fn spawn(&mut self) -> Result<()> {
-        ensure!(self.child.is_none(), "kanon already runs");
-        let log = self.dir.join(format!("kanon-{}.log", self.logs.len() + 1));
-        let file = std::fs::File::create(&log)?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
-        command
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cert-dir")
-            .arg(&self.cert_dir)
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args([
-                "--metrics-listen",
-                &format!("127.0.0.1:{}", self.metrics_port),
-            ])
-            .args(["--http-allow-cidr", "127.0.0.1/32"])
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file);
-        // SAFETY: prctl(2) is async-signal-safe; the child dies with this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        self.child = Some(command.spawn().context("kanon serve starts")?);
-        self.logs.push(log);
-        Ok(())
-    }
-
-    fn log(&self) -> &Path {
-        self.logs
-            .last()
-            .map(PathBuf::as_path)
-            .unwrap_or(Path::new(""))
-    }
-
-    fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("https://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn ca_pem(&self) -> Result<Vec<u8>> {
-        std::fs::read(self.cert_dir.join("ca.crt")).context("kanon's CA")
-    }
-
-    /// `/readyz`'s status code ("000" when nothing answers).
-    fn readyz(&self) -> String {
-        Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
-            .args(["--max-time", "2", "--cacert"])
-            .arg(self.cert_dir.join("ca.crt"))
-            .arg(self.url("/readyz"))
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_else(|_| "000".into())
-    }
-
-    /// Waits for `/readyz` (polled every 20 ms); when it answered 200.
-    fn wait_ready(&mut self, within: Duration) -> Result<Instant> {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if self.readyz() == "200" {
-                return Ok(Instant::now());
-            }
-            if !self.running() {
-                bail!("kanon exited; its log:\n{}", tail(self.log(), 40));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        bail!(
-            "kanon did not become ready within {within:?}; its log:\n{}",
-            tail(self.log(), 40)
-        )
-    }
-
-    fn metrics(&self) -> String {
-        Command::new("curl")
-            .args(["-s", "--max-time", "5"])
-            .arg(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    }
-
-    fn running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    /// SIGKILL, and reap it.
-    fn kill(&mut self) -> Result<()> {
-        let mut child = self.child.take().context("kanon is not running")?;
-        child.kill()?;
-        child.wait()?;
-        Ok(())
-    }
-
-    /// SIGTERM, then wait (30 s at most, then SIGKILL).
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                if !status.success() {
-                    eprintln!("faults: kanon exited with {status}");
-                }
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!("faults: kanon ignored SIGTERM for 30 s; killed");
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Kanon {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// A TCP server on 127.0.0.1 that accepts connections and never answers (nor closes them).
@@ -1065,63 +886,47 @@ struct World {
     client: kube::Client,
     kanon: Option<Kanon>,
     hang: Option<HangServer>,
-    control_plane: Option<ControlPlane>,
     webhooks: bool,
     /// The values the label policies `faults-a` and `faults-b` give now.
     current_values: (String, String),
-    dir: tempfile::TempDir,
+    /// Last: stopped after kanon.
+    cluster: Cluster,
 }
 
 impl World {
     fn start() -> Result<World> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
-        let started = Instant::now();
-        let control_plane = ControlPlane::start(&toolchain, Options::default())?;
-        eprintln!(
-            "faults: control plane up in {:.1} s at {}",
-            started.elapsed().as_secs_f64(),
-            control_plane.server()
-        );
+        // kubectl must not hang on a stopped apiserver.
+        let cluster = Cluster::start("faults", Options::default())?
+            .with_request_timeout(Duration::from_secs(20));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()?;
         let client = runtime.block_on(async {
-            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())?;
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(cluster.control_plane().kubeconfig())?;
             let config =
                 kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
             anyhow::Ok(kube::Client::try_from(config)?)
         })?;
-        let world = World {
+        Ok(World {
             runtime,
             client,
             kanon: None,
             hang: None,
-            control_plane: Some(control_plane),
             webhooks: false,
             current_values: (FIRST_A.to_string(), FIRST_B.to_string()),
-            dir: tempfile::tempdir()?,
-        };
-        let crds = repo().join("crds").display().to_string();
-        // Recursive: with the OpenReports CRDs of crds/openreports/, as the e2e suite installs.
-        world.kubectl(&["apply", "--server-side", "--recursive", "-f", &crds])?;
-        world.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ])?;
-        Ok(world)
+            cluster,
+        })
     }
 
     fn control_plane(&self) -> &ControlPlane {
-        self.control_plane.as_ref().expect("the control plane")
+        self.cluster.control_plane()
     }
 
     fn control_plane_mut(&mut self) -> &mut ControlPlane {
-        self.control_plane.as_mut().expect("the control plane")
+        self.cluster.control_plane_mut()
     }
 
     fn kanon(&self) -> &Kanon {
@@ -1132,35 +937,24 @@ impl World {
         self.kanon.as_mut().expect("kanon")
     }
 
-    fn kubectl(&self, args: &[&str]) -> Result<Output> {
-        let out = self
-            .control_plane()
-            .kubectl()
-            .arg("--request-timeout=20s")
-            .args(args)
-            .output()?;
-        ensure!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        Ok(out)
+    /// `kanon serve` on fixed ports and a fixed certificate directory, so that it can be
+    /// killed and started again behind the same webhook configurations; one log per life.
+    fn new_kanon(&self) -> Result<Kanon> {
+        Ok(self
+            .cluster
+            .kanon(env!("CARGO_BIN_EXE_kanon"), "kanon")?
+            .with_settings(&["--http-allow-cidr", "127.0.0.1/32"])
+            .with_log_per_start()
+            .with_probe_timeout(Duration::from_secs(2)))
+    }
+
+    /// kanon's metrics text (empty when it does not answer).
+    fn kanon_metrics(&self) -> String {
+        self.kanon().metrics().unwrap_or_default()
     }
 
     fn apply(&self, document: &Value) -> Result<()> {
-        use std::io::Write;
-        let mut child = self
-            .control_plane()
-            .kubectl()
-            .args(["apply", "--request-timeout=20s", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        child
-            .stdin
-            .take()
-            .context("kubectl's stdin")?
-            .write_all(document.to_string().as_bytes())?;
-        let out = child.wait_with_output()?;
-        ensure!(out.status.success(), "apply {document}: {}", text(&out));
-        Ok(())
+        self.cluster.apply(document)
     }
 
     fn namespace(&self, name: &str) -> Result<()> {
@@ -1248,7 +1042,7 @@ impl World {
             ensure!(
                 Instant::now() < deadline,
                 "{kind} {name} not ready within 60 s; kanon's log:\n{}",
-                tail(self.kanon().log(), 30)
+                self.kanon().log_tail(30)
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -1291,36 +1085,21 @@ impl World {
 
     fn webhook_configurations(&self) -> Result<(Value, Value)> {
         let kanon = self.kanon();
-        let ca = base64::engine::general_purpose::STANDARD.encode(kanon.ca_pem()?);
         let webhook = |name: &str, path: &str| {
-            json!({
-                "name": name,
-                "clientConfig": {"url": kanon.url(path), "caBundle": ca},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                           "operations": ["CREATE", "UPDATE"], "resources": ["pods"],
-                           "scope": "Namespaced"}],
-                "namespaceSelector": {"matchExpressions": [{
-                    "key": "kubernetes.io/metadata.name", "operator": "In", "values": [NS]}]},
-                "failurePolicy": "Fail",
-                "matchPolicy": "Equivalent",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": WEBHOOK_TIMEOUT_SECS,
-            })
+            let rules = kit::pod_rules(&["CREATE", "UPDATE"]);
+            let mut webhook = kanon.webhook(name, path, rules, kit::namespaces_named(&[NS]))?;
+            webhook["timeoutSeconds"] = json!(WEBHOOK_TIMEOUT_SECS);
+            anyhow::Ok(webhook)
         };
         Ok((
-            json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "MutatingWebhookConfiguration",
-                "metadata": {"name": "kanon-faults"},
-                "webhooks": [webhook("mutate.faults.kanon.dev", "/mutate")],
-            }),
-            json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": {"name": "kanon-faults"},
-                "webhooks": [webhook("validate.faults.kanon.dev", "/validate")],
-            }),
+            kit::mutating_configuration(
+                WEBHOOKS,
+                vec![webhook("mutate.faults.kanon.dev", "/mutate")?],
+            ),
+            kit::validating_configuration(
+                WEBHOOKS,
+                vec![webhook("validate.faults.kanon.dev", "/validate")?],
+            ),
         ))
     }
 
@@ -1335,12 +1114,7 @@ impl World {
 
     fn delete_webhooks(&mut self) -> Result<()> {
         if self.webhooks {
-            self.kubectl(&[
-                "delete",
-                "--ignore-not-found",
-                "mutatingwebhookconfiguration/kanon-faults",
-                "validatingwebhookconfiguration/kanon-faults",
-            ])?;
+            self.cluster.delete_webhook_configurations(WEBHOOKS)?;
             self.webhooks = false;
         }
         Ok(())
@@ -1440,10 +1214,10 @@ impl Drop for World {
             eprintln!("faults: deleting the webhooks: {error:#}");
         }
         if let Some(mut kanon) = self.kanon.take() {
-            kanon.stop();
+            kanon.stop_reporting("faults");
             if let Some(dir) = std::env::var_os("FAULTS_KEEP_LOGS") {
                 let _ = std::fs::create_dir_all(&dir);
-                for log in &kanon.logs {
+                for log in kanon.logs() {
                     if let Some(name) = log.file_name() {
                         let _ = std::fs::copy(log, Path::new(&dir).join(name));
                     }
@@ -1451,11 +1225,6 @@ impl Drop for World {
             }
         }
         self.hang = None;
-        if let Some(control_plane) = self.control_plane.take()
-            && let Err(error) = control_plane.stop()
-        {
-            eprintln!("faults: stopping the control plane: {error:#}");
-        }
     }
 }
 
@@ -1612,7 +1381,9 @@ fn kanon_killed(world: &mut World, settings: &Settings) -> Result<Report> {
     let probe = StartProbe::start(world)?;
     let restarted = Instant::now();
     world.kanon_mut().spawn()?;
-    let ready = world.kanon_mut().wait_ready(Duration::from_secs(60));
+    let ready = world
+        .kanon_mut()
+        .wait_ready(Duration::from_secs(60), READY_POLL);
     sleep(Duration::from_millis(200));
     let probed = probe.finish(world)?;
     let ready = ready?;
@@ -1750,8 +1521,7 @@ fn outage(world: &mut World, settings: &Settings, which: Outage) -> Result<Repor
         Outage::Etcd => ("p4", "4. etcd restarted", LABEL_B, "b-after-etcd"),
     };
     let (old_a, old_b) = world.current_values.clone();
-    let watch_errors_before =
-        metric_sum(&world.kanon().metrics(), "kanon_policy_watch_errors_total");
+    let watch_errors_before = metric_sum(&world.kanon_metrics(), "kanon_policy_watch_errors_total");
     let load = Load::start(world, prefix, settings.rate, phase_labels(prefix, false));
     let began = load.began;
     sleep(Duration::from_secs(settings.phase_secs / 4).max(Duration::from_secs(2)));
@@ -1846,8 +1616,7 @@ fn outage(world: &mut World, settings: &Settings, which: Outage) -> Result<Repor
             None
         }
     };
-    let watch_errors_after =
-        metric_sum(&world.kanon().metrics(), "kanon_policy_watch_errors_total");
+    let watch_errors_after = metric_sum(&world.kanon_metrics(), "kanon_policy_watch_errors_total");
     report.note(format!(
         "kanon_policy_watch_errors_total: {watch_errors_before:.0} before, {watch_errors_after:.0} after"
     ));
@@ -1935,7 +1704,7 @@ fn hanging_lookup(world: &mut World, settings: &Settings, timeout: Option<u32>) 
     };
     world.apply_policy(&policy_hang(port, timeout), Duration::from_secs(10))?;
     world.wait_policy_ready("ClusterOverridePolicy", "faults-hang")?;
-    let metrics_before = world.kanon().metrics();
+    let metrics_before = world.kanon_metrics();
     let (prefix, title) = match timeout {
         Some(_) => (
             "p5a",
@@ -1953,7 +1722,7 @@ fn hanging_lookup(world: &mut World, settings: &Settings, timeout: Option<u32>) 
     let peak = world.kanon_sample();
     let creates = load.finish(world)?;
     world.delete_policy("ClusterOverridePolicy", "faults-hang")?;
-    let metrics_after = world.kanon().metrics();
+    let metrics_after = world.kanon_metrics();
     let accepted = world
         .hang
         .as_ref()
@@ -2387,10 +2156,9 @@ fn run() -> Result<bool> {
         .unwrap_or_default();
     let mut world = World::start()?;
     world.namespace(NS)?;
-    let kubeconfig = world.control_plane().kubeconfig();
-    let mut kanon = Kanon::new(&kubeconfig, world.dir.path())?;
+    let mut kanon = world.new_kanon()?;
     kanon.spawn()?;
-    kanon.wait_ready(Duration::from_secs(60))?;
+    kanon.wait_ready(Duration::from_secs(60), READY_POLL)?;
     world.kanon = Some(kanon);
     eprintln!("faults: kanon ready");
     for document in [
@@ -2439,7 +2207,7 @@ fn run() -> Result<bool> {
     // Final state.
     let forbidden = world.forbidden_stored()?;
     let kanon_alive = world.kanon_mut().running();
-    let logs: Vec<PathBuf> = world.kanon().logs.clone();
+    let logs: Vec<PathBuf> = world.kanon().logs().to_vec();
     let mut log_lines = Vec::new();
     for log in &logs {
         let text = std::fs::read_to_string(log).unwrap_or_default();

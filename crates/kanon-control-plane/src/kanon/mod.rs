@@ -1,0 +1,94 @@
+//! kanon in a cluster: the kit that the end-to-end suite (`crates/kanon/tests/e2e/`) and the
+//! cluster benches (`crates/kanon/benches/{cluster,faults,audit}`) share.
+//!
+//! # One style for apiserver-backed tests and benches
+//!
+//! 1. [`Cluster::start`] builds or reuses the toolchain, starts a [`ControlPlane`] on
+//!    127.0.0.1 (with [`Options`] as the caller needs: the audit bench runs without
+//!    kube-controller-manager) and installs `crds/` (kanon's CRDs and the OpenReports ones),
+//!    waiting until they are established. One cluster serves a whole test binary or bench run;
+//!    each scenario or phase works in namespaces of its own.
+//! 2. [`Cluster::kanon`] describes a `kanon serve --kubeconfig ...` against it, on free ports,
+//!    with its certificates and log in the cluster's temporary directory; [`Kanon::start`]
+//!    runs it and waits for `/readyz`. The binary is the caller's
+//!    (`env!("CARGO_BIN_EXE_kanon")`), so tests and benches run the build they were compiled
+//!    with (debug for tests, release for benches).
+//! 3. Webhook configurations are built from [`Kanon::webhook`] (kanon's URL and CA filled in)
+//!    and [`mutating_configuration`]/[`validating_configuration`], applied with
+//!    [`Cluster::apply`] and deleted with [`Cluster::delete_webhook_configurations`] before kanon
+//!    stops (a `Fail` webhook whose kanon is gone blocks the controllers' writes).
+//! 4. Reads and writes through the API go through the caller's own kube client over
+//!    [`ControlPlane::kubeconfig`]; kubectl through [`Cluster::kubectl`].
+//!
+//! Everything returns [`anyhow::Result`] with what went wrong, kanon's log tail included when
+//! it does not become ready; the benches pass the errors up, the e2e suite unwraps them at its
+//! edge (`env.rs`) so that a scenario fails with the message. Everything started stops when
+//! dropped: kanon by SIGTERM (SIGKILL after 30 s), the control plane as
+//! [`ControlPlane`] does; both die with the process that started them (Linux).
+
+mod cluster;
+mod process;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+pub use cluster::Cluster;
+pub use process::{Ending, Kanon, metrics_at};
+
+#[cfg(doc)]
+use crate::{ControlPlane, Options};
+
+/// The repository's root (where `crds/`, `fixtures/` and `examples/` are).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on now.
+pub fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// stdout and stderr of a finished command, for messages.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A `MutatingWebhookConfiguration` named `name` with `webhooks` (from [`Kanon::webhook`]).
+pub fn mutating_configuration(name: &str, webhooks: Vec<Value>) -> Value {
+    webhook_configuration("MutatingWebhookConfiguration", name, webhooks)
+}
+
+/// A `ValidatingWebhookConfiguration` named `name` with `webhooks` (from [`Kanon::webhook`]).
+pub fn validating_configuration(name: &str, webhooks: Vec<Value>) -> Value {
+    webhook_configuration("ValidatingWebhookConfiguration", name, webhooks)
+}
+
+fn webhook_configuration(kind: &str, name: &str, webhooks: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "webhooks": webhooks,
+    })
+}
+
+/// The rules of a webhook for Pods on `operations`.
+pub fn pod_rules(operations: &[&str]) -> Value {
+    json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": operations,
+            "resources": ["pods"], "scope": "Namespaced"}])
+}
+
+/// A namespace selector that matches the namespaces named `names` only.
+pub fn namespaces_named(names: &[&str]) -> Value {
+    json!({"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name", "operator": "In", "values": names}]})
+}
