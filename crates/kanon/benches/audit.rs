@@ -62,7 +62,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use base64::Engine as _;
 use kanon_control_plane::Options;
-use kanon_control_plane::kanon::{Cluster, Kanon, metrics_at, output_text as text, repo};
+use kanon_control_plane::kanon::{
+    self as kit, Cluster, Kanon, metrics_at, output_text as text, repo,
+};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -483,15 +485,10 @@ impl World {
                 ..Options::default()
             },
         )?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
+        let runtime = kit::runtime()?;
         let client = runtime.block_on(async {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(cluster.control_plane().kubeconfig())?;
-            let mut config =
-                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+            let mut config = cluster.kube_config().await?;
+            // Lists of 100,000 objects take their time.
             config.read_timeout = Some(Duration::from_secs(120));
             anyhow::Ok(kube::Client::try_from(config)?)
         })?;
@@ -556,14 +553,7 @@ impl World {
 }
 
 fn policy_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            kanon_api::GROUP,
-            kanon_api::VERSION,
-            "ClusterValidatePolicy",
-        ),
-        "clustervalidatepolicies",
-    )
+    kit::policy_resource("ClusterValidatePolicy").expect("a policy kind")
 }
 
 /// The policy of one kind: its objects may not carry [`BAD_LABEL`]; `Audit` only.

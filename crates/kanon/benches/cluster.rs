@@ -56,10 +56,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, ensure};
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use kanon_control_plane::kanon::{self as kit, Cluster, Kanon, output_text as text, repo};
+use kanon_control_plane::kanon::{
+    self as kit, Cluster, Kanon, output_text as text, policy_resource, repo,
+};
 use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 /// The namespace of the Pods created through the apiserver.
@@ -273,17 +274,6 @@ fn signed_ms(a: Duration, b: Duration) -> String {
 // ---------------------------------------------------------------------------------------------
 // The cluster
 
-/// The API resource of a kanon policy kind.
-fn policy_resource(kind: &str) -> Result<ApiResource> {
-    let plural = kanon_api::PolicyKind::from_kind(kind)
-        .with_context(|| format!("{kind} is not a policy kind"))?
-        .plural();
-    Ok(ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind),
-        plural,
-    ))
-}
-
 /// A policy document.
 fn policy(kind: &str, name: &str, spec: Value) -> Value {
     json!({
@@ -396,17 +386,8 @@ impl World {
     fn start() -> Result<World> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let cluster = Cluster::start("bench", Options::default())?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
-        let client = runtime.block_on(async {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(cluster.control_plane().kubeconfig())?;
-            let config =
-                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-            anyhow::Ok(kube::Client::try_from(config)?)
-        })?;
+        let runtime = kit::runtime()?;
+        let client = runtime.block_on(cluster.client())?;
         Ok(World {
             runtime,
             client,

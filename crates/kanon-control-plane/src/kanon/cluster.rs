@@ -144,6 +144,24 @@ impl Cluster {
         Ok(())
     }
 
+    /// The admin's client configuration of the cluster (to change before building a client:
+    /// a timeout, an impersonated user).
+    #[cfg(feature = "client")]
+    pub async fn kube_config(&self) -> Result<kube::Config> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.control_plane.kubeconfig())
+            .context("the control plane's kubeconfig")?;
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .context("a client configuration")
+    }
+
+    /// A client of the cluster as its admin. Needs a rustls crypto provider installed
+    /// (`rustls::crypto::ring::default_provider().install_default()`).
+    #[cfg(feature = "client")]
+    pub async fn client(&self) -> Result<kube::Client> {
+        kube::Client::try_from(self.kube_config().await?).context("a client")
+    }
+
     /// Deletes the mutating and the validating webhook configuration named `name`, if they
     /// exist.
     pub fn delete_webhook_configurations(&self, name: &str) -> Result<()> {

@@ -17,8 +17,9 @@
 //!    and [`mutating_configuration`]/[`validating_configuration`], applied with
 //!    [`Cluster::apply`] and deleted with [`Cluster::delete_webhook_configurations`] before kanon
 //!    stops (a `Fail` webhook whose kanon is gone blocks the controllers' writes).
-//! 4. Reads and writes through the API go through the caller's own kube client over
-//!    [`ControlPlane::kubeconfig`]; kubectl through [`Cluster::kubectl`].
+//! 4. Reads and writes through the API go through a kube client from `Cluster::client` on
+//!    `runtime()` (feature `client`; `policy_resource` names kanon's policy kinds), kubectl
+//!    through [`Cluster::kubectl`] and [`Cluster::apply`].
 //!
 //! Everything returns [`anyhow::Result`] with what went wrong, kanon's log tail included when
 //! it does not become ready; the benches pass the errors up, the e2e suite unwraps them at its
@@ -60,6 +61,29 @@ pub fn output_text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// The runtime the suite and the benches drive the API from (two worker threads: the machine
+/// also runs the control plane and kanon).
+#[cfg(feature = "client")]
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("a runtime")
+}
+
+/// The API resource of a kanon policy kind (`ClusterValidatePolicy`, ...).
+#[cfg(feature = "client")]
+pub fn policy_resource(kind: &str) -> Result<kube::core::ApiResource> {
+    let plural = kanon_api::PolicyKind::from_kind(kind)
+        .with_context(|| format!("{kind} is not a policy kind"))?
+        .plural();
+    Ok(kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind),
+        plural,
+    ))
 }
 
 /// A `MutatingWebhookConfiguration` named `name` with `webhooks` (from [`Kanon::webhook`]).

@@ -247,13 +247,7 @@ pub struct Env {
 
 /// The API resource of a kanon policy kind.
 pub fn policy_resource(kind: &str) -> ApiResource {
-    let plural = kanon_api::PolicyKind::from_kind(kind)
-        .expect("a policy kind")
-        .plural();
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind),
-        plural,
-    )
+    kit::policy_resource(kind).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 impl Env {
@@ -263,20 +257,10 @@ impl Env {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let cluster = Cluster::start("e2e", Options::default())
             .unwrap_or_else(|e| panic!("the control plane starts: {e:#}"));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let client = runtime.block_on(async {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(cluster.control_plane().kubeconfig())
-                    .expect("the kubeconfig");
-            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .expect("a client config");
-            kube::Client::try_from(config).expect("a client")
-        });
+        let runtime = kit::runtime().unwrap_or_else(|e| panic!("{e:#}"));
+        let client = runtime
+            .block_on(cluster.client())
+            .unwrap_or_else(|e| panic!("{e:#}"));
         let mut env = Env {
             kanon: Kanon::new(&cluster, "kanon"),
             service: Service::start(),
