@@ -7,7 +7,7 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Kanon, output_text, repo};
 use crate::{ControlPlane, Options, Toolchain};
@@ -160,6 +160,26 @@ impl Cluster {
     #[cfg(feature = "client")]
     pub async fn client(&self) -> Result<kube::Client> {
         kube::Client::try_from(self.kube_config().await?).context("a client")
+    }
+
+    /// Creates namespace `name` and waits, 60 s at most, for its `default` ServiceAccount,
+    /// without which no Pod is admitted (kube-controller-manager creates it).
+    pub fn pod_namespace(&self, name: &str) -> Result<()> {
+        self.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out =
+                self.kubectl_output(&["get", "serviceaccount", "default", "-n", name], None)?;
+            if out.status.success() {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "no default ServiceAccount in {name}: {}",
+                output_text(&out)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Deletes the mutating and the validating webhook configuration named `name`, if they

@@ -249,7 +249,7 @@ fn run() -> Result<bool> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let mut world = World::start()?;
-    world.namespace(NS)?;
+    world.cluster.pod_namespace(NS)?;
     let mut kanon = world.new_kanon()?;
     kanon.spawn()?;
     kanon.wait_ready(Duration::from_secs(60), READY_POLL)?;

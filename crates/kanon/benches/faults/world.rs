@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use kanon_control_plane::kanon::{self as kit, Cluster, Kanon, policy_resource};
 use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -157,24 +157,6 @@ impl World {
 
     pub(crate) fn apply(&self, document: &Value) -> Result<()> {
         self.cluster.apply(document)
-    }
-
-    pub(crate) fn namespace(&self, name: &str) -> Result<()> {
-        self.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))?;
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), name);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while self
-            .runtime
-            .block_on(accounts.get_opt("default"))?
-            .is_none()
-        {
-            ensure!(
-                Instant::now() < deadline,
-                "no default ServiceAccount in {name}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Ok(())
     }
 
     pub(crate) fn pods(&self) -> Api<Pod> {
