@@ -1,5 +1,6 @@
-//! kanon in a cluster: the kit that the end-to-end suite (`crates/kanon/tests/e2e/`) and the
-//! cluster benches (`crates/kanon/benches/{cluster,faults,audit}`) share.
+//! kanon in a cluster: the kit that the end-to-end suite (`crates/kanon/tests/e2e/`), the
+//! cluster benches (`crates/kanon/benches/{cluster,faults,audit}/`) and kanon-cluster's
+//! apiserver tests (`crates/kanon-cluster/tests/{webhooks,certificates}.rs`) share.
 //!
 //! # One style for apiserver-backed tests and benches
 //!
@@ -7,7 +8,8 @@
 //!    127.0.0.1 (with [`Options`] as the caller needs: the audit bench runs without
 //!    kube-controller-manager) and installs `crds/` (kanon's CRDs and the OpenReports ones),
 //!    waiting until they are established. One cluster serves a whole test binary or bench run;
-//!    each scenario or phase works in namespaces of its own.
+//!    each scenario or phase works in namespaces of its own ([`Cluster::pod_namespace`] makes
+//!    one that Pods can be created in).
 //! 2. [`Cluster::kanon`] describes a `kanon serve --kubeconfig ...` against it, on free ports,
 //!    with its certificates and log in the cluster's temporary directory; [`Kanon::start`]
 //!    runs it and waits for `/readyz`. The binary is the caller's
