@@ -10,12 +10,17 @@ use anyhow::{Context, Result, bail, ensure};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::free_port;
+use super::{
+    free_port, mutating_configuration, namespaces_named, pod_rules, validating_configuration,
+};
 use crate::process::{Lifetime, spawn};
 
 /// How long [`Kanon::start`] waits for `/readyz`, and how often it asks.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 const READY_EVERY: Duration = Duration::from_millis(100);
+
+/// The `timeoutSeconds` of the webhooks [`Kanon::webhook`] makes.
+pub const WEBHOOK_TIMEOUT_SECS: u64 = 5;
 
 /// How long [`Kanon::stop`] waits after SIGTERM before SIGKILL (kanon drains its connections
 /// first).
@@ -250,8 +255,33 @@ impl Kanon {
             "matchPolicy": "Equivalent",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 5,
+            "timeoutSeconds": WEBHOOK_TIMEOUT_SECS,
         }))
+    }
+
+    /// Its mutating and validating webhook configurations, both named `configuration`, with
+    /// one webhook each (`mutate.<domain>` at `/mutate`, `validate.<domain>` at `/validate`) for
+    /// Pod CREATE and UPDATE in namespace `namespace` only: what a bench sends Pods through.
+    pub fn pod_webhook_configurations(
+        &self,
+        configuration: &str,
+        domain: &str,
+        namespace: &str,
+    ) -> Result<(Value, Value)> {
+        let webhook = |kind: &str| {
+            let rules = pod_rules(&["CREATE", "UPDATE"]);
+            let name = format!("{kind}.{domain}");
+            self.webhook(
+                &name,
+                &format!("/{kind}"),
+                rules,
+                namespaces_named(&[namespace]),
+            )
+        };
+        Ok((
+            mutating_configuration(configuration, vec![webhook("mutate")?]),
+            validating_configuration(configuration, vec![webhook("validate")?]),
+        ))
     }
 
     /// Its metrics text.
@@ -343,6 +373,25 @@ impl Drop for Kanon {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The CPU time (user and system) a process has used so far, from `/proc/<pid>/stat`; zero
+/// when it is gone.
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's closing parenthesis: field 3 (state) first; utime and stime are
+    // fields 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    // SAFETY: sysconf(3) has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Duration::from_secs_f64(ticks as f64 / hz)
 }
 
 /// The metrics text served on `127.0.0.1:<port>/metrics`, read over a plain socket (no

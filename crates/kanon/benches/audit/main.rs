@@ -67,7 +67,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use kanon_control_plane::kanon::{metrics_at, repo};
+use kanon_control_plane::kanon::{cpu_time, metrics_at, repo};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
@@ -273,22 +273,6 @@ fn memory_kib(pid: u32) -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// CPU time (user + system) of a process so far, from `/proc/<pid>/stat` (zero if gone).
-fn process_cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    // SAFETY: sysconf(3) has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Duration::from_secs_f64(ticks as f64 / hz)
 }
 
 /// The CPUs of this machine: kanon's (the last) and the others', for `KANON_AUDIT_BENCH_PIN`.
@@ -617,7 +601,7 @@ fn main() -> Result<()> {
         world.pid("kube-apiserver"),
         world.pid("etcd"),
     ];
-    let cpu_now = || pids.map(|p| p.map_or(Duration::ZERO, process_cpu));
+    let cpu_now = || pids.map(|p| p.map_or(Duration::ZERO, cpu_time));
     let mut windows = Vec::new();
     let mut audits_done = 3.0;
     let mut changes = 1;

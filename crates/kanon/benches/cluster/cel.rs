@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
-use kanon_control_plane::kanon::{self as kit, Kanon, output_text as text};
+use kanon_control_plane::kanon::{self as kit, Kanon, cpu_time, output_text as text};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
@@ -431,24 +431,6 @@ pub(crate) const CPU_PROCESSES: [&str; 5] = [
     "bench client",
 ];
 
-/// CPU time (user + system) of a process so far, from `/proc/<pid>/stat` (zero if gone).
-pub(crate) fn process_cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command's closing parenthesis: field 3 (state) first; utime and stime are
-    // fields 14 and 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    // SAFETY: sysconf(3) has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Duration::from_secs_f64(ticks as f64 / hz)
-}
-
 /// The CPU time so far of each of [`CPU_PROCESSES`] (the bench client is this process).
 pub(crate) fn cpu_times(world: &World) -> [Duration; 5] {
     let mut pids = world.control_plane().pids();
@@ -459,7 +441,7 @@ pub(crate) fn cpu_times(world: &World) -> [Duration; 5] {
     CPU_PROCESSES.map(|name| {
         pids.iter()
             .find(|(n, _)| *n == name)
-            .map_or(Duration::ZERO, |&(_, pid)| process_cpu(pid))
+            .map_or(Duration::ZERO, |&(_, pid)| cpu_time(pid))
     })
 }
 

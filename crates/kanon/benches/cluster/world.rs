@@ -236,21 +236,8 @@ impl World {
 
     /// The webhook configurations: Pods in the bench namespace only, `Fail`, 5 s.
     pub(crate) fn webhook_configurations(&self) -> Result<(Value, Value)> {
-        let kanon = self.kanon();
-        let webhook = |name: &str, path: &str| {
-            let rules = kit::pod_rules(&["CREATE", "UPDATE"]);
-            kanon.webhook(name, path, rules, kit::namespaces_named(&[PODS_NS]))
-        };
-        Ok((
-            kit::mutating_configuration(
-                WEBHOOKS,
-                vec![webhook("mutate.bench.kanon.dev", "/mutate")?],
-            ),
-            kit::validating_configuration(
-                WEBHOOKS,
-                vec![webhook("validate.bench.kanon.dev", "/validate")?],
-            ),
-        ))
+        self.kanon()
+            .pod_webhook_configurations(WEBHOOKS, "bench.kanon.dev", PODS_NS)
     }
 
     /// Registers kanon's webhooks and waits until the apiserver calls them.

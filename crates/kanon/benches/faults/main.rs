@@ -81,8 +81,8 @@ use crate::world::World;
 const NS: &str = "bench-faults";
 /// The bound on one create, client side.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(15);
-/// The webhooks' `timeoutSeconds`.
-const WEBHOOK_TIMEOUT_SECS: u64 = 5;
+/// The webhooks' `timeoutSeconds` (the kit's).
+const WEBHOOK_TIMEOUT_SECS: u64 = kanon_control_plane::kanon::WEBHOOK_TIMEOUT_SECS;
 /// The name of kanon's webhook configurations.
 const WEBHOOKS: &str = "kanon-faults";
 /// How often kanon's `/readyz` is asked while it starts (the restart's time to ready is

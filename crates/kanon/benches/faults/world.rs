@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use serde_json::{Value, json};
 
 use crate::policies::{patched_labels, pod, review};
-use crate::{FIRST_A, FIRST_B, LABEL_A, LABEL_B, NS, WEBHOOK_TIMEOUT_SECS, WEBHOOKS};
+use crate::{FIRST_A, FIRST_B, LABEL_A, LABEL_B, NS, WEBHOOKS};
 
 /// What `/proc` says about a process.
 #[derive(Debug, Clone, Copy)]
@@ -267,24 +267,11 @@ impl World {
         }
     }
 
+    /// The webhook configurations: Pods in the bench namespace only, `Fail`,
+    /// [`WEBHOOK_TIMEOUT_SECS`].
     pub(crate) fn webhook_configurations(&self) -> Result<(Value, Value)> {
-        let kanon = self.kanon();
-        let webhook = |name: &str, path: &str| {
-            let rules = kit::pod_rules(&["CREATE", "UPDATE"]);
-            let mut webhook = kanon.webhook(name, path, rules, kit::namespaces_named(&[NS]))?;
-            webhook["timeoutSeconds"] = json!(WEBHOOK_TIMEOUT_SECS);
-            anyhow::Ok(webhook)
-        };
-        Ok((
-            kit::mutating_configuration(
-                WEBHOOKS,
-                vec![webhook("mutate.faults.kanon.dev", "/mutate")?],
-            ),
-            kit::validating_configuration(
-                WEBHOOKS,
-                vec![webhook("validate.faults.kanon.dev", "/validate")?],
-            ),
-        ))
+        self.kanon()
+            .pod_webhook_configurations(WEBHOOKS, "faults.kanon.dev", NS)
     }
 
     pub(crate) fn register_webhooks(&mut self) -> Result<()> {
