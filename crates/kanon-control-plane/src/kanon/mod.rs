@@ -88,6 +88,39 @@ pub fn policy_resource(kind: &str) -> Result<kube::core::ApiResource> {
     ))
 }
 
+/// The label of the benches' policies (`"true"`), which they list theirs by.
+pub const BENCH_POLICY_LABEL: &str = "bench.kanon.dev/owned";
+
+/// A kanon policy document `kind`/`name` with `spec`, labelled as a bench's
+/// ([`BENCH_POLICY_LABEL`]).
+#[cfg(feature = "client")]
+pub fn bench_policy(kind: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": kanon_api::API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "labels": {BENCH_POLICY_LABEL: "true"}},
+        "spec": spec,
+    })
+}
+
+/// Whether kanon has written the status of `policy` (as read from the apiserver) for its
+/// current generation, which it does once a set with that generation is in force; an error
+/// when that status is not `Ready=True`.
+pub fn policy_in_force(policy: &Value) -> Result<bool> {
+    let generation = policy.pointer("/metadata/generation");
+    let observed = policy.pointer("/status/observedGeneration");
+    if generation.is_none() || generation != observed {
+        return Ok(false);
+    }
+    anyhow::ensure!(
+        policy.pointer("/status/conditions/0/status") == Some(&json!("True")),
+        "{} {} is not ready: {policy}",
+        policy["kind"].as_str().unwrap_or_default(),
+        policy["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    Ok(true)
+}
+
 /// A `MutatingWebhookConfiguration` named `name` with `webhooks` (from [`Kanon::webhook`]).
 pub fn mutating_configuration(name: &str, webhooks: Vec<Value>) -> Value {
     webhook_configuration("MutatingWebhookConfiguration", name, webhooks)

@@ -5,12 +5,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
-use kanon_control_plane::kanon::{self as kit, Kanon, cpu_time, output_text as text};
+use kanon_control_plane::kanon::{self as kit, Kanon, bench_policy, cpu_time, output_text as text};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::stats::{Stats, ms, stats};
-use crate::world::{World, cvps, policy};
+use crate::world::{World, cvps};
 use crate::{Settings, load_average};
 
 /// The namespace of the Pods created in part 4.
@@ -170,7 +170,7 @@ pub(crate) fn cel_vap(rule: &CelRule) -> [Value; 2] {
 
 /// A rule as a kanon ClusterValidatePolicy (Pods in [`CEL_NS`], CREATE, `cel.validations`).
 pub(crate) fn cel_cvp(rule: &CelRule) -> Value {
-    let mut document = policy(
+    let mut document = bench_policy(
         "ClusterValidatePolicy",
         &cel_name(rule),
         json!({

@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use base64::Engine as _;
-use kanon_control_plane::kanon::{Kanon, repo};
+use kanon_control_plane::kanon::{Kanon, bench_policy, repo};
 use serde_json::{Value, json};
 
 use crate::stats::{ms, stats};
 use crate::tier_service::TierService;
-use crate::world::{World, policy};
+use crate::world::World;
 use crate::{COPS, Settings};
 
 pub(crate) const LOOKUP_CASES: [(&str, &str); 3] = [
@@ -32,13 +32,13 @@ pub(crate) fn lookup_policies(service_port: u16) -> Vec<Value> {
         json!([{"overriders": {"template": template}}])
     };
     vec![
-        policy(
+        bench_policy(
             "ClusterOverridePolicy",
             "bench-lookup-none",
             json!({"resourceSelectors": pods("bench-lookup-none"),
                    "overrideRules": label(json!({"value": {"string": "bronze"}}))}),
         ),
-        policy(
+        bench_policy(
             "ClusterOverridePolicy",
             "bench-lookup-k8s",
             json!({"resourceSelectors": pods("bench-lookup-k8s"),
@@ -46,7 +46,7 @@ pub(crate) fn lookup_policies(service_port: u16) -> Vec<Value> {
                        "k8s": {"apiVersion": "v1", "kind": "ConfigMap",
                                "namespace": "{{ object.metadata.namespace }}", "name": "bench-tier"}}}))}),
         ),
-        policy(
+        bench_policy(
             "ClusterOverridePolicy",
             "bench-lookup-http",
             json!({"resourceSelectors": pods("bench-lookup-http"),

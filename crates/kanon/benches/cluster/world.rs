@@ -7,22 +7,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
-use kanon_control_plane::kanon::{self as kit, Cluster, Kanon, policy_resource};
+use kanon_control_plane::kanon::{self as kit, Cluster, Kanon, bench_policy, policy_resource};
 use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::{MATCHING, PODS_NS, WEBHOOKS};
-
-/// A policy document.
-pub(crate) fn policy(kind: &str, name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": kanon_api::API_VERSION,
-        "kind": kind,
-        "metadata": {"name": name, "labels": {"bench.kanon.dev/owned": "true"}},
-        "spec": spec,
-    })
-}
 
 /// The `i`-th ClusterOverridePolicy: the first [`MATCHING`] select the bench Pods and add
 /// label `bench-p<i>: <value>`; the others select other types.
@@ -48,7 +38,7 @@ pub(crate) fn cop(i: usize, value: &str) -> Value {
         json!({"apiVersion": api_version, "kind": kind,
                "labelSelector": {"matchLabels": {"team": format!("t{}", i % 9)}}})
     };
-    policy(
+    bench_policy(
         "ClusterOverridePolicy",
         &format!("bench-cop-{i:03}"),
         json!({
@@ -71,7 +61,7 @@ pub(crate) fn first_value(i: usize) -> String {
 pub(crate) fn cvps() -> Vec<Value> {
     let pods = json!([{"apiVersion": "v1", "kind": "Pod", "namespace": PODS_NS}]);
     vec![
-        policy(
+        bench_policy(
             "ClusterValidatePolicy",
             "bench-cvp-forbidden",
             json!({"resourceSelectors": pods, "validateRules": [{"template": {"type": "condition",
@@ -80,7 +70,7 @@ pub(crate) fn cvps() -> Vec<Value> {
                     "value": {"string": "yes"},
                     "message": "{{ object.metadata.name }} is marked forbidden"}}}]}),
         ),
-        policy(
+        bench_policy(
             "ClusterValidatePolicy",
             "bench-cvp-cpu",
             json!({"resourceSelectors": pods, "validateRules": [{"template": {"type": "condition",
@@ -191,21 +181,13 @@ impl World {
     /// current generation with `Ready=True` (kanon writes status once the set is in force).
     pub(crate) fn wait_policies_ready(&self, kind: &str, count: usize) -> Result<()> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &policy_resource(kind)?);
-        let params = ListParams::default().labels("bench.kanon.dev/owned=true");
+        let params = ListParams::default().labels(&format!("{}=true", kit::BENCH_POLICY_LABEL));
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let list = self.runtime.block_on(api.list(&params))?;
             let mut ready = 0;
             for item in &list.items {
-                let value = serde_json::to_value(item)?;
-                let generation = value.pointer("/metadata/generation");
-                let observed = value.pointer("/status/observedGeneration");
-                let condition = value.pointer("/status/conditions/0/status");
-                if generation.is_some() && generation == observed {
-                    ensure!(
-                        condition == Some(&json!("True")),
-                        "{kind} is not ready: {value}"
-                    );
+                if kit::policy_in_force(&serde_json::to_value(item)?)? {
                     ready += 1;
                 }
             }

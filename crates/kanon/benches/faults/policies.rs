@@ -4,18 +4,10 @@ use std::collections::BTreeMap;
 
 use anyhow::{Result, ensure};
 use base64::Engine as _;
+use kanon_control_plane::kanon::bench_policy;
 use serde_json::{Value, json};
 
 use crate::{LABEL_A, LABEL_B, LABEL_HANG, LABEL_NAME, NS};
-
-pub(crate) fn policy(kind: &str, name: &str, spec: Value) -> Value {
-    json!({
-        "apiVersion": kanon_api::API_VERSION,
-        "kind": kind,
-        "metadata": {"name": name, "labels": {"bench.kanon.dev/owned": "true"}},
-        "spec": spec,
-    })
-}
 
 pub(crate) fn pods_selector() -> Value {
     json!([{"apiVersion": "v1", "kind": "Pod", "namespace": NS}])
@@ -33,7 +25,7 @@ pub(crate) fn label_policy(
     for (key, value) in source.as_object().into_iter().flatten() {
         template[key] = value.clone();
     }
-    policy(
+    bench_policy(
         "ClusterOverridePolicy",
         name,
         json!({
@@ -76,7 +68,7 @@ pub(crate) fn policy_name() -> Value {
 }
 
 pub(crate) fn policy_forbidden() -> Value {
-    policy(
+    bench_policy(
         "ClusterValidatePolicy",
         "faults-forbidden",
         json!({

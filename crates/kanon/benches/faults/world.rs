@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kanon_control_plane::kanon::{self as kit, Cluster, Kanon, policy_resource};
 use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::policies::{patched_labels, pod, review};
 use crate::{FIRST_A, FIRST_B, LABEL_A, LABEL_B, NS, WEBHOOKS};
@@ -211,17 +211,10 @@ impl World {
         let api = self.policy_api(kind)?;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok(object) = self.runtime.block_on(api.get(name)) {
-                let value = serde_json::to_value(&object)?;
-                let generation = value.pointer("/metadata/generation");
-                let observed = value.pointer("/status/observedGeneration");
-                if generation.is_some() && generation == observed {
-                    ensure!(
-                        value.pointer("/status/conditions/0/status") == Some(&json!("True")),
-                        "{kind} {name} is not ready: {value}"
-                    );
-                    return Ok(());
-                }
+            if let Ok(object) = self.runtime.block_on(api.get(name))
+                && kit::policy_in_force(&serde_json::to_value(&object)?)?
+            {
+                return Ok(());
             }
             ensure!(
                 Instant::now() < deadline,
