@@ -23,7 +23,8 @@ use kanon_cluster::certificates::{
     CertificateMetrics, Certificates, MANAGED_BY, MANAGED_BY_LABEL, ROTATED_AT_ANNOTATION,
     SECRET_TYPE, TLS_CERT_KEY, TLS_KEY_KEY, secret_problems,
 };
-use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kanon_control_plane::kanon::Cluster;
+use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt as _};
 use prometheus_client::registry::Registry;
@@ -45,29 +46,21 @@ const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 /// The control plane of this test binary, started once (blocking: call it off the runtime).
 fn control_plane() -> &'static ControlPlane {
-    static CONTROL_PLANE: OnceLock<ControlPlane> = OnceLock::new();
-    CONTROL_PLANE.get_or_init(|| {
-        let toolchain = Toolchain::ensure(&mut std::io::stderr())
-            .unwrap_or_else(|e| panic!("the control plane's binaries: {e:#}"));
-        let started = Instant::now();
-        // A fixed directory, emptied at each start, so runs leave nothing behind but it.
-        let state_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("certificates-control-plane");
-        let control_plane = ControlPlane::start(
-            &toolchain,
-            Options {
+    static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+    CLUSTER
+        .get_or_init(|| {
+            // A fixed directory, emptied at each start, so runs leave nothing behind but it.
+            let state_dir =
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("certificates-control-plane");
+            let options = Options {
                 state_dir: Some(state_dir),
                 controller_manager: false,
                 ..Options::default()
-            },
-        )
-        .unwrap_or_else(|e| panic!("starting the control plane: {e:#}"));
-        eprintln!(
-            "control plane {} up in {:.1?}",
-            control_plane.server(),
-            started.elapsed()
-        );
-        control_plane
-    })
+            };
+            Cluster::start("certificates", options)
+                .unwrap_or_else(|e| panic!("starting the control plane: {e:#}"))
+        })
+        .control_plane()
 }
 
 fn provider() -> Arc<CryptoProvider> {

@@ -17,7 +17,8 @@ use kanon_cluster::webhooks::{
     FIELD_MANAGER, Outcome, ResolvedType, RuleMode, WebhookConfig, WebhookConfigurations,
     WebhookError, generate_rules, needed_types,
 };
-use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kanon_control_plane::kanon as kit;
+use kanon_control_plane::{ControlPlane, Options};
 use kanon_engine::Targets;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -202,8 +203,9 @@ fn targets_every(ops: &[Operation]) -> Targets {
 // ---------------------------------------------------------------------------------------------
 
 struct Cluster {
-    control_plane: ControlPlane,
     client: kube::Client,
+    /// The control plane with kanon's CRDs (last: it stops after the client is gone).
+    kit: kit::Cluster,
 }
 
 const MUTATE: &str = "mutate.kanon.dev";
@@ -997,7 +999,7 @@ async fn missing_configurations_are_typed_errors(cluster: &Cluster) {
     }
 
     // An identity without RBAC.
-    let mut kube_config = kube_config(&cluster.control_plane).await;
+    let mut kube_config = kube_config(cluster.kit.control_plane()).await;
     kube_config.auth_info.impersonate = Some("nobody".to_string());
     let nobody = kube::Client::try_from(kube_config).expect("a client");
     let error = WebhookConfigurations::new(nobody, config(name))
@@ -1104,20 +1106,6 @@ async fn kube_config(control_plane: &ControlPlane) -> kube::Config {
         .expect("a client config")
 }
 
-fn kubectl(control_plane: &ControlPlane, args: &[&str]) {
-    let out = control_plane
-        .kubectl()
-        .args(args)
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 type Scenario = for<'a> fn(&'a Cluster) -> futures::future::BoxFuture<'a, ()>;
 
 macro_rules! scenario {
@@ -1130,41 +1118,17 @@ macro_rules! scenario {
 fn against_a_real_apiserver() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
-    let toolchain =
-        Toolchain::ensure(&mut std::io::stderr()).expect("the control plane's binaries");
-    let control_plane =
-        ControlPlane::start(&toolchain, Options::default()).expect("the control plane starts");
-    kubectl(
-        &control_plane,
-        &[
-            "apply",
-            "--recursive", // with the OpenReports CRDs of crds/openreports/
-            "-f",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../crds"),
-        ],
-    );
-    kubectl(
-        &control_plane,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd",
-            "--all",
-        ],
-    );
+    let kit = kit::Cluster::start("webhooks", Options::default())
+        .unwrap_or_else(|e| panic!("the control plane with kanon's CRDs: {e:#}"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a runtime");
     let client = runtime.block_on(async {
-        kube::Client::try_from(kube_config(&control_plane).await).expect("a client")
+        kube::Client::try_from(kube_config(kit.control_plane()).await).expect("a client")
     });
-    let cluster = Cluster {
-        control_plane,
-        client,
-    };
+    let cluster = Cluster { client, kit };
     eprintln!(
         "webhooks: control plane and CRDs ready in {:.2?}",
         started.elapsed()

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use base64::Engine as _;
 
+use crate::logs::tail_lines;
 use crate::pki::{self, ADMIN_USER, Pki};
 use crate::process::{self, Lifetime, STOP_GRACE};
 use crate::toolchain::Toolchain;
-use crate::util::tail_lines;
 
 const ETCD: &str = "etcd";
 const APISERVER: &str = "kube-apiserver";

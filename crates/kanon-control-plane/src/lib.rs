@@ -35,12 +35,17 @@
 //! Interactive use: `cargo xtask cluster build | up | down | env`. Environment: `KANON_CACHE_DIR`
 //! (cache root), `KANON_KEEP_GO_CACHE` (keep Go's caches after a build), `KANON_KEEP_STATE`
 //! (keep temporary state directories, with their logs).
+//!
+//! [`kanon`] is the kit for kanon in such a cluster (the CRDs installed, `kanon serve` as a
+//! process, its webhook configurations): the one way the end-to-end suite and the cluster
+//! benches get a control plane and a kanon.
 
 mod control_plane;
+pub mod kanon;
+mod logs;
 mod pki;
 mod process;
 mod toolchain;
-mod util;
 
 pub use control_plane::{ControlPlane, KEEP_STATE_ENV, Options};
 pub use pki::WEBHOOK_CLIENT_NAME;

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::util::{command_line, tail_lines};
+use crate::logs::{command_line, tail_lines};
 
 /// Version of kube-apiserver and kube-controller-manager (Go module `k8s.io/kubernetes`).
 ///

@@ -277,7 +277,7 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
     // `kanon audit` prints the same, writes nothing, and exits 1.
     let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
         .args(["audit", "--kubeconfig"])
-        .arg(env.control_plane.kubeconfig())
+        .arg(env.control_plane().kubeconfig())
         .args(["--exception-namespace", EXCEPTIONS])
         .output()
         .expect("kanon audit runs");
@@ -294,7 +294,7 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
     assert!(!printed.contains("audit-shop/good"), "{printed}");
     let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
         .args(["audit", "-o", "reports", "--kubeconfig"])
-        .arg(env.control_plane.kubeconfig())
+        .arg(env.control_plane().kubeconfig())
         .output()
         .expect("kanon audit runs");
     let yaml = text(&out);

@@ -39,10 +39,10 @@ const FULLNAME: &str = "chart-e2e-kanon";
 
 /// A kubeconfig for the control plane that authenticates with `token`.
 fn token_kubeconfig(env: &Env, token: &str, path: &Path) {
-    let ca = base64::engine::general_purpose::STANDARD.encode(env.control_plane.ca_pem());
+    let ca = base64::engine::general_purpose::STANDARD.encode(env.control_plane().ca_pem());
     let kubeconfig = json!({
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "e2e", "cluster": {"server": env.control_plane.server(),
+        "clusters": [{"name": "e2e", "cluster": {"server": env.control_plane().server(),
                                                   "certificate-authority-data": ca}}],
         "users": [{"name": "sa", "user": {"token": token}}],
         "contexts": [{"name": "sa", "context": {"cluster": "e2e", "user": "sa"}}],
@@ -91,7 +91,7 @@ fn webhook_configuration(env: &Env, kind: &str) -> Option<Value> {
 
 fn helm(env: &Env, args: &[&str]) -> String {
     let out = env
-        .control_plane
+        .control_plane()
         .helm()
         .args(args)
         .output()
@@ -138,7 +138,7 @@ fn installed_and_run_with_the_charts_service_account(env: &mut Env) {
     );
 
     // kanon as the chart's ServiceAccount, two replicas starting at once.
-    let kubeconfig: PathBuf = env.control_plane.state_dir().join("chart-sa.kubeconfig");
+    let kubeconfig: PathBuf = env.control_plane().state_dir().join("chart-sa.kubeconfig");
     token_kubeconfig(env, &token(env, NAMESPACE, FULLNAME), &kubeconfig);
     let port = first.port;
     first = chart_replica(env, "chart-first", &kubeconfig);
@@ -293,7 +293,7 @@ fn a_missing_permission_is_reported_by_name(env: &mut Env) {
     ] {
         env.apply(&document);
     }
-    let kubeconfig = env.control_plane.state_dir().join("limited.kubeconfig");
+    let kubeconfig = env.control_plane().state_dir().join("limited.kubeconfig");
     token_kubeconfig(env, &token(env, ns, "limited"), &kubeconfig);
     let mut limited = env.replica("limited-replica");
     limited.kubeconfig = kubeconfig;
@@ -366,7 +366,7 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
     let release_policies = format!("app.kubernetes.io/instance={RELEASE},kanon.dev/library");
     // What an earlier, failed run may have left.
     let _ = env
-        .control_plane
+        .control_plane()
         .helm()
         .args(["uninstall", RELEASE, "--namespace", NAMESPACE])
         .args(["--ignore-not-found", "--wait"])
@@ -441,7 +441,7 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
 
     // kanon as the chart's ServiceAccount.
     let kubeconfig: PathBuf = env
-        .control_plane
+        .control_plane()
         .state_dir()
         .join("chart-library.kubeconfig");
     token_kubeconfig(env, &token(env, NAMESPACE, FULLNAME), &kubeconfig);

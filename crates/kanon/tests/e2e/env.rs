@@ -6,195 +6,105 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kanon_control_plane::{ControlPlane, Options, Toolchain};
+use kanon_control_plane::kanon::{self as kit, Cluster};
+use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
-/// Where the repository is.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+pub use kanon_control_plane::kanon::repo;
 
 /// Label on the namespaces whose requests go to the webhooks with `failurePolicy: Ignore`
 /// (all other test namespaces go to the ones with `Fail`).
 pub const IGNORE_LABEL: &str = "e2e.kanon.dev/failure-policy";
 
-/// `kanon serve` as a child process.
-pub struct Kanon {
-    child: Option<Child>,
-    pub port: u16,
-    pub metrics_port: u16,
-    pub cert_dir: PathBuf,
-    pub log: PathBuf,
-    /// The kubeconfig it runs with.
-    pub kubeconfig: PathBuf,
-    /// Arguments added to the suite's own.
-    pub args: Vec<String>,
-    /// The client certificate and key [`Kanon::get`] presents (for a kanon that requires one).
-    pub client_identity: Option<(PathBuf, PathBuf)>,
+/// The name of the suite's webhook configurations.
+const WEBHOOKS: &str = "kanon-e2e";
+
+/// What the suite runs every kanon with, before a scenario's own arguments.
+const KANON_SETTINGS: [&str; 6] = [
+    // The suite's HTTP service listens on loopback: allowed explicitly.
+    "--http-allow-cidr",
+    "127.0.0.1/32",
+    // Lookups re-read quickly, so a test that changes a referenced object sees it.
+    "--object-cache-ttl-ms",
+    "200",
+    "--http-cache-ttl-ms",
+    "200",
+];
+
+/// `kanon serve` as the suite runs it: the kit's [`kit::Kanon`] (its fields and reads through
+/// `Deref`), whose failures panic, failing the scenario with their message.
+pub struct Kanon(kit::Kanon);
+
+impl Deref for Kanon {
+    type Target = kit::Kanon;
+
+    fn deref(&self) -> &kit::Kanon {
+        &self.0
+    }
+}
+
+impl DerefMut for Kanon {
+    fn deref_mut(&mut self) -> &mut kit::Kanon {
+        &mut self.0
+    }
 }
 
 impl Kanon {
-    /// A kanon (not started) with its certificates and log under `dir`, on free ports.
-    pub fn new(kubeconfig: PathBuf, dir: &Path) -> Kanon {
-        std::fs::create_dir_all(dir).expect("kanon's directory");
-        Kanon {
-            child: None,
-            port: free_port(),
-            metrics_port: free_port(),
-            cert_dir: dir.join("certs"),
-            log: dir.join("kanon.log"),
-            kubeconfig,
-            args: Vec::new(),
-            client_identity: None,
-        }
-    }
-
-    /// The running process's id.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+    /// A kanon (not started) against `cluster` with the suite's settings, its files named
+    /// `name`.
+    fn new(cluster: &Cluster, name: &str) -> Kanon {
+        let kanon = cluster
+            .kanon(env!("CARGO_BIN_EXE_kanon"), name)
+            .unwrap_or_else(|e| panic!("kanon {name}: {e:#}"))
+            .with_settings(&KANON_SETTINGS)
+            .with_env("RUST_LOG", "info,kanon_cluster=debug");
+        Kanon(kanon)
     }
 
     /// Starts the process without waiting for it to be ready.
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("kanon's log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_kanon"))
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cert-dir")
-            .arg(&self.cert_dir)
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args([
-                "--metrics-listen",
-                &format!("127.0.0.1:{}", self.metrics_port),
-            ])
-            // The suite's HTTP service listens on loopback: allowed explicitly.
-            .args(["--http-allow-cidr", "127.0.0.1/32"])
-            // Lookups re-read quickly, so a test that changes a referenced object sees it.
-            .args(["--object-cache-ttl-ms", "200", "--http-cache-ttl-ms", "200"])
-            .args(&self.args)
-            .env("RUST_LOG", "info,kanon_cluster=debug")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .expect("kanon serve starts");
-        self.child = Some(child);
+        self.0.spawn().unwrap_or_else(|e| panic!("{e:#}"));
     }
 
-    /// Starts kanon again (after [`Kanon::stop`]) and waits until it is ready.
+    /// Starts kanon (after [`Kanon::stop`]) and waits until it is ready.
     pub fn start(&mut self) {
-        if self.child.is_none() {
-            self.spawn();
-        }
-        self.wait_ready();
+        self.0.start().unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// Waits for `/readyz` (60 s at most).
+    pub fn wait_ready(&mut self) {
+        self.0
+            .wait_ready(Duration::from_secs(60), Duration::from_millis(100))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// HTTP status of `GET path` over HTTPS (with the kanon's client identity, if any), `000`
+    /// when nothing answers.
+    pub fn get(&self, path: &str) -> String {
+        self.0.status(path)
+    }
+
+    /// The metrics text (empty when nothing answers).
+    pub fn metrics(&self) -> String {
+        self.0.metrics().unwrap_or_default()
     }
 
     /// SIGKILL (a crash, or a node gone), then reap the process.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        let _ = self.0.kill();
     }
 
     /// SIGTERM, then wait for the exit.
     pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-
-    /// HTTP status of `GET path` over HTTPS (with [`Kanon::client_identity`], if any), `000`
-    /// when nothing answers.
-    pub fn get(&self, path: &str) -> String {
-        let mut curl = Command::new("curl");
-        curl.args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "5",
-        ])
-        .arg("--cacert")
-        .arg(self.cert_dir.join("ca.crt"));
-        if let Some((cert, key)) = &self.client_identity {
-            curl.arg("--cert").arg(cert).arg("--key").arg(key);
-        }
-        let out = curl
-            .arg(format!("https://127.0.0.1:{}{path}", self.port))
-            .output()
-            .expect("curl runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The metrics text.
-    pub fn metrics(&self) -> String {
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "5"])
-            .arg(format!("http://127.0.0.1:{}/metrics", self.metrics_port))
-            .output()
-            .expect("curl runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Waits for `/readyz`.
-    pub fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self.get("/readyz") == "200" {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!(
-            "kanon did not become ready; its log:\n{}",
-            tail(&self.log, 60)
-        );
-    }
-
-    /// The end of kanon's log.
-    pub fn log_tail(&self, lines: usize) -> String {
-        tail(&self.log, lines)
-    }
-}
-
-impl Drop for Kanon {
-    fn drop(&mut self) {
-        self.stop();
+        self.0.stop();
     }
 }
 
@@ -237,13 +147,6 @@ impl Drop for Restarted<'_> {
         kanon.client_identity = self.client_identity.take();
         kanon.start();
     }
-}
-
-/// The last `lines` lines of a file.
-pub fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// A tiny HTTP/1.1 service on 127.0.0.1 for `http` references: `GET /allowed/<name>` answers
@@ -334,77 +237,37 @@ fn serve_one(stream: TcpStream, table: &Mutex<BTreeMap<String, bool>>, log: &Mut
 
 /// Everything the scenarios use.
 pub struct Env {
-    pub control_plane: ControlPlane,
     pub kanon: Kanon,
     pub service: Service,
     pub runtime: tokio::runtime::Runtime,
     pub client: kube::Client,
-    /// Kanon's certificates and logs; deleted with the environment.
-    _dir: tempfile::TempDir,
+    /// The control plane with the CRDs; last, so that it stops after kanon.
+    pub cluster: Cluster,
 }
 
 /// The API resource of a kanon policy kind.
 pub fn policy_resource(kind: &str) -> ApiResource {
-    let plural = kanon_api::PolicyKind::from_kind(kind)
-        .expect("a policy kind")
-        .plural();
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(kanon_api::GROUP, kanon_api::VERSION, kind),
-        plural,
-    )
+    kit::policy_resource(kind).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 impl Env {
-    /// Builds or reuses the control plane's binaries, starts it, installs the CRDs, starts
-    /// kanon and registers its webhooks.
+    /// Starts the kit's cluster (the control plane with the CRDs), starts kanon and registers
+    /// its webhooks.
     pub fn start() -> Env {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let toolchain =
-            Toolchain::ensure(&mut std::io::stderr()).expect("the control plane's binaries");
-        let started = Instant::now();
-        let control_plane =
-            ControlPlane::start(&toolchain, Options::default()).expect("the control plane starts");
-        eprintln!(
-            "e2e: control plane up in {:.1}s at {}",
-            started.elapsed().as_secs_f64(),
-            control_plane.server()
-        );
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let client = runtime.block_on(async {
-            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())
-                .expect("the kubeconfig");
-            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .expect("a client config");
-            kube::Client::try_from(config).expect("a client")
-        });
-        let env_kanon = Kanon::new(control_plane.kubeconfig(), &dir.path().join("kanon"));
+        let cluster = Cluster::start("e2e", Options::default())
+            .unwrap_or_else(|e| panic!("the control plane starts: {e:#}"));
+        let runtime = kit::runtime().unwrap_or_else(|e| panic!("{e:#}"));
+        let client = runtime
+            .block_on(cluster.client())
+            .unwrap_or_else(|e| panic!("{e:#}"));
         let mut env = Env {
-            control_plane,
-            kanon: env_kanon,
+            kanon: Kanon::new(&cluster, "kanon"),
             service: Service::start(),
             runtime,
             client,
-            _dir: dir,
+            cluster,
         };
-        // Recursive: kanon's CRDs and, in crds/openreports/, the OpenReports ones it writes
-        // audit reports into.
-        let crds = repo().join("crds").display().to_string();
-        let out = env.kubectl(&["apply", "--recursive", "-f", &crds]);
-        assert!(out.status.success(), "CRDs: {}", text(&out));
-        let out = env.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd",
-            "--all",
-        ]);
-        assert!(out.status.success(), "CRDs established: {}", text(&out));
         // The suite's kanon serves admission only; the audit scenarios run auditors of their
         // own, so that no audit runs behind the other scenarios' backs.
         env.kanon.args.push("--no-audit".to_string());
@@ -413,48 +276,36 @@ impl Env {
         env
     }
 
+    /// The control plane.
+    pub fn control_plane(&self) -> &ControlPlane {
+        self.cluster.control_plane()
+    }
+
     /// Another kanon process (a second replica) against the same control plane, not started;
-    /// its files under `name` in the suite's directory.
+    /// its files named `name` in the suite's directory.
     pub fn replica(&self, name: &str) -> Kanon {
-        Kanon::new(
-            self.control_plane.kubeconfig(),
-            &self._dir.path().join(name),
-        )
+        Kanon::new(&self.cluster, name)
     }
 
     /// kubectl against the control plane.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        self.control_plane
-            .kubectl()
-            .args(args)
-            .output()
-            .expect("kubectl runs")
+        self.cluster
+            .kubectl_output(args, None)
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// kubectl with `input` on its standard input.
     pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
-        let mut child = self
-            .control_plane
-            .kubectl()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl runs");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write to kubectl");
-        child.wait_with_output().expect("kubectl ends")
+        self.cluster
+            .kubectl_output(args, Some(input))
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// `kubectl apply -f -` of a JSON or YAML document; panics on failure.
     pub fn apply(&self, document: &Value) {
-        let out = self.kubectl_stdin(&["apply", "-f", "-"], &document.to_string());
-        assert!(out.status.success(), "apply {document}: {}", text(&out));
+        self.cluster
+            .apply(document)
+            .unwrap_or_else(|e| panic!("{e:#}"));
     }
 
     /// The webhook configurations: mutate and validate for the kinds the suite uses, in every
@@ -462,10 +313,6 @@ impl Env {
     /// kanon's own policy kinds checked with `Ignore`, so a stopped kanon never keeps anyone
     /// from fixing a policy.
     pub fn webhook_configurations(&self) -> (Value, Value) {
-        let ca = std::fs::read(self.kanon.cert_dir.join("ca.crt")).expect("kanon's CA");
-        use base64::Engine as _;
-        let ca = base64::engine::general_purpose::STANDARD.encode(ca);
-        let url = |path: &str| format!("https://127.0.0.1:{}{path}", self.kanon.port);
         let rules = |operations: &[&str]| {
             json!([
                 {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations,
@@ -477,31 +324,30 @@ impl Env {
         let system = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                             "values": ["kube-system", "kube-public", "kube-node-lease"]});
         let webhook = |name: &str, path: &str, operations: &[&str], failure: &str| {
-            let label = if failure == "Ignore" { "In" } else { "NotIn" };
-            json!({
-                "name": name,
-                "clientConfig": {"url": url(path), "caBundle": ca},
-                "rules": rules(operations),
-                "namespaceSelector": {"matchExpressions": [
-                    system,
-                    {"key": IGNORE_LABEL, "operator": if label == "In" { "In" } else { "NotIn" }, "values": ["ignore"]},
-                ]},
-                "failurePolicy": failure,
-                "matchPolicy": "Equivalent",
-                "sideEffects": "None",
-                "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 5,
-            })
+            let operator = if failure == "Ignore" { "In" } else { "NotIn" };
+            let selector = json!({"matchExpressions": [
+                system,
+                {"key": IGNORE_LABEL, "operator": operator, "values": ["ignore"]},
+            ]});
+            let mut webhook = self
+                .kanon
+                .webhook(name, path, rules(operations), selector)
+                .unwrap_or_else(|e| panic!("{e:#}"));
+            webhook["failurePolicy"] = json!(failure);
+            webhook
         };
-        let mutating = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": "kanon-e2e"},
-            "webhooks": [
+        let mutating = kit::mutating_configuration(
+            WEBHOOKS,
+            vec![
                 webhook("mutate.kanon.dev", "/mutate", &["CREATE", "UPDATE"], "Fail"),
-                webhook("mutate-ignore.kanon.dev", "/mutate", &["CREATE", "UPDATE"], "Ignore"),
+                webhook(
+                    "mutate-ignore.kanon.dev",
+                    "/mutate",
+                    &["CREATE", "UPDATE"],
+                    "Ignore",
+                ),
             ],
-        });
+        );
         let mut policies = webhook(
             "policies.kanon.dev",
             "/validate",
@@ -511,16 +357,15 @@ impl Env {
         policies["rules"] = json!([{"apiGroups": [kanon_api::GROUP], "apiVersions": [kanon_api::VERSION],
             "operations": ["CREATE", "UPDATE"], "resources": ["*"], "scope": "*"}]);
         policies["namespaceSelector"] = json!({});
-        let validating = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": "kanon-e2e"},
-            "webhooks": [
-                webhook("validate.kanon.dev", "/validate", &["CREATE", "UPDATE", "DELETE"], "Fail"),
-                webhook("validate-ignore.kanon.dev", "/validate", &["CREATE", "UPDATE", "DELETE"], "Ignore"),
+        let all = &["CREATE", "UPDATE", "DELETE"];
+        let validating = kit::validating_configuration(
+            WEBHOOKS,
+            vec![
+                webhook("validate.kanon.dev", "/validate", all, "Fail"),
+                webhook("validate-ignore.kanon.dev", "/validate", all, "Ignore"),
                 policies,
             ],
-        });
+        );
         (mutating, validating)
     }
 
@@ -533,12 +378,7 @@ impl Env {
 
     /// Removes kanon's webhooks (before the suite stops kanon for good).
     pub fn unregister_webhooks(&self) {
-        let _ = self.kubectl(&[
-            "delete",
-            "--ignore-not-found",
-            "mutatingwebhookconfiguration/kanon-e2e",
-            "validatingwebhookconfiguration/kanon-e2e",
-        ]);
+        let _ = self.cluster.delete_webhook_configurations(WEBHOOKS);
     }
 
     /// Creates a namespace (with `labels`) for a scenario, deleting any earlier one.
@@ -722,13 +562,7 @@ impl Env {
 }
 
 /// stdout and stderr of a command, for messages.
-pub fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+pub use kanon_control_plane::kanon::output_text as text;
 
 impl Drop for Env {
     fn drop(&mut self) {

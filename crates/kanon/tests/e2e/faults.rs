@@ -86,7 +86,8 @@ fn apiserver_restarted_kanon_serves_and_recovers(env: &mut Env) {
                    "overrideRules": [add_label("before", "yes")]}),
         ),
     );
-    env.control_plane
+    env.cluster
+        .control_plane_mut()
         .stop_apiserver()
         .expect("the apiserver stops");
     // kanon stays ready and keeps answering with the policies it had.
@@ -129,7 +130,8 @@ fn apiserver_restarted_kanon_serves_and_recovers(env: &mut Env) {
     );
 
     let restarted = Instant::now();
-    env.control_plane
+    env.cluster
+        .control_plane_mut()
         .start_apiserver()
         .expect("the apiserver starts again");
     late.wait_ready();

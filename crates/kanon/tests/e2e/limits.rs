@@ -326,11 +326,12 @@ fn large_objects(env: &mut Env) {
             scratch.path().join("admin.key"),
         );
         std::fs::write(&object, &dense).expect("the dense Blob's file");
-        std::fs::write(&cert, env.control_plane.client_cert_pem()).expect("the admin certificate");
-        std::fs::write(&key, env.control_plane.client_key_pem()).expect("the admin key");
+        std::fs::write(&cert, env.control_plane().client_cert_pem())
+            .expect("the admin certificate");
+        std::fs::write(&key, env.control_plane().client_key_pem()).expect("the admin key");
         let url = format!(
             "{}/apis/{GROUP}/v1/namespaces/{NS}/blobs?dryRun=All",
-            env.control_plane.server()
+            env.control_plane().server()
         );
         let started = Instant::now();
         let answers: Vec<String> = std::thread::scope(|scope| {
@@ -341,7 +342,7 @@ fn large_objects(env: &mut Env) {
                             .args(["-s", "--max-time", "60"])
                             .args(["-H", "Content-Type: application/json"])
                             .arg("--cacert")
-                            .arg(env.control_plane.ca_cert_file())
+                            .arg(env.control_plane().ca_cert_file())
                             .arg("--cert")
                             .arg(&cert)
                             .arg("--key")

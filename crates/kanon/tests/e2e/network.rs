@@ -156,10 +156,10 @@ fn with_a_client_ca_only_the_apiservers_certificate_reaches_the_webhook_port(env
     );
     let foreign_dir = tempfile::tempdir().expect("a temporary directory");
     let (foreign_cert, foreign_key) = foreign_identity(foreign_dir.path());
-    let ca = env.control_plane.ca_cert_file();
+    let ca = env.control_plane().ca_cert_file();
     let apiserver = (
-        env.control_plane.webhook_client_cert_file(),
-        env.control_plane.webhook_client_key_file(),
+        env.control_plane().webhook_client_cert_file(),
+        env.control_plane().webhook_client_key_file(),
     );
     let forbidden = pod(ns, "direct", json!({"forbidden": "yes"}));
     {

@@ -586,7 +586,7 @@ fn tokens_and_object_contents_stay_out_of_answers_metrics_logs_and_status(env: &
             .expect("the policy");
         statuses.push_str(&found.to_string());
     }
-    let log = std::fs::read_to_string(&env.kanon.log).unwrap_or_default();
+    let log = std::fs::read_to_string(env.kanon.log()).unwrap_or_default();
     assert!(log.contains("HTTP lookup"), "the log has the lookups");
     for (what, shown) in [
         ("warnings", &warnings),

@@ -50,23 +50,31 @@
 //! for the measured figures). `--quick`: 4,000 objects, 2 rounds of 3 s. Needs `curl`.
 //! The first run of the control plane's toolchain builds it (see the README). kanon and the
 //! control plane die with the bench (`PR_SET_PDEATHSIG`).
+//!
+//! Layout: this file has the kinds, the settings, the run and its report; `world.rs` the
+//! cluster (the kit of `kanon_control_plane::kanon`, without kube-controller-manager) with the
+//! policies and objects; `sampler.rs` kanon and its sampler; `reports.rs` the reports' size;
+//! `load.rs` the admission load (oha).
+
+mod load;
+mod reports;
+mod sampler;
+mod world;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use base64::Engine as _;
-use kanon_control_plane::{ControlPlane, Options, Toolchain};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kanon_control_plane::kanon::{cpu_time, metrics_at, repo};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+
+use crate::load::{Phase, Window, oha, oha_path};
+use crate::reports::report_sizes;
+use crate::sampler::{FINISHED, SCANNED, Sampler, metric, start_kanon};
+use crate::world::{World, count, create_all, namespace_name, object, policy, policy_resource};
 
 /// kanon's own namespace (its audit Lease).
 const KANON_NS: &str = "kanon-system";
@@ -247,28 +255,6 @@ impl Settings {
     }
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -287,22 +273,6 @@ fn memory_kib(pid: u32) -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// CPU time (user + system) of a process so far, from `/proc/<pid>/stat` (zero if gone).
-fn process_cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
-        .sum();
-    // SAFETY: sysconf(3) has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Duration::from_secs_f64(ticks as f64 / hz)
 }
 
 /// The CPUs of this machine: kanon's (the last) and the others', for `KANON_AUDIT_BENCH_PIN`.
@@ -389,774 +359,7 @@ fn median(values: &[f64]) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// kanon
-
-struct Kanon {
-    child: Option<Child>,
-    pid: u32,
-    port: u16,
-    metrics_port: u16,
-    log: PathBuf,
-}
-
-impl Kanon {
-    fn start(name: &str, kubeconfig: &Path, dir: &Path, extra: &[&str]) -> Result<Kanon> {
-        let port = free_port()?;
-        let metrics_port = free_port()?;
-        let cert_dir = dir.join(format!("{name}-certs"));
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log)?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
-        command
-            .arg("serve")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--cert-dir")
-            .arg(&cert_dir)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file);
-        // SAFETY: prctl(2) is async-signal-safe; the child dies with this process.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = command.spawn().context("kanon serve starts")?;
-        let pid = child.id();
-        let kanon = Kanon {
-            child: Some(child),
-            pid,
-            port,
-            metrics_port,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let out = Command::new("curl")
-                .args([
-                    "-sk",
-                    "-o",
-                    "/dev/null",
-                    "-w",
-                    "%{http_code}",
-                    "--max-time",
-                    "5",
-                ])
-                .arg(format!("https://127.0.0.1:{port}/readyz"))
-                .output()
-                .context("curl runs")?;
-            if out.stdout == b"200" {
-                return Ok(kanon);
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "kanon did not become ready; its log:\n{}",
-                tail(&kanon.log, 40)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
-    }
-
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-impl Drop for Kanon {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// kanon's metrics text (plain HTTP on loopback, without a subprocess: sampled often).
-fn scrape(port: u16) -> Result<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body)?;
-    Ok(body
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default())
-}
-
-/// The value of the sample `series` (name with its labels, as printed) in `metrics`; 0 when
-/// absent.
-fn metric(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (name, value) = l.rsplit_once(' ')?;
-            (name == series).then(|| value.parse().ok())?
-        })
-        .unwrap_or(0.0)
-}
-
-const FINISHED: &str = "kanon_audits_total{outcome=\"finished\"}";
-const SCANNED: &str = "kanon_audit_objects_scanned_total";
-
-/// One sample of kanon: when (since the bench began), RSS and HWM (KiB), objects scanned,
-/// audits finished.
-#[derive(Debug, Clone, Copy)]
-struct Sample {
-    at: Duration,
-    rss: u64,
-    hwm: u64,
-    scanned: f64,
-    finished: f64,
-}
-
-/// Samples kanon every 100 ms in a thread.
-struct Sampler {
-    samples: Arc<Mutex<Vec<Sample>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Sampler {
-    fn start(pid: u32, metrics_port: u16, began: Instant) -> Sampler {
-        let samples = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (into, until) = (samples.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            while !until.load(Ordering::Relaxed) {
-                let (rss, hwm) = memory_kib(pid);
-                let metrics = scrape(metrics_port).unwrap_or_default();
-                let sample = Sample {
-                    at: began.elapsed(),
-                    rss,
-                    hwm,
-                    scanned: metric(&metrics, SCANNED),
-                    finished: metric(&metrics, FINISHED),
-                };
-                into.lock().unwrap().push(sample);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        });
-        Sampler {
-            samples,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    fn last(&self) -> Option<Sample> {
-        self.samples.lock().unwrap().last().copied()
-    }
-
-    fn between(&self, from: Duration, to: Duration) -> Vec<Sample> {
-        self.samples
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|s| s.at >= from && s.at <= to)
-            .copied()
-            .collect()
-    }
-}
-
-impl Drop for Sampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The cluster
-
-struct World {
-    runtime: tokio::runtime::Runtime,
-    client: kube::Client,
-    control_plane: ControlPlane,
-    dir: tempfile::TempDir,
-}
-
-impl World {
-    fn start() -> Result<World> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let toolchain = Toolchain::ensure(&mut std::io::stderr())?;
-        let started = Instant::now();
-        let control_plane = ControlPlane::start(
-            &toolchain,
-            Options {
-                controller_manager: false,
-                ..Options::default()
-            },
-        )?;
-        eprintln!(
-            "bench: control plane (etcd, kube-apiserver) up in {:.1} s at {}",
-            started.elapsed().as_secs_f64(),
-            control_plane.server()
-        );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
-        let client = runtime.block_on(async {
-            let kubeconfig = kube::config::Kubeconfig::read_from(control_plane.kubeconfig())?;
-            let mut config =
-                kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-            config.read_timeout = Some(Duration::from_secs(120));
-            anyhow::Ok(kube::Client::try_from(config)?)
-        })?;
-        let world = World {
-            runtime,
-            client,
-            control_plane,
-            dir: tempfile::tempdir()?,
-        };
-        let crds = repo().join("crds").display().to_string();
-        world.kubectl(&["apply", "--server-side", "--recursive", "-f", &crds])?;
-        world.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd",
-            "--all",
-        ])?;
-        Ok(world)
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Result<Output> {
-        let out = self.control_plane.kubectl().args(args).output()?;
-        ensure!(out.status.success(), "kubectl {args:?}: {}", text(&out));
-        Ok(out)
-    }
-
-    fn apply(&self, resource: &ApiResource, document: &Value) -> Result<()> {
-        let name = document["metadata"]["name"].as_str().unwrap_or_default();
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
-        let params = PatchParams::apply("kanon-audit-bench").force();
-        self.runtime
-            .block_on(api.patch(name, &params, &Patch::Apply(document)))
-            .with_context(|| format!("applying {name}"))?;
-        Ok(())
-    }
-
-    /// The PID of a control-plane process.
-    fn pid(&self, name: &str) -> Option<u32> {
-        self.control_plane
-            .pids()
-            .into_iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, pid)| pid)
-    }
-
-    /// etcd's database size in bytes (`etcd_mvcc_db_total_size_in_bytes`; NaN when unread).
-    fn etcd_db_size(&self) -> f64 {
-        let Ok(url) = self.etcd_url() else {
-            return f64::NAN;
-        };
-        Command::new("curl")
-            .args(["-s", "--max-time", "10", &format!("{url}/metrics")])
-            .output()
-            .ok()
-            .map(|out| {
-                let text = String::from_utf8_lossy(&out.stdout).into_owned();
-                metric(&text, "etcd_mvcc_db_total_size_in_bytes")
-            })
-            .unwrap_or(f64::NAN)
-    }
-
-    /// etcd's client URL, from kube-apiserver's command line.
-    fn etcd_url(&self) -> Result<String> {
-        let pid = self.pid("kube-apiserver").context("kube-apiserver runs")?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))?;
-        cmdline
-            .split(|&b| b == 0)
-            .filter_map(|a| std::str::from_utf8(a).ok())
-            .find_map(|a| a.strip_prefix("--etcd-servers="))
-            .map(|s| s.split(',').next().unwrap_or(s).to_string())
-            .context("--etcd-servers in kube-apiserver's command line")
-    }
-}
-
-fn policy_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(
-            kanon_api::GROUP,
-            kanon_api::VERSION,
-            "ClusterValidatePolicy",
-        ),
-        "clustervalidatepolicies",
-    )
-}
-
-/// The policy of one kind: its objects may not carry [`BAD_LABEL`]; `Audit` only.
-fn policy(kind: &KindSpec, change: usize) -> Value {
-    let suffix = if change == 0 {
-        String::new()
-    } else {
-        format!(" (change {change})")
-    };
-    json!({
-        "apiVersion": kanon_api::API_VERSION,
-        "kind": "ClusterValidatePolicy",
-        "metadata": {
-            "name": kind.policy_name(),
-            "labels": {"bench.kanon.dev/owned": "true"},
-            "annotations": {
-                "policy.kanon.dev/severity": "medium",
-                "policy.kanon.dev/category": "Bench",
-            },
-        },
-        "spec": {
-            "resourceSelectors": [{"apiVersion": kind.api_version(), "kind": kind.kind}],
-            "validationActions": ["Audit"],
-            "validateRules": [{
-                "name": "not-bad",
-                "targetOperations": ["CREATE", "UPDATE"],
-                "cel": {"validations": [{
-                    "expression": format!(
-                        "!has(object.metadata.labels) || !('{BAD_LABEL}' in object.metadata.labels)"
-                    ),
-                    "message": format!("a {} may not carry the {BAD_LABEL} label{suffix}", kind.kind),
-                }]},
-            }],
-        },
-    })
-}
-
-fn namespace_name(i: usize) -> String {
-    format!("audit-bench-{i:02}")
-}
-
-fn pod_spec(restart: &str) -> Value {
-    json!({
-        "restartPolicy": restart,
-        "containers": [{
-            "name": "app",
-            "image": "registry.example.com/bench/app:1.0",
-            "ports": [{"containerPort": 8080, "name": "http"}],
-            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
-        }],
-    })
-}
-
-/// Object `i` of `kind`: in namespace `i % namespaces`; the k-th object of each namespace
-/// (k = i / namespaces) fails when k % 10 == 0, so each namespace has 10% failing of each kind.
-fn object(kind: &KindSpec, i: usize, namespaces: usize) -> (String, Value, bool) {
-    let namespace = namespace_name(i % namespaces);
-    let bad = (i / namespaces).is_multiple_of(10);
-    let name = format!("{}-{i:05}", kind.short);
-    let mut labels = json!({"app.kubernetes.io/part-of": "audit-bench", "app": name});
-    if bad {
-        labels[BAD_LABEL] = json!("true");
-    }
-    let selector = json!({"matchLabels": {"app": name}});
-    let template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec("Always")});
-    let job_template = json!({"metadata": {"labels": {"app": name}}, "spec": pod_spec("Never")});
-    let body = match kind.kind {
-        "ConfigMap" => json!({"data": {
-            "mode": "production",
-            "config.yaml": format!("server:\n  port: 8080\n  name: {name}\nlogging:\n  level: info\n"),
-        }}),
-        "Service" => json!({"spec": {
-            "clusterIP": "None",
-            "selector": {"app": name},
-            "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
-        }}),
-        "ServiceAccount" => json!({}),
-        "PodTemplate" => json!({"template": template}),
-        "PersistentVolumeClaim" => json!({"spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}},
-        }}),
-        "Pod" => json!({"spec": pod_spec("Always")}),
-        "LimitRange" => json!({"spec": {"limits": [{
-            "type": "Container", "max": {"cpu": "64", "memory": "64Gi"},
-        }]}}),
-        // Only a kind nobody creates here, so that no create waits for the quota's status
-        // (nothing computes it without kube-controller-manager).
-        "ResourceQuota" => json!({"spec": {"hard": {"count/replicationcontrollers": "100"}}}),
-        "Role" => json!({"rules": [{
-            "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"],
-        }]}),
-        "RoleBinding" => json!({
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("role-{i:05}")},
-            "subjects": [{"kind": "ServiceAccount", "name": format!("sa-{i:05}"), "namespace": namespace}],
-        }),
-        "EndpointSlice" => {
-            labels["kubernetes.io/service-name"] = json!(format!("svc-{i:05}"));
-            json!({
-                "addressType": "IPv4",
-                "endpoints": [{"addresses": [format!("10.1.{}.{}", (i / 250) % 250, i % 250 + 1)]}],
-                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-            })
-        }
-        "Deployment" | "ReplicaSet" => json!({"spec": {
-            "replicas": 0, "selector": selector, "template": template,
-        }}),
-        "StatefulSet" => json!({"spec": {
-            "replicas": 0, "serviceName": format!("svc-{i:05}"), "selector": selector,
-            "template": template,
-        }}),
-        "DaemonSet" => json!({"spec": {"selector": selector, "template": template}}),
-        "Job" => json!({"spec": {"suspend": true, "template": job_template}}),
-        "CronJob" => json!({"spec": {
-            "schedule": "0 3 * * *", "suspend": true,
-            "jobTemplate": {"spec": {"template": job_template}},
-        }}),
-        "Ingress" => json!({"spec": {"rules": [{
-            "host": format!("app-{i:05}.bench.example.com"),
-            "http": {"paths": [{
-                "path": "/", "pathType": "Prefix",
-                "backend": {"service": {"name": format!("svc-{i:05}"), "port": {"number": 80}}},
-            }]},
-        }]}}),
-        "NetworkPolicy" => json!({"spec": {
-            "podSelector": {"matchLabels": {"app": name}},
-            "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 8080}]}],
-        }}),
-        "PodDisruptionBudget" => json!({"spec": {"minAvailable": 1, "selector": selector}}),
-        other => unreachable!("no object for {other}"),
-    };
-    let mut document = json!({
-        "apiVersion": kind.api_version(),
-        "kind": kind.kind,
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-    });
-    for (key, value) in body.as_object().expect("an object") {
-        document[key] = value.clone();
-    }
-    (namespace, document, bad)
-}
-
-/// Creates every object of `kinds` with `concurrency` creates in flight; retries what the
-/// apiserver refuses for a moment (429, 5xx, timeouts). The objects created.
-fn create_all(world: &World, kinds: &[&KindSpec], settings: &Settings) -> Result<usize> {
-    let jobs: Vec<(ApiResource, String, Value)> = kinds
-        .iter()
-        .flat_map(|kind| {
-            let resource = kind.resource();
-            (0..settings.per_kind()).map(move |i| {
-                let (namespace, document, _) = object(kind, i, settings.namespaces);
-                (resource.clone(), namespace, document)
-            })
-        })
-        .collect();
-    let total = jobs.len();
-    let created = Arc::new(AtomicU64::new(0));
-    let client = world.client.clone();
-    let concurrency = settings.concurrency;
-    let progress = created.clone();
-    let started = Instant::now();
-    world.runtime.block_on(async move {
-        let semaphore = Arc::new(tokio::sync::Semaphore::new(concurrency));
-        let mut tasks = tokio::task::JoinSet::new();
-        for (resource, namespace, document) in jobs {
-            let permit = semaphore.clone().acquire_owned().await?;
-            let client = client.clone();
-            let created = created.clone();
-            tasks.spawn(async move {
-                let _permit = permit;
-                let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
-                let object: DynamicObject = serde_json::from_value(document)?;
-                let mut attempt = 0;
-                loop {
-                    match api.create(&PostParams::default(), &object).await {
-                        Ok(_) => break,
-                        Err(kube::Error::Api(status)) if status.code == 409 => break,
-                        Err(error) if attempt < 8 => {
-                            let transient = match &error {
-                                kube::Error::Api(status) => {
-                                    status.code == 429 || status.code >= 500
-                                }
-                                _ => true,
-                            };
-                            if !transient {
-                                return Err(anyhow::anyhow!(
-                                    "creating {}/{}: {error}",
-                                    resource.kind,
-                                    object.metadata.name.as_deref().unwrap_or("")
-                                ));
-                            }
-                            attempt += 1;
-                            tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-                        }
-                        Err(error) => {
-                            return Err(anyhow::anyhow!(
-                                "creating {}/{}: {error}",
-                                resource.kind,
-                                object.metadata.name.as_deref().unwrap_or("")
-                            ));
-                        }
-                    }
-                }
-                let n = created.fetch_add(1, Ordering::Relaxed) + 1;
-                if n.is_multiple_of(10_000) {
-                    eprintln!(
-                        "bench:   {n} created ({:.0} s)",
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-                anyhow::Ok(())
-            });
-            while let Some(done) = tasks.try_join_next() {
-                done??;
-            }
-        }
-        while let Some(done) = tasks.join_next().await {
-            done??;
-        }
-        anyhow::Ok(())
-    })?;
-    let created = progress.load(Ordering::Relaxed) as usize;
-    ensure!(created == total, "{created} of {total} created");
-    Ok(created)
-}
-
-/// How many objects of `kind` the apiserver has (a list of 1 and its remaining count).
-fn count(world: &World, kind: &KindSpec) -> Result<usize> {
-    let api: Api<DynamicObject> = Api::all_with(world.client.clone(), &kind.resource());
-    let list = world
-        .runtime
-        .block_on(api.list(&ListParams::default().limit(1)))?;
-    let remaining = list.metadata.remaining_item_count.unwrap_or(0);
-    Ok(list.items.len() + usize::try_from(remaining).unwrap_or(0))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reports
-
-#[derive(Debug, Default)]
-struct ReportSizes {
-    reports: usize,
-    cluster_reports: usize,
-    /// `kubectl get ... -o json` output, as printed (indented).
-    kubectl_bytes: usize,
-    /// Compact JSON of each item, with and without managedFields.
-    compact: Vec<usize>,
-    compact_without_managed: Vec<usize>,
-    results: usize,
-    summary_fail: i64,
-    summary_pass: i64,
-    cut: usize,
-    /// What etcd holds under /registry/openreports.io/: keys and value bytes.
-    etcd_keys: usize,
-    etcd_bytes: usize,
-    etcd_error: Option<String>,
-}
-
-fn report_sizes(world: &World) -> Result<ReportSizes> {
-    let out = world.kubectl(&[
-        "get",
-        "reports,clusterreports",
-        "-A",
-        "-o",
-        "json",
-        "--show-managed-fields",
-    ])?;
-    let mut sizes = ReportSizes {
-        kubectl_bytes: out.stdout.len(),
-        ..ReportSizes::default()
-    };
-    let list: Value = serde_json::from_slice(&out.stdout)?;
-    for item in list["items"].as_array().cloned().unwrap_or_default() {
-        match item["kind"].as_str() {
-            Some("ClusterReport") => sizes.cluster_reports += 1,
-            _ => sizes.reports += 1,
-        }
-        sizes.compact.push(serde_json::to_vec(&item)?.len());
-        let mut without = item.clone();
-        if let Some(metadata) = without["metadata"].as_object_mut() {
-            metadata.remove("managedFields");
-        }
-        sizes
-            .compact_without_managed
-            .push(serde_json::to_vec(&without)?.len());
-        sizes.results += item["results"].as_array().map_or(0, Vec::len);
-        sizes.summary_fail += item["summary"]["fail"].as_i64().unwrap_or(0);
-        sizes.summary_pass += item["summary"]["pass"].as_i64().unwrap_or(0);
-        if item["metadata"]["annotations"]
-            .get("audit.kanon.dev/results-cut-from")
-            .is_some()
-        {
-            sizes.cut += 1;
-        }
-    }
-    match etcd_reports(world) {
-        Ok((keys, bytes)) => {
-            sizes.etcd_keys = keys;
-            sizes.etcd_bytes = bytes;
-        }
-        Err(error) => sizes.etcd_error = Some(format!("{error:#}")),
-    }
-    Ok(sizes)
-}
-
-/// Keys and value bytes under `/registry/openreports.io/` in etcd, through its JSON gateway.
-fn etcd_reports(world: &World) -> Result<(usize, usize)> {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let url = format!("{}/v3/kv/range", world.etcd_url()?);
-    let request = json!({
-        "key": b64.encode("/registry/openreports.io/"),
-        "range_end": b64.encode("/registry/openreports.io0"),
-    });
-    let out = Command::new("curl")
-        .args(["-s", "--max-time", "30", "-X", "POST", &url, "-d"])
-        .arg(request.to_string())
-        .output()
-        .context("curl runs")?;
-    ensure!(out.status.success(), "etcd's gateway: {}", text(&out));
-    let answer: Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("etcd's answer: {}", text(&out)))?;
-    let kvs = answer["kvs"].as_array().cloned().unwrap_or_default();
-    let mut bytes = 0;
-    for kv in &kvs {
-        let value = b64.decode(kv["value"].as_str().unwrap_or_default())?;
-        bytes += value.len();
-    }
-    Ok((kvs.len(), bytes))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Admission load
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Idle,
-    Audit,
-}
-
-#[derive(Debug, Clone)]
-struct Window {
-    phase: Phase,
-    round: usize,
-    p50_ms: f64,
-    p99_ms: f64,
-    max_ms: f64,
-    rps: f64,
-    /// Share of the window during which an audit was reading (by the sampled counters).
-    audit_coverage: f64,
-    /// Objects the audit judged during the window.
-    scanned: f64,
-    /// CPU seconds per second of the window: kanon, the auditing kanon, kube-apiserver, etcd.
-    /// (`kanon`: the one answering the reviews; the auditor is the same unless split.)
-    cpu: [f64; 4],
-}
-
-fn oha_path() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("OHA") {
-        return Ok(PathBuf::from(path));
-    }
-    if let Ok(out) = Command::new("sh").args(["-c", "command -v oha"]).output()
-        && out.status.success()
-    {
-        return Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
-    }
-    for root in [repo(), std::env::current_dir()?] {
-        let path = root.join("target/bench-tools/bin/oha");
-        if path.is_file() {
-            return Ok(path);
-        }
-    }
-    bail!("oha not found: install it (cargo install oha --root target/bench-tools) or set OHA")
-}
-
-/// oha at 1,000 req/s for `seconds` against `url`, on `cpus` only when given: p50, p99, max
-/// (ms), req/s.
-fn oha(
-    oha: &Path,
-    url: &str,
-    body: &Path,
-    seconds: f64,
-    cpus: Option<&[usize]>,
-) -> Result<(f64, f64, f64, f64)> {
-    let mut command = Command::new(oha);
-    if let Some(cpus) = cpus {
-        // SAFETY: the set is built before the fork; the child only passes it to
-        // sched_setaffinity(2), which is async-signal-safe.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            for &cpu in cpus {
-                libc::CPU_SET(cpu, &mut set);
-            }
-            command.pre_exec(move || {
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let out = command
-        .args([
-            "--no-tui",
-            "--insecure",
-            "--http-version",
-            "1.1",
-            "-m",
-            "POST",
-        ])
-        .args(["-H", "Content-Type: application/json", "-D"])
-        .arg(body)
-        .args(["--output-format", "json", "-c", "32", "-q", "1000"])
-        .args([
-            "--latency-correction",
-            "--wait-ongoing-requests-after-deadline",
-        ])
-        .args(["-z", &format!("{seconds}s"), url])
-        .output()
-        .context("oha runs")?;
-    ensure!(out.status.success(), "oha: {}", text(&out));
-    let answer: Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("oha's output: {}", text(&out)))?;
-    let codes = answer["statusCodeDistribution"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    ensure!(
-        codes.keys().all(|c| c == "200")
-            && answer["errorDistribution"]
-                .as_object()
-                .is_none_or(|e| e.is_empty()),
-        "oha: answers other than 200, or errors: {codes:?} {}",
-        answer["errorDistribution"]
-    );
-    let p = &answer["latencyPercentiles"];
-    let ms = |v: &Value| v.as_f64().unwrap_or(f64::NAN) * 1000.0;
-    Ok((
-        ms(&p["p50"]),
-        ms(&p["p99"]),
-        ms(&answer["summary"]["slowest"]),
-        answer["summary"]["requestsPerSec"].as_f64().unwrap_or(0.0),
-    ))
-}
-
-// ---------------------------------------------------------------------------------------------
+// The run: kanon's audit, the reports, the latency rounds, the report
 
 fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) -> Result<Duration> {
     let started = Instant::now();
@@ -1232,7 +435,6 @@ fn main() -> Result<()> {
         .sum();
 
     // ---- kanon, with no policy yet ----
-    let kubeconfig = world.control_plane.kubeconfig();
     let mut flags = vec![
         "--namespace",
         KANON_NS,
@@ -1249,8 +451,9 @@ fn main() -> Result<()> {
     if let Some(share) = &settings.audit_cpu {
         flags.extend(["--audit-cpu", share.as_str()]);
     }
-    let mut kanon = Kanon::start("kanon", &kubeconfig, world.dir.path(), &flags)?;
-    let sampler = Sampler::start(kanon.pid, kanon.metrics_port, began);
+    let mut kanon = start_kanon(&world, "kanon", &flags)?;
+    let kanon_pid = kanon.pid().context("kanon runs")?;
+    let sampler = Sampler::start(kanon_pid, kanon.metrics_port, began);
     // The first audit has no policy to read with; it ends at once.
     wait_for(
         "kanon's first (empty) audit",
@@ -1285,7 +488,7 @@ fn main() -> Result<()> {
     std::thread::sleep(Duration::from_millis(300));
     let audit_load_after = load_average();
     let etcd_db_after = world.etcd_db_size();
-    let metrics = scrape(kanon.metrics_port)?;
+    let metrics = metrics_at(kanon.metrics_port)?;
     let scanned = metric(&metrics, SCANNED);
     let audit_seconds = metric(&metrics, "kanon_audit_duration_seconds_sum");
     let audit_count = metric(&metrics, "kanon_audit_duration_seconds_count");
@@ -1294,7 +497,7 @@ fn main() -> Result<()> {
         &metrics,
         "kanon_audit_report_writes_total{outcome=\"error\"}",
     );
-    let (rss_after_audit, hwm_after_audit) = memory_kib(kanon.pid);
+    let (rss_after_audit, hwm_after_audit) = memory_kib(kanon_pid);
     let during = sampler.between(policies_at, audited_at);
     let max_rss_during = during.iter().map(|s| s.rss).max().unwrap_or(0);
     let first_read = during
@@ -1313,22 +516,22 @@ fn main() -> Result<()> {
         // A dry run is judged alike but not handed to the audit's admission recorder.
         let mut review: Value = serde_json::from_slice(&std::fs::read(&fixture)?)?;
         review["request"]["dryRun"] = json!(true);
-        fixture = world.dir.path().join("pod-create-dry-run.json");
+        fixture = world.cluster.dir().join("pod-create-dry-run.json");
         std::fs::write(&fixture, serde_json::to_vec(&review)?)?;
     }
     // Split: the reviews go to a second kanon that does not audit, so that the audit's work
     // shares the machine with them but not the process.
     let server = if settings.split {
-        Some(Kanon::start(
+        Some(start_kanon(
+            &world,
             "kanon-server",
-            &kubeconfig,
-            world.dir.path(),
             &["--namespace", KANON_NS, "--no-status", "--no-audit"],
         )?)
     } else {
         None
     };
     let serving = server.as_ref().unwrap_or(&kanon);
+    let serving_pid = serving.pid().context("the serving kanon runs")?;
     let url = format!("https://127.0.0.1:{}/validate?timeout=10s", serving.port);
     // An audit after one policy change, without load: how long the audits of the rounds read
     // (the first audit wrote every report; the later ones write only what changed).
@@ -1362,7 +565,7 @@ fn main() -> Result<()> {
         // control plane, whose LISTs a real cluster serves on other machines.
         let mut lowered = vec![world.pid("kube-apiserver"), world.pid("etcd")];
         if settings.split {
-            lowered.push(Some(kanon.pid));
+            lowered.push(Some(kanon_pid));
         }
         for pid in lowered.into_iter().flatten() {
             renice(pid, 19, settings.sched_idle);
@@ -1372,8 +575,8 @@ fn main() -> Result<()> {
     // real cluster serves on other machines, and the load generator on the others.
     let others = if settings.pin {
         let (own, others) = cpu_split()?;
-        pin(serving.pid, &[own])?;
-        pin(kanon.pid, &[own])?;
+        pin(serving_pid, &[own])?;
+        pin(kanon_pid, &[own])?;
         for pid in [world.pid("kube-apiserver"), world.pid("etcd")]
             .into_iter()
             .flatten()
@@ -1393,12 +596,12 @@ fn main() -> Result<()> {
     let others = others.as_deref();
     oha(&oha_bin, &url, &fixture, 3.0, others)?; // warm-up
     let pids = [
-        Some(serving.pid),
-        Some(kanon.pid),
+        Some(serving_pid),
+        Some(kanon_pid),
         world.pid("kube-apiserver"),
         world.pid("etcd"),
     ];
-    let cpu_now = || pids.map(|p| p.map_or(Duration::ZERO, process_cpu));
+    let cpu_now = || pids.map(|p| p.map_or(Duration::ZERO, cpu_time));
     let mut windows = Vec::new();
     let mut audits_done = 3.0;
     let mut changes = 1;
@@ -1431,7 +634,7 @@ fn main() -> Result<()> {
                         Command::new("perf")
                             .args(["record", "-F", "499", "-g", "-o"])
                             .arg(out)
-                            .args(["-p", &kanon.pid.to_string(), "--"])
+                            .args(["-p", &kanon_pid.to_string(), "--"])
                             .args(["sleep", &window.to_string()])
                             .stdout(Stdio::null())
                             .stderr(Stdio::null())
@@ -1502,8 +705,8 @@ fn main() -> Result<()> {
         }
     }
     let load_rounds_after = load_average();
-    let metrics_end = scrape(kanon.metrics_port)?;
-    let (rss_end, hwm_end) = memory_kib(kanon.pid);
+    let metrics_end = metrics_at(kanon.metrics_port)?;
+    let (rss_end, hwm_end) = memory_kib(kanon_pid);
     let reports_end = report_sizes(&world)?;
     let lease = world
         .kubectl(&["get", "lease", "kanon-audit", "-n", KANON_NS, "-o", "json"])
@@ -1517,7 +720,7 @@ fn main() -> Result<()> {
     let alive = kanon.running();
     drop(sampler);
     kanon.stop();
-    let log = std::fs::read_to_string(&kanon.log).unwrap_or_default();
+    let log = std::fs::read_to_string(kanon.log()).unwrap_or_default();
     let notable: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panic"))
@@ -1543,7 +746,7 @@ fn main() -> Result<()> {
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         })
         .unwrap_or_else(|| "(not a git checkout)".into());
-    println!("# The background audit at scale (crates/kanon/benches/audit.rs)");
+    println!("# The background audit at scale (crates/kanon/benches/audit/)");
     println!();
     println!(
         "commit {commit}; load average before {load_before}, after {load_after}; {:.0} s in all{}",

@@ -1,4 +1,4 @@
-//! Small helpers shared by the toolchain builder and the control plane.
+//! What a failure shows: a command as one line and the last lines of a log.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
