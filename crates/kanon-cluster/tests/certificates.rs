@@ -23,8 +23,8 @@ use kanon_cluster::certificates::{
     CertificateMetrics, Certificates, MANAGED_BY, MANAGED_BY_LABEL, ROTATED_AT_ANNOTATION,
     SECRET_TYPE, TLS_CERT_KEY, TLS_KEY_KEY, secret_problems,
 };
+use kanon_control_plane::Options;
 use kanon_control_plane::kanon::Cluster;
-use kanon_control_plane::{ControlPlane, Options};
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt as _};
 use prometheus_client::registry::Registry;
@@ -44,23 +44,20 @@ const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 // ---------------------------------------------------------------------------------------------
 // The control plane, clients and namespaces.
 
-/// The control plane of this test binary, started once (blocking: call it off the runtime).
-fn control_plane() -> &'static ControlPlane {
+/// The cluster of this test binary, started once (blocking: call it off the runtime).
+fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();
-    CLUSTER
-        .get_or_init(|| {
-            // A fixed directory, emptied at each start, so runs leave nothing behind but it.
-            let state_dir =
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("certificates-control-plane");
-            let options = Options {
-                state_dir: Some(state_dir),
-                controller_manager: false,
-                ..Options::default()
-            };
-            Cluster::start("certificates", options)
-                .unwrap_or_else(|e| panic!("starting the control plane: {e:#}"))
-        })
-        .control_plane()
+    CLUSTER.get_or_init(|| {
+        // A fixed directory, emptied at each start, so runs leave nothing behind but it.
+        let state_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("certificates-control-plane");
+        let options = Options {
+            state_dir: Some(state_dir),
+            controller_manager: false,
+            ..Options::default()
+        };
+        Cluster::start("certificates", options)
+            .unwrap_or_else(|e| panic!("starting the control plane: {e:#}"))
+    })
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -70,13 +67,10 @@ fn provider() -> Arc<CryptoProvider> {
 /// A client of the control plane, as the admin or impersonating `user`.
 async fn client_as(user: Option<&str>) -> Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let kubeconfig_path = tokio::task::spawn_blocking(|| control_plane().kubeconfig())
+    let cluster = tokio::task::spawn_blocking(cluster)
         .await
         .expect("the control plane");
-    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig_path).expect("the kubeconfig");
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("a client configuration");
+    let mut config = cluster.kube_config().await.expect("a client configuration");
     if let Some(user) = user {
         config.auth_info.impersonate = Some(user.to_string());
     }

@@ -17,8 +17,8 @@ use kanon_cluster::webhooks::{
     FIELD_MANAGER, Outcome, ResolvedType, RuleMode, WebhookConfig, WebhookConfigurations,
     WebhookError, generate_rules, needed_types,
 };
+use kanon_control_plane::Options;
 use kanon_control_plane::kanon as kit;
-use kanon_control_plane::{ControlPlane, Options};
 use kanon_engine::Targets;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -999,7 +999,7 @@ async fn missing_configurations_are_typed_errors(cluster: &Cluster) {
     }
 
     // An identity without RBAC.
-    let mut kube_config = kube_config(cluster.kit.control_plane()).await;
+    let mut kube_config = cluster.kit.kube_config().await.expect("a client config");
     kube_config.auth_info.impersonate = Some("nobody".to_string());
     let nobody = kube::Client::try_from(kube_config).expect("a client");
     let error = WebhookConfigurations::new(nobody, config(name))
@@ -1098,14 +1098,6 @@ async fn run_follows_changes(cluster: &Cluster) {
     uninstall(client, late).await;
 }
 
-async fn kube_config(control_plane: &ControlPlane) -> kube::Config {
-    let kubeconfig =
-        kube::config::Kubeconfig::read_from(control_plane.kubeconfig()).expect("the kubeconfig");
-    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("a client config")
-}
-
 type Scenario = for<'a> fn(&'a Cluster) -> futures::future::BoxFuture<'a, ()>;
 
 macro_rules! scenario {
@@ -1125,9 +1117,7 @@ fn against_a_real_apiserver() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let client = runtime.block_on(async {
-        kube::Client::try_from(kube_config(kit.control_plane()).await).expect("a client")
-    });
+    let client = runtime.block_on(async { kit.client().await.expect("a client") });
     let cluster = Cluster { client, kit };
     eprintln!(
         "webhooks: control plane and CRDs ready in {:.2?}",

@@ -40,7 +40,9 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 pub use cluster::Cluster;
-pub use process::{Ending, Kanon, WEBHOOK_TIMEOUT_SECS, cpu_time, metrics_at};
+pub use process::{
+    Ending, Kanon, ProcessSample, WEBHOOK_TIMEOUT_SECS, cpu_time, metrics_at, process_sample,
+};
 
 #[cfg(doc)]
 use crate::{ControlPlane, Options};

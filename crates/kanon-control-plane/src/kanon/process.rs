@@ -375,6 +375,40 @@ impl Drop for Kanon {
     }
 }
 
+/// What Linux says of a process at one moment (`/proc/<pid>/status` and `/proc/<pid>/fd`).
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessSample {
+    /// When it was taken.
+    pub at: Instant,
+    /// Resident memory, KiB.
+    pub rss_kb: u64,
+    /// The most resident memory so far (VmHWM), KiB; 0 where the kernel does not say.
+    pub hwm_kb: u64,
+    /// Threads; 0 where the kernel does not say.
+    pub threads: u64,
+    /// Open file descriptors.
+    pub fds: usize,
+}
+
+/// A sample of process `pid`; `None` when it is gone (or this is not Linux).
+pub fn process_sample(pid: u32) -> Option<ProcessSample> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some(ProcessSample {
+        at: Instant::now(),
+        rss_kb: field("VmRSS:")?,
+        hwm_kb: field("VmHWM:").unwrap_or(0),
+        threads: field("Threads:").unwrap_or(0),
+        fds: std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count(),
+    })
+}
+
 /// The CPU time (user and system) a process has used so far, from `/proc/<pid>/stat`; zero
 /// when it is gone.
 pub fn cpu_time(pid: u32) -> Duration {

@@ -460,7 +460,7 @@ async fn measure(
     let samples = sampler.finish();
     let during: Vec<&Proc> = samples
         .iter()
-        .filter(|s| s.at >= started && s.at <= ended)
+        .filter(|s| (started..=ended).contains(&Instant::from_std(s.at)))
         .collect();
     let peak_rss = during.iter().map(|s| s.rss_kb).max().unwrap_or(idle.rss_kb);
     let peak_fds = during.iter().map(|s| s.fds).max().unwrap_or(idle.fds);

@@ -5,34 +5,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::time::Instant;
-
 use crate::SAMPLE_EVERY;
 
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Proc {
-    pub(crate) at: Instant,
-    pub(crate) rss_kb: u64,
-    pub(crate) hwm_kb: u64,
-    pub(crate) fds: usize,
-}
-
-pub(crate) fn read_proc(pid: u32) -> Option<Proc> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    Some(Proc {
-        at: Instant::now(),
-        rss_kb: field("VmRSS:")?,
-        hwm_kb: field("VmHWM:").unwrap_or(0),
-        fds: std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count(),
-    })
-}
+pub(crate) use kanon_control_plane::kanon::{ProcessSample as Proc, process_sample as read_proc};
 
 /// Samples `/proc/PID` every [`SAMPLE_EVERY`] on its own thread, so that a busy runtime does
 /// not skip samples.

@@ -18,30 +18,9 @@ use serde_json::Value;
 use crate::policies::{patched_labels, pod, review};
 use crate::{FIRST_A, FIRST_B, LABEL_A, LABEL_B, NS, WEBHOOKS};
 
-/// What `/proc` says about a process.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ProcSample {
-    pub(crate) rss_kb: u64,
-    pub(crate) fds: usize,
-    pub(crate) threads: u64,
-}
-
-pub(crate) fn proc_sample(pid: u32) -> Option<ProcSample> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
-    Some(ProcSample {
-        rss_kb: field("VmRSS:")?,
-        fds,
-        threads: field("Threads:").unwrap_or(0),
-    })
-}
+pub(crate) use kanon_control_plane::kanon::{
+    ProcessSample as ProcSample, process_sample as proc_sample,
+};
 
 /// A TCP server on 127.0.0.1 that accepts connections and never answers (nor closes them).
 pub(crate) struct HangServer {
