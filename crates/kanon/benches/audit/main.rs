@@ -73,7 +73,8 @@ use serde_json::{Value, json};
 
 use crate::load::{Phase, Window, oha, oha_path};
 use crate::reports::report_sizes;
-use crate::sampler::{FINISHED, SCANNED, Sampler, metric, start_kanon};
+use crate::sampler::{FINISHED, SCANNED, Sampler, start_kanon};
+use crate::world::metric;
 use crate::world::{World, count, create_all, namespace_name, object, policy, policy_resource};
 
 /// kanon's own namespace (its audit Lease).

@@ -8,7 +8,7 @@ use anyhow::Result;
 use kanon_control_plane::kanon::{Kanon, metrics_at};
 
 use crate::memory_kib;
-use crate::world::World;
+use crate::world::{World, metric};
 
 /// Starts `kanon serve` named `name` with `args` and waits (2 minutes at most: it starts while
 /// the apiserver serves 100,000 objects) for `/readyz`.
@@ -18,19 +18,6 @@ pub(crate) fn start_kanon(world: &World, name: &str, args: &[&str]) -> Result<Ka
     kanon.spawn()?;
     kanon.wait_ready(Duration::from_secs(120), Duration::from_millis(100))?;
     Ok(kanon)
-}
-
-/// The value of the sample `series` (name with its labels, as printed) in `metrics`; 0 when
-/// absent.
-pub(crate) fn metric(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (name, value) = l.rsplit_once(' ')?;
-            (name == series).then(|| value.parse().ok())?
-        })
-        .unwrap_or(0.0)
 }
 
 pub(crate) const FINISHED: &str = "kanon_audits_total{outcome=\"finished\"}";

@@ -13,7 +13,6 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
-use crate::sampler::metric;
 use crate::{BAD_LABEL, KindSpec, Settings};
 
 pub(crate) struct World {
@@ -337,4 +336,17 @@ pub(crate) fn count(world: &World, kind: &KindSpec) -> Result<usize> {
         .block_on(api.list(&ListParams::default().limit(1)))?;
     let remaining = list.metadata.remaining_item_count.unwrap_or(0);
     Ok(list.items.len() + usize::try_from(remaining).unwrap_or(0))
+}
+
+/// The value of the sample `series` (name with its labels, as printed) in `metrics`; 0 when
+/// absent.
+pub(crate) fn metric(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().ok())?
+        })
+        .unwrap_or(0.0)
 }
