@@ -147,22 +147,24 @@ impl ObjectReader {
         query: &ObjectQuery<'_>,
         what: &str,
     ) -> Result<ServedType, LookupError> {
-        let what = what.to_string();
         self.served
             .find(query.api_version, query.kind)
             .await
-            .map_err(|error| match error {
-                DiscoveryError::Invalid(_) | DiscoveryError::NotServed(_) => {
-                    LookupError::UnknownType { what }
-                }
-                DiscoveryError::Forbidden(message) => LookupError::Forbidden {
-                    what,
-                    reason: format!("the apiserver refused kanon: {message}"),
-                },
-                error @ (DiscoveryError::Unavailable { .. } | DiscoveryError::Failed(_)) => {
-                    LookupError::Failed {
+            .map_err(|error| {
+                let what = what.to_string();
+                match error {
+                    DiscoveryError::Invalid(_) | DiscoveryError::NotServed(_) => {
+                        LookupError::UnknownType { what }
+                    }
+                    DiscoveryError::Forbidden(message) => LookupError::Forbidden {
                         what,
-                        message: error.to_string(),
+                        reason: format!("the apiserver refused kanon: {message}"),
+                    },
+                    error @ (DiscoveryError::Unavailable { .. } | DiscoveryError::Failed(_)) => {
+                        LookupError::Failed {
+                            what,
+                            message: error.to_string(),
+                        }
                     }
                 }
             })

@@ -191,11 +191,6 @@ impl CertResolver {
         }
     }
 
-    /// The certificate chain's file and the key's: what to watch for a change.
-    pub fn files(&self) -> [&Path; 2] {
-        [&self.cert_path, &self.key_path]
-    }
-
     /// Re-reads the files and puts the pair in force when it loads (new TLS handshakes get
     /// it); otherwise the pair in force stays and the error is returned.
     pub fn reload(&self) -> Result<(), TlsError> {
