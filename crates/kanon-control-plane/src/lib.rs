@@ -36,10 +36,14 @@
 //! (cache root), `KANON_KEEP_GO_CACHE` (keep Go's caches after a build), `KANON_KEEP_STATE`
 //! (keep temporary state directories, with their logs).
 //!
+//! [`cgroup::MemoryCgroup`] runs a process under a memory limit, as a Pod's container would
+//! (`Kanon::with_memory_limit`).
+//!
 //! [`kanon`] is the kit for kanon in such a cluster (the CRDs installed, `kanon serve` as a
 //! process, its webhook configurations): the one way the end-to-end suite and the cluster
 //! benches get a control plane and a kanon.
 
+pub mod cgroup;
 mod control_plane;
 pub mod kanon;
 mod logs;

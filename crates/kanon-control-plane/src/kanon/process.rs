@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::{
     free_port, mutating_configuration, namespaces_named, pod_rules, validating_configuration,
 };
+use crate::cgroup::MemoryCgroup;
 use crate::process::{Lifetime, spawn};
 
 /// How long [`Kanon::start`] waits for `/readyz`, and how often it asks.
@@ -58,6 +59,8 @@ pub struct Kanon {
     logs: Vec<PathBuf>,
     /// The bound on one `/readyz` probe.
     probe_timeout: Duration,
+    /// The memory limit every start runs under, as the chart's container limit would hold.
+    memory: Option<MemoryCgroup>,
     child: Option<Child>,
 }
 
@@ -92,6 +95,7 @@ impl Kanon {
             log_per_start: false,
             logs: Vec::new(),
             probe_timeout: Duration::from_secs(5),
+            memory: None,
             child: None,
         })
     }
@@ -121,6 +125,20 @@ impl Kanon {
     pub fn with_probe_timeout(mut self, timeout: Duration) -> Kanon {
         self.probe_timeout = timeout;
         self
+    }
+
+    /// Runs every start (and the program workers it starts) in a memory cgroup limited to
+    /// `bytes`, as a Pod's container would be: crossing it gets the process killed by the
+    /// kernel, which [`memory`](Self::memory) then counts. Needs root (see [`MemoryCgroup`]).
+    pub fn with_memory_limit(mut self, bytes: u64) -> Result<Kanon> {
+        self.memory = Some(MemoryCgroup::create(&self.name, bytes)?);
+        Ok(self)
+    }
+
+    /// The memory cgroup it runs in, if [`with_memory_limit`](Self::with_memory_limit) gave one:
+    /// its peak and the kernel's kills.
+    pub fn memory(&self) -> Option<&MemoryCgroup> {
+        self.memory.as_ref()
     }
 
     /// Its name, as in its file names.
@@ -154,6 +172,9 @@ impl Kanon {
             .args(&self.settings)
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)));
+        if let Some(memory) = &self.memory {
+            memory.join_on_exec(&mut command)?;
+        }
         let child = spawn(command, &log, Lifetime::DiesWithParent)
             .with_context(|| format!("kanon ({}) starts", self.name))?;
         self.child = Some(child);
