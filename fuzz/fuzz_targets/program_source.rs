@@ -49,10 +49,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(source) = std::str::from_utf8(source) else {
         return;
     };
-    let kind = match choice % 3 {
+    let kind = match choice % 4 {
         0 => ProgramKind::Override,
         1 => ProgramKind::Validate,
-        _ => ProgramKind::Message,
+        2 => ProgramKind::Message,
+        _ => ProgramKind::Reference,
     };
     if let Ok(program) = Program::compile(source, kind, LIMITS) {
         let context = json_value(Arc::new(CONTEXT.clone()));
@@ -60,7 +61,7 @@ fuzz_target!(|data: &[u8]| {
         // A message whose strict rendering fails is rendered again with absent values shown.
         let _ = program.render_leniently(&context, "<absent>");
         match program.run(&context) {
-            _ if kind == ProgramKind::Message => {}
+            _ if kind.is_text() => {}
             Ok(output) if kind == ProgramKind::Override => {
                 if let Ok(patch) = patch_from_output(output) {
                     let mut object = kanon_fuzz::web_pod();
@@ -97,6 +98,17 @@ fuzz_target!(|data: &[u8]| {
                 "validateRules": [{"template": {"type": "condition", "condition": {
                     "cond": "Exist", "dataRef": {"from": "current", "path": "$.spec.containers[*].image"},
                     "message": source,
+                }}}],
+            },
+        }),
+        // A reference whose object's name is the text, rendered on every request.
+        ProgramKind::Reference => json!({
+            "apiVersion": api, "kind": "ClusterValidatePolicy", "metadata": {"name": "fuzz"},
+            "spec": {
+                "validateRules": [{"template": {"type": "condition", "condition": {
+                    "cond": "Exist", "dataRef": {"from": "k8s", "path": "/data", "k8s": {
+                        "apiVersion": "v1", "kind": "ConfigMap", "namespace": "default",
+                        "name": source}},
                 }}}],
             },
         }),

@@ -96,7 +96,10 @@ pub use lookup::{
     HttpAnswer, HttpCall, HttpMethod, HttpToken, Lookup, LookupError, LookupFuture,
     MissingIdentity, NoObjects, ObjectQuery, ObjectStore, block_on, ready as lookup_ready,
 };
-pub use program::{Program, ProgramError, ProgramKind, ProgramLimits};
+pub use program::{
+    MAX_TEXT_ADDITIONS, Program, ProgramError, ProgramKind, ProgramLimits, TEXT_FILTERS,
+    TEXT_FUNCTIONS, TEXT_READ_BYTES,
+};
 pub use publish::{AdmissionRecorder, PolicyPublisher};
 
 // Kubernetes' own notions kanon's hosts share.

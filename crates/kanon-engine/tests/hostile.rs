@@ -168,11 +168,14 @@ fn named_by(name: &str) -> Value {
     )
 }
 
+/// The list-doubling text that took `kanon serve` down (issue 34): 40 doublings of a list.
+const LIST_DOUBLING: &str = "{% set l = namespace(v=[1]) %}{% for i in range(40) %}{% set l.v = l.v + l.v %}{% endfor %}{{ l.v | length }}";
+
 #[test]
 fn placeholders_cannot_grow_a_list_without_bound() {
     // A lazily repeated list concatenated 33 levels deep would be copied into one list of
     // 10^10 items, in the evaluating thread: refused when the policy compiles.
-    let mut expression = "range(100000) * 100000".to_string();
+    let mut expression = "range(100000) | list".to_string();
     for _ in 0..33 {
         expression = format!("({expression} + [1])");
     }
@@ -182,28 +185,150 @@ fn placeholders_cannot_grow_a_list_without_bound() {
         errors[0].field,
         "spec.validateRules[0].template.condition.dataRef.k8s.name"
     );
+    // The first refusal found is the function that builds a list from nothing.
     assert!(
         errors[0]
             .message
-            .contains("the placeholders hold 34 `+` and `*` operators; the limit is 16"),
+            .contains("the function `range` is not allowed"),
         "{}",
         errors[0].message
     );
-    // Statements are for programs.
-    let errors = compile_errors(&named_by(
-        "{% set l = namespace(v=[1]) %}{% for i in range(64) %}{% set l.v = l.v + l.v %}{% endfor %}x",
-    ));
+    let errors = compile_errors(&named_by(&format!(
+        "{{{{ {} }}}}",
+        vec!["data"; 34].join(" + ")
+    )));
     assert!(
         errors[0]
             .message
-            .contains("statements (`{% ... %}`) are not allowed in a reference"),
+            .contains("the placeholders hold 33 `+` operators; the limit is 16"),
         "{}",
         errors[0].message
     );
+    // Statements and repetition are for programs.
+    for text in [LIST_DOUBLING, "{{ [object] * 1000 }}"] {
+        let errors = compile_errors(&named_by(text));
+        assert!(
+            errors[0]
+                .message
+                .contains("statements (`{% ... %}`) are not allowed")
+                || errors[0].message.contains("`*` is not allowed"),
+            "{text}: {}",
+            errors[0].message
+        );
+    }
     // Operators inside strings do not count, and 16 are allowed.
     let sixteen = vec!["1"; 17].join(" + ");
     assert!(
         kanon_engine::compile_document(&named_by(&format!("{{{{ 'a+b*c+d' ~ ({sixteen}) }}}}")))
             .is_ok()
     );
+}
+
+/// A condition whose `message` is `message`, denying every Pod.
+fn denied_with(message: &str) -> Value {
+    cvp(
+        "message",
+        json!({"validateRules": [{"template": {"type": "condition", "condition": {
+            "cond": "Exist", "dataRef": {"from": "current", "path": "/metadata/name"},
+            "message": message,
+        }}}]}),
+    )
+}
+
+#[test]
+fn messages_hold_no_statements() {
+    // The text that aborted `kanon serve`, `kanon apply` and `kanon test` (issue 34) is refused
+    // when the policy is written, with the field it is in.
+    let errors = compile_errors(&denied_with(LIST_DOUBLING));
+    assert_error(
+        &errors,
+        "spec.validateRules[0].template.condition.message",
+        "line 1: statements (`{% ... %}`) are not allowed",
+    );
+    for (text, said) in [
+        ("{{ [object] * 1000 }}", "`*` is not allowed"),
+        (
+            "{{ object | batch(100000, fill_with=object) }}",
+            "the filter `batch`",
+        ),
+        ("{{ range(100000) | join }}", "the function `range`"),
+    ] {
+        assert_error(
+            &compile_errors(&denied_with(text)),
+            "spec.validateRules[0].template.condition.message",
+            said,
+        );
+    }
+}
+
+/// A Pod with an annotation of `bytes` bytes.
+fn pod_with_annotation(bytes: usize) -> Value {
+    let mut pod = pod();
+    pod["metadata"]["annotations"] = json!({"big": "x".repeat(bytes)});
+    pod
+}
+
+/// A list that names the object `copies` times, printed as JSON: some kilobytes of text that,
+/// for a Pod of 300 KB, would turn into `copies` × 300 KB in one step of the runtime.
+fn copies_of_the_object(copies: usize) -> String {
+    let list = vec!["object"; copies].join(", ");
+    format!("{{{{ [{list}] | tojson | length }}}}")
+}
+
+#[test]
+fn a_message_that_reads_too_much_falls_back_within_its_bound() {
+    // 5,000 copies of 300 KB would be 1.5 GB: the read budget ends the rendering at the fourth,
+    // and the denial stands with the rule's own reason and a warning naming the bound.
+    let pod = pod_with_annotation(300_000);
+    let set = set_of(&[denied_with(&copies_of_the_object(5_000))]);
+    let started = Instant::now();
+    let d = kanon_engine::block_on(set.review(&create(&pod), &NoObjects));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(!d.allowed, "{:?}", d.warnings);
+    assert!(
+        d.messages[0].contains("(its message could not be rendered)"),
+        "{:?}",
+        d.messages
+    );
+    assert!(
+        d.warnings
+            .iter()
+            .any(|w| w.contains("the text reads more than 1024 KiB of the request's values")),
+        "{:?}",
+        d.warnings
+    );
+    // Three copies fit the budget: the message is the length of their JSON.
+    let d = kanon_engine::block_on(
+        set_of(&[denied_with(&copies_of_the_object(3))]).review(&create(&pod), &NoObjects),
+    );
+    let length: usize = d.messages[0]
+        .rsplit(": ")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default();
+    assert!((900_000..1_000_000).contains(&length), "{:?}", d.messages);
+}
+
+#[test]
+fn a_reference_that_reads_too_much_fails_its_policy_within_its_bound() {
+    let pod = pod_with_annotation(300_000);
+    for failure_policy in ["Fail", "Ignore"] {
+        let mut doc = named_by(&copies_of_the_object(5_000));
+        doc["spec"]["failurePolicy"] = json!(failure_policy);
+        let started = Instant::now();
+        let d = kanon_engine::block_on(set_of(&[doc]).review(&create(&pod), &NoObjects));
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let said = if failure_policy == "Fail" {
+            assert!(!d.allowed, "{:?}", d.warnings);
+            d.messages.join("\n")
+        } else {
+            assert!(d.allowed, "{:?}", d.messages);
+            d.warnings.join("\n")
+        };
+        assert!(
+            said.contains("spec.validateRules[0].template.condition.dataRef.k8s.name")
+                && said.contains("the text reads more than 1024 KiB of the request's values"),
+            "{failure_policy}: {said}"
+        );
+    }
 }

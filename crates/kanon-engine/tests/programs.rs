@@ -941,3 +941,43 @@ fn the_readme_lists_every_helper() {
         "README rows naming no helper: {unknown:?}"
     );
 }
+
+/// The language of placeholder texts: what README says is what the engine allows, and every
+/// filter and helper it allows exists (a text naming one compiles).
+#[test]
+fn readme_names_the_filters_and_helpers_a_text_may_use() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
+    let start = readme
+        .find("**Placeholder texts**")
+        .expect("README's paragraph on placeholder texts");
+    let paragraph = &readme[start..];
+    let paragraph = &paragraph[..paragraph.find("\n\n").unwrap_or(paragraph.len())];
+    let listed = |after: &str| -> Vec<String> {
+        let from = &paragraph[paragraph.find(after).expect(after) + after.len()..];
+        let code = from.split('`').nth(1).unwrap_or_default();
+        code.split_whitespace().map(str::to_string).collect()
+    };
+    assert_eq!(listed("with the filters"), kanon_engine::TEXT_FILTERS);
+    assert_eq!(listed("and the helpers"), kanon_engine::TEXT_FUNCTIONS);
+    use kanon_engine::{Program, ProgramKind, ProgramLimits};
+    // Unknown names fail when the text renders, not when it compiles: render each.
+    let renders = |text: &str| -> Result<String, String> {
+        let program = Program::compile(text, ProgramKind::Message, ProgramLimits::default())
+            .map_err(|e| e.message)?;
+        program
+            .render(&minijinja::context! { data => "1" })
+            .map_err(|e| e.message)
+    };
+    let known = |text: &str| match renders(text) {
+        Ok(_) => true,
+        Err(e) => !e.contains("unknown filter") && !e.contains("unknown function"),
+    };
+    for filter in kanon_engine::TEXT_FILTERS {
+        assert!(known(&format!("{{{{ data | {filter} }}}}")), "{filter}");
+    }
+    for function in kanon_engine::TEXT_FUNCTIONS {
+        assert!(known(&format!("{{{{ {function}(data) }}}}")), "{function}");
+    }
+    assert!(renders("{{ data | no_such_filter }}").is_err());
+}

@@ -255,3 +255,110 @@ cases:
     // Two programs ran out of memory, each in a worker of its own.
     assert_bounded(&run, 12);
 }
+
+/// A ValidatePolicy whose condition's `message` is `message`, denying every Pod.
+fn message_policy(message: &str) -> String {
+    format!(
+        "apiVersion: policy.kanon.dev/v1alpha1
+kind: ValidatePolicy
+metadata: {{name: loud, namespace: default}}
+spec:
+  resourceSelectors: [{{apiVersion: v1, kind: Pod}}]
+  validateRules:
+  - template:
+      type: condition
+      condition:
+        cond: Exist
+        dataRef: {{from: current, path: /metadata/name}}
+        message: '{}'
+",
+        message.replace('\'', "''")
+    )
+}
+
+/// The message that took `kanon serve`, `kanon apply` and `kanon test` down (issue 34): a list
+/// doubled 40 times, in kanon's own process.
+const LIST_DOUBLING: &str = "{% set l = namespace(v=[1]) %}{% for i in range(40) %}{% set l.v = l.v + l.v %}{% endfor %}{{ l.v | length }}";
+
+#[test]
+fn apply_and_test_refuse_a_message_that_would_grow_a_list() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "policy.yaml", &message_policy(LIST_DOUBLING));
+    write(dir.path(), "pod.yaml", POD);
+    let run = kanon(
+        dir.path(),
+        &["apply", "-p", "policy.yaml", "-r", "pod.yaml"],
+    );
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains("spec.validateRules[0].template.condition.message")
+            && run
+                .stderr
+                .contains("statements (`{% ... %}`) are not allowed"),
+        "{}",
+        run.stderr
+    );
+    assert_bounded(&run, 12);
+    write(
+        dir.path(),
+        "suite/policies/loud.yaml",
+        &message_policy(LIST_DOUBLING),
+    );
+    write(dir.path(), "suite/resources/pod.yaml", POD);
+    write(
+        dir.path(),
+        "suite/kanon-test.yaml",
+        "name: loud
+policies: [policies/]
+resources: [resources/]
+cases:
+- resource: {kind: Pod, namespace: default, name: web}
+  allowed: false
+",
+    );
+    let run = kanon(dir.path(), &["test", "suite"]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        format!("{}{}", run.stdout, run.stderr)
+            .contains("statements (`{% ... %}`) are not allowed"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_bounded(&run, 12);
+}
+
+#[test]
+fn apply_ends_a_message_that_reads_too_much_within_its_bound() {
+    // 4,000 copies of a 200 KB Pod would be 800 MB of JSON: the message's read budget ends it,
+    // and the denial stands with the rule's own reason.
+    let dir = tempfile::tempdir().unwrap();
+    let copies = vec!["object"; 4_000].join(", ");
+    write(
+        dir.path(),
+        "policy.yaml",
+        &message_policy(&format!("{{{{ [{copies}] | tojson }}}}")),
+    );
+    write(
+        dir.path(),
+        "pod.yaml",
+        &POD.replace(
+            "metadata: {name: web, namespace: default}",
+            &format!(
+                "metadata: {{name: web, namespace: default, annotations: {{big: {}}}}}",
+                "x".repeat(200_000)
+            ),
+        ),
+    );
+    let (run, verdict) = apply_json(dir.path(), &[]);
+    assert_eq!(verdict["allowed"], false, "{}", run.stderr);
+    let said = verdict.to_string();
+    assert!(
+        said.contains("(its message could not be rendered)")
+            && said.contains("the text reads more than 1024 KiB of the request's values"),
+        "{}",
+        &said[..said.len().min(2000)]
+    );
+    assert_bounded(&run, 12);
+}

@@ -123,7 +123,7 @@ impl<'a> Scope<'a, '_> {
             // Placeholders in references see the same variables as the program, bar `refs`.
             let base = if references.iter().any(|(_, r)| r.needs_context()) {
                 let variables = self.variables(object, Map::new()).await;
-                Some(crate::program::context(variables))
+                Some(crate::program::text_context(variables, Vec::new()))
             } else {
                 None
             };

@@ -41,6 +41,12 @@ impl JsonNode {
     }
 
     fn child(&self, step: Step, value: &serde_json::Value) -> Value {
+        // A text's reads are paid for (see `meter`); a container's children are paid for as
+        // they are read in turn.
+        super::meter::charge(match value {
+            serde_json::Value::String(s) => s.len().max(8),
+            _ => 8,
+        });
         match value {
             serde_json::Value::Object(_) | serde_json::Value::Array(_) => {
                 let mut path = self.path.clone();
@@ -93,9 +99,14 @@ impl minijinja::value::Object for JsonNode {
 
     fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
         match self.node() {
-            serde_json::Value::Object(map) => minijinja::value::Enumerator::Values(
-                map.keys().map(|k| Value::from(k.as_str())).collect(),
-            ),
+            serde_json::Value::Object(map) => {
+                if super::meter::active() {
+                    super::meter::charge(map.keys().map(|k| k.len().max(8)).sum());
+                }
+                minijinja::value::Enumerator::Values(
+                    map.keys().map(|k| Value::from(k.as_str())).collect(),
+                )
+            }
             serde_json::Value::Array(items) => minijinja::value::Enumerator::Seq(items.len()),
             _ => minijinja::value::Enumerator::Empty,
         }

@@ -59,7 +59,10 @@ pub(super) fn invalid(message: impl Into<String>) -> Error {
 
 fn to_json(value: &Value) -> Result<serde_json::Value, Error> {
     if let Some(node) = value.downcast_object_ref::<JsonNode>() {
-        return Ok(node.node().clone());
+        // What a text converts is charged to it like what it reads (see `meter`).
+        let json = node.node().clone();
+        super::meter::charge_json(&json);
+        return Ok(json);
     }
     serde_json::to_value(value).map_err(|e| invalid(format!("cannot convert to JSON: {e}")))
 }

@@ -12,8 +12,10 @@
 mod error;
 mod json;
 mod library;
+mod meter;
 mod output;
 mod runtime;
+mod text;
 
 use std::sync::Arc;
 
@@ -26,6 +28,7 @@ pub use error::ProgramError;
 pub use json::json_value;
 pub use output::{patch_from_output, verdict_from_output};
 pub use runtime::{Program, ProgramKind, ProgramLimits};
+pub use text::{MAX_TEXT_ADDITIONS, TEXT_FILTERS, TEXT_FUNCTIONS, TEXT_READ_BYTES};
 
 /// The variables of a rule as program values: `object`, `oldObject`, `operation`, `request`,
 /// `namespaceObject` and `refs`. Documents are wrapped, not converted: programs read only the
@@ -42,5 +45,54 @@ pub fn context(variables: Variables<'_>) -> Value {
             .map(|o| Value::from(Serde(o)))
             .unwrap_or(Value::from(())),
         refs => Value::from(Serde(serde_json::Value::Object(variables.refs))),
+    }
+}
+
+/// The variables of a placeholder text (a condition's message, a reference's field): those of
+/// [`context`], every document read in place, and `extra` (a message's `data`, `value`,
+/// `item`). Each variable a text names is charged to its rendering, every time it names it
+/// (see [`meter`]).
+pub fn text_context(
+    variables: Variables<'_>,
+    extra: Vec<(&'static str, serde_json::Value)>,
+) -> Value {
+    let document = |v: serde_json::Value| json_value(Arc::new(v));
+    let mut names = vec![
+        ("object", document(variables.object.clone())),
+        (
+            "oldObject",
+            variables
+                .old_object
+                .map(|o| document(o.clone()))
+                .unwrap_or(Value::from(())),
+        ),
+        ("operation", Value::from(variables.operation)),
+        ("request", document(variables.request.clone())),
+        (
+            "namespaceObject",
+            variables
+                .namespace_object
+                .map(json_value)
+                .unwrap_or(Value::from(())),
+        ),
+        ("refs", document(serde_json::Value::Object(variables.refs))),
+    ];
+    names.extend(extra.into_iter().map(|(name, v)| (name, document(v))));
+    Value::from_object(TextVariables(names.into_iter().collect()))
+}
+
+/// The variables of a text, charging each lookup (see [`text_context`]).
+#[derive(Debug)]
+struct TextVariables(std::collections::BTreeMap<&'static str, Value>);
+
+impl minijinja::value::Object for TextVariables {
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let value = self.0.get(key.as_str()?)?;
+        meter::charge(value.as_str().map_or(8, |s| s.len().max(8)));
+        Some(value.clone())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
+        minijinja::value::Enumerator::Values(self.0.keys().map(|k| Value::from(*k)).collect())
     }
 }

@@ -44,6 +44,16 @@ pub enum ProgramKind {
     Validate,
     /// Text: the denial message of a validate condition.
     Message,
+    /// Text: a reference's field with placeholders (a name, a URL, a query value, a body).
+    Reference,
+}
+
+impl ProgramKind {
+    /// Whether programs of this kind are placeholder texts, rendered in kanon's own process
+    /// and held to the language of texts (see [`super::text`]).
+    pub fn is_text(self) -> bool {
+        matches!(self, ProgramKind::Message | ProgramKind::Reference)
+    }
 }
 
 /// Writer that fails once the output exceeds its budget, so a program cannot fill memory.
@@ -166,6 +176,9 @@ impl Program {
         lazily: bool,
     ) -> Result<Program, ProgramError> {
         let env = environment(&source, limits, Absent::Fails)?;
+        if kind.is_text() {
+            super::text::check(&source)?;
+        }
         Ok(Program {
             env: Arc::new(if lazily {
                 OnceLock::new()
@@ -204,7 +217,26 @@ impl Program {
 
     /// Renders the program with `context` and returns its output text.
     pub fn render(&self, context: &Value) -> Result<String, ProgramError> {
-        render_in(self.env()?, &self.source, self.limits, context)
+        let env = self.env()?;
+        self.metered(|| render_in(env, &self.source, self.limits, context))
+    }
+
+    /// Runs `render`, charging a text's reads against its budget (see [`super::meter`]).
+    fn metered(
+        &self,
+        render: impl FnOnce() -> Result<String, ProgramError>,
+    ) -> Result<String, ProgramError> {
+        if !self.kind.is_text() {
+            return render();
+        }
+        super::meter::metered(super::text::TEXT_READ_BYTES, render).map_err(|e| match e {
+            super::meter::TextError::Failed(e) => e,
+            super::meter::TextError::OverBudget => ProgramError::new(format!(
+                "the text reads more than {} KiB of the request's values (each value it names \
+                 counts, every time it names it)",
+                super::text::TEXT_READ_BYTES / 1024
+            )),
+        })
     }
 
     /// Renders the program with `context` where an undefined value prints as `absent` instead
@@ -216,7 +248,7 @@ impl Program {
         absent: &'static str,
     ) -> Result<String, ProgramError> {
         let env = environment(&self.source, self.limits, Absent::Prints(absent))?;
-        render_in(&env, &self.source, self.limits, context)
+        self.metered(|| render_in(&env, &self.source, self.limits, context))
     }
 
     /// Renders the program and parses its output as a document (YAML or JSON); `None` when the

@@ -24,6 +24,7 @@ mod network;
 mod references;
 mod schema;
 mod security;
+mod tenants;
 
 use std::sync::Mutex;
 
@@ -85,6 +86,7 @@ fn main() {
         custom_kinds::SCENARIOS,
         references::SCENARIOS,
         security::SCENARIOS,
+        tenants::SCENARIOS,
         network::SCENARIOS,
         library::SCENARIOS,
         exceptions::SCENARIOS,

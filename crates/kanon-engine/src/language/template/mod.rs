@@ -101,7 +101,6 @@ async fn condition(
     }
     let context = match kept {
         Some(refs) => {
-            use minijinja::value::Serde;
             let (data, value) = message.variables(&refs, &verdict);
             // The item `data` was read from (the container, for a path through
             // `containers[*]`).
@@ -109,17 +108,13 @@ async fn condition(
                 let (_, data_ref) = rule.refs.iter().find(|(name, _)| *name == "data")?;
                 data_ref.item_at(object, scope.request.old_object.as_ref(), i)
             });
-            let base = crate::program::context(scope.variables(object, refs).await);
-            let base = match item {
-                Some(item) => minijinja::context! { item => Serde(item), ..base },
-                None => base,
-            };
-            Some(match value {
-                Some(value) => minijinja::context! {
-                    data => Serde(data), value => Serde(value), ..base
-                },
-                None => minijinja::context! { data => Serde(data), ..base },
-            })
+            let mut extra = vec![("data", data)];
+            extra.extend(item.map(|item| ("item", item)));
+            extra.extend(value.map(|value| ("value", value)));
+            Some(crate::program::text_context(
+                scope.variables(object, refs).await,
+                extra,
+            ))
         }
         None => None,
     };
