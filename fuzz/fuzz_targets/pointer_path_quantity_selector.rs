@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kanon_api::{FieldSelector, ResourceSelector};
 use kanon_engine::internals::helpers;
 use kanon_engine::internals::pointer;
+use kanon_engine::internals::{FieldMatcher, ObjectView, ResourceMatcher};
 use kanon_engine::{Decimal, Quantity};
 use kanon_engine::{LabelMatcher, labels_of};
-use kanon_engine::internals::{FieldMatcher, ObjectView, ResourceMatcher};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -57,13 +57,26 @@ fn pointers(text: &str) {
 }
 
 fn jsonpath(text: &str) {
+    use kanon_engine::internals::jsonpath::{copied, select};
     let _ = kanon_engine::internals::selects_many(Some(text));
-    // The engine's entry point, with its bounds; then the query run as the engine runs it.
+    // The engine's entry point, with its bounds; then the query run as the engine runs it
+    // (by reference, within its bounds), which selects the very nodes the library's own run
+    // selects, in the same order.
     let Ok(query) = kanon_engine::parse_jsonpath(text) else {
         return;
     };
     for object in OBJECTS.iter() {
-        let _ = jsonpath_rust::query::js_path_process(&query, object);
+        let ours = select(&query, object);
+        let theirs = jsonpath_rust::query::js_path_process(&query, object);
+        if let (Ok(ours), Ok(theirs)) = (&ours, &theirs) {
+            assert_eq!(ours.len(), theirs.len(), "{text}");
+            for (a, b) in ours.iter().zip(theirs) {
+                assert!(std::ptr::eq(*a, b.val), "{text}");
+            }
+            if let Ok(copies) = copied(ours) {
+                assert!(copies.iter().zip(ours).all(|(c, o)| c == *o), "{text}");
+            }
+        }
     }
 }
 

@@ -11,6 +11,13 @@ pub use crate::references::selects_many;
 pub use crate::selector::{FieldMatcher, ObjectView, ResourceMatcher};
 pub use crate::shape::explain_decode_error;
 
+/// JSONPaths run as the engine runs them: by reference, then copied within a bound.
+pub mod jsonpath {
+    pub use crate::jsonpath::copy::MAX_JSONPATH_RESULT_BYTES;
+    pub use crate::jsonpath::select::MAX_JSONPATH_NODES;
+    pub use crate::jsonpath::{SelectionError, copied, select};
+}
+
 /// JSON Pointer (RFC 6901) reading, as policies' paths use it.
 pub mod pointer {
     pub use crate::pointer::{check, deepest_existing, escape, get};

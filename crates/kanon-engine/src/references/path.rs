@@ -3,12 +3,11 @@
 
 use std::sync::Arc;
 
-use jsonpath_rust::parser::errors::JsonPathError;
 use jsonpath_rust::parser::model::JpQuery;
 use serde_json::Value;
 
 use crate::error::FieldError;
-use crate::jsonpath::parse_jsonpath;
+use crate::jsonpath::{SelectionError, copied, parse_jsonpath, select};
 use crate::rule::RuleError;
 
 /// Where inside the source the value is.
@@ -88,12 +87,9 @@ impl Items {
         })
     }
 
-    /// The selected items of `source`.
-    fn select<'s>(&self, source: &'s Value) -> Result<Vec<&'s Value>, JsonPathError> {
-        Ok(jsonpath_rust::query::js_path_process(&self.query, source)?
-            .into_iter()
-            .map(|r| r.val())
-            .collect())
+    /// The selected items of `source`, in place.
+    fn select<'s>(&self, source: &'s Value) -> Result<Vec<&'s Value>, SelectionError> {
+        select(&self.query, source)
     }
 
     /// The field of `item` the path reads, if the item has it.
@@ -124,36 +120,34 @@ impl RefPath {
                 single,
                 items,
             } => {
-                let path_error = |message: String| RuleError::Reference {
+                let path_error = |e: SelectionError| RuleError::Reference {
                     field: format!("{at}.path"),
-                    message,
+                    message: format!("JSONPath `{text}`: {e}"),
                 };
                 let Some(query) = query else {
-                    return Err(path_error(format!("`{text}` is not a JSONPath")));
+                    return Err(RuleError::Reference {
+                        field: format!("{at}.path"),
+                        message: format!("`{text}` is not a JSONPath"),
+                    });
                 };
+                // The selection refers into `source`; only what is kept is copied, within
+                // the bound of one JSONPath's result.
                 if let Some(items) = items.as_ref().filter(|_| per_item) {
-                    let selected = items
-                        .select(source)
-                        .map_err(|e| path_error(e.to_string()))?;
+                    let selected = items.select(source).map_err(path_error)?;
                     if selected.is_empty() {
                         return Ok(None);
                     }
-                    return Ok(Some(Value::Array(
-                        selected
-                            .into_iter()
-                            .map(|item| items.field(item).cloned().unwrap_or(Value::Null))
-                            .collect(),
-                    )));
+                    let fields: Vec<&Value> = selected
+                        .into_iter()
+                        .map(|item| items.field(item).unwrap_or(&Value::Null))
+                        .collect();
+                    return Ok(Some(Value::Array(copied(&fields).map_err(path_error)?)));
                 }
-                let found: Vec<&Value> = jsonpath_rust::query::js_path_process(query, source)
-                    .map_err(|e| path_error(e.to_string()))?
-                    .into_iter()
-                    .map(|r| r.val())
-                    .collect();
+                let found = select(query, source).map_err(path_error)?;
                 match (single, found.len()) {
                     (_, 0) => None,
-                    (true, 1) => Some(found[0].clone()),
-                    _ => Some(Value::Array(found.into_iter().cloned().collect())),
+                    (true, 1) => copied(&found).map_err(path_error)?.pop(),
+                    _ => Some(Value::Array(copied(&found).map_err(path_error)?)),
                 }
             }
         })

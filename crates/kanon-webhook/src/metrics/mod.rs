@@ -7,6 +7,7 @@
 //! | `kanon_policy_evaluations_total` | `policy` | times a policy met a request |
 //! | `kanon_policy_patches_total` | `policy` | times an override policy changed the object |
 //! | `kanon_policy_rejections_total` | `policy` | times a validate policy found the object wanting |
+//! | `kanon_exceptions_applied_total` | `exception`, `policy` | times a PolicyException exempted a request from a policy; the first [`MAX_EXCEPTION_SERIES`] (exception, policy) pairs counted have their own `exception` value, later pairs count as `other` |
 //! | `kanon_policy_errors_total` | `policy`, `ignored`, `reason` | evaluation errors (`ignored` under `failurePolicy: Ignore`; `reason`: `timed_out`, `not_synced`, `not_found`, `cel`, `program`, ... as `RuleError::reason` names it) |
 //! | `kanon_policies` | | policies in force |
 //! | `kanon_ready` | | 1 when a policy set is in force (`/readyz`) |
@@ -39,9 +40,12 @@ use prometheus_client::registry::Registry;
 
 use crate::admission::{BadReview, Outcome, Reply};
 
+mod exceptions;
 mod kinds;
 mod policies;
 
+use exceptions::ExceptionSeries;
+pub use exceptions::MAX_EXCEPTION_SERIES;
 pub use kinds::MAX_OTHER_KIND_LABELS;
 use kinds::{KindLabels, RESERVED_KINDS, kind_label};
 use policies::{MAX_CACHED_POLICIES, PolicyCounters, PolicyHandles, address};
@@ -128,8 +132,8 @@ struct PolicyErrorLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ExceptionLabels {
-    exception: String,
-    policy: String,
+    exception: Arc<str>,
+    policy: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -178,6 +182,8 @@ pub struct Metrics {
     body_bytes: Gauge<i64, AtomicI64>,
     /// The `kind` label values.
     kinds: RwLock<KindLabels>,
+    /// The (exception, policy) pairs with series of their own.
+    exception_series: ExceptionSeries,
     /// Each policy's counters, found without hashing its label ([`PolicyCounters`]).
     policy_counters: PolicyCounters,
 }
@@ -298,6 +304,7 @@ impl Metrics {
                 selected: RESERVED_KINDS.iter().map(|k| k.to_string()).collect(),
                 others: HashSet::new(),
             }),
+            exception_series: ExceptionSeries::default(),
             policy_counters: PolicyCounters::default(),
         })
     }
@@ -349,10 +356,11 @@ impl Metrics {
         // Exemptions are rare: counted by their labels each time.
         for applied in &decision.exceptions {
             self.exceptions
-                .get_or_create(&ExceptionLabels {
-                    exception: applied.exception.to_string(),
-                    policy: applied.policy.to_string(),
-                })
+                .get_or_create(
+                    &self
+                        .exception_series
+                        .labels(&applied.exception, &applied.policy),
+                )
                 .inc();
         }
     }

@@ -100,6 +100,69 @@ fn exemptions_are_counted_by_exception_and_policy() {
     );
 }
 
+/// A tenant writes more exceptions than the bound: the first pairs keep their series, the
+/// rest count as `other` under their policy, and the series stop growing.
+#[test]
+fn exception_labels_are_a_bounded_set() {
+    let metrics = Metrics::new();
+    let observe = |exception: &str, policy: &str| {
+        let mut reply = decided(true, false, vec![result(policy, PolicyOutcome::Exempted)]);
+        if let Outcome::Decided(decision) = &mut reply.outcome {
+            decision.exceptions.push(kanon_engine::AppliedException {
+                exception: exception.into(),
+                policy: policy.into(),
+                rules: vec![],
+            });
+        }
+        metrics.observe_review(
+            WebhookKind::Validating,
+            &reply,
+            Some(Operation::Create),
+            Some("Pod"),
+            0.0,
+        );
+    };
+    let series = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("kanon_exceptions_applied_total{"))
+            .map(|l| l.rsplit_once(' ').map_or(l, |(s, _)| s).to_string())
+            .collect()
+    };
+    // Each exception exempts from two policies: two pairs each.
+    let exceptions = MAX_EXCEPTION_SERIES / 2 + 50;
+    for n in 0..exceptions {
+        for policy in ["ClusterValidatePolicy/a", "ClusterValidatePolicy/b"] {
+            observe(&format!("PolicyException/tenant/e{n}"), policy);
+        }
+    }
+    // A pair counted before the bound keeps its series.
+    observe("PolicyException/tenant/e0", "ClusterValidatePolicy/a");
+    let text = metrics.encode();
+    let seen = series(&text);
+    // The bound, plus `other` under each of the two policies.
+    assert_eq!(seen.len(), MAX_EXCEPTION_SERIES + 2, "{seen:?}");
+    assert_eq!(
+        sample(
+            &text,
+            r#"kanon_exceptions_applied_total{exception="PolicyException/tenant/e0",policy="ClusterValidatePolicy/a"}"#
+        ),
+        Some(2.0)
+    );
+    for policy in ["ClusterValidatePolicy/a", "ClusterValidatePolicy/b"] {
+        assert_eq!(
+            sample(
+                &text,
+                &format!(
+                    r#"kanon_exceptions_applied_total{{exception="other",policy="{policy}"}}"#
+                )
+            ),
+            Some(50.0),
+            "{policy}"
+        );
+    }
+    assert!(!text.contains(&format!("e{}\"", exceptions - 1)), "{text}");
+}
+
 #[test]
 fn kind_labels_are_a_bounded_set() {
     let metrics = Metrics::new();

@@ -382,6 +382,7 @@ const FAMILIES: &[&str] = &[
     "kanon_connections_shed",
     "kanon_reviews_shed",
     "kanon_review_body_bytes",
+    "kanon_exceptions_applied",
     "kanon_policy_results",
     "kanon_audit_duration_seconds",
     "kanon_audits",
@@ -489,6 +490,8 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                 ]
                 .contains(&value),
                 "certificate" => ["ca", "serving"].contains(&value),
+                // One of the first (exception, policy) pairs counted, else `other`.
+                "exception" => value == "other" || value.starts_with("PolicyException/"),
                 "le" => value.parse::<f64>().is_ok() || value == "+Inf",
                 _ => false,
             };
