@@ -314,14 +314,12 @@ pub(super) fn add_helpers(env: &mut Environment<'static>) {
                     &converted
                 }
             };
-            let found = jsonpath_rust::query::js_path_process(&query, json)
+            // Selected in place and copied within the bound of one JSONPath, as references
+            // are (a descent would otherwise copy each subtree once per ancestor).
+            let found = crate::jsonpath::select(&query, json)
+                .and_then(|found| crate::jsonpath::copied(&found))
                 .map_err(|e| invalid(format!("JSONPath `{path}`: {e}")))?;
-            Ok(Value::from(Serde(
-                found
-                    .into_iter()
-                    .map(|r| r.val().clone())
-                    .collect::<Vec<_>>(),
-            )))
+            Ok(Value::from(Serde(found)))
         },
     );
     let cache = crate::helpers::RegexCache::default();
