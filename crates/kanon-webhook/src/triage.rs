@@ -2,14 +2,14 @@
 //! server knows whose turn it takes among the evaluation slots (its namespace) and can answer a
 //! review that no policy may select at once, without a slot or the evaluation pool.
 //!
-//! Only the request's identity is read (uid, operation, type, namespace), skipping the rest of
-//! the body without keeping it: no more memory than a few strings whatever the body holds. The
+//! Only the request's identity is read (uid, operation, type, namespace), in place, skipping the
+//! rest of the body without keeping it: nothing is allocated but the identity's few strings,
+//! whatever the body holds (a field written with escapes, which no name kube-apiserver sends
+//! has, leaves the body to the full reading rather than being copied). The
 //! type and namespace are resolved as [`kanon_engine::Request`] resolves them (the object's own,
 //! else the review's). A body whose identity cannot be read this way (not an AdmissionReview,
 //! a uid too long, a field of the wrong type, nested deeper than a review may) is left to the
 //! full reading, which says what is wrong with it.
-
-use std::borrow::Cow;
 
 use kanon_api::Operation;
 use kanon_engine::{PolicySet, WebhookKind};
@@ -41,10 +41,9 @@ impl Identity {
 
 #[derive(Deserialize)]
 struct Review<'a> {
-    #[serde(rename = "apiVersion", borrow)]
-    api_version: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    kind: Option<Cow<'a, str>>,
+    #[serde(rename = "apiVersion")]
+    api_version: Option<&'a str>,
+    kind: Option<&'a str>,
     #[serde(borrow)]
     request: Option<Request<'a>>,
 }
@@ -52,14 +51,11 @@ struct Review<'a> {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Request<'a> {
-    #[serde(borrow)]
-    uid: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    operation: Option<Cow<'a, str>>,
+    uid: Option<&'a str>,
+    operation: Option<&'a str>,
     #[serde(borrow)]
     kind: Option<Kind<'a>>,
-    #[serde(borrow)]
-    namespace: Option<Cow<'a, str>>,
+    namespace: Option<&'a str>,
     #[serde(borrow)]
     object: Option<Object<'a>>,
     #[serde(borrow)]
@@ -68,29 +64,23 @@ struct Request<'a> {
 
 #[derive(Deserialize)]
 struct Kind<'a> {
-    #[serde(borrow)]
-    group: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    version: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    kind: Option<Cow<'a, str>>,
+    group: Option<&'a str>,
+    version: Option<&'a str>,
+    kind: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Object<'a> {
-    #[serde(borrow)]
-    api_version: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    kind: Option<Cow<'a, str>>,
+    api_version: Option<&'a str>,
+    kind: Option<&'a str>,
     #[serde(borrow)]
     metadata: Option<Metadata<'a>>,
 }
 
 #[derive(Deserialize)]
 struct Metadata<'a> {
-    #[serde(borrow)]
-    namespace: Option<Cow<'a, str>>,
+    namespace: Option<&'a str>,
 }
 
 /// Nesting past which a body is left to the full reading (which refuses past 128, saying so):
@@ -104,8 +94,8 @@ pub fn identify(body: &[u8]) -> Option<Identity> {
         return None;
     }
     let review: Review<'_> = serde_json::from_slice(body).ok()?;
-    if review.api_version.as_deref() != Some(admission::REVIEW_API_VERSION)
-        || review.kind.as_deref() != Some(admission::REVIEW_KIND)
+    if review.api_version != Some(admission::REVIEW_API_VERSION)
+        || review.kind != Some(admission::REVIEW_KIND)
     {
         return None;
     }
@@ -114,7 +104,7 @@ pub fn identify(body: &[u8]) -> Option<Identity> {
     if uid.len() > MAX_UID_BYTES {
         return None;
     }
-    let operation = kanon_engine::parse_operation(&request.operation?).ok()?;
+    let operation = kanon_engine::parse_operation(request.operation?).ok()?;
     let subject = match operation {
         Operation::Delete => request.old_object.as_ref(),
         _ => request.object.as_ref(),
@@ -127,29 +117,29 @@ pub fn identify(body: &[u8]) -> Option<Identity> {
         return None;
     }
     let review_kind = request.kind.as_ref();
-    let api_version = match subject.and_then(|s| s.api_version.as_deref()) {
+    let api_version = match subject.and_then(|s| s.api_version) {
         Some(api_version) => api_version.to_string(),
         None => {
             let kind = review_kind?;
-            let version = kind.version.as_deref()?;
-            match kind.group.as_deref().unwrap_or_default() {
+            let version = kind.version?;
+            match kind.group.unwrap_or_default() {
                 "" => version.to_string(),
                 group => format!("{group}/{version}"),
             }
         }
     };
     let kind = subject
-        .and_then(|s| s.kind.as_deref())
-        .or_else(|| review_kind.and_then(|k| k.kind.as_deref()))?
+        .and_then(|s| s.kind)
+        .or_else(|| review_kind.and_then(|k| k.kind))?
         .to_string();
     let is_namespace = api_version == "v1" && kind == "Namespace";
     let namespace = subject
         .and_then(|s| s.metadata.as_ref())
-        .and_then(|m| m.namespace.as_deref())
-        .or_else(|| request.namespace.as_deref().filter(|_| !is_namespace))
+        .and_then(|m| m.namespace)
+        .or_else(|| request.namespace.filter(|_| !is_namespace))
         .map(str::to_string);
     Some(Identity {
-        uid: uid.into_owned(),
+        uid: uid.to_string(),
         operation,
         api_version,
         kind,
