@@ -18,6 +18,7 @@ use crate::index::Indexed;
 use crate::language;
 use crate::language::cel::mutate::CelOverrideRule;
 use crate::language::cel::validate::CelValidateRule;
+use crate::language::cel::{PolicyBudget, ReviewCost};
 use crate::policy::{CompiledPolicy, PolicyRules};
 use crate::request::Request;
 use crate::rule::RuleError;
@@ -817,6 +818,7 @@ async fn override_object<'v>(
     evaluation: &Evaluation<'_>,
 ) -> (Decision, Cow<'v, Value>, Changes) {
     let mut decision = Decision::allow(None);
+    let cost = &ReviewCost::new();
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.override_candidates(
         &request.api_version,
@@ -826,6 +828,7 @@ async fn override_object<'v>(
     let mut run = Overriding {
         decision: &mut decision,
         exceptions: set.exceptions,
+        cost,
         request,
         evaluation,
         namespaces: &mut namespaces,
@@ -838,7 +841,7 @@ async fn override_object<'v>(
     {
         override_template(
             &mut decision,
-            set,
+            (set, cost),
             workload,
             request,
             (&mut working, &mut changes),
@@ -853,7 +856,7 @@ async fn override_object<'v>(
 /// they changed back into the template.
 async fn override_template(
     decision: &mut Decision,
-    set: Indexed<'_>,
+    (set, cost): (Indexed<'_>, &ReviewCost),
     workload: &'static Workload,
     request: &Request,
     (working, changes): (&mut Cow<'_, Value>, &mut Changes),
@@ -879,6 +882,7 @@ async fn override_template(
     let mut run = Overriding {
         decision,
         exceptions: set.exceptions,
+        cost,
         request: &pod_request,
         evaluation,
         namespaces: &mut namespaces,
@@ -912,6 +916,8 @@ async fn override_template(
 struct Overriding<'r, 'a> {
     decision: &'r mut Decision,
     exceptions: &'r Exceptions,
+    /// The review's CEL ceilings.
+    cost: &'a ReviewCost,
     request: &'a Request,
     evaluation: &'a Evaluation<'a>,
     namespaces: &'r mut NamespaceLabels<'a>,
@@ -944,7 +950,7 @@ impl<'a> Overriding<'_, 'a> {
                         request,
                         working,
                         evaluation.now(),
-                        &interrupted,
+                        (&self.cost.exceptions, &interrupted),
                     ),
                     _ => Exemption::default(),
                 };
@@ -965,6 +971,7 @@ impl<'a> Overriding<'_, 'a> {
                 evaluation,
                 namespaces: &mut *self.namespaces,
                 policy: &policy.label,
+                budget: PolicyBudget::new(self.cost.of(policy.id.namespace.is_some())),
             };
             if let Some((binding, rule)) = admission_mutation(policy) {
                 let mutated =
@@ -1042,6 +1049,7 @@ async fn judge(
     let Some(subject) = subject else {
         return;
     };
+    let cost = &ReviewCost::new();
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.validate_candidates(
         &request.api_version,
@@ -1051,6 +1059,7 @@ async fn judge(
     let mut judging = Judging {
         decision: &mut *decision,
         exceptions: set.exceptions,
+        cost,
         request,
         evaluation,
         namespaces: &mut namespaces,
@@ -1073,6 +1082,7 @@ async fn judge(
             let mut judging = Judging {
                 decision: &mut *decision,
                 exceptions: set.exceptions,
+                cost,
                 request: &pod_request,
                 evaluation,
                 namespaces: &mut namespaces,
@@ -1088,6 +1098,8 @@ async fn judge(
 struct Judging<'r, 'a> {
     decision: &'r mut Decision,
     exceptions: &'r Exceptions,
+    /// The review's CEL ceilings.
+    cost: &'a ReviewCost,
     request: &'a Request,
     evaluation: &'a Evaluation<'a>,
     namespaces: &'r mut NamespaceLabels<'a>,
@@ -1114,7 +1126,7 @@ impl<'a> Judging<'_, 'a> {
                 request,
                 subject,
                 evaluation.now(),
-                &interrupted,
+                (&self.cost.exceptions, &interrupted),
             );
             if decision.exempted(policy, &exemption, within) {
                 continue;
@@ -1124,6 +1136,7 @@ impl<'a> Judging<'_, 'a> {
                 evaluation,
                 namespaces: &mut *self.namespaces,
                 policy: &policy.label,
+                budget: PolicyBudget::new(self.cost.of(policy.id.namespace.is_some())),
             };
             if let Some((binding, rule)) = admission_validation(policy) {
                 let validated = admission_policy::validate(

@@ -10,9 +10,9 @@ use kanon_api::{EXCEPTION_KIND, PolicyException, PolicyKind};
 use serde_json::Value;
 
 use crate::error::{FieldError, InvalidPolicy};
-use crate::language::cel::Meter;
 use crate::language::cel::compile::{Named, RuleEnv, Site};
 use crate::language::cel::validate::{Inputs, matches};
+use crate::language::cel::{Ceiling, MATCH_CONDITIONS_LIMIT, PolicyBudget};
 use crate::policy::{CompiledPolicy, PolicyId, PolicyRules};
 use crate::request::Request;
 use crate::rule::RuleError;
@@ -236,13 +236,16 @@ impl CompiledException {
 
     /// Whether it exempts the request's object (`view`): a selector selects it and every
     /// match condition holds. A condition that cannot be evaluated keeps the exception from
-    /// applying (the error is returned for a warning).
+    /// applying (the error is returned for a warning); so does a spent budget: the conditions
+    /// spend at most kube-apiserver's budget for match conditions
+    /// ([`MATCH_CONDITIONS_LIMIT`]), within what all exceptions may spend on the review
+    /// (`ceiling`).
     fn selects(
         &self,
         view: &ObjectView<'_>,
         request: &Request,
         object: &Value,
-        interrupted: &(dyn Fn() -> bool + Sync),
+        (ceiling, interrupted): Metered<'_>,
     ) -> Result<bool, RuleError> {
         if !self.selectors.iter().any(|s| s.matches(view)) {
             return Ok(false);
@@ -258,10 +261,18 @@ impl CompiledException {
             fifth: &Value::Null,
         };
         let mut activation = inputs.activation(&[]);
-        let mut meter = Meter::new(interrupted);
-        matches(&self.conditions, &mut activation, &mut meter)
+        let mut budget = PolicyBudget::of(MATCH_CONDITIONS_LIMIT, ceiling);
+        matches(
+            &self.conditions,
+            &mut activation,
+            &mut budget.meter(interrupted),
+        )
     }
 }
+
+/// What exceptions' match conditions spend from on one review, and when to stop: the review's
+/// ceiling for exceptions and the deadline.
+pub(crate) type Metered<'a> = (&'a Ceiling, &'a (dyn Fn() -> bool + Sync));
 
 /// The names of a policy's rules.
 fn rule_names(policy: &CompiledPolicy) -> Vec<&str> {
@@ -309,7 +320,7 @@ impl Exceptions {
         request: &Request,
         object: &Value,
         now: Option<i64>,
-        interrupted: &(dyn Fn() -> bool + Sync),
+        metered: Metered<'_>,
     ) -> Exemption<'e> {
         let mut exemption = Exemption::default();
         if self.by_policy.is_empty() {
@@ -322,7 +333,7 @@ impl Exceptions {
             if exception.expired(now) {
                 continue;
             }
-            match exception.selects(view, request, object, interrupted) {
+            match exception.selects(view, request, object, metered) {
                 Ok(true) => {
                     let named = &exception.exempted[*index].rules;
                     let rules: Vec<&str> = match named.as_slice() {

@@ -156,6 +156,44 @@ impl PolicySet {
             .validate_candidates(api_version, kind, namespace)
     }
 
+    /// Whether a review of an object of this type in this namespace gives `webhook` anything
+    /// to evaluate: a policy of the webhook's kinds that may select it, a Pod policy that may
+    /// reach its pod template (a workload kind), or, on the validating webhook, one of kanon's
+    /// own objects to check. When it gives nothing, the webhook's decision is to allow, with no
+    /// patch, warning or annotation, whatever the object holds: what a server may answer
+    /// without evaluating it (the type and namespace are read as [`Request`] reads them).
+    pub fn evaluates(
+        &self,
+        webhook: WebhookKind,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> bool {
+        let indexed = self.indexed();
+        let index = match webhook {
+            WebhookKind::Mutating => indexed.overrides,
+            WebhookKind::Validating => indexed.validates,
+        };
+        if index
+            .candidates(api_version, kind, namespace)
+            .next()
+            .is_some()
+        {
+            return true;
+        }
+        if webhook == WebhookKind::Validating
+            && api_version.split('/').next() == Some(kanon_api::GROUP)
+        {
+            return true;
+        }
+        let Some(workload) = crate::workload::Workload::of(api_version, kind) else {
+            return false;
+        };
+        index
+            .candidates("v1", "Pod", namespace)
+            .any(|i| indexed.policies[i as usize].reaches_template_of(workload))
+    }
+
     /// The policies and their indexes, as evaluation reads them.
     fn indexed(&self) -> Indexed<'_> {
         Indexed {

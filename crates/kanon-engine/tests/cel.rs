@@ -766,3 +766,128 @@ fn expressions_are_type_checked_against_the_selected_kinds() {
         ]
     );
 }
+
+/// A validation costing about 600,000 units: under kube-apiserver's per-call limit of 1,000,000.
+const COSTLY: &str = "lists.range(600000).size() > 0";
+
+/// One CEL rule of `validations` costly validations.
+fn costly_rule(validations: usize) -> Value {
+    let validations: Vec<Value> = (0..validations)
+        .map(|_| json!({"expression": COSTLY}))
+        .collect();
+    json!({"targetOperations": ["CREATE", "UPDATE"], "cel": {"validations": validations}})
+}
+
+/// Pods, with `rules` costly rules of `validations` validations each.
+fn costly_spec(rules: usize, validations: usize) -> Value {
+    let rules: Vec<Value> = (0..rules).map(|_| costly_rule(validations)).collect();
+    json!({
+        "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+        "validateRules": rules,
+    })
+}
+
+#[test]
+fn a_policys_rules_share_one_budget_on_one_request() {
+    // Each rule's ten validations (6,000,000 units) fit the budget, the two rules together
+    // (12,000,000) do not: the budget is the policy's, as a binding's in kube-apiserver.
+    let policy = cvp("costly", costly_spec(2, 10));
+    let decision = judge(policy, &create(&limited_pod()));
+    assert!(!decision.allowed, "{decision:?}");
+    assert_eq!(
+        decision.messages,
+        [
+            "ClusterValidatePolicy/costly: spec.validateRules[1].cel: validation failed due to running out of cost budget, no further validation rules will be run"
+        ],
+    );
+    // One rule of them is within it.
+    let decision = judge(cvp("costly", costly_spec(1, 10)), &create(&limited_pod()));
+    assert!(decision.allowed, "{decision:?}");
+}
+
+#[test]
+fn the_policies_of_one_owner_share_a_ceiling_on_one_review() {
+    // Twelve cluster policies of 4,800,000 units each, each within its budget; together past
+    // the cluster's ceiling of 50,000,000 on one review: the last ones fail, naming it.
+    let mut policies: Vec<Value> = (0..12)
+        .map(|i| cvp(&format!("costly-{i:02}"), costly_spec(1, 8)))
+        .collect();
+    // The namespace's own policy has a ceiling of its own: the cluster's spent, it still runs.
+    policies.push(vp(
+        "shop",
+        "team-label",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "validateRules": [{"targetOperations": ["CREATE"], "cel": {"validations": [
+                {"expression": "has(object.metadata.labels.team)", "message": "a team label is required"}
+            ]}}],
+        }),
+    ));
+    let set = set_of(&policies);
+    let decision = kanon_engine::block_on(set.validate(&create(&limited_pod()), None, &NoObjects));
+    assert!(!decision.allowed);
+    let ceiling = "validation failed due to running out of the review's cost budget (50000000 units for the cluster's policies on one request), no further validation rules will be run";
+    let spent: Vec<&String> = decision
+        .messages
+        .iter()
+        .filter(|m| m.ends_with(ceiling))
+        .collect();
+    assert!(
+        spent.len() == 2 && spent[0].starts_with("ClusterValidatePolicy/costly-10: "),
+        "{:#?}",
+        decision.messages
+    );
+    assert_eq!(
+        decision.messages.last().map(String::as_str),
+        Some("ValidatePolicy/shop/team-label: a team label is required"),
+    );
+    // The next review has a ceiling of its own.
+    let again = kanon_engine::block_on(set.validate(&create(&limited_pod()), None, &NoObjects));
+    assert_eq!(again.messages, decision.messages);
+}
+
+#[test]
+fn a_tenant_that_spends_its_ceiling_fails_only_its_own_policies() {
+    // A namespace's twelve costly policies on Deployments spend its ceiling before the
+    // cluster's Pod policy judges the Deployment's pod template; that policy, under `Ignore`,
+    // is not skipped for want of budget: it has the cluster's ceiling.
+    let mut policies: Vec<Value> = (0..12)
+        .map(|i| {
+            let mut spec = costly_spec(1, 8);
+            spec["resourceSelectors"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment"}]);
+            vp("shop", &format!("costly-{i:02}"), spec)
+        })
+        .collect();
+    policies.push(cvp(
+        "team-label",
+        json!({
+            "failurePolicy": "Ignore",
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "validateRules": [{"targetOperations": ["CREATE"], "cel": {"validations": [
+                {"expression": "has(object.metadata.labels.team)", "message": "a team label is required"}
+            ]}}],
+        }),
+    ));
+    let set = set_of(&policies);
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": "app:1"}]}},
+        },
+    });
+    let decision = kanon_engine::block_on(set.validate(&create(&deployment), None, &NoObjects));
+    let ceiling = "(50000000 units for the namespace's own policies on one request)";
+    assert!(
+        decision.messages[0].starts_with("ValidatePolicy/shop/costly-10: ")
+            && decision.messages[0].contains(ceiling),
+        "{:#?}",
+        decision.messages
+    );
+    assert_eq!(
+        decision.messages.last().map(String::as_str),
+        Some("ClusterValidatePolicy/team-label: spec.template: a team label is required"),
+    );
+    assert!(decision.warnings.is_empty(), "{:#?}", decision.warnings);
+}

@@ -337,3 +337,68 @@ fn an_exception_that_names_what_does_not_exist_says_so() {
         "another rule of this policy is named `pinned`",
     );
 }
+
+/// An exception from `pod-rules` for the legacy Pods, named `name`, with `conditions` match
+/// conditions: all but the last cost about 600,000 units each, the last is `last`.
+fn costly_exception(name: &str, conditions: usize, last: &str) -> Arc<CompiledException> {
+    let mut written: Vec<Value> = (1..conditions)
+        .map(|i| json!({"name": format!("c{i}"), "expression": "lists.range(600000).size() > 0"}))
+        .collect();
+    written.push(json!({"name": "last", "expression": last}));
+    let mut document = exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+        "resourceSelectors": legacy_pods(),
+        "matchConditions": written,
+        "reason": "legacy app",
+    }));
+    document["metadata"]["name"] = json!(name);
+    Arc::new(compile_exception(&document).unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn an_exceptions_conditions_have_the_apiservers_match_condition_budget() {
+    // Four conditions (2,400,000 units) fit kube-apiserver's 2,500,000 for match conditions;
+    // five do not, and the exception does not apply: the policy judges the Pod.
+    let legacy = || create(&bad_pod("old", json!({"app": "legacy"})));
+    let set = set_of(&[policy()]).with_exceptions(vec![costly_exception("fits", 5, "true")]);
+    assert!(review_at(&set, &legacy(), Some(NOW)).allowed);
+    let set = set_of(&[policy()]).with_exceptions(vec![costly_exception("costly", 6, "true")]);
+    let judged = review_at(&set, &legacy(), Some(NOW));
+    assert!(!judged.allowed, "{judged:#?}");
+    assert_eq!(
+        judged.warnings,
+        [
+            "ClusterValidatePolicy/pod-rules: PolicyException/exceptions/costly not applied: spec.matchConditions[4].expression: validation failed due to running out of cost budget, no further validation rules will be run"
+        ]
+    );
+}
+
+#[test]
+fn the_exceptions_of_one_review_share_a_budget() {
+    // Twenty exceptions whose conditions cost 2,400,000 units each and do not hold: 48,000,000
+    // units on every legacy Pod's review. They share 10,000,000: the fifth and those after it
+    // are not evaluated (nor applied), and say why.
+    let exceptions = (0..20)
+        .map(|i| costly_exception(&format!("costly-{i:02}"), 5, "false"))
+        .collect();
+    let set = set_of(&[policy()]).with_exceptions(exceptions);
+    let judged = review_at(
+        &set,
+        &create(&bad_pod("old", json!({"app": "legacy"}))),
+        Some(NOW),
+    );
+    assert!(!judged.allowed);
+    let ceiling = "validation failed due to running out of the review's cost budget (10000000 units for the exceptions' conditions on one request), no further validation rules will be run";
+    let spent: Vec<&String> = judged
+        .warnings
+        .iter()
+        .filter(|w| w.ends_with(ceiling))
+        .collect();
+    assert_eq!(spent.len(), 16, "{:#?}", judged.warnings);
+    assert!(
+        spent[0].starts_with(
+            "ClusterValidatePolicy/pod-rules: PolicyException/exceptions/costly-04 not applied: "
+        ),
+        "{spent:#?}"
+    );
+}

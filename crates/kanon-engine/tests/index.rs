@@ -386,3 +386,44 @@ fn webhook_targets_are_the_types_and_operations_policies_select() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_review_evaluates_something_only_when_a_policy_may_select_it() {
+    use kanon_engine::WebhookKind::{Mutating, Validating};
+    let rule =
+        json!([{"targetOperations": ["CREATE"], "cel": {"validations": [{"expression": "true"}]}}]);
+    let set = set_of(&[
+        vp(
+            "shop",
+            "pods",
+            json!({"resourceSelectors": typed("v1", "Pod"), "validateRules": rule}),
+        ),
+        cvp(
+            "config",
+            json!({"resourceSelectors": typed("v1", "ConfigMap"), "validateRules": rule}),
+        ),
+    ]);
+    // The tenant's Pod policy: its namespace's Pods and the pod templates of its workloads.
+    assert!(set.evaluates(Validating, "v1", "Pod", Some("shop")));
+    assert!(set.evaluates(Validating, "apps/v1", "Deployment", Some("shop")));
+    assert!(!set.evaluates(Validating, "v1", "Pod", Some("other")));
+    assert!(!set.evaluates(Validating, "apps/v1", "Deployment", Some("other")));
+    // The cluster's ConfigMap policy: every namespace's.
+    assert!(set.evaluates(Validating, "v1", "ConfigMap", Some("other")));
+    assert!(!set.evaluates(Validating, "v1", "Secret", Some("shop")));
+    // No override policy at all.
+    assert!(!set.evaluates(Mutating, "v1", "Pod", Some("shop")));
+    // kanon's own objects are checked when written.
+    assert!(set.evaluates(
+        Validating,
+        "policy.kanon.dev/v1alpha1",
+        "ValidatePolicy",
+        Some("x")
+    ));
+    assert!(!set.evaluates(
+        Mutating,
+        "policy.kanon.dev/v1alpha1",
+        "ValidatePolicy",
+        Some("x")
+    ));
+}

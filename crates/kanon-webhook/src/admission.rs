@@ -140,7 +140,8 @@ pub enum Outcome {
     Decided(Box<Decision>),
     /// The body was not a review kanon can answer.
     Invalid(BadReview),
-    /// Allowed without evaluation ([`allow_all`], the benchmark ceiling).
+    /// Allowed without evaluation: no policy may select it ([`crate::triage`]), or
+    /// [`allow_all`] (the benchmark ceiling).
     Unevaluated,
     /// Not answered: no policy set is in force yet ([`Reply::not_ready`]).
     NotReady,
@@ -271,8 +272,15 @@ pub fn allow_all(body: &[u8]) -> Reply {
     let Some(uid) = uid else {
         return Reply::invalid(None, BadReview::NotJson("no request.uid".into()));
     };
+    allowed_unevaluated(&uid, None)
+}
+
+/// `allowed: true` for the review `uid`, without evaluating it: what [`allow_all`] answers,
+/// and what the server answers a review no policy may select ([`crate::triage`]).
+/// `request`: its operation and kind, for the metrics' labels, when known.
+pub fn allowed_unevaluated(uid: &str, request: Option<(Operation, String)>) -> Reply {
     let body = encode_review(&ResponseOut {
-        uid: &uid,
+        uid,
         allowed: true,
         status: None,
         patch: None,
@@ -282,9 +290,9 @@ pub fn allow_all(body: &[u8]) -> Reply {
     Reply {
         status: 200,
         body,
-        uid: Some(uid),
+        uid: Some(uid.to_string()),
         outcome: Outcome::Unevaluated,
-        request: None,
+        request,
     }
 }
 

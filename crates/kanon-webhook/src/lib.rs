@@ -1,7 +1,9 @@
 //! kanon's admission webhook: the [`admission`] codec (AdmissionReview bytes in, read within a
 //! memory [`budget`], the engine's verdict, AdmissionReview bytes out, in exactly the shape
 //! kube-apiserver accepts), the HTTPS [`server`] that moves those bytes (serving the
-//! certificate its [`tls`] resolver holds, bounding reviews with [`slot`]s), hand-written
+//! certificate its [`tls`] resolver holds, answering reviews no policy selects at once
+//! ([`triage`]), evaluating the others on threads of their own within [`slot`]s shared fairly
+//! between namespaces), hand-written
 //! programs run in worker processes ([`sandbox`]), lookups bounded by the review's deadline
 //! ([`lookup`]), [`metrics`], and the [`state`] that publishes policy sets to requests.
 //!
@@ -18,6 +20,7 @@ pub mod server;
 pub mod slot;
 pub mod state;
 pub mod tls;
+pub mod triage;
 
 pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, decide, review};
 pub use budget::JsonBudget;

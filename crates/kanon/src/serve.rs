@@ -84,7 +84,8 @@ pub struct ServeArgs {
     /// the place of one that has not sent a request yet, or has been idle longest.
     #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
-    /// How many reviews are read and evaluated at once. Default: twice the number of CPUs.
+    /// How many reviews are read and evaluated at once, one namespace's at most half of them.
+    /// Default: twice the number of CPUs.
     #[arg(long, value_name = "N")]
     max_concurrent_reviews: Option<usize>,
     /// The most memory one review's JSON may take once read, in MiB (about 10 times its size

@@ -13,6 +13,7 @@ use super::compile::AdmissionBinding;
 use super::matching::{Attributes, Selection};
 use crate::diff::Changes;
 use crate::evaluation::{NamespaceLabels, Scope};
+use crate::language::cel::PolicyBudget;
 use crate::language::cel::mutate::{CelOverrideRule, apply_change};
 use crate::language::cel::validate::{CelValidateRule, Check, Inputs};
 use crate::request::Request;
@@ -334,7 +335,9 @@ pub(crate) async fn validate(
             namespace_object.as_deref(),
             param.as_deref(),
         );
-        let checked = match rule.check(inputs, &interrupted) {
+        // A budget per binding evaluation (per param), as kube-apiserver's.
+        let mut budget = PolicyBudget::new(scope.budget.ceiling());
+        let checked = match rule.check(inputs, &mut budget.meter(&interrupted)) {
             Ok(checked) => checked,
             Err(error) => {
                 let message = kube_words(&error);
@@ -445,7 +448,9 @@ pub(crate) async fn mutate(
     for param in &params {
         let inputs = inputs(request, NULL, namespace_object.as_deref(), param.as_deref());
         let lookup = scope.evaluation.lookup();
-        let outcome = rule.apply_each(inputs, working, &interrupted, |working, change, field| {
+        let mut budget = PolicyBudget::new(scope.budget.ceiling());
+        let mut meter = budget.meter(&interrupted);
+        let outcome = rule.apply_each(inputs, working, &mut meter, |working, change, field| {
             apply_change(working, change, field, request, lookup, changes)
         });
         out.applied += outcome.applied;

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::lookup::{Lookup, ObjectQuery};
 
 use super::Evaluation;
+use crate::language::cel::PolicyBudget;
 use crate::references::{CompiledRef, RefScope};
 use crate::request::Request;
 use crate::rule::{RuleError, Variables};
@@ -89,6 +90,8 @@ pub(crate) struct Scope<'a, 'n> {
     /// The policy being run (`Kind/name`, `Kind/namespace/name`), on whose behalf lookups are
     /// made.
     pub(crate) policy: &'a str,
+    /// What the policy's CEL may still spend on this request, within its owner's ceiling.
+    pub(crate) budget: PolicyBudget<'a>,
 }
 
 impl<'a> Scope<'a, '_> {

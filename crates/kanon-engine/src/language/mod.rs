@@ -128,20 +128,20 @@ async fn cel_data(
 }
 
 fn cel_inputs<'a>(
-    scope: &'a Scope<'_, '_>,
+    request: &'a crate::request::Request,
     data: &'a CelData,
     object: &'a Value,
 ) -> cel::validate::Inputs<'a> {
     const NULL: &Value = &Value::Null;
-    let object = if scope.request.operation == kanon_api::Operation::Delete {
+    let object = if request.operation == kanon_api::Operation::Delete {
         NULL
     } else {
         object
     };
     cel::validate::Inputs {
         object,
-        old_object: scope.request.old_object.as_ref().unwrap_or(NULL),
-        request: &scope.request.info,
+        old_object: request.old_object.as_ref().unwrap_or(NULL),
+        request: &request.info,
         namespace_object: data.namespace_object.as_deref().unwrap_or(NULL),
         fifth: &data.references,
     }
@@ -155,7 +155,8 @@ async fn cel_verdict(
     let data = cel_data(scope, &rule.references, object).await?;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
-    let outcome = rule.evaluate(cel_inputs(scope, &data, object), &interrupted)?;
+    let inputs = cel_inputs(scope.request, &data, object);
+    let outcome = rule.evaluate(inputs, &mut scope.budget.meter(&interrupted))?;
     let mut failures = outcome.failures.into_iter();
     Ok(match failures.next() {
         None => Verdict {
@@ -184,9 +185,10 @@ async fn apply_cel(
     let data = cel_data(scope, &rule.references, working).await?;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
-    let inputs = cel_inputs(scope, &data, &Value::Null);
     let (request, lookup) = (scope.request, scope.evaluation.lookup());
-    rule.apply(inputs, working, &interrupted, |working, change, field| {
+    let inputs = cel_inputs(request, &data, &Value::Null);
+    let mut meter = scope.budget.meter(&interrupted);
+    rule.apply(inputs, working, &mut meter, |working, change, field| {
         cel::mutate::apply_change(working, change, field, request, lookup, changes)
     })
 }

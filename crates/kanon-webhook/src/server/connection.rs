@@ -299,10 +299,12 @@ async fn http<I>(
     let service = {
         let activity = activity.clone();
         service_fn(move |request: Request<Incoming>| {
+            // When its head began (read before the request starts, which clears it).
+            let arrived = activity.head_started().unwrap_or_else(Instant::now);
             let guard = activity.request_started();
             let routes = routes.clone();
             async move {
-                let response: Response<Body> = routes::handle(&routes, request).await;
+                let response: Response<Body> = routes::handle(&routes, request, arrived).await;
                 drop(guard);
                 Ok::<_, Infallible>(response)
             }

@@ -19,7 +19,12 @@
 //!   `body_buffer_bytes` (taken before a body is read; a body that arrives slowly gives its
 //!   share up to one that is waiting, [`body`]), what a body's JSON takes once read up to
 //!   `review_budget` ([`crate::budget`]), and `max_concurrent_reviews` reviews read and
-//!   evaluated at once.
+//!   evaluated at once;
+//! - CPU: reviews are evaluated on threads of their own at a lower priority ([`pool`]), never
+//!   on the runtime's workers that accept connections, complete handshakes and read bodies; a
+//!   review no policy may select is answered without evaluation ([`crate::triage`]); the
+//!   evaluation slots are shared between namespaces in turn, one taking at most half
+//!   ([`crate::slot`]), so one tenant's costly policies slow only the reviews they select.
 //!
 //! On shutdown the listeners close, idle connections are closed, requests in progress finish
 //! (their connections then close), bounded by `drain_timeout`.
@@ -28,6 +33,7 @@ mod body;
 mod connection;
 mod eviction;
 mod limits;
+mod pool;
 mod probes;
 mod routes;
 mod timeout;
@@ -42,13 +48,14 @@ use std::time::Duration;
 
 use kanon_engine::Lookup;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::admission::{self, Limits};
 use crate::budget::JsonBudget;
 use crate::metrics::Metrics;
 use crate::sandbox::{ProgramSandbox, SandboxConfig};
+use crate::slot::Slots;
 use crate::state::PolicyState;
 use crate::tls::{self, CertResolver, TlsError};
 
@@ -57,6 +64,7 @@ pub use timeout::{MAX_REVIEW_TIMEOUT, parse_go_duration};
 
 use body::BodyBudget;
 use connection::{Connections, Timeouts};
+use pool::EvaluationPool;
 use probes::{Heartbeat, Probes};
 use routes::Routes;
 
@@ -79,6 +87,7 @@ pub struct ServerConfig {
     /// At least `max_body_bytes`.
     pub body_buffer_bytes: usize,
     /// How many reviews are read and evaluated at once; the rest wait (within their timeout).
+    /// One namespace's reviews take at most half of them ([`crate::slot`]).
     pub max_concurrent_reviews: usize,
     /// How many connections (both ports each) may be open at once.
     pub max_connections: usize,
@@ -164,6 +173,9 @@ pub enum ServerError {
     /// The thread of the metrics and probe listener could not be started.
     #[error("cannot start the metrics and probe listener's thread: {0}")]
     ProbeThread(io::Error),
+    /// The evaluation pool could not be started.
+    #[error("cannot start the evaluation pool: {0}")]
+    Pool(io::Error),
 }
 
 /// A bound server, not yet serving: [`Server::local_addr`] and [`Server::metrics_addr`] tell
@@ -203,7 +215,9 @@ struct Shared {
     state: Arc<PolicyState>,
     lookup: Arc<dyn Lookup>,
     metrics: Arc<Metrics>,
-    reviews: Arc<Semaphore>,
+    reviews: Arc<Slots>,
+    /// Where reviews are evaluated: threads apart from the runtime's workers.
+    pool: EvaluationPool,
     bodies: Arc<BodyBudget>,
     limits: Limits,
     body_timeout: Duration,
@@ -263,7 +277,8 @@ impl Server {
             lookup,
             bodies: BodyBudget::new(config.body_buffer_bytes, metrics.clone()),
             metrics,
-            reviews: Arc::new(Semaphore::new(config.max_concurrent_reviews.max(1))),
+            reviews: Slots::new(config.max_concurrent_reviews),
+            pool: EvaluationPool::start(config.max_connections).map_err(ServerError::Pool)?,
             limits: Limits {
                 max_body_bytes: config.max_body_bytes,
                 json: config.review_budget,

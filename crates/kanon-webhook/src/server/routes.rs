@@ -1,6 +1,7 @@
-//! What each path answers, and the path of one review: its bound in time, its body within the
-//! shared budget, its turn among the evaluation slots, its JSON read within the memory budget
-//! (the body let go), its evaluation, its answer.
+//! What each path answers, and the path of one review: its bound in time (from its arrival), its
+//! body within the shared budget, its triage (a review no policy may select is answered at
+//! once), its namespace's turn among the evaluation slots, its JSON read within the memory
+//! budget (the body let go) and its evaluation on a thread of the evaluation pool, its answer.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,13 +14,14 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::Shared;
-use super::body::{self, BodyError};
+use super::body::{self, BodyError, Reservation};
 use super::probes::Probes;
 use super::timeout::review_timeout;
 use crate::admission::{self, Reply};
 use crate::lookup::BoundedLookup;
 use crate::metrics;
 use crate::slot::Slot;
+use crate::triage;
 use kanon_engine::WebhookKind;
 
 pub(super) type Body = Full<Bytes>;
@@ -33,13 +35,18 @@ pub(super) enum Routes {
     Probes(Arc<Probes>),
 }
 
-/// Routes one request and logs it.
-pub(super) async fn handle(routes: &Routes, request: Request<Incoming>) -> Response<Body> {
+/// Routes one request, which `arrived` (the first byte of its head; on a new connection, when
+/// it was accepted), and logs it.
+pub(super) async fn handle(
+    routes: &Routes,
+    request: Request<Incoming>,
+    arrived: Instant,
+) -> Response<Body> {
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let (response, uid) = match routes {
-        Routes::Webhook(shared) => webhook(shared, request).await,
+        Routes::Webhook(shared) => webhook(shared, request, arrived).await,
         Routes::Probes(probes) => (probe(probes, &request), None),
     };
     tracing::debug!(
@@ -56,6 +63,7 @@ pub(super) async fn handle(routes: &Routes, request: Request<Incoming>) -> Respo
 async fn webhook(
     shared: &Arc<Shared>,
     request: Request<Incoming>,
+    arrived: Instant,
 ) -> (Response<Body>, Option<String>) {
     let path = request.uri().path();
     if let Some(webhook) = WebhookKind::from_path(path) {
@@ -65,7 +73,7 @@ async fn webhook(
         if !shared.allow_all && !shared.state.is_ready() {
             return not_ready(shared, webhook);
         }
-        return review(shared, webhook, request).await;
+        return review(shared, webhook, request, arrived).await;
     }
     let response = match path {
         "/healthz" => healthz(request.method(), Ok(())),
@@ -156,18 +164,22 @@ fn not_ready(shared: &Shared, webhook: WebhookKind) -> (Response<Body>, Option<S
     (closing(response), None)
 }
 
-/// One review: its body (within the shared budget and its own deadline), an evaluation
-/// slot, its JSON read within the memory budget, its evaluation, all within the review's
-/// timeout.
+/// One review: its body (within the shared budget and its own deadline), its triage (answered
+/// at once when no policy may select it), an evaluation slot in its namespace's turn, its JSON
+/// read within the memory budget and its evaluation on a thread of the evaluation pool, all
+/// within the review's timeout, counted from its arrival.
 async fn review(
     shared: &Arc<Shared>,
     webhook: WebhookKind,
     request: Request<Incoming>,
+    arrived: Instant,
 ) -> (Response<Body>, Option<String>) {
     let started = Instant::now();
     let timeout = review_timeout(request.uri().query(), shared.default_review_timeout);
-    // At most 30 s from now: no overflow whatever the client asked.
-    let deadline = tokio::time::Instant::now() + timeout;
+    // From the review's arrival, as kube-apiserver counts its own timeout: time spent before
+    // the server read the head (a busy runtime, the TLS handshake) is not given again. At
+    // most 30 s: no overflow whatever the client asked.
+    let deadline = tokio::time::Instant::from_std(arrived) + timeout;
     let limit = shared.limits.max_body_bytes;
     let answered = |reply: Reply| {
         shared
@@ -267,7 +279,24 @@ async fn review(
         }
     };
 
-    let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone())).await
+    if shared.allow_all {
+        let reply = answered(admission::allow_all(&body));
+        return (reply_response(reply.status, reply.body), reply.uid);
+    }
+    // Triage (see `crate::triage`): a review no policy may select is answered here, at once,
+    // without a slot or a thread of the pool: a tenant's flood of costly reviews never makes
+    // it wait. The others take their turn among the slots by namespace.
+    let policies = shared.state.current();
+    let identity = triage::identify(&body);
+    if let Some(reply) = identity
+        .as_ref()
+        .and_then(|identity| triage::unselected(identity, webhook, &policies))
+    {
+        return observed(shared, webhook, reply, started);
+    }
+    let flow = identity.as_ref().map_or("", triage::Identity::flow);
+    let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone(), flow))
+        .await
     {
         Ok(Ok(slot)) => slot,
         Ok(Err(_closed)) => {
@@ -282,33 +311,98 @@ async fn review(
         }
         Err(_) => return timed_out(webhook, timeout, "waiting for an evaluation slot"),
     };
-    if shared.allow_all {
-        let reply = answered(admission::allow_all(&body));
-        return (reply_response(reply.status, reply.body), reply.uid);
-    }
-    // Read within the memory budget, then the body and its share of the budget are let go:
-    // the review never holds its text and its evaluation at once.
-    let read = admission::read(&body, &shared.limits);
-    drop(body);
-    drop(reservation);
-    let request = match read {
-        Ok(request) => request,
-        Err(reply) => {
-            let reply = answered(*reply);
-            tracing::debug!(
-                webhook = webhook.path(),
-                status = reply.status,
-                uid = reply.uid.as_deref().unwrap_or(""),
-                "a review that cannot be answered"
-            );
-            return (reply_response(reply.status, reply.body), reply.uid);
-        }
+    let job = Job {
+        shared: shared.clone(),
+        webhook,
+        policies,
+        deadline,
+        timeout,
     };
-    // Evaluated on this task: no hand-off to another thread. A program is bounded by its fuel
-    // and a lookup by the deadline, so neither holds a worker past them; the slot is given back
-    // while a lookup or a worker process is awaited.
-    let evaluation = async {
-        let policies = shared.state.current();
+    // On a thread of the evaluation pool, apart from the workers that do I/O (`pool`). The
+    // hard stop is for an evaluation that does not return: past the deadline its lookups
+    // fail, so this fires only if something ignores them.
+    let evaluation = shared.pool.run(
+        tokio::runtime::Handle::current(),
+        tokio::time::timeout_at(
+            deadline + EVALUATION_GRACE,
+            job.evaluate(body, reservation, slot),
+        ),
+    );
+    match evaluation.await {
+        Ok(Ok(reply)) => observed(shared, webhook, reply, started),
+        Ok(Err(_)) => timed_out(webhook, timeout, "evaluating"),
+        Err(error) => {
+            tracing::error!(webhook = webhook.path(), %error, "an evaluation failed");
+            (
+                failure(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalError",
+                    "the evaluation failed",
+                ),
+                None,
+            )
+        }
+    }
+}
+
+/// A review's answer, counted in the metrics.
+fn observed(
+    shared: &Shared,
+    webhook: WebhookKind,
+    reply: Reply,
+    started: Instant,
+) -> (Response<Body>, Option<String>) {
+    let (operation, kind) = match &reply.request {
+        Some((operation, kind)) => (Some(*operation), Some(kind.as_str())),
+        None => (None, None),
+    };
+    shared.metrics.observe_review(
+        webhook,
+        &reply,
+        operation,
+        kind,
+        started.elapsed().as_secs_f64(),
+    );
+    (reply_response(reply.status, reply.body), reply.uid)
+}
+
+/// What a review's evaluation needs besides its body and slot, owned: it runs on a thread of
+/// the evaluation pool.
+struct Job {
+    shared: Arc<Shared>,
+    webhook: WebhookKind,
+    policies: Arc<kanon_engine::PolicySet>,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+}
+
+impl Job {
+    /// Reads the review within the memory budget (then the body and its share of the body
+    /// budget are let go: the review never holds its text and its evaluation at once) and
+    /// evaluates it, giving the slot back while a lookup or a worker process is awaited.
+    async fn evaluate(self, body: Bytes, reservation: Reservation, slot: Slot) -> Reply {
+        let Job {
+            shared,
+            webhook,
+            policies,
+            deadline,
+            timeout,
+        } = self;
+        let read = admission::read(&body, &shared.limits);
+        drop(body);
+        drop(reservation);
+        let request = match read {
+            Ok(request) => request,
+            Err(reply) => {
+                tracing::debug!(
+                    webhook = webhook.path(),
+                    status = reply.status,
+                    uid = reply.uid.as_deref().unwrap_or(""),
+                    "a review that cannot be answered"
+                );
+                return *reply;
+            }
+        };
         // The engine stops running policies at the deadline; those left fail under their own
         // failure policy, and the answer is still a verdict.
         let until = deadline.into_std();
@@ -325,25 +419,6 @@ async fn review(
             )));
         let recorder = shared.recorder.get().map(|r| r.as_ref());
         admission::answer_recording(request, webhook, &policies, &evaluation, recorder).await
-    };
-    // The hard stop is for an evaluation that does not return: past the deadline its lookups
-    // fail, so this fires only if something ignores them.
-    match tokio::time::timeout_at(deadline + EVALUATION_GRACE, evaluation).await {
-        Ok(reply) => {
-            let (operation, kind) = match &reply.request {
-                Some((operation, kind)) => (Some(*operation), Some(kind.as_str())),
-                None => (None, None),
-            };
-            shared.metrics.observe_review(
-                webhook,
-                &reply,
-                operation,
-                kind,
-                started.elapsed().as_secs_f64(),
-            );
-            (reply_response(reply.status, reply.body), reply.uid)
-        }
-        Err(_) => timed_out(webhook, timeout, "evaluating"),
     }
 }
 

@@ -16,6 +16,7 @@ mod chart;
 mod custom_kinds;
 mod env;
 mod exceptions;
+mod fairness;
 mod faults;
 mod library;
 mod lifecycle;
@@ -92,6 +93,7 @@ fn main() {
         exceptions::SCENARIOS,
         audit::SCENARIOS,
         limits::SCENARIOS,
+        fairness::SCENARIOS,
         schema::SCENARIOS,
         chart::SCENARIOS,
         faults::SCENARIOS,

@@ -155,10 +155,10 @@ impl CelOverrideRule {
         &self,
         inputs: Inputs<'_>,
         working: &mut Json,
-        interrupted: &(dyn Fn() -> bool + Sync),
+        meter: &mut Meter<'_>,
         apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
     ) -> Result<usize, RuleError> {
-        let outcome = self.run(inputs, working, interrupted, true, apply);
+        let outcome = self.run(inputs, working, meter, true, apply);
         match outcome.errors.into_iter().next() {
             Some(error) => Err(error),
             None => Ok(outcome.applied),
@@ -171,21 +171,20 @@ impl CelOverrideRule {
         &self,
         inputs: Inputs<'_>,
         working: &mut Json,
-        interrupted: &(dyn Fn() -> bool + Sync),
+        meter: &mut Meter<'_>,
         apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
     ) -> EachApplied {
-        self.run(inputs, working, interrupted, false, apply)
+        self.run(inputs, working, meter, false, apply)
     }
 
     fn run(
         &self,
         inputs: Inputs<'_>,
         working: &mut Json,
-        interrupted: &(dyn Fn() -> bool + Sync),
+        meter: &mut Meter<'_>,
         stop_at_error: bool,
         mut apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
     ) -> EachApplied {
-        let mut meter = Meter::new(interrupted);
         let mut outcome = EachApplied::default();
         if !self.match_conditions.is_empty() {
             let mut activation = Inputs {
@@ -193,7 +192,7 @@ impl CelOverrideRule {
                 ..inputs
             }
             .activation(&self.variables);
-            match matches(&self.match_conditions, &mut activation, &mut meter) {
+            match matches(&self.match_conditions, &mut activation, meter) {
                 Ok(true) => {}
                 Ok(false) => return outcome,
                 Err(error) => {
@@ -237,11 +236,11 @@ impl CelOverrideRule {
                                 message,
                             }),
                     },
-                    Err(CallError::OutOfBudget) => {
-                        outcome.errors.push(out_of_budget(&mutation.field));
+                    Err(CallError::Failed(error)) => Err(failed(mutation, error.to_string())),
+                    Err(spent) => {
+                        outcome.errors.push(out_of_budget(&mutation.field, spent));
                         return outcome;
                     }
-                    Err(CallError::Failed(error)) => Err(failed(mutation, error.to_string())),
                 }
             };
             let result = change.and_then(|change| apply(working, change, &mutation.field));

@@ -197,9 +197,9 @@ impl CelValidateRule {
     pub(crate) fn evaluate(
         &self,
         inputs: Inputs<'_>,
-        interrupted: &(dyn Fn() -> bool + Sync),
+        meter: &mut Meter<'_>,
     ) -> Result<CelVerdict, RuleError> {
-        let checked = self.check(inputs, interrupted)?;
+        let checked = self.check(inputs, meter)?;
         let mut verdict = CelVerdict {
             skipped: checked.skipped,
             ..CelVerdict::default()
@@ -228,16 +228,16 @@ impl CelValidateRule {
     }
 
     /// Runs the rule on one request and says what each validation and audit annotation
-    /// found. Errors: a match condition that could not be evaluated (and none false), or the
-    /// rule's whole budget spent (no further expression runs), as kube-apiserver gives them.
+    /// found, drawing on `meter` (the policy's budget on this request). Errors: a match
+    /// condition that could not be evaluated (and none false), or the budget spent (no further
+    /// expression runs), as kube-apiserver gives them.
     pub(crate) fn check(
         &self,
         inputs: Inputs<'_>,
-        interrupted: &(dyn Fn() -> bool + Sync),
+        meter: &mut Meter<'_>,
     ) -> Result<Checked, RuleError> {
-        let mut meter = Meter::new(interrupted);
         let mut activation = inputs.activation(&self.variables);
-        if !matches(&self.match_conditions, &mut activation, &mut meter)? {
+        if !matches(&self.match_conditions, &mut activation, meter)? {
             return Ok(Checked {
                 skipped: true,
                 ..Checked::default()
@@ -249,17 +249,17 @@ impl CelValidateRule {
             let check = match meter.run(|budget| program.eval_with(&mut activation, budget)) {
                 Ok(Value::Bool(true)) => Check::Holds,
                 Ok(Value::Bool(false)) => {
-                    let message = self.message(validation, &mut activation, &mut meter);
+                    let message = self.message(validation, &mut activation, meter);
                     Check::Fails(message, validation.reason)
                 }
                 Ok(other) => Check::Error(failed(
                     &validation.expression,
                     format!("expected a bool, got {}", other.type_of()),
                 )),
-                Err(CallError::OutOfBudget) => return Err(out_of_budget(&self.field)),
                 Err(CallError::Failed(error)) => {
                     Check::Error(failed(&validation.expression, error.to_string()))
                 }
+                Err(spent) => return Err(out_of_budget(&self.field, spent)),
             };
             checked.checks.push(check);
         }
@@ -275,8 +275,8 @@ impl CelValidateRule {
                     expression,
                     format!("expected a string or null, got {}", other.type_of()),
                 )),
-                Err(CallError::OutOfBudget) => return Err(out_of_budget(&self.field)),
                 Err(CallError::Failed(error)) => Err(failed(expression, error.to_string())),
+                Err(spent) => return Err(out_of_budget(&self.field, spent)),
             };
             checked.annotations.push((key.clone(), value));
         }
@@ -332,10 +332,10 @@ pub(crate) fn matches(
                     )
                 });
             }
-            Err(CallError::OutOfBudget) => return Err(out_of_budget(&condition.expression.field)),
             Err(CallError::Failed(error)) => {
                 first_error.get_or_insert_with(|| failed(&condition.expression, error.to_string()));
             }
+            Err(spent) => return Err(out_of_budget(&condition.expression.field, spent)),
         }
     }
     match first_error {
@@ -355,11 +355,16 @@ pub(crate) fn failed(expression: &Expression, cause: String) -> RuleError {
     }
 }
 
-/// kube-apiserver's wording when a policy's whole budget is spent.
-pub(crate) fn out_of_budget(field: &str) -> RuleError {
+/// The error of an expression stopped by a spent budget: kube-apiserver's wording when the
+/// policy's is spent, the same words naming the review's ceiling when that is.
+pub(crate) fn out_of_budget(field: &str, spent: CallError) -> RuleError {
+    let message = match spent {
+        CallError::OutOfReviewBudget(message) => message,
+        _ => "validation failed due to running out of cost budget, no further validation rules will be run".to_owned(),
+    };
     RuleError::Cel {
         field: field.to_owned(),
-        message: "validation failed due to running out of cost budget, no further validation rules will be run".to_owned(),
+        message,
     }
 }
 
