@@ -358,6 +358,7 @@ mod tests {
             namespace,
             policy: "p",
             confined_to,
+            label_selector: None,
         }
     }
 
