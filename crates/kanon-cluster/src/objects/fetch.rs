@@ -65,13 +65,16 @@ pub(super) fn size(bytes: usize) -> String {
     }
 }
 
+/// Objects asked for in a listing's first page.
+const FIRST_PAGE: u32 = 16;
+
 /// The bounds of one read.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Bounds {
     /// The most the answers' bodies may hold together, and the most their objects may take
     /// decoded.
     pub(super) bytes: usize,
-    /// Objects asked for per LIST page.
+    /// The most objects asked for per LIST page.
     pub(super) page_objects: u32,
 }
 
@@ -123,7 +126,9 @@ pub(super) async fn list(
     bounds: Bounds,
 ) -> Result<Fetched, ReadError> {
     let url = <DynamicObject as kube::Resource>::url_path(resource, namespace);
-    let mut params = ListParams::default().limit(bounds.page_objects);
+    // A first page of a few objects tells their size; later pages ask for about what is left
+    // of the bound, so that the apiserver never builds a page much larger than kanon reads.
+    let mut params = ListParams::default().limit(FIRST_PAGE.min(bounds.page_objects));
     if let Some(selector) = selector {
         params = params.labels(selector);
     }
@@ -150,6 +155,9 @@ pub(super) async fn list(
             Some(token) => params.continue_token = Some(token),
             None => break,
         }
+        let each = received / objects.len().max(1);
+        let fits = bounds.bytes.saturating_sub(received) / each.max(1) + 1;
+        params.limit = Some(fits.clamp(1, bounds.page_objects as usize) as u32);
     }
     let key = |o: &Arc<Value>| {
         let text = |p: &str| {

@@ -59,7 +59,8 @@ pub struct ObjectConfig {
     /// twice `read_max_bytes` while it runs), the cache, and reads reviews still hold. Raised
     /// to twice `read_max_bytes` if below.
     pub memory_bytes: usize,
-    /// Objects asked for per LIST page.
+    /// The most objects asked for per LIST page (the first asks for at most 16; later ones
+    /// for about what is left of `read_max_bytes`, by the size of the objects so far).
     pub page_objects: u32,
 }
 
@@ -72,7 +73,7 @@ impl Default for ObjectConfig {
             unknown_type_ttl: Duration::from_secs(30),
             read_max_bytes: DEFAULT_READ_MAX_BYTES,
             memory_bytes: DEFAULT_MEMORY_BYTES,
-            page_objects: 100,
+            page_objects: 500,
         }
     }
 }
