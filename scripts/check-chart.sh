@@ -101,13 +101,16 @@ grep -q 'networkPolicy.apiserver.from is empty' <<<"$err" \
   || fail "networkPolicy.enabled without networkPolicy.apiserver.from: unexpected error: $err"
 
 # The memory limit is derived from kanon's bounds (values.yaml, `resources`): base + body buffer
-# + slots x 2 x review budget + connections x 64 KiB + program workers x their memory.
-expected=$(( 64 + 32 + 2 * 2 * 24 + (1024 * 64 + 1023) / 1024 + 2 * 128 ))
+# + slots x 2 x review budget + connections x 64 KiB + program workers x their memory + the
+# objects read for references.
+expected=$(( 64 + 32 + 2 * 2 * 24 + (1024 * 64 + 1023) / 1024 + 2 * 128 + 32 ))
 grep -q "memory: ${expected}Mi" "$default" || fail "the derived memory limit ${expected}Mi"
 grep -q -- '--max-concurrent-reviews=2' "$default" || fail "kanon runs with the slots the limit counts"
 grep -q -- '--max-review-memory-mib=24' "$default" || fail "kanon runs with the review budget the limit counts"
 grep -q -- '--body-buffer-mib=32' "$default" || fail "kanon runs with the body buffer the limit counts"
 grep -q -- '--max-connections=1024' "$default" || fail "kanon runs with the connection cap the limit counts"
+grep -q -- '--object-cache-mib=32' "$default" || fail "kanon runs with the lookup memory the limit counts"
+grep -q -- '--object-read-max-mib=4' "$default" || fail "kanon runs with the bound on one object read"
 grep -q 'memory: 1Gi' "$out/client-certificates.yaml" || fail "a memory limit given is kept"
 # Probes on the metrics port (plain HTTP, its own thread), never on the webhook port, which may
 # require client certificates.

@@ -129,7 +129,7 @@ limit. In MiB.
 {{- $reviews := mul $s.maxConcurrentReviews 2 $s.maxReviewMemoryMiB }}
 {{- $connections := div (add (mul $s.maxConnections 64) 1023) 1024 }}
 {{- $programs := mul .Values.programs.workers .Values.programs.memoryMiB }}
-{{- add $s.baseMiB $s.bodyBufferMiB $reviews $connections $programs }}
+{{- add $s.baseMiB $s.bodyBufferMiB $reviews $connections $programs .Values.lookups.objectCacheMiB }}
 {{- end }}
 
 {{/*

@@ -1,33 +1,15 @@
 //! Objects read from the apiserver as policies see them: JSON documents with their
 //! `apiVersion` and `kind` set (list items leave them out) and without
 //! `metadata.managedFields`, which are skipped while the answer is decoded (no typed object and
-//! no second copy is built). Object lookups and the audit read through here.
+//! no second copy is built). The audit reads through here; object lookups decode the same
+//! way with their memory charged (`objects::decode`).
 
 use kube::Client;
-use kube::api::{DynamicObject, GetParams, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::core::ApiResource;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
-
-/// The object `name` of `resource` (in `namespace`, for a namespaced type); `None` when the
-/// apiserver has none (404).
-pub async fn get(
-    client: &Client,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-    name: &str,
-) -> Result<Option<Value>, kube::Error> {
-    let url = <DynamicObject as kube::Resource>::url_path(resource, namespace);
-    let request = kube::core::Request::new(url)
-        .get(name, &GetParams::default())
-        .map_err(kube::Error::BuildRequest)?;
-    match client.request::<Document>(request).await {
-        Ok(document) => Ok(Some(typed(document, resource))),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(error) => Err(error),
-    }
-}
 
 /// One LIST of `resource` (in `namespace`, or everywhere) with `params`: the objects and the
 /// token of the next page (`None`: this was the last).

@@ -115,6 +115,10 @@ pub struct ObjectQuery<'a> {
     /// The namespace of a namespaced policy: objects of namespaced types are read only there
     /// (cluster-scoped objects are readable by every policy). `None` for cluster policies.
     pub confined_to: Option<&'a str>,
+    /// For a listing, the label selector its objects are kept by, in the apiserver's
+    /// `labelSelector` syntax, so that the implementation can read only those (the apiserver
+    /// filters). It may also return others: the engine filters again. `None`: every object.
+    pub label_selector: Option<&'a str>,
 }
 
 impl ObjectQuery<'_> {

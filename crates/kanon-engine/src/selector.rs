@@ -8,6 +8,8 @@ use crate::document::scalar_text;
 use crate::error::FieldError;
 use crate::pointer;
 
+mod query;
+
 /// The identity of an object as selectors see it.
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectView<'a> {

@@ -44,6 +44,18 @@ pub struct LookupArgs {
     /// How long an object read through the apiserver is reused, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     object_cache_ttl_ms: u64,
+    /// The most one object read may hold, in MiB: an object, or the objects a label selector
+    /// lists (the apiserver's answers, and the objects decoded); past it the lookup fails and
+    /// the policy fails under its `failurePolicy`.
+    #[arg(long, value_name = "MIB", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    object_read_max_mib: u64,
+    /// The most the objects read for references take together, in MiB: reads in progress
+    /// (each reserves twice `--object-read-max-mib`), cached, or still held by reviews. At
+    /// least twice `--object-read-max-mib`.
+    #[arg(long, value_name = "MIB", default_value_t = 32,
+          value_parser = clap::value_parser!(u64).range(2..=65_536))]
+    object_cache_mib: u64,
     /// Networks HTTP references may reach although they are loopback, link-local, private or
     /// metadata addresses (refused by default); repeat for several, e.g. `10.0.0.0/8`.
     #[arg(long = "http-allow-cidr", value_name = "CIDR")]
@@ -317,6 +329,8 @@ pub fn lookups(
         ObjectConfig {
             ttl: Duration::from_millis(args.object_cache_ttl_ms),
             allow_secrets: args.allow_secret_lookups,
+            read_max_bytes: (args.object_read_max_mib << 20) as usize,
+            memory_bytes: (args.object_cache_mib << 20) as usize,
             ..ObjectConfig::default()
         },
         metrics.clone(),

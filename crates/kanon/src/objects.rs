@@ -143,6 +143,7 @@ mod tests {
             namespace: None,
             policy: "",
             confined_to: None,
+            label_selector: None,
         }
     }
 

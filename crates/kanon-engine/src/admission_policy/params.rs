@@ -141,6 +141,7 @@ impl Params {
             namespace,
             policy,
             confined_to: None,
+            label_selector: None,
         };
         let found: Vec<Arc<Value>> = match &reference.choice {
             Choice::Name(name) => lookup

@@ -44,6 +44,7 @@ impl<'a> NamespaceLabels<'a> {
                         namespace: None,
                         policy: "",
                         confined_to: None,
+                        label_selector: None,
                     };
                     match self.lookup.get(query, ns).await {
                         Ok(Some(object)) => Ok(Some(object)),

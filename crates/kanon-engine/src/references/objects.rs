@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::target::{SelectorTarget, Target};
 use super::text::Text;
 use super::{CompiledRef, RefScope};
+use crate::lookup::ObjectQuery;
 use crate::rule::RuleError;
 use crate::selector::{LabelMatcher, labels_of};
 
@@ -103,9 +104,16 @@ impl CompiledRef {
                 matcher
             }
         };
+        // The apiserver filters by the selector (the lookup may use it); the filter below
+        // stays, for lookups that do not.
+        let selector_text = selector.query_text();
+        let query = ObjectQuery {
+            label_selector: selector_text.as_deref(),
+            ..self.query(scope, &api_version, &kind, namespace.as_deref())
+        };
         let listed = scope
             .lookup
-            .list(self.query(scope, &api_version, &kind, namespace.as_deref()))
+            .list(query)
             .await
             .map_err(|e| self.lookup_error(&at, e))?;
         let items: Vec<Value> = listed

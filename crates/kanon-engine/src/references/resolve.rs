@@ -112,6 +112,7 @@ impl CompiledRef {
             namespace,
             policy: scope.policy,
             confined_to: self.own_namespace.as_deref(),
+            label_selector: None,
         }
     }
 

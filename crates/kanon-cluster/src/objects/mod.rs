@@ -8,24 +8,36 @@
 //! and the cache (`ttl`, a few seconds by default) absorbs bursts such as a Deployment's Pods all
 //! looking up the same owner. An object changed within the TTL may be seen as it was.
 //!
+//! What a read may hold is bounded in bytes, since a tenant's policy chooses what is read: a
+//! listing by label selector is filtered by the apiserver and paged, one read (an object or a
+//! listing) holds at most `read_max_bytes` (past it the lookup fails, naming the bound), every
+//! read held at once — in progress, cached or still used by reviews — at most `memory_bytes`
+//! ([`memory`]), and reads of the same key at the same time are one read ([`flight`]).
+//!
 //! The operator's limits are applied here, whatever the engine asked: Secrets are refused
 //! unless allowed, and a namespaced policy (`confined_to`) reads namespaced types only in its
 //! own namespace.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod decode;
+mod fetch;
+mod flight;
+mod memory;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kanon_engine::LookupError;
 use kanon_engine::{LookupFuture, ObjectQuery};
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 use crate::discovery::{DiscoveryError, ServedType, ServedTypes};
-use crate::documents;
 use crate::metrics::{ClusterMetrics, LookupSource};
+use fetch::{Bounds, Read, ReadError};
+use flight::Flights;
+use memory::{Held, Limits, Store};
 
 /// Limits and cache sizes of object reads.
 #[derive(Debug, Clone)]
@@ -39,6 +51,17 @@ pub struct ObjectConfig {
     /// How long a type the apiserver does not serve is remembered as unknown (a CRD may be
     /// installed meanwhile).
     pub unknown_type_ttl: Duration,
+    /// The most one read may hold, in bytes: the JSON the apiserver sends for an object or a
+    /// listing (all its pages), and its objects once decoded, each. Past it the lookup fails
+    /// naming the bound, and the policy fails under its `failurePolicy`.
+    pub read_max_bytes: usize,
+    /// The most every read held at once may take, in bytes: reads in progress (each reserves
+    /// twice `read_max_bytes` while it runs), the cache, and reads reviews still hold. Raised
+    /// to twice `read_max_bytes` if below.
+    pub memory_bytes: usize,
+    /// The most objects asked for per LIST page (the first asks for at most 16; later ones
+    /// for about what is left of `read_max_bytes`, by the size of the objects so far).
+    pub page_objects: u32,
 }
 
 impl Default for ObjectConfig {
@@ -48,18 +71,34 @@ impl Default for ObjectConfig {
             cache_entries: 4096,
             allow_secrets: false,
             unknown_type_ttl: Duration::from_secs(30),
+            read_max_bytes: DEFAULT_READ_MAX_BYTES,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            page_objects: 500,
         }
     }
 }
 
-/// `(apiVersion, kind, namespace, name)`; the name is `None` for a listing.
-type ReadKey = (String, String, Option<String>, Option<String>);
+/// The default bound on one read: room for two objects at etcd's limit (1.5 MiB; as JSON,
+/// with base64 `binaryData`, up to 2 MiB), or a thousand ConfigMaps of a few KiB, which is
+/// more than a policy reads to decide on one request; an object larger than this is refused
+/// by kube-apiserver anyway (its request limit is 3 MiB).
+pub const DEFAULT_READ_MAX_BYTES: usize = 4 << 20;
 
-#[derive(Debug, Clone)]
-enum Read {
-    One(Option<Arc<Value>>),
-    Many(Vec<Arc<Value>>),
-}
+/// The default bound on what reads hold together: four reads at their bound in progress at
+/// once (each reserves 8 MiB), or a cache of thousands of typical objects.
+pub const DEFAULT_MEMORY_BYTES: usize = 32 << 20;
+
+/// `(apiVersion, kind, namespace, name, labelSelector)`; the name is `None` for a listing.
+type ReadKey = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// What a read's callers get: its objects, or why there are none.
+type Outcome = Result<Arc<Held>, LookupError>;
 
 /// Reads cluster objects for policies.
 pub struct ObjectReader {
@@ -67,7 +106,8 @@ pub struct ObjectReader {
     config: ObjectConfig,
     metrics: ClusterMetrics,
     served: ServedTypes,
-    reads: Mutex<HashMap<ReadKey, (Instant, Read)>>,
+    store: Arc<Store<ReadKey>>,
+    flights: Arc<Flights<ReadKey, Outcome>>,
 }
 
 impl std::fmt::Debug for ObjectReader {
@@ -93,10 +133,20 @@ fn lookup_error(what: String, error: kube::Error) -> LookupError {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
+/// A failed read as a lookup error about `what`; one over its bound says which bound.
+fn read_error(what: String, error: ReadError) -> LookupError {
+    match error {
+        ReadError::Api(error) => lookup_error(what, error),
+        error @ ReadError::TooLarge { .. } => LookupError::Failed {
+            what,
+            message: format!(
+                "{error} (kanon serve --object-read-max-mib); a label selector that matches fewer objects reads less"
+            ),
+        },
+        error @ ReadError::Decode(_) => LookupError::Failed {
+            what,
+            message: error.to_string(),
+        },
     }
 }
 
@@ -132,12 +182,23 @@ fn read_scope(
 impl ObjectReader {
     /// A reader over `client`.
     pub fn new(client: Client, config: ObjectConfig, metrics: ClusterMetrics) -> Self {
+        let read_max_bytes = config.read_max_bytes.clamp(1, 1 << 30);
+        let store = Store::new(Limits {
+            bytes: config.memory_bytes,
+            reservation: 2 * read_max_bytes,
+            ttl: config.ttl,
+            entries: config.cache_entries,
+        });
         ObjectReader {
             served: ServedTypes::new(client.clone(), config.unknown_type_ttl),
             client,
-            config,
+            config: ObjectConfig {
+                read_max_bytes,
+                ..config
+            },
             metrics,
-            reads: Mutex::new(HashMap::new()),
+            store: Arc::new(store),
+            flights: Arc::default(),
         }
     }
 
@@ -170,32 +231,6 @@ impl ObjectReader {
             })
     }
 
-    fn cached(&self, key: &ReadKey) -> Option<Read> {
-        let reads = lock(&self.reads);
-        let (at, read) = reads.get(key)?;
-        (at.elapsed() < self.config.ttl).then(|| read.clone())
-    }
-
-    fn remember(&self, key: ReadKey, read: Read) {
-        if self.config.ttl.is_zero() || self.config.cache_entries == 0 {
-            return;
-        }
-        let mut reads = lock(&self.reads);
-        if reads.len() >= self.config.cache_entries {
-            let ttl = self.config.ttl;
-            reads.retain(|_, (at, _)| at.elapsed() < ttl);
-            if reads.len() >= self.config.cache_entries
-                && let Some(oldest) = reads
-                    .iter()
-                    .min_by_key(|(_, (at, _))| *at)
-                    .map(|(k, _)| k.clone())
-            {
-                reads.remove(&oldest);
-            }
-        }
-        reads.insert(key, (Instant::now(), read));
-    }
-
     async fn read(&self, query: ObjectQuery<'_>, name: Option<&str>) -> Result<Read, LookupError> {
         let what = query.describe(name);
         let result = async {
@@ -208,38 +243,29 @@ impl ObjectReader {
                 // find in the object's namespace), as offline.
                 return Ok(Read::One(None));
             }
+            let selector = match name {
+                Some(_) => None,
+                None => query.label_selector.map(str::to_string),
+            };
             let key: ReadKey = (
                 query.api_version.to_string(),
                 query.kind.to_string(),
-                namespace.clone(),
+                namespace,
                 name.map(str::to_string),
+                selector,
             );
-            if let Some(read) = self.cached(&key) {
+            if let Some(held) = self.store.cached(&key) {
                 self.metrics.lookup_hit(LookupSource::Objects);
-                return Ok(read);
+                return Ok(held.read.clone());
             }
-            let (client, resource) = (&self.client, &served.resource);
-            let started = Instant::now();
-            let read = match name {
-                Some(name) => documents::get(client, resource, namespace.as_deref(), name)
-                    .await
-                    .map(|found| Read::One(found.map(Arc::new))),
-                None => documents::list(
-                    client,
-                    resource,
-                    namespace.as_deref(),
-                    &ListParams::default(),
-                )
-                .await
-                .map(|(objects, _)| Read::Many(objects.into_iter().map(Arc::new).collect())),
+            let (flight, joined) = self.flights.join(&key, || {
+                self.fetch(key.clone(), served.resource, what.clone())
+            });
+            if joined {
+                // Served without a round trip of its own, as a cache hit is.
+                self.metrics.lookup_hit(LookupSource::Objects);
             }
-            .map_err(|e| lookup_error(what.clone(), e));
-            self.metrics
-                .lookup_miss(LookupSource::Objects, started.elapsed(), &read);
-            if let Ok(read) = &read {
-                self.remember(key, read.clone());
-            }
-            read
+            flight.await.map(|held| held.read.clone())
         }
         .await;
         if let Err(e) = &result
@@ -252,6 +278,41 @@ impl ObjectReader {
             self.metrics.lookup_error(LookupSource::Objects, e);
         }
         result
+    }
+
+    /// The read of `key` from the apiserver, within the memory bound, cached when done.
+    fn fetch(
+        &self,
+        key: ReadKey,
+        resource: ApiResource,
+        what: String,
+    ) -> impl std::future::Future<Output = Outcome> + Send + 'static {
+        let (client, store, metrics) = (
+            self.client.clone(),
+            self.store.clone(),
+            self.metrics.clone(),
+        );
+        let bounds = Bounds {
+            bytes: self.config.read_max_bytes,
+            page_objects: self.config.page_objects,
+        };
+        async move {
+            let reservation = store.reserve().await;
+            let started = Instant::now();
+            let (_, _, namespace, name, selector) = &key;
+            let fetched = match name {
+                Some(name) => {
+                    fetch::get(&client, &resource, namespace.as_deref(), name, bounds).await
+                }
+                None => {
+                    let selector = selector.as_deref();
+                    fetch::list(&client, &resource, namespace.as_deref(), selector, bounds).await
+                }
+            }
+            .map_err(|e| read_error(what, e));
+            metrics.lookup_miss(LookupSource::Objects, started.elapsed(), &fetched);
+            Ok(store.keep(key, fetched?, reservation))
+        }
     }
 
     /// The object named `name`; `Ok(None)` when it does not exist.
@@ -268,23 +329,13 @@ impl ObjectReader {
         })
     }
 
-    /// The objects of the query's type and namespace, ordered by namespace and name.
+    /// The objects of the query's type and namespace that its label selector matches (the
+    /// apiserver filters; every object without one), ordered by namespace and name.
     pub fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
         Box::pin(async move {
+            // Ordered when read.
             match self.read(query, None).await? {
-                Read::Many(mut items) => {
-                    let key = |o: &Arc<Value>| {
-                        let text = |p: &str| {
-                            o.pointer(p)
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_string()
-                        };
-                        (text("/metadata/namespace"), text("/metadata/name"))
-                    };
-                    items.sort_by_key(key);
-                    Ok(items)
-                }
+                Read::Many(items) => Ok(items),
                 Read::One(_) => Ok(Vec::new()),
             }
         })
@@ -358,6 +409,7 @@ mod tests {
             namespace,
             policy: "p",
             confined_to,
+            label_selector: None,
         }
     }
 
