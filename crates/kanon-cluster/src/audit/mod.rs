@@ -550,12 +550,13 @@ impl Auditor {
         if scopes.is_empty() {
             return;
         }
-        let (written, errors) = leading.writer.write(&leading.book, scopes).await;
-        for error in &errors {
+        let writes = leading.writer.write(&leading.book, scopes).await;
+        for error in &writes.errors {
             tracing::warn!(%error, "cannot write an audit report");
         }
-        leading.errors += errors.len();
-        self.metrics.writes(written, errors.len());
+        leading.errors += writes.errors.len();
+        self.metrics.writes(writes.written, writes.errors.len());
+        self.metrics.cuts(writes.cut, writes.replaced);
         self.metrics.set_results(&leading.book.tallies());
     }
 
