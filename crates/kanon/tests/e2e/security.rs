@@ -388,6 +388,7 @@ const FAMILIES: &[&str] = &[
     "kanon_audit_objects_scanned",
     "kanon_audit_leader",
     "kanon_audit_report_writes",
+    "kanon_audit_report_cuts",
 ];
 
 /// Checks every family and every label value of a scrape against the documented, bounded
@@ -489,6 +490,7 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                 ]
                 .contains(&value),
                 "certificate" => ["ca", "serving"].contains(&value),
+                "cut" => ["results", "replaced"].contains(&value),
                 "le" => value.parse::<f64>().is_ok() || value == "+Inf",
                 _ => false,
             };
