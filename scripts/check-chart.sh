@@ -33,7 +33,7 @@ variants=(
   "library-baseline|--set library.podSecurity=baseline"
   "exceptions|--set exceptions.namespaces={policy-exceptions}"
   "audit-disabled|--set audit.enabled=false --set metrics.prometheusRule.enabled=true"
-  "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.maxResults=50 --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
+  "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.pageMiB=2 --set audit.maxResults=50 --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
@@ -294,7 +294,7 @@ grep -q 'name: kanon-audit$' <<<"$(sed -n '/^roleRef:$/,$p' <<<"$binding")" || f
 grep -q 'namespace: kanon-system$' <<<"$(sed -n '/^subjects:$/,$p' <<<"$binding")" \
   || fail "audit: the Lease RoleBinding's subject is kanon's ServiceAccount"
 render="$out/audit-tuned.yaml"
-for flag in --audit-interval=0 --audit-qps=2.5 --audit-cpu=0.5 --audit-checkpoint-interval=5s --audit-page-size=100000 --report-max-results=50; do
+for flag in --audit-interval=0 --audit-qps=2.5 --audit-cpu=0.5 --audit-checkpoint-interval=5s --audit-page-size=100000 --audit-page-mib=2 --report-max-results=50; do
   grep -q -- "- $flag\$" "$render" || fail "audit: $flag from the values"
 done
 grep -A6 -- '- example.com$' <<<"$(named "$render" ClusterRole kanon)" | tr -d ' \n' | grep -q -- '-example.comresources:-widgetsverbs:-list' \
@@ -308,6 +308,7 @@ grep -Eq 'leases|openreports.io|- list$' "$render" && fail "audit disabled: no l
 grep -q 'alert: Kanon.*Audit' "$render" && fail "audit disabled: no audit alert"
 grep -q 'alert: KanonNoAuditor' "$out/monitoring.yaml" || fail "audit: the KanonNoAuditor alert"
 grep -q 'alert: KanonAuditFailing' "$out/monitoring.yaml" || fail "audit: the KanonAuditFailing alert"
+grep -q 'alert: KanonAuditReportReplaced' "$out/monitoring.yaml" || fail "audit: the KanonAuditReportReplaced alert"
 
 # The dashboard is valid JSON with an Audit row, and every kanon_ metric it and the alerts query
 # is one kanon names in its sources (`_total`, `_bucket`, `_sum`, `_count` are the exposition's
@@ -332,7 +333,7 @@ for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.
            "exceptions.namespaces={Not_A_Namespace}" "exceptions.namespaces={ops,ops}" \
            "exceptions.namespaces=ops" "exceptions.namespace=ops" \
            "audit.enabled=yes" "audit.interval=1d" "audit.interval=hourly" "audit.qps=-1" \
-           "audit.pageSize=0" "audit.maxResults=0" "audit.unknown=1" "audit.cpu=0" "audit.cpu=2" \
+           "audit.pageSize=0" "audit.pageMiB=0" "audit.maxResults=0" "audit.unknown=1" "audit.cpu=0" "audit.cpu=2" \
            "audit.checkpointInterval=often" \
            "audit.listRules[0].apiGroups={apps}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={deployments},audit.listRules[0].verbs={get}" \

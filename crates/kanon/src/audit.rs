@@ -156,6 +156,7 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
     let mut lister = Lister::new(
         client.clone(),
         reading.audit_page_size,
+        reading.page_bytes(),
         reading.audit_qps,
         CpuBudget::unlimited(),
     );

@@ -51,15 +51,24 @@ pub struct ReadingArgs {
     /// The most LIST requests per second the audit sends the apiserver.
     #[arg(long, value_name = "QPS", default_value_t = 10.0)]
     pub audit_qps: f64,
-    /// Objects per LIST request of the audit.
+    /// Objects per LIST request of the audit, at most.
     #[arg(long, value_name = "N", default_value_t = 500)]
     pub audit_page_size: u32,
+    /// The most MiB of response one LIST request of the audit may take (a page is held while
+    /// it is judged): pages of large objects hold fewer of them.
+    #[arg(long, value_name = "MIB", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub audit_page_mib: u32,
     /// The most results an audit report holds (its summary counts all of them).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     report_max_results: usize,
 }
 
 impl ReadingArgs {
+    /// The most bytes of response one LIST request of the audit may take.
+    pub fn page_bytes(&self) -> usize {
+        (self.audit_page_mib as usize).saturating_mul(1024 * 1024)
+    }
+
     /// The most results a report holds (at least one).
     pub fn max_results(&self) -> usize {
         self.report_max_results.max(1)
@@ -120,6 +129,7 @@ impl AuditArgs {
                 qps: self.reading.audit_qps,
                 cpu: self.audit_cpu,
                 page_size: self.reading.audit_page_size,
+                page_bytes: self.reading.page_bytes(),
                 max_results: self.reading.max_results(),
                 checkpoint_every: self.audit_checkpoint_interval,
                 webhook_configuration,

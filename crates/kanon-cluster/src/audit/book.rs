@@ -26,6 +26,11 @@ pub const TALLY_ANNOTATION: &str = "audit.kanon.dev/tally";
 /// results there were (the summary still counts all of them).
 pub const CUT_ANNOTATION: &str = "audit.kanon.dev/results-cut-from";
 
+/// The most bytes of a result's message a report holds: a message longer than this (one that
+/// echoes an object's data, say) is cut, ending in [`cut_message`]'s marker, so that a few
+/// objects cannot make a report too large to store nor the book large in memory.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
 /// The scope of a report: a namespace's, or `None` for cluster-scoped objects.
 pub type ReportScope = Option<String>;
 
@@ -215,6 +220,11 @@ impl KindScan {
     /// Adds what the policies found of `subject` at `now`.
     pub fn add(&mut self, subject: &Subject, findings: &[Finding], now: Timestamp) {
         self.objects += 1;
+        // An object no policy selects counts for no report: a namespace where no policy
+        // selects anything gets none (not one full of zeros).
+        if findings.is_empty() {
+            return;
+        }
         let ledger = self.ledgers.entry(subject.namespace.clone()).or_default();
         for finding in findings {
             ledger
@@ -468,7 +478,8 @@ impl Book {
         total
     }
 
-    /// The report of `scope`; `None` when the book has nothing for it (its report goes).
+    /// The report of `scope`; `None` when the book has nothing for it (its report goes),
+    /// nothing but zeros included: no policy selects anything there.
     pub fn report(&self, scope: &ReportScope) -> Option<ReportContent> {
         let kinds = self.scopes.get(scope)?;
         let mut tally = Tally::default();
@@ -476,6 +487,9 @@ impl Book {
         for ledger in kinds.values() {
             tally.merge(&ledger.tally());
             merged.extend(ledger.entries.iter());
+        }
+        if tally == Tally::default() && merged.is_empty() {
+            return None;
         }
         let attention = tally.attention();
         let results: Vec<ReportResult> = merged
@@ -565,12 +579,26 @@ fn entry_of_finding(subject: &Subject, finding: &Finding, now: Timestamp) -> Ent
         kind: subject.kind.clone(),
         name: subject.name.clone(),
         rule: finding.rule.clone().unwrap_or_default(),
-        message: finding.message.clone(),
+        message: cut_message(&finding.message),
         uid: subject.uid.clone(),
         severity: finding.severity.clone(),
         category: finding.category.clone(),
         found: now,
     }
+}
+
+/// `message`, or when longer than [`MAX_MESSAGE_BYTES`] its beginning (cut at a character
+/// boundary) followed by a marker saying how long it was; the result fits the bound.
+pub fn cut_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_string();
+    }
+    let marker = format!(" [... cut from {} bytes]", message.len());
+    let mut end = MAX_MESSAGE_BYTES.saturating_sub(marker.len());
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{marker}", &message[..end])
 }
 
 fn summary(tally: &Tally) -> ReportSummary {
@@ -622,7 +650,7 @@ fn entry_of(result: &ReportResult) -> Option<Entry> {
         kind: KindKey::new(resource.api_version.clone()?, resource.kind.clone()?),
         name: resource.name.clone()?,
         rule: result.rule.clone(),
-        message: result.message.clone(),
+        message: cut_message(&result.message),
         uid: resource.uid.clone().unwrap_or_default(),
         severity: result.severity.map(|s| Arc::from(s.as_str())),
         category: (!result.category.is_empty()).then(|| Arc::from(result.category.as_str())),
@@ -980,5 +1008,63 @@ mod tests {
             Some(&written.tally),
         );
         assert_eq!(shop(&resumed), written);
+    }
+
+    #[test]
+    fn a_namespace_no_policy_selects_gets_no_report_and_an_old_one_goes() {
+        let mut book = Book::new(10);
+        let first = scan(
+            &book,
+            &[
+                ("shop", "a", vec![finding("P/x", ResultStatus::Pass, "")]),
+                ("elsewhere", "b", vec![]),
+            ],
+            1,
+        );
+        let changed = book.finish(first);
+        assert_eq!(changed, BTreeSet::from([Some("shop".to_string())]));
+        assert!(book.report(&Some("elsewhere".to_string())).is_none());
+        // A report of zeros written before (by an earlier kanon) is not kept.
+        let zeros = r#"{"v1 Pod": {}}"#;
+        book.seed(&Some("elsewhere".to_string()), &[], Some(zeros));
+        assert!(book.report(&Some("elsewhere".to_string())).is_none());
+        // A policy that stops selecting the shop's objects leaves nothing there either.
+        let again = scan(&book, &[("shop", "a", vec![])], 2);
+        assert!(book.finish(again).contains(&Some("shop".to_string())));
+        assert!(book.report(&Some("shop".to_string())).is_none());
+    }
+
+    #[test]
+    fn a_long_message_is_cut_with_a_marker() {
+        let mut book = Book::new(10);
+        // Multi-byte characters, so that the cut must find a character boundary.
+        let echoed = "é".repeat(125_000);
+        let first = scan(
+            &book,
+            &[
+                (
+                    "shop",
+                    "a",
+                    vec![finding("P/x", ResultStatus::Fail, &echoed)],
+                ),
+                (
+                    "shop",
+                    "b",
+                    vec![finding("P/x", ResultStatus::Fail, "short")],
+                ),
+            ],
+            1,
+        );
+        book.finish(first);
+        let report = shop(&book);
+        let long = &report.results[0].message;
+        assert!(long.len() <= MAX_MESSAGE_BYTES, "{} bytes", long.len());
+        assert!(long.starts_with("éé"), "{long}");
+        assert!(long.ends_with(" [... cut from 250000 bytes]"), "{long}");
+        assert_eq!(report.results[1].message, "short");
+        assert_eq!(
+            cut_message(&"x".repeat(MAX_MESSAGE_BYTES)).len(),
+            MAX_MESSAGE_BYTES
+        );
     }
 }

@@ -27,6 +27,11 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CutLabels {
+    cut: &'static str,
+}
+
 /// How an audit ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CycleOutcome {
@@ -57,6 +62,7 @@ pub struct AuditMetrics {
     objects: Counter,
     leader: Gauge<i64, AtomicI64>,
     writes: Family<OutcomeLabels, Counter>,
+    cuts: Family<CutLabels, Counter>,
 }
 
 impl Default for AuditMetrics {
@@ -68,6 +74,11 @@ impl Default for AuditMetrics {
 impl AuditMetrics {
     /// Fresh metrics, not yet registered.
     pub fn new() -> Self {
+        let cuts = Family::<CutLabels, Counter>::default();
+        // Both series from the start, so that an alert on their increase sees the first one.
+        for cut in ["results", "replaced"] {
+            drop(cuts.get_or_create(&CutLabels { cut }));
+        }
         AuditMetrics {
             results: Family::default(),
             duration: Histogram::new([1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 10800.0]),
@@ -75,6 +86,7 @@ impl AuditMetrics {
             objects: Counter::default(),
             leader: Gauge::default(),
             writes: Family::default(),
+            cuts,
         }
     }
 
@@ -109,6 +121,12 @@ impl AuditMetrics {
             "kanon_audit_report_writes",
             "Report writes and deletions, by outcome",
             self.writes.clone(),
+        );
+        registry.register(
+            "kanon_audit_report_cuts",
+            "Reports written short, by cut: results (results cut to fit the size a report may \
+             take) or replaced (replaced by a report saying why it could not be written)",
+            self.cuts.clone(),
         );
     }
 
@@ -147,6 +165,18 @@ impl AuditMetrics {
     /// Whether this replica holds the audit Lease.
     pub fn leading(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Counts reports written with their results cut to fit their size, and reports replaced by
+    /// one saying why they could not be written.
+    pub fn cuts(&self, cut: usize, replaced: usize) {
+        for (label, n) in [("results", cut), ("replaced", replaced)] {
+            if n > 0 {
+                self.cuts
+                    .get_or_create(&CutLabels { cut: label })
+                    .inc_by(n as u64);
+            }
+        }
     }
 
     /// Counts report writes that succeeded and failed.

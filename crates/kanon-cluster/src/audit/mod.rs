@@ -2,7 +2,8 @@
 //! find goes into OpenReports reports, one per namespace.
 //!
 //! - [`scan`]: which kinds to read (from the policies' targets, through discovery), each read
-//!   in pages at `--audit-qps`, each object judged by the engine as admission judges its
+//!   in pages at `--audit-qps`, each page's response within `--audit-page-mib` (fewer objects
+//!   a page when they are large), each object judged by the engine as admission judges its
 //!   CREATE ([`kanon_engine::PolicySet::audit_in`]).
 //! - [`pace`]: LIST requests at `--audit-qps`, the audit's thread within `--audit-cpu`.
 //! - [`book`]: the findings folded per namespace and kind, bounded; the reports made of them.
@@ -109,8 +110,10 @@ pub struct AuditConfig {
     pub qps: f64,
     /// The share of one CPU the audit's thread may use (1 or more: no limit).
     pub cpu: f64,
-    /// Objects per LIST request.
+    /// Objects per LIST request, at most.
     pub page_size: u32,
+    /// Bytes of response per LIST request, at most: fewer objects when they are large.
+    pub page_bytes: usize,
     /// The most results a report holds.
     pub max_results: usize,
     /// How long after a policy change the audit starts (changes come in bursts).
@@ -135,6 +138,7 @@ impl Default for AuditConfig {
             qps: 10.0,
             cpu: 0.05,
             page_size: 500,
+            page_bytes: 8 * 1024 * 1024,
             max_results: 1000,
             settle: Duration::from_secs(5),
             checkpoint_every: Duration::from_secs(30),
@@ -376,6 +380,7 @@ impl Auditor {
         let mut lister = Lister::new(
             self.client.clone(),
             self.config.page_size,
+            self.config.page_bytes,
             self.config.qps,
             CpuBudget::new(self.config.cpu),
         );
@@ -550,12 +555,13 @@ impl Auditor {
         if scopes.is_empty() {
             return;
         }
-        let (written, errors) = leading.writer.write(&leading.book, scopes).await;
-        for error in &errors {
+        let writes = leading.writer.write(&leading.book, scopes).await;
+        for error in &writes.errors {
             tracing::warn!(%error, "cannot write an audit report");
         }
-        leading.errors += errors.len();
-        self.metrics.writes(written, errors.len());
+        leading.errors += writes.errors.len();
+        self.metrics.writes(writes.written, writes.errors.len());
+        self.metrics.cuts(writes.cut, writes.replaced);
         self.metrics.set_results(&leading.book.tallies());
     }
 

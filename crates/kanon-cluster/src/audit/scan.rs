@@ -2,6 +2,7 @@
 //! kind's objects in pages (`limit`/`continue`) at a bounded rate, and each object judged by the
 //! engine as the CREATE that made it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use serde_json::Value;
 use super::AuditError;
 use super::book::{KindKey, Subject};
 use super::pace::{CpuBudget, Pacer};
-use crate::documents;
+use crate::documents::{self, BoundedList};
 
 /// A kind the audit reads, as the apiserver serves it.
 #[derive(Debug, Clone)]
@@ -94,51 +95,168 @@ pub struct Page {
     pub next: Option<String>,
 }
 
-/// Reads kinds a page at a time, paced.
-pub struct Lister {
-    client: Client,
+/// The most bytes one object's response may take: a page of one object is read up to this even
+/// when the page bound is lower. The apiserver stores no object near it (etcd takes 1.5 MiB a
+/// request by default, kube-apiserver 3 MiB a body).
+pub const MAX_OBJECT_BYTES: usize = 8 * 1024 * 1024;
+
+/// How many objects the next LIST of a kind asks for: `page_size` at most, fewer when its
+/// objects are large, so that a page's response stays within `page_bytes`.
+#[derive(Debug, Clone)]
+pub struct PageSizer {
     page_size: u32,
-    pacer: Pacer,
-    budget: CpuBudget,
+    page_bytes: usize,
+    limit: u32,
 }
 
-impl Lister {
-    /// A lister reading `page_size` objects per request, at most `qps` requests per second,
-    /// and, before each, resting as long as `budget` asks for the work since the last.
-    pub fn new(client: Client, page_size: u32, qps: f64, budget: CpuBudget) -> Self {
-        Lister {
-            client,
-            page_size: page_size.max(1),
-            pacer: Pacer::new(qps),
-            budget,
+impl PageSizer {
+    /// Pages of at most `page_size` objects and `page_bytes` bytes of response; the first asks
+    /// for `page_size`.
+    pub fn new(page_size: u32, page_bytes: usize) -> Self {
+        let page_size = page_size.max(1);
+        PageSizer {
+            page_size,
+            page_bytes: page_bytes.max(1),
+            limit: page_size,
         }
     }
 
-    /// The page of `kind` at `token` (`None`: the first). An expired token is
+    /// The objects the next LIST asks for.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// The most bytes the next response may take: the page bound, or for a page of one object
+    /// [`MAX_OBJECT_BYTES`] if more.
+    pub fn bound(&self) -> usize {
+        if self.limit == 1 {
+            self.page_bytes.max(MAX_OBJECT_BYTES)
+        } else {
+            self.page_bytes
+        }
+    }
+
+    /// A page of `objects` took `bytes`: the next asks for as many objects of that size as half
+    /// the bound holds (the other half for objects larger than these), `page_size` at most.
+    pub fn read(&mut self, objects: usize, bytes: usize) {
+        if objects == 0 {
+            return;
+        }
+        let each = bytes.div_ceil(objects).max(1);
+        let fits = (self.page_bytes / 2) / each;
+        self.limit = u32::try_from(fits)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.page_size);
+    }
+
+    /// A response was longer than the bound, `fitted` whole objects within it: the same page is
+    /// asked for again with that many (fewer than before). `false` when the page was one object
+    /// already: that object cannot be read.
+    pub fn too_large(&mut self, fitted: usize) -> bool {
+        if self.limit == 1 {
+            return false;
+        }
+        let fitted = u32::try_from(fitted).unwrap_or(u32::MAX);
+        self.limit = fitted.clamp(1, self.limit - 1);
+        true
+    }
+}
+
+/// Reads kinds a page at a time, paced, each page's response within a bound of bytes.
+pub struct Lister {
+    client: Client,
+    page_size: u32,
+    page_bytes: usize,
+    pacer: Pacer,
+    budget: CpuBudget,
+    /// Each kind's page size, as its objects' size makes it.
+    sizers: HashMap<KindKey, PageSizer>,
+}
+
+impl Lister {
+    /// A lister reading at most `page_size` objects and `page_bytes` bytes of response per
+    /// request (fewer objects when they are large), at most `qps` requests per second, and,
+    /// before each, resting as long as `budget` asks for the work since the last.
+    pub fn new(
+        client: Client,
+        page_size: u32,
+        page_bytes: usize,
+        qps: f64,
+        budget: CpuBudget,
+    ) -> Self {
+        Lister {
+            client,
+            page_size,
+            page_bytes,
+            pacer: Pacer::new(qps),
+            budget,
+            sizers: HashMap::new(),
+        }
+    }
+
+    /// The page of `kind` at `token` (`None`: the first). A page whose response would pass the
+    /// bound is asked for again with fewer objects. An expired token is
     /// [`AuditError::Expired`]: the kind must be read again from its start.
     pub async fn page(
         &mut self,
         kind: &AuditKind,
         token: Option<&str>,
     ) -> Result<Page, AuditError> {
-        self.budget.rest().await;
-        self.pacer.wait().await;
-        let mut params = ListParams::default().limit(self.page_size);
-        if let Some(token) = token {
-            params = params.continue_token(token);
+        let (page_size, page_bytes) = (self.page_size, self.page_bytes);
+        let mut sizer = self
+            .sizers
+            .remove(&kind.key)
+            .unwrap_or_else(|| PageSizer::new(page_size, page_bytes));
+        let page = self.page_sized(kind, token, &mut sizer).await;
+        self.sizers.insert(kind.key.clone(), sizer);
+        page
+    }
+
+    async fn page_sized(
+        &mut self,
+        kind: &AuditKind,
+        token: Option<&str>,
+        sizer: &mut PageSizer,
+    ) -> Result<Page, AuditError> {
+        loop {
+            self.budget.rest().await;
+            self.pacer.wait().await;
+            let mut params = ListParams::default().limit(sizer.limit());
+            if let Some(token) = token {
+                params = params.continue_token(token);
+            }
+            let bound = sizer.bound();
+            let listed = documents::list_within(&self.client, &kind.resource, None, &params, bound)
+                .await
+                .map_err(|error| match &error {
+                    kube::Error::Api(status) if status.code == 410 => AuditError::Expired {
+                        kind: kind.key.to_string(),
+                    },
+                    _ => AuditError::List {
+                        kind: kind.key.to_string(),
+                        message: error.to_string(),
+                    },
+                })?;
+            match listed {
+                BoundedList::Page {
+                    objects,
+                    next,
+                    bytes,
+                } => {
+                    sizer.read(objects.len(), bytes);
+                    return Ok(Page { objects, next });
+                }
+                BoundedList::TooLarge { fitted } => {
+                    if !sizer.too_large(fitted) {
+                        return Err(AuditError::List {
+                            kind: kind.key.to_string(),
+                            message: format!("an object takes more than {bound} bytes"),
+                        });
+                    }
+                    tracing::debug!(kind = %kind.key, limit = sizer.limit(), "an audit page over its bytes is read again with fewer objects");
+                }
+            }
         }
-        let (objects, next) = documents::list(&self.client, &kind.resource, None, &params)
-            .await
-            .map_err(|error| match &error {
-                kube::Error::Api(status) if status.code == 410 => AuditError::Expired {
-                    kind: kind.key.to_string(),
-                },
-                _ => AuditError::List {
-                    kind: kind.key.to_string(),
-                    message: error.to_string(),
-                },
-            })?;
-        Ok(Page { objects, next })
     }
 }
 
@@ -230,6 +348,36 @@ mod tests {
         fn http<'a>(&'a self, _: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
             Box::pin(std::future::pending())
         }
+    }
+
+    #[test]
+    fn pages_hold_fewer_objects_when_objects_are_large() {
+        const MIB: usize = 1024 * 1024;
+        let mut sizer = PageSizer::new(500, 8 * MIB);
+        assert_eq!((sizer.limit(), sizer.bound()), (500, 8 * MIB));
+        // 500 ConfigMaps of 900 KiB: the first response passes 8 MiB after 9 objects.
+        assert!(sizer.too_large(9));
+        assert_eq!(sizer.limit(), 9);
+        // Read at that size, the next pages hold what half the bound holds.
+        sizer.read(9, 9 * 900 * 1024);
+        assert_eq!(sizer.limit(), 4);
+        // Small objects again: back to the page size, never above it.
+        sizer.read(4, 4 * 2048);
+        assert_eq!(sizer.limit(), 500);
+        // Not even one object fitted: one at a time, read up to an object's bound.
+        assert!(sizer.too_large(0));
+        assert_eq!((sizer.limit(), sizer.bound()), (1, MAX_OBJECT_BYTES));
+        assert!(
+            !sizer.too_large(0),
+            "one object over its bound cannot be read"
+        );
+        // Always fewer than the page that did not fit.
+        let mut sizer = PageSizer::new(10, MIB);
+        assert!(sizer.too_large(50));
+        assert_eq!(sizer.limit(), 9);
+        // An empty page says nothing of the objects' size.
+        sizer.read(0, 100);
+        assert_eq!(sizer.limit(), 9);
     }
 
     #[tokio::test]

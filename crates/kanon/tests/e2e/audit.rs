@@ -23,7 +23,7 @@ pub const SCENARIOS: &[Scenario] = &[
     ),
 ];
 
-const SYSTEM: &str = "audit-system";
+pub(crate) const SYSTEM: &str = "audit-system";
 const SHOP: &str = "audit-shop";
 const LAB: &str = "audit-lab";
 const EXCEPTIONS: &str = "audit-exceptions";
@@ -85,7 +85,7 @@ fn config_map(namespace: &str, name: &str, debug: bool, labels: Value) -> Value 
 }
 
 /// A kanon that only audits (its webhooks are not registered), every `interval`.
-fn auditor(env: &Env, name: &str, args: &[&str]) -> Kanon {
+pub(crate) fn auditor(env: &Env, name: &str, args: &[&str]) -> Kanon {
     let mut kanon = env.replica(name);
     kanon.args = [
         "--no-status",
@@ -102,7 +102,7 @@ fn auditor(env: &Env, name: &str, args: &[&str]) -> Kanon {
 }
 
 /// The Report `kanon` of `namespace`, if any.
-fn report(env: &Env, namespace: &str) -> Option<Value> {
+pub(crate) fn report(env: &Env, namespace: &str) -> Option<Value> {
     env.get(
         "openreports.io/v1alpha1",
         "Report",
@@ -123,12 +123,12 @@ fn cluster_report(env: &Env) -> Option<Value> {
     )
 }
 
-fn summary(report: &Value, result: &str) -> i64 {
+pub(crate) fn summary(report: &Value, result: &str) -> i64 {
     report["summary"][result].as_i64().unwrap_or(0)
 }
 
 /// `(name, result)` of each result of a report.
-fn results(report: &Value) -> Vec<(String, String)> {
+pub(crate) fn results(report: &Value) -> Vec<(String, String)> {
     report["results"]
         .as_array()
         .map(|results| {
@@ -145,7 +145,7 @@ fn results(report: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn wait_report(
+pub(crate) fn wait_report(
     env: &Env,
     auditor: &Kanon,
     namespace: &str,

@@ -11,6 +11,7 @@
 mod admission;
 mod admission_policies;
 mod audit;
+mod audit_reports;
 mod cel;
 mod chart;
 mod custom_kinds;
@@ -92,6 +93,7 @@ fn main() {
         library::SCENARIOS,
         exceptions::SCENARIOS,
         audit::SCENARIOS,
+        audit_reports::SCENARIOS,
         limits::SCENARIOS,
         fairness::SCENARIOS,
         schema::SCENARIOS,

@@ -389,6 +389,7 @@ const FAMILIES: &[&str] = &[
     "kanon_audit_objects_scanned",
     "kanon_audit_leader",
     "kanon_audit_report_writes",
+    "kanon_audit_report_cuts",
 ];
 
 /// Checks every family and every label value of a scrape against the documented, bounded
@@ -492,6 +493,7 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                 "certificate" => ["ca", "serving"].contains(&value),
                 // One of the first (exception, policy) pairs counted, else `other`.
                 "exception" => value == "other" || value.starts_with("PolicyException/"),
+                "cut" => ["results", "replaced"].contains(&value),
                 "le" => value.parse::<f64>().is_ok() || value == "+Inf",
                 _ => false,
             };
