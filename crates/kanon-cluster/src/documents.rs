@@ -11,29 +11,6 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
-/// One LIST of `resource` (in `namespace`, or everywhere) with `params`: the objects and the
-/// token of the next page (`None`: this was the last).
-pub async fn list(
-    client: &Client,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-    params: &ListParams,
-) -> Result<(Vec<Value>, Option<String>), kube::Error> {
-    let url = <DynamicObject as kube::Resource>::url_path(resource, namespace);
-    let request = kube::core::Request::new(url)
-        .list(params)
-        .map_err(kube::Error::BuildRequest)?;
-    let list: ListBody = client.request(request).await?;
-    let next = list.metadata.continue_token.filter(|t| !t.is_empty());
-    let objects = list
-        .items
-        .unwrap_or_default()
-        .into_iter()
-        .map(|document| typed(document, resource))
-        .collect();
-    Ok((objects, next))
-}
-
 /// A LIST read within a bound of bytes ([`list_within`]).
 #[derive(Debug)]
 pub enum BoundedList {
@@ -54,7 +31,7 @@ pub enum BoundedList {
     },
 }
 
-/// One LIST like [`list`], but its response read from the stream only up to `max_bytes` and
+/// One LIST of `resource` (in `namespace`, or everywhere) with `params`, its response read from the stream only up to `max_bytes` and
 /// decoded once read: a page never holds more than `max_bytes` of response (and the documents
 /// decoded from it), however large its objects. A longer response is given up
 /// ([`BoundedList::TooLarge`], with how many objects fitted) rather than read.

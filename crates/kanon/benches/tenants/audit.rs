@@ -2,19 +2,17 @@
 //!
 //! A tenant fills its namespace with ConfigMaps near etcd's object limit (300 of 900 KiB); a
 //! policy selects them, so the audit lists and judges them. kanon runs in a memory cgroup limited
-//! as its Pod's container would be ([`chart_memory_limit`]: the limit `helm template` renders
-//! with the chart's default values), with the chart's audit settings but `--audit-interval 0`
+//! as its Pod's container would be (the limit `helm template` renders with the chart's default
+//! values, see `chart.rs`), with the chart's audit settings but `--audit-interval 0`
 //! (one audit, when the policy arrives). The figures: the cgroup's peak, whether the kernel killed
 //! kanon, whether the audit finished and what it judged.
 //!
 //! [`audit_of_large_objects`] is the scenario; a tenants bench runs it with its cluster and the
 //! kanon binary it measures.
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kanon_control_plane::kanon::{Cluster, Kanon};
 use kube::api::{Api, PostParams};
@@ -79,44 +77,6 @@ impl std::fmt::Display for AuditFigures {
     }
 }
 
-/// The memory limit of kanon's container as the chart renders it with its default values
-/// (`helm template`, the Deployment's `resources.limits.memory`), in bytes.
-pub fn chart_memory_limit(helm: &Path, chart: &Path) -> Result<u64> {
-    let out = Command::new(helm)
-        .args(["template", "kanon"])
-        .arg(chart)
-        .args([
-            "--namespace",
-            "kanon-system",
-            "--show-only",
-            "templates/deployment.yaml",
-        ])
-        .output()
-        .context("helm template runs")?;
-    ensure!(
-        out.status.success(),
-        "helm template: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rendered = String::from_utf8_lossy(&out.stdout);
-    // The container's limits come first in its resources; the first `memory:` after `limits:`.
-    let limits = rendered
-        .split("limits:")
-        .nth(1)
-        .context("no limits in the rendered Deployment")?;
-    let memory = limits
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("memory:"))
-        .context("no memory limit in the rendered Deployment")?
-        .trim()
-        .trim_matches('"');
-    let mib: u64 = memory
-        .strip_suffix("Mi")
-        .and_then(|n| n.parse().ok())
-        .with_context(|| format!("the memory limit {memory} is not in Mi"))?;
-    Ok(mib * 1024 * 1024)
-}
-
 /// Where the scenario runs: the bench's cluster, a client of it and the runtime it is driven
 /// from.
 pub struct World<'a> {
@@ -132,7 +92,7 @@ pub struct World<'a> {
 pub struct Auditor<'a> {
     /// Its binary (`kanon`, built as the bench measures it).
     pub binary: &'a str,
-    /// The memory limit it runs under, in bytes ([`chart_memory_limit`]).
+    /// The memory limit it runs under, in bytes (the chart's, see `chart.rs`).
     pub limit: u64,
     /// Where its audit Lease lives (created if missing).
     pub namespace: &'a str,
