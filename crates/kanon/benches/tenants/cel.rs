@@ -92,7 +92,7 @@ impl CelFigures {
     /// A Markdown table row: idle p50/p99, flood p50/p99, lost, the tenant's reviews.
     pub(crate) fn row(&self) -> String {
         format!(
-            "| tenant-cel | {:.1} / {:.1} ms | {:.1} / {:.1} ms | {} of {} | {} ({} denied) | {} |",
+            "another namespace's ConfigMaps, p50 / p99: idle {:.1} / {:.1} ms, under the flood {:.1} / {:.1} ms, {} of {} lost; the tenant's reviews: {} ({} denied)",
             ms(self.idle.p50),
             ms(self.idle.p99),
             ms(self.flood.p50),
@@ -101,7 +101,6 @@ impl CelFigures {
             self.flood.answered + self.flood.lost,
             self.tenant_answered,
             self.tenant_denied,
-            if self.within_target() { "yes" } else { "no" },
         )
     }
 }
@@ -172,7 +171,7 @@ pub(crate) async fn tenant_cel(settings: &Settings) -> Result<CelFigures> {
     let kanon = Kanon::spawn(settings)?;
     kanon.ready().await?;
     let tls = tls_connector();
-    let idle = measure(kanon.port, &tls, settings.phase).await;
+    let idle = measure_apart(kanon.port, settings.phase).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let (answered, denied) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut flood = Vec::new();
@@ -205,7 +204,7 @@ pub(crate) async fn tenant_cel(settings: &Settings) -> Result<CelFigures> {
     }
     // The flood has the evaluation busy before the measurement starts.
     sleep(Duration::from_secs(1)).await;
-    let under_flood = measure(kanon.port, &tls, settings.phase).await;
+    let under_flood = measure_apart(kanon.port, settings.phase).await?;
     stop.store(true, Ordering::Relaxed);
     for task in flood {
         task.abort();
@@ -216,6 +215,23 @@ pub(crate) async fn tenant_cel(settings: &Settings) -> Result<CelFigures> {
         tenant_answered: answered.load(Ordering::Relaxed),
         tenant_denied: denied.load(Ordering::Relaxed),
     })
+}
+
+/// [`measure`] on a thread and runtime of its own, so that the flood's tasks (on the caller's
+/// runtime) cannot delay the measuring client: what is measured is kanon.
+async fn measure_apart(port: u16, phase: Duration) -> Result<Latency> {
+    let (sent, received) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("tenant-cel-measure".to_string())
+        .spawn(move || {
+            let latency = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|runtime| runtime.block_on(measure(port, &tls_connector(), phase)));
+            let _ = sent.send(latency);
+        })
+        .context("the measuring thread")?;
+    Ok(received.await.context("the measuring thread ended")??)
 }
 
 /// The measuring client for `phase`: a ConfigMap of [`OTHER`] on a new connection each time.
