@@ -1568,3 +1568,37 @@ fn audit_annotation_values_of_several_bindings_of_a_policy_are_joined() {
         [("p/max".to_owned(), "1, 2".to_owned())].into()
     );
 }
+
+/// Match conditions of `cost` units each, `count` of them (each a list of that many numbers).
+fn costly_conditions(count: usize, cost: usize) -> Value {
+    Value::Array(
+        (0..count)
+            .map(|i| json!({"name": format!("c{i}"), "expression": format!("lists.range({cost}).size() > 0")}))
+            .collect(),
+    )
+}
+
+#[test]
+fn a_bindings_match_conditions_have_a_budget_of_their_own() {
+    // kube-apiserver meters an admission policy's match conditions apart from its validations,
+    // with RuntimeCELCostBudgetMatchConditions (2,500,000 units): two conditions of ~900,000
+    // fit, three do not, though all three fit the validations' 10,000,000.
+    let object = configmap("shop", "c", json!({}), json!({}));
+    let request = create(&object);
+    let with = |count: usize| {
+        let mut policy = denying_vap(constraints(json!([core_rule(json!(["configmaps"]))])));
+        policy["spec"]["matchConditions"] = costly_conditions(count, 900_000);
+        policy["spec"]["failurePolicy"] = json!("Fail");
+        review(&set(&[policy, deny_binding()]), &request, &namespaces())
+    };
+    let two = with(2);
+    assert_eq!(two.messages, [denied_by_p("denied")], "{:?}", two.messages);
+    let three = with(3);
+    assert!(!three.allowed);
+    assert!(
+        three.messages[0].contains("ValidatingAdmissionPolicy 'p' with binding 'b'")
+            && three.messages[0].contains("cost budget"),
+        "{:?}",
+        three.messages
+    );
+}

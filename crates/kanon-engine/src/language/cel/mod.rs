@@ -174,6 +174,17 @@ pub(crate) struct Meter<'m> {
 }
 
 impl Meter<'_> {
+    /// A meter over a budget of its own (`remaining`), within the same review ceiling and
+    /// deadline: the match conditions of an admission policy's binding, which kube-apiserver
+    /// meters apart from its validations ([`MATCH_CONDITIONS_LIMIT`]).
+    pub(crate) fn apart<'s>(&'s self, remaining: &'s mut u64) -> Meter<'s> {
+        Meter {
+            remaining,
+            ceiling: self.ceiling,
+            interrupted: self.interrupted,
+        }
+    }
+
     /// Runs one expression call within the remaining budget.
     pub(crate) fn run<'a>(
         &mut self,

@@ -29,6 +29,9 @@ use crate::rule::RuleError;
 #[derive(Debug, Clone)]
 pub(crate) struct CelOverrideRule {
     match_conditions: Vec<Named>,
+    /// Whether the match conditions have a budget of their own (an admission policy's, as
+    /// kube-apiserver meters them) rather than the policy's.
+    conditions_apart: bool,
     variables: Vec<Named>,
     mutations: Vec<Mutation>,
     /// The kanon references, resolved before the rule runs.
@@ -121,6 +124,7 @@ pub(crate) fn compile(
     }
     (errors.len() == before).then(|| CelOverrideRule {
         match_conditions,
+        conditions_apart: site == Site::AdmissionPolicy,
         variables,
         mutations,
         references,
@@ -192,7 +196,17 @@ impl CelOverrideRule {
                 ..inputs
             }
             .activation(&self.variables);
-            match matches(&self.match_conditions, &mut activation, meter) {
+            let holds = if self.conditions_apart {
+                let mut own = super::MATCH_CONDITIONS_LIMIT;
+                matches(
+                    &self.match_conditions,
+                    &mut activation,
+                    &mut meter.apart(&mut own),
+                )
+            } else {
+                matches(&self.match_conditions, &mut activation, meter)
+            };
+            match holds {
                 Ok(true) => {}
                 Ok(false) => return outcome,
                 Err(error) => {

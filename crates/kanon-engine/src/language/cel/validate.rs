@@ -24,6 +24,9 @@ pub(crate) struct CelValidateRule {
     /// `spec.validateRules[N].cel`.
     pub(crate) field: String,
     match_conditions: Vec<Named>,
+    /// Whether the match conditions have a budget of their own (an admission policy's, as
+    /// kube-apiserver meters them) rather than the policy's.
+    conditions_apart: bool,
     variables: Vec<Named>,
     validations: Vec<CompiledValidation>,
     audit_annotations: Vec<(String, Expression)>,
@@ -162,6 +165,7 @@ pub(crate) fn compile(
     (errors.len() == before).then(|| CelValidateRule {
         field: at.to_owned(),
         match_conditions,
+        conditions_apart: site == Site::AdmissionPolicy,
         variables,
         validations,
         audit_annotations,
@@ -237,7 +241,17 @@ impl CelValidateRule {
         meter: &mut Meter<'_>,
     ) -> Result<Checked, RuleError> {
         let mut activation = inputs.activation(&self.variables);
-        if !matches(&self.match_conditions, &mut activation, meter)? {
+        let holds = if self.conditions_apart {
+            let mut own = super::MATCH_CONDITIONS_LIMIT;
+            matches(
+                &self.match_conditions,
+                &mut activation,
+                &mut meter.apart(&mut own),
+            )?
+        } else {
+            matches(&self.match_conditions, &mut activation, meter)?
+        };
+        if !holds {
             return Ok(Checked {
                 skipped: true,
                 ..Checked::default()
