@@ -224,6 +224,7 @@ async fn measure_apart(port: u16, phase: Duration) -> Result<Latency> {
     std::thread::Builder::new()
         .name("tenant-cel-measure".to_string())
         .spawn(move || {
+            raise_priority();
             let latency = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -232,6 +233,16 @@ async fn measure_apart(port: u16, phase: Duration) -> Result<Latency> {
         })
         .context("the measuring thread")?;
     Ok(received.await.context("the measuring thread ended")??)
+}
+
+/// Raises the calling thread's priority (nice -10, as root), so that the load generator's own
+/// share of the two cores does not show in what it measures of kanon; unchanged where refused.
+fn raise_priority() {
+    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+    unsafe {
+        let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread, -10);
+    }
 }
 
 /// The measuring client for `phase`: a ConfigMap of [`OTHER`] on a new connection each time.
