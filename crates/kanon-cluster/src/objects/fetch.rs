@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use futures::AsyncBufReadExt;
 use kube::Client;
 use kube::api::{DynamicObject, GetParams, ListParams};
 use kube::core::ApiResource;
 use serde_json::Value;
 
-use super::decode::{self, Charge, DecodeError};
+use crate::documents::decode::{self, Charge, DecodeError};
+use crate::documents::{Within, read_within};
 
 /// What a read found, and the memory its objects take (as decoded, estimated).
 #[derive(Debug)]
@@ -177,22 +177,12 @@ pub(super) async fn list(
 
 /// The body of an answer, given up once it holds more than `bound` bytes.
 async fn body(stream: impl futures::AsyncBufRead, bound: usize) -> Result<Vec<u8>, ReadError> {
-    let mut stream = std::pin::pin!(stream);
-    let mut body = Vec::new();
-    loop {
-        let chunk = stream
-            .fill_buf()
-            .await
-            .map_err(|e| ReadError::Api(kube::Error::ReadEvents(e)))?;
-        if chunk.is_empty() {
-            return Ok(body);
-        }
-        if body.len() + chunk.len() > bound {
-            return Err(ReadError::TooLarge { bound });
-        }
-        body.extend_from_slice(chunk);
-        let n = chunk.len();
-        stream.as_mut().consume(n);
+    match read_within(stream, bound)
+        .await
+        .map_err(|e| ReadError::Api(kube::Error::ReadEvents(e)))?
+    {
+        Within::Whole(body) => Ok(body),
+        Within::Over(_) => Err(ReadError::TooLarge { bound }),
     }
 }
 

@@ -18,7 +18,6 @@
 //! unless allowed, and a namespaced policy (`confined_to`) reads namespaced types only in its
 //! own namespace.
 
-mod decode;
 mod fetch;
 mod flight;
 mod memory;

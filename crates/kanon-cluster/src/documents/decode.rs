@@ -1,8 +1,9 @@
-//! Objects decoded from the apiserver's JSON with the memory they take charged as they are
-//! built, so that a read stops at its bound rather than after allocating past it (a megabyte
-//! of `[0,0,...]` in a custom resource takes some sixteen once decoded). As the audit's
-//! documents (`crate::documents`), objects get their `apiVersion` and `kind`, and
-//! `metadata.managedFields` are skipped, never built.
+//! Objects decoded from the apiserver's JSON as policies see them, with the memory they take
+//! charged as they are built, so that a read stops at its bound rather than after allocating
+//! past it (a megabyte of `[0,0,...]` in a custom resource takes some sixteen once decoded).
+//! Objects get their `apiVersion` and `kind` (list items leave them out), and
+//! `metadata.managedFields` (often the larger part of an object, and read by policies only by
+//! mistake) are skipped, never built.
 
 use std::cell::Cell;
 
@@ -18,15 +19,15 @@ const ENTRY_BYTES: usize = 48;
 
 /// The memory decoded objects may still take; charged as they are built.
 #[derive(Debug)]
-pub(super) struct Charge {
+pub(crate) struct Charge {
     left: Cell<usize>,
     spent: Cell<usize>,
     over: Cell<bool>,
 }
 
 impl Charge {
-    /// A charge of at most `bound` bytes.
-    pub(super) fn new(bound: usize) -> Self {
+    /// A charge of at most `bound` bytes (`usize::MAX`: counted, never refused).
+    pub(crate) fn new(bound: usize) -> Self {
         Charge {
             left: Cell::new(bound),
             spent: Cell::new(0),
@@ -35,7 +36,7 @@ impl Charge {
     }
 
     /// What was charged so far.
-    pub(super) fn spent(&self) -> usize {
+    pub(crate) fn spent(&self) -> usize {
         self.spent.get()
     }
 
@@ -56,7 +57,7 @@ impl Charge {
 
 /// Why a body could not be decoded.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DecodeError {
+pub(crate) enum DecodeError {
     /// The objects would take more than the charge allows.
     #[error("the decoded objects exceed their bound")]
     OverBound,
@@ -76,7 +77,7 @@ fn decoded<T>(result: Result<T, serde_json::Error>, charge: &Charge) -> Result<T
 }
 
 /// One object (the body of a GET), typed from `resource`.
-pub(super) fn object(
+pub(crate) fn object(
     body: &[u8],
     resource: &ApiResource,
     charge: &Charge,
@@ -95,7 +96,7 @@ pub(super) fn object(
 }
 
 /// One LIST page: its objects, typed from `resource`, and the token of the next page.
-pub(super) fn page(
+pub(crate) fn page(
     body: &[u8],
     resource: &ApiResource,
     charge: &Charge,
@@ -402,6 +403,24 @@ mod tests {
             object(br#"{"metadata": {}} trailing"#, &config_maps(), &charge),
             Err(DecodeError::Json(_))
         ));
+    }
+
+    #[test]
+    fn an_object_gets_its_type() {
+        let deployments = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        );
+        let charge = Charge::new(1 << 20);
+        assert_eq!(
+            object(
+                br#"{"metadata": {"name": "a", "managedFields": []}}"#,
+                &deployments,
+                &charge
+            )
+            .expect("an object"),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a"}})
+        );
     }
 
     #[test]
