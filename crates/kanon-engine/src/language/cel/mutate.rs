@@ -18,7 +18,7 @@ use kanon_cel::Value;
 use serde_json::Value as Json;
 
 use super::compile::{Expect, Expression, Named, RuleEnv, Site};
-use super::validate::{Inputs, failed, matches, out_of_budget};
+use super::validate::{Inputs, MatchConditions, failed, out_of_budget};
 use super::{CallError, Meter};
 use crate::admission_policy::patch::{self, Refusal, WrittenOperation};
 use crate::error::FieldError;
@@ -28,10 +28,7 @@ use crate::rule::RuleError;
 /// A compiled `cel` overrider.
 #[derive(Debug, Clone)]
 pub(crate) struct CelOverrideRule {
-    match_conditions: Vec<Named>,
-    /// Whether the match conditions have a budget of their own (an admission policy's, as
-    /// kube-apiserver meters them) rather than the policy's.
-    conditions_apart: bool,
+    match_conditions: MatchConditions,
     variables: Vec<Named>,
     mutations: Vec<Mutation>,
     /// The kanon references, resolved before the rule runs.
@@ -123,8 +120,7 @@ pub(crate) fn compile(
         }
     }
     (errors.len() == before).then(|| CelOverrideRule {
-        match_conditions,
-        conditions_apart: site == Site::AdmissionPolicy,
+        match_conditions: MatchConditions::new(match_conditions, site),
         variables,
         mutations,
         references,
@@ -196,17 +192,7 @@ impl CelOverrideRule {
                 ..inputs
             }
             .activation(&self.variables);
-            let holds = if self.conditions_apart {
-                let mut own = super::MATCH_CONDITIONS_LIMIT;
-                matches(
-                    &self.match_conditions,
-                    &mut activation,
-                    &mut meter.apart(&mut own),
-                )
-            } else {
-                matches(&self.match_conditions, &mut activation, meter)
-            };
-            match holds {
+            match self.match_conditions.hold(&mut activation, meter) {
                 Ok(true) => {}
                 Ok(false) => return outcome,
                 Err(error) => {

@@ -23,10 +23,7 @@ use crate::rule::RuleError;
 pub(crate) struct CelValidateRule {
     /// `spec.validateRules[N].cel`.
     pub(crate) field: String,
-    match_conditions: Vec<Named>,
-    /// Whether the match conditions have a budget of their own (an admission policy's, as
-    /// kube-apiserver meters them) rather than the policy's.
-    conditions_apart: bool,
+    match_conditions: MatchConditions,
     variables: Vec<Named>,
     validations: Vec<CompiledValidation>,
     audit_annotations: Vec<(String, Expression)>,
@@ -164,8 +161,7 @@ pub(crate) fn compile(
     }
     (errors.len() == before).then(|| CelValidateRule {
         field: at.to_owned(),
-        match_conditions,
-        conditions_apart: site == Site::AdmissionPolicy,
+        match_conditions: MatchConditions::new(match_conditions, site),
         variables,
         validations,
         audit_annotations,
@@ -241,17 +237,7 @@ impl CelValidateRule {
         meter: &mut Meter<'_>,
     ) -> Result<Checked, RuleError> {
         let mut activation = inputs.activation(&self.variables);
-        let holds = if self.conditions_apart {
-            let mut own = super::MATCH_CONDITIONS_LIMIT;
-            matches(
-                &self.match_conditions,
-                &mut activation,
-                &mut meter.apart(&mut own),
-            )?
-        } else {
-            matches(&self.match_conditions, &mut activation, meter)?
-        };
-        if !holds {
+        if !self.match_conditions.hold(&mut activation, meter)? {
             return Ok(Checked {
                 skipped: true,
                 ..Checked::default()
@@ -322,6 +308,43 @@ impl CelValidateRule {
                 validation.expression.source().trim()
             ),
         }
+    }
+}
+
+/// A rule's match conditions and what they spend: the policy's budget (kanon's rules), or one
+/// of their own, as kube-apiserver meters an admission policy binding's
+/// ([`super::MATCH_CONDITIONS_LIMIT`], its `RuntimeCELCostBudgetMatchConditions`).
+#[derive(Debug, Clone)]
+pub(crate) struct MatchConditions {
+    conditions: Vec<Named>,
+    /// A budget of their own.
+    apart: bool,
+}
+
+impl MatchConditions {
+    pub(crate) fn new(conditions: Vec<Named>, site: Site) -> Self {
+        MatchConditions {
+            conditions,
+            apart: site == Site::AdmissionPolicy,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.conditions.is_empty()
+    }
+
+    /// Whether every condition holds ([`matches`]), drawing on `meter` or a budget of their
+    /// own within it.
+    pub(crate) fn hold(
+        &self,
+        activation: &mut RuleActivation<'_, '_>,
+        meter: &mut Meter<'_>,
+    ) -> Result<bool, RuleError> {
+        if !self.apart {
+            return matches(&self.conditions, activation, meter);
+        }
+        let mut own = super::MATCH_CONDITIONS_LIMIT;
+        matches(&self.conditions, activation, &mut meter.apart(&mut own))
     }
 }
 
