@@ -1,23 +1,19 @@
 //! kanon under attack: a fresh `kanon serve` per attack, waited for until ready, stopped after,
 //! and its standard error.
 
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use kanon_control_plane::kanon::free_port;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_rustls::TlsConnector;
 
 use crate::http::{Endpoint, answer_text, get};
 use crate::reviews::POLICY;
 use crate::{Attack, FD_LIMIT, PROBE_TIMEOUT, Settings};
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
 
 pub(crate) struct Kanon {
     child: Child,

@@ -58,6 +58,8 @@ mod kanon;
 mod legit;
 mod reviews;
 mod sampler;
+#[path = "../shared/tls.rs"]
+mod tls;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

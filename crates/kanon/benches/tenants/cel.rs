@@ -28,14 +28,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use kanon_control_plane::kanon::free_port;
+use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_rustls::TlsConnector;
+
+use crate::tls::tls_connector;
 
 /// The tenant's namespace.
 pub(crate) const TENANT: &str = "tenant-a";
@@ -324,68 +325,12 @@ async fn exchange(stream: &mut Box<dyn Io>, body: &[u8]) -> Result<String> {
     Ok(String::from_utf8_lossy(&buf[head_end..head_end + length]).into_owned())
 }
 
-/// Accepts any server certificate: kanon's CA is made on the spot.
-#[derive(Debug)]
-struct AnyCertificate(rustls::crypto::WebPkiSupportedAlgorithms);
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_schemes()
-    }
-}
-
-fn tls_connector() -> TlsConnector {
-    let algorithms = rustls::crypto::ring::default_provider().signature_verification_algorithms;
-    let mut config = rustls::ClientConfig::builder()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate(algorithms)))
-        .with_no_client_auth();
-    // Every measured review pays a full handshake.
-    config.resumption = rustls::client::Resumption::disabled();
-    TlsConnector::from(Arc::new(config))
-}
-
 /// `kanon serve --policies DIR` with the tenant's policy, killed when dropped.
 struct Kanon {
     child: Child,
     port: u16,
     metrics_port: u16,
     _dir: tempfile::TempDir,
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 impl Kanon {

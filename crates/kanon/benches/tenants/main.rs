@@ -27,6 +27,8 @@ mod chart;
 mod jsonpath;
 mod lookups;
 mod messages;
+#[path = "../shared/tls.rs"]
+mod tls;
 mod world;
 
 use std::process::ExitCode;

@@ -45,7 +45,9 @@ pub(crate) fn flood(
             .unwrap_or_default()
     };
     let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
-    let resource = format!("{}.policy.kanon.dev/{name}", plural(text("/kind")));
+    let kind = kanon_api::PolicyKind::from_kind(text("/kind"))
+        .with_context(|| format!("{} is not a policy kind", text("/kind")))?;
+    let resource = format!("{}.{}/{name}", kind.plural(), kanon_api::GROUP);
     cluster.kubectl(&["delete", "--ignore-not-found", "-n", namespace, &resource])?;
     let mut kanon = cluster
         .kanon(&run.binary, &run.name)?
@@ -82,14 +84,6 @@ pub(crate) fn flood(
     kanon.stop();
     cluster.kubectl(&["delete", "--ignore-not-found", "-n", namespace, &resource])?;
     Ok(figures)
-}
-
-/// The plural of a namespaced kanon policy kind.
-fn plural(kind: &str) -> &'static str {
-    match kind {
-        "OverridePolicy" => "overridepolicies",
-        _ => "validatepolicies",
-    }
 }
 
 /// What it measured.
