@@ -1,5 +1,5 @@
 //! Connections and HTTP/1.1, by hand for byte-level control: TLS that accepts any certificate
-//! (`shared/tls.rs`), loopback endpoints, requests, responses, and an exchange's outcome in a few words.
+//! (`common/tls.rs`), loopback endpoints, requests, responses, and an exchange's outcome in a few words.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 

@@ -58,7 +58,7 @@ mod kanon;
 mod legit;
 mod reviews;
 mod sampler;
-#[path = "../shared/tls.rs"]
+#[path = "../common/tls.rs"]
 mod tls;
 
 use std::collections::BTreeMap;

@@ -27,7 +27,7 @@ mod chart;
 mod jsonpath;
 mod lookups;
 mod messages;
-#[path = "../shared/tls.rs"]
+#[path = "../common/tls.rs"]
 mod tls;
 mod world;
 
