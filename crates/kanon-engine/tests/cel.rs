@@ -891,3 +891,37 @@ fn a_tenant_that_spends_its_ceiling_fails_only_its_own_policies() {
     );
     assert!(decision.warnings.is_empty(), "{:#?}", decision.warnings);
 }
+
+#[test]
+fn a_policys_match_conditions_have_a_budget_of_their_own() {
+    // As kube-apiserver meters a binding's match conditions (2,500,000 units, apart from the
+    // validations' 10,000,000), so a ClusterValidatePolicy that `kanon convert` made of a
+    // ValidatingAdmissionPolicy decides as the original: two conditions of ~900,000 units fit,
+    // three do not.
+    let with = |count: usize| {
+        let conditions: Vec<Value> = (0..count)
+            .map(|i| json!({"name": format!("c{i}"), "expression": "lists.range(900000).size() > 0"}))
+            .collect();
+        let policy = cel_policy(
+            "costly-conditions",
+            json!({"matchConditions": conditions,
+                   "validations": [{"expression": "false", "message": "matched"}]}),
+            json!({"failurePolicy": "Fail"}),
+        );
+        judge(policy, &create(&limited_pod()))
+    };
+    let two = with(2);
+    assert_eq!(
+        two.messages,
+        ["ClusterValidatePolicy/costly-conditions: matched"],
+        "{:?}",
+        two.messages
+    );
+    let three = with(3);
+    assert!(!three.allowed);
+    assert!(
+        three.messages[0].contains("running out of cost budget"),
+        "{:?}",
+        three.messages
+    );
+}

@@ -125,10 +125,13 @@ impl ReviewCost {
     }
 }
 
-/// What one policy may still spend on one request, and the review's ceiling it also draws from.
+/// What one policy may still spend on one request — its match conditions apart, as
+/// kube-apiserver meters a binding's ([`MATCH_CONDITIONS_LIMIT`]) — and the review's ceiling
+/// both also draw from.
 #[derive(Debug)]
 pub(crate) struct PolicyBudget<'c> {
     remaining: u64,
+    conditions: u64,
     ceiling: &'c Ceiling,
 }
 
@@ -142,6 +145,7 @@ impl<'c> PolicyBudget<'c> {
     pub(crate) fn of(limit: u64, ceiling: &'c Ceiling) -> Self {
         PolicyBudget {
             remaining: limit,
+            conditions: MATCH_CONDITIONS_LIMIT,
             ceiling,
         }
     }
@@ -158,6 +162,7 @@ impl<'c> PolicyBudget<'c> {
     {
         Meter {
             remaining: &mut self.remaining,
+            conditions: Some(&mut self.conditions),
             ceiling: self.ceiling,
             interrupted,
         }
@@ -169,17 +174,23 @@ impl<'c> PolicyBudget<'c> {
 /// deadline has passed.
 pub(crate) struct Meter<'m> {
     remaining: &'m mut u64,
+    /// What the policy's match conditions may still spend (`None`: this meter is theirs).
+    conditions: Option<&'m mut u64>,
     ceiling: &'m Ceiling,
     interrupted: &'m (dyn Fn() -> bool + Sync),
 }
 
 impl Meter<'_> {
-    /// A meter over a budget of its own (`remaining`), within the same review ceiling and
-    /// deadline: the match conditions of an admission policy's binding, which kube-apiserver
-    /// meters apart from its validations ([`MATCH_CONDITIONS_LIMIT`]).
-    pub(crate) fn apart<'s>(&'s self, remaining: &'s mut u64) -> Meter<'s> {
+    /// The meter of the policy's match conditions: their own budget, within the same review
+    /// ceiling and deadline (this meter itself when it is theirs).
+    pub(crate) fn for_conditions(&mut self) -> Meter<'_> {
+        let remaining = match self.conditions.as_deref_mut() {
+            Some(conditions) => conditions,
+            None => &mut *self.remaining,
+        };
         Meter {
             remaining,
+            conditions: None,
             ceiling: self.ceiling,
             interrupted: self.interrupted,
         }

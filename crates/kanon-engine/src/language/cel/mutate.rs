@@ -18,7 +18,7 @@ use kanon_cel::Value;
 use serde_json::Value as Json;
 
 use super::compile::{Expect, Expression, Named, RuleEnv, Site};
-use super::validate::{Inputs, MatchConditions, failed, out_of_budget};
+use super::validate::{Inputs, failed, matches, out_of_budget};
 use super::{CallError, Meter};
 use crate::admission_policy::patch::{self, Refusal, WrittenOperation};
 use crate::error::FieldError;
@@ -28,7 +28,7 @@ use crate::rule::RuleError;
 /// A compiled `cel` overrider.
 #[derive(Debug, Clone)]
 pub(crate) struct CelOverrideRule {
-    match_conditions: MatchConditions,
+    match_conditions: Vec<Named>,
     variables: Vec<Named>,
     mutations: Vec<Mutation>,
     /// The kanon references, resolved before the rule runs.
@@ -120,7 +120,7 @@ pub(crate) fn compile(
         }
     }
     (errors.len() == before).then(|| CelOverrideRule {
-        match_conditions: MatchConditions::new(match_conditions, site),
+        match_conditions,
         variables,
         mutations,
         references,
@@ -192,7 +192,11 @@ impl CelOverrideRule {
                 ..inputs
             }
             .activation(&self.variables);
-            match self.match_conditions.hold(&mut activation, meter) {
+            match matches(
+                &self.match_conditions,
+                &mut activation,
+                &mut meter.for_conditions(),
+            ) {
                 Ok(true) => {}
                 Ok(false) => return outcome,
                 Err(error) => {

@@ -23,7 +23,7 @@ use crate::rule::RuleError;
 pub(crate) struct CelValidateRule {
     /// `spec.validateRules[N].cel`.
     pub(crate) field: String,
-    match_conditions: MatchConditions,
+    match_conditions: Vec<Named>,
     variables: Vec<Named>,
     validations: Vec<CompiledValidation>,
     audit_annotations: Vec<(String, Expression)>,
@@ -161,7 +161,7 @@ pub(crate) fn compile(
     }
     (errors.len() == before).then(|| CelValidateRule {
         field: at.to_owned(),
-        match_conditions: MatchConditions::new(match_conditions, site),
+        match_conditions,
         variables,
         validations,
         audit_annotations,
@@ -237,7 +237,11 @@ impl CelValidateRule {
         meter: &mut Meter<'_>,
     ) -> Result<Checked, RuleError> {
         let mut activation = inputs.activation(&self.variables);
-        if !self.match_conditions.hold(&mut activation, meter)? {
+        if !matches(
+            &self.match_conditions,
+            &mut activation,
+            &mut meter.for_conditions(),
+        )? {
             return Ok(Checked {
                 skipped: true,
                 ..Checked::default()
@@ -308,43 +312,6 @@ impl CelValidateRule {
                 validation.expression.source().trim()
             ),
         }
-    }
-}
-
-/// A rule's match conditions and what they spend: the policy's budget (kanon's rules), or one
-/// of their own, as kube-apiserver meters an admission policy binding's
-/// ([`super::MATCH_CONDITIONS_LIMIT`], its `RuntimeCELCostBudgetMatchConditions`).
-#[derive(Debug, Clone)]
-pub(crate) struct MatchConditions {
-    conditions: Vec<Named>,
-    /// A budget of their own.
-    apart: bool,
-}
-
-impl MatchConditions {
-    pub(crate) fn new(conditions: Vec<Named>, site: Site) -> Self {
-        MatchConditions {
-            conditions,
-            apart: site == Site::AdmissionPolicy,
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.conditions.is_empty()
-    }
-
-    /// Whether every condition holds ([`matches`]), drawing on `meter` or a budget of their
-    /// own within it.
-    pub(crate) fn hold(
-        &self,
-        activation: &mut RuleActivation<'_, '_>,
-        meter: &mut Meter<'_>,
-    ) -> Result<bool, RuleError> {
-        if !self.apart {
-            return matches(&self.conditions, activation, meter);
-        }
-        let mut own = super::MATCH_CONDITIONS_LIMIT;
-        matches(&self.conditions, activation, &mut meter.apart(&mut own))
     }
 }
 
