@@ -1,7 +1,8 @@
 //! One tenant's costly policies slow only the reviews they select: while they keep every
 //! evaluation slot busy, a review no policy selects is answered at once, another namespace's
-//! review with a cheap policy finds a slot, and the connections keep being accepted. And a
-//! review's deadline counts from its arrival.
+//! review with a cheap policy finds a slot, and the connections keep being accepted; once a
+//! tenant's reviews proved costly, its next ones compute in the idle class, and no other
+//! namespace's do. And a review's deadline counts from its arrival.
 
 mod common;
 
@@ -195,5 +196,53 @@ async fn a_reviews_deadline_counts_from_its_arrival() {
         .as_str()
         .unwrap_or_default();
     assert!(message.contains("deadline"), "{message}");
+    server.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// `kanon_reviews_demoted_total{webhook="validate"}` in the server's metrics.
+fn demoted(server: &common::TestServer) -> f64 {
+    server
+        .metrics
+        .encode()
+        .lines()
+        .find(|l| l.starts_with("kanon_reviews_demoted_total{webhook=\"validate\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_costly_namespaces_next_reviews_compute_in_the_idle_class_and_no_other_does() {
+    let server = start("tenants-demoted", true, |_| {}).await;
+    server.state.replace(policies(&["team-a"]));
+    let mut client = server.connect().await;
+    // Cheap reviews of another namespace, before and after: never demoted.
+    let secret = client
+        .post(
+            "/validate?timeout=10s",
+            &object("Secret", "team-b", "secret-0"),
+        )
+        .await;
+    allowed(&secret, "secret-0");
+    // The tenant's first costly review runs as any other, and makes its namespace costly.
+    let first = client
+        .post("/validate?timeout=30s", &pod("team-a", "pod-0"))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert_eq!(demoted(&server), 0.0);
+    // Its next review computes in the idle class.
+    let next = client
+        .post("/validate?timeout=30s", &pod("team-a", "pod-1"))
+        .await;
+    assert_eq!(next.status, 200, "{}", next.text());
+    assert_eq!(demoted(&server), 1.0);
+    for i in 1..3 {
+        let uid = format!("secret-{i}");
+        let response = client
+            .post("/validate?timeout=10s", &object("Secret", "team-b", &uid))
+            .await;
+        allowed(&response, &uid);
+    }
+    assert_eq!(demoted(&server), 1.0, "another namespace is never demoted");
     server.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -15,6 +15,7 @@
 //! | `kanon_connections` | `listener` | connections open (`webhook`, `metrics`) |
 //! | `kanon_connections_shed_total` | `listener`, `reason` | connections closed by the server's bounds: `evicted` (to make room for a new one), `refused` (no room), `header_timeout`, `write_timeout` |
 //! | `kanon_reviews_shed_total` | `webhook`, `reason` | reviews not read: `body_budget` (no room to buffer the body in time, 503), `slow_body` (given up for a waiting body, 408), `body_timeout` (408) |
+//! | `kanon_reviews_demoted_total` | `webhook` | reviews evaluated in the idle scheduling class because their namespace's recent reviews cost more than 10 ms of CPU each (a tenant's costly policies; see the server's evaluation pool) |
 //! | `kanon_review_body_bytes` | | bytes of the body budget held by bodies being read or waiting to be read as JSON |
 //!
 //! `operation` and `kind` are empty when the review could not be read. `kind` comes from the
@@ -179,6 +180,7 @@ pub struct Metrics {
     connections: Family<ListenerLabels, Gauge<i64, AtomicI64>>,
     connections_shed: Family<ShedLabels, Counter>,
     reviews_shed: Family<ReviewShedLabels, Counter>,
+    reviews_demoted: Family<WebhookLabels, Counter>,
     body_bytes: Gauge<i64, AtomicI64>,
     /// The `kind` label values.
     kinds: RwLock<KindLabels>,
@@ -213,6 +215,7 @@ impl Metrics {
         let connections = Family::<ListenerLabels, Gauge<i64, AtomicI64>>::default();
         let connections_shed = Family::<ShedLabels, Counter>::default();
         let reviews_shed = Family::<ReviewShedLabels, Counter>::default();
+        let reviews_demoted = Family::<WebhookLabels, Counter>::default();
         let body_bytes = Gauge::<i64, AtomicI64>::default();
 
         // Counters are registered without `_total`: the encoder appends it.
@@ -278,6 +281,11 @@ impl Metrics {
             reviews_shed.clone(),
         );
         registry.register(
+            "kanon_reviews_demoted",
+            "Reviews evaluated in the idle scheduling class, their namespace's recent reviews being costly, by webhook",
+            reviews_demoted.clone(),
+        );
+        registry.register(
             "kanon_review_body_bytes",
             "Bytes of the body budget held by review bodies",
             body_bytes.clone(),
@@ -299,6 +307,7 @@ impl Metrics {
             connections,
             connections_shed,
             reviews_shed,
+            reviews_demoted,
             body_bytes,
             kinds: RwLock::new(KindLabels {
                 selected: RESERVED_KINDS.iter().map(|k| k.to_string()).collect(),
@@ -446,6 +455,15 @@ impl Metrics {
             .get_or_create(&ReviewShedLabels {
                 webhook: webhook_label(webhook),
                 reason: reason.label(),
+            })
+            .inc();
+    }
+
+    /// Counts a review evaluated in the idle class, its namespace being costly.
+    pub fn review_demoted(&self, webhook: WebhookKind) {
+        self.reviews_demoted
+            .get_or_create(&WebhookLabels {
+                webhook: webhook_label(webhook),
             })
             .inc();
     }

@@ -21,7 +21,8 @@
 //!   `review_budget` ([`crate::budget`]), and `max_concurrent_reviews` reviews read and
 //!   evaluated at once;
 //! - CPU: reviews are evaluated on threads of their own at a lower priority ([`pool`]), never
-//!   on the runtime's workers that accept connections, complete handshakes and read bodies; a
+//!   on the runtime's workers that accept connections, complete handshakes and read bodies, and
+//!   the reviews of a namespace whose recent reviews were costly in the idle class ([`cost`]); a
 //!   review no policy may select is answered without evaluation ([`crate::triage`]); the
 //!   evaluation slots are shared between namespaces in turn, one taking at most half
 //!   ([`crate::slot`]), so one tenant's costly policies slow only the reviews they select.
@@ -31,9 +32,11 @@
 
 mod body;
 mod connection;
+mod cost;
 mod eviction;
 mod limits;
 mod pool;
+mod priority;
 mod probes;
 mod routes;
 mod timeout;

@@ -323,12 +323,17 @@ async fn review(
     // fail, so this fires only if something ignores them.
     let evaluation = shared.pool.run(
         tokio::runtime::Handle::current(),
+        flow,
         tokio::time::timeout_at(
             deadline + EVALUATION_GRACE,
             job.evaluate(body, reservation, slot),
         ),
     );
-    match evaluation.await {
+    let evaluated = evaluation.await;
+    if evaluated.as_ref().is_ok_and(|evaluated| evaluated.demoted) {
+        shared.metrics.review_demoted(webhook);
+    }
+    match evaluated.map(|evaluated| evaluated.output) {
         Ok(Ok(reply)) => observed(shared, webhook, reply, started),
         Ok(Err(_)) => timed_out(webhook, timeout, "evaluating"),
         Err(error) => {

@@ -74,6 +74,25 @@ pub(crate) struct Latency {
     pub(crate) lost: usize,
 }
 
+impl Latency {
+    /// The percentiles of `times` (the answered reviews), and `lost`.
+    pub(crate) fn of(mut times: Vec<Duration>, lost: usize) -> Latency {
+        times.sort();
+        let at = |q: f64| {
+            times
+                .get(((times.len() as f64 * q) as usize).min(times.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or_default()
+        };
+        Latency {
+            p50: at(0.50),
+            p99: at(0.99),
+            answered: times.len(),
+            lost,
+        }
+    }
+}
+
 /// The measurement.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CelFigures {
@@ -238,7 +257,7 @@ async fn measure_apart(port: u16, phase: Duration) -> Result<Latency> {
 
 /// Raises the calling thread's priority (nice -10, as root), so that the load generator's own
 /// share of the two cores does not show in what it measures of kanon; unchanged where refused.
-fn raise_priority() {
+pub(crate) fn raise_priority() {
     // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
     unsafe {
         let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
@@ -268,19 +287,7 @@ async fn measure(port: u16, tls: &TlsConnector, phase: Duration) -> Latency {
         }
         sleep(PACE).await;
     }
-    times.sort();
-    let at = |q: f64| {
-        times
-            .get(((times.len() as f64 * q) as usize).min(times.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
-    };
-    Latency {
-        p50: at(0.50),
-        p99: at(0.99),
-        answered: times.len(),
-        lost,
-    }
+    Latency::of(times, lost)
 }
 
 trait Io: AsyncRead + AsyncWrite + Unpin + Send {}

@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `messages` | 1 | a ValidatePolicy whose message doubles a list 40 times (refused when written?), then one whose message asks for 4,000 copies of a 200 KB Pod, with 16 such Pods reviewed at once (`messages.rs`) |
 //! | `cel` | 2 | a tenant's 40 CEL rules × 14 validations of ~0.6M units flooded by 8 clients while another namespace's ConfigMaps are reviewed, each on a new connection: their p50/p99 idle and under the flood, reviews lost (`cel.rs`, standalone `kanon serve --policies`) |
+//! | `cel-through` | 2 | the same policy and flood through kube-apiserver, kanon as the chart runs it; another namespace's ConfigMap dry runs measured (`through.rs`) |
 //! | `lookups` | 3 | a `k8s` reference by label selector in a namespace of 100 ConfigMaps of 900 KiB, 16 reviews at once, the selector matching none and all of them (`lookups.rs`) |
 //! | `audit` | 4 | the audit of 300 ConfigMaps of 900 KiB (`audit.rs`) |
 //! | `jsonpath` | 6 | `$..*` over a 2.5 MB object nested 120 deep, 4 reviews at once (`jsonpath.rs`) |
@@ -16,10 +17,10 @@
 //! reports) are correctness, proven by tests: e2e `audit_reports::`, the engine's
 //! `tests/exceptions.rs`, kanon-webhook's `metrics::tests`.
 //!
-//! Run: `cargo bench -p kanon --bench tenants` (about 6 minutes; root, for the cgroups).
+//! Run: `cargo bench -p kanon --bench tenants` (about 7 minutes; root, for the cgroups).
 //! Environment: `KANON_BIN` (the kanon measured; default the release build beside this bench),
 //! `KANON_TENANTS_PHASES` (comma-separated phase names; default all), `KANON_TENANTS_SECONDS`
-//! (each `cel` phase's length; default 10).
+//! (each `cel` and `cel-through` phase's length; default 10).
 
 mod audit;
 mod cel;
@@ -27,6 +28,7 @@ mod chart;
 mod jsonpath;
 mod lookups;
 mod messages;
+mod through;
 #[path = "../common/tls.rs"]
 mod tls;
 mod world;
@@ -42,7 +44,14 @@ use serde_json::json;
 use crate::chart::Chart;
 use crate::world::Run;
 
-const PHASES: &[&str] = &["messages", "cel", "lookups", "audit", "jsonpath"];
+const PHASES: &[&str] = &[
+    "messages",
+    "cel",
+    "cel-through",
+    "lookups",
+    "audit",
+    "jsonpath",
+];
 
 fn main() -> ExitCode {
     match run() {
@@ -95,10 +104,6 @@ fn run() -> Result<()> {
                 );
             }
             "cel" => {
-                let seconds = std::env::var("KANON_TENANTS_SECONDS")
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(10);
                 let settings = cel::Settings {
                     bin: binary.clone(),
                     extra_args: chart
@@ -106,11 +111,24 @@ fn run() -> Result<()> {
                         .into_iter()
                         .filter(|f| !f.starts_with("--object-") && !f.starts_with("--http-"))
                         .collect(),
-                    phase: Duration::from_secs(seconds),
+                    phase: cel_seconds(),
                 };
                 let figures = kit::runtime()?.block_on(cel::tenant_cel(&settings))?;
                 println!(
                     "| cel | 2 | {} ({}) |",
+                    figures.row(),
+                    if figures.within_target() {
+                        "within 2× idle p99, none lost"
+                    } else {
+                        "OVER the target: 2× idle p99, none lost"
+                    }
+                );
+            }
+            "cel-through" => {
+                let figures =
+                    through::tenant_cel_through(cluster()?, &run_as("cel-through"), cel_seconds())?;
+                println!(
+                    "| cel-through | 2 | {} ({}) |",
                     figures.row(),
                     if figures.within_target() {
                         "within 2× idle p99, none lost"
@@ -175,6 +193,16 @@ fn run() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Each `cel` phase's length: `KANON_TENANTS_SECONDS`, else 10 s.
+fn cel_seconds() -> Duration {
+    Duration::from_secs(
+        std::env::var("KANON_TENANTS_SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10),
+    )
 }
 
 /// The start of a message, on one line, for a table cell.
