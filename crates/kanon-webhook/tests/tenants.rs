@@ -213,7 +213,10 @@ fn demoted(server: &common::TestServer) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_costly_namespaces_next_reviews_compute_in_the_idle_class_and_no_other_does() {
-    let server = start("tenants-demoted", true, |_| {}).await;
+    let server = start("tenants-demoted", true, |config| {
+        config.costly_review_cpu = Some(Duration::from_millis(10));
+    })
+    .await;
     server.state.replace(policies(&["team-a"]));
     let mut client = server.connect().await;
     // Cheap reviews of another namespace, before and after: never demoted.

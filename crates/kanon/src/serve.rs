@@ -103,6 +103,18 @@ pub struct ServeArgs {
     /// How long an answer may wait for the client to read it, in milliseconds.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     write_timeout_ms: u64,
+    /// A namespace whose recent reviews each took more CPU than this (a Go duration: `10ms`)
+    /// has its next reviews evaluated in the idle scheduling class, so that a tenant's costly
+    /// policies compute on what the other namespaces' reviews leave of the CPU. `0` (the
+    /// default) turns it off: idle-class threads wait for every busy thread of kanon's CPU
+    /// group, which is kanon alone only in a container of its own (the chart sets `10ms`).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = costly_review_cpu)]
+    costly_review_cpu: Duration,
+}
+
+fn costly_review_cpu(text: &str) -> Result<Duration, String> {
+    server::parse_go_duration(text)
+        .ok_or_else(|| format!("`{text}` is not a duration (`10ms`, `0`)"))
 }
 
 const MIB: usize = 1024 * 1024;
@@ -233,6 +245,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         write_timeout: Duration::from_millis(args.write_timeout_ms.max(1)),
         allow_all: args.allow_all,
         sandbox,
+        costly_review_cpu: (!args.costly_review_cpu.is_zero()).then_some(args.costly_review_cpu),
         ..defaults
     };
     if let Err(error) = crate::allocator::return_freed_memory() {

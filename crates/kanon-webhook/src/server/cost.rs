@@ -1,8 +1,8 @@
 //! What the reviews of each flow (a namespace; see [`crate::slot`]) have cost lately: the CPU
 //! time of their evaluations, averaged over the flow's last few reviews. A flow whose reviews
-//! cost more than [`DEMOTE_ABOVE`] each is *costly*, and the pool evaluates its next reviews at
-//! the idle priority, so that a tenant's costly policies compute on what the other namespaces'
-//! reviews leave of the cores.
+//! cost more than a threshold each (the server's `costly_review_cpu`; the chart's 10 ms) is
+//! *costly*, and the pool evaluates its next reviews at the idle priority, so that a tenant's
+//! costly policies compute on what the other namespaces' reviews leave of the cores.
 //!
 //! Only flows that have been costly are remembered (at most [`MAX_FLOWS`]): a flow's record goes
 //! once its average falls under half the threshold, so the book stays small whatever the number
@@ -13,11 +13,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
-
-/// A review costing more CPU than this makes its flow costly. Everyday policy sets cost tens
-/// to hundreds of microseconds per review (BENCHMARKS.md); a tenant's flood that hurts costs
-/// tens of milliseconds to seconds.
-pub(super) const DEMOTE_ABOVE: Duration = Duration::from_millis(10);
 
 /// The most flows remembered at once; past it, a newly costly flow is not demoted.
 const MAX_FLOWS: usize = 4096;

@@ -22,7 +22,8 @@
 //!   evaluated at once;
 //! - CPU: reviews are evaluated on threads of their own at a lower priority ([`pool`]), never
 //!   on the runtime's workers that accept connections, complete handshakes and read bodies, and
-//!   the reviews of a namespace whose recent reviews were costly in the idle class ([`cost`]); a
+//!   (with `costly_review_cpu`) the reviews of a namespace whose recent reviews were costly in
+//!   the idle class ([`cost`]); a
 //!   review no policy may select is answered without evaluation ([`crate::triage`]); the
 //!   evaluation slots are shared between namespaces in turn, one taking at most half
 //!   ([`crate::slot`]), so one tenant's costly policies slow only the reviews they select.
@@ -114,6 +115,11 @@ pub struct ServerConfig {
     /// Where hand-written programs run: worker processes (see [`crate::sandbox`]), or, when
     /// `None`, the evaluating thread.
     pub sandbox: Option<SandboxConfig>,
+    /// When set, the reviews of a namespace whose recent reviews each took more CPU than this
+    /// are evaluated in the idle scheduling class ([`pool`]). Off by default: idle-class
+    /// threads wait for every other thread of their CPU group, which is kanon's own only in a
+    /// container of its own (the chart turns it on).
+    pub costly_review_cpu: Option<Duration>,
 }
 
 /// The default of [`ServerConfig::body_buffer_bytes`]: four bodies of the largest size.
@@ -142,6 +148,7 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(25),
             allow_all: false,
             sandbox: None,
+            costly_review_cpu: None,
         }
     }
 }
@@ -281,7 +288,8 @@ impl Server {
             bodies: BodyBudget::new(config.body_buffer_bytes, metrics.clone()),
             metrics,
             reviews: Slots::new(config.max_concurrent_reviews),
-            pool: EvaluationPool::start(config.max_connections).map_err(ServerError::Pool)?,
+            pool: EvaluationPool::start(config.max_connections, config.costly_review_cpu)
+                .map_err(ServerError::Pool)?,
             limits: Limits {
                 max_body_bytes: config.max_body_bytes,
                 json: config.review_budget,

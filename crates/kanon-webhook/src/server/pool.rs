@@ -11,12 +11,13 @@
 //! its slot back.
 //!
 //! A nicer thread still gets its time slice once it runs, and on a busy machine those slices
-//! showed in other namespaces' tails. So the reviews of a *costly* flow — a namespace whose
-//! recent reviews cost more than [`cost::DEMOTE_ABOVE`] of CPU each ([`cost`]) — run on threads
-//! of their own in the idle class ([`priority::idle`]): they compute only on what the rest of
-//! kanon leaves of the cores, and yield at once to a worker or another flow's evaluation. In a
-//! container that is kanon's own CPU share; where kanon shares its CPU group with other
-//! programs (a laptop, a test), a costly flow's reviews wait for them too.
+//! showed in other namespaces' tails. So, when the server is given a threshold, the reviews of
+//! a *costly* flow — a namespace whose recent reviews cost more CPU than that each ([`cost`]) —
+//! run on threads of their own in the idle class ([`priority::idle`]): they compute only on
+//! what the rest of kanon leaves of the cores, and yield at once to a worker or another flow's
+//! evaluation. In a container that is kanon's own CPU share; where kanon shares its CPU group
+//! with other programs (a laptop, a test beside kube-apiserver), a costly flow's reviews would
+//! wait for those programs too, which is why it is off unless asked for.
 
 use std::future::Future;
 use std::io;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinError;
 
-use super::cost::{self, Costs};
+use super::cost::Costs;
 use super::priority;
 
 /// How long an idle thread of the pool is kept for the next review.
@@ -33,9 +34,15 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// Threads of their own for evaluations (see the module's doc).
 pub(super) struct EvaluationPool {
-    /// Runtimes used only for their pools of blocking threads, at the evaluations' priority and
-    /// in the idle class; `None` once shut down.
-    threads: Option<(Runtime, Runtime)>,
+    /// A runtime used only for its pool of blocking threads; `None` once shut down.
+    threads: Option<Runtime>,
+    /// The threads of costly flows, and what flows cost, when asked for.
+    costly: Option<Costly>,
+}
+
+/// The idle-class threads and the book that sends reviews to them.
+struct Costly {
+    threads: Runtime,
     costs: Costs,
 }
 
@@ -49,11 +56,9 @@ pub(super) struct Evaluated<T> {
 impl EvaluationPool {
     /// At most `max_threads` threads at once in each class (reviews past it wait for one; each
     /// review in progress holds a connection, so the connection cap is the natural bound).
-    pub(super) fn start(max_threads: usize) -> io::Result<Self> {
-        Self::with_threshold(max_threads, cost::DEMOTE_ABOVE)
-    }
-
-    fn with_threshold(max_threads: usize, demote_above: Duration) -> io::Result<Self> {
+    /// With `costly_above`, a namespace whose recent reviews each took more CPU than that has
+    /// its next reviews evaluated in the idle class.
+    pub(super) fn start(max_threads: usize, costly_above: Option<Duration>) -> io::Result<Self> {
         let threads = |name: &str, on_start: fn()| {
             tokio::runtime::Builder::new_current_thread()
                 .thread_name(name)
@@ -62,18 +67,22 @@ impl EvaluationPool {
                 .on_thread_start(on_start)
                 .build()
         };
+        let costly = match costly_above {
+            Some(above) => Some(Costly {
+                threads: threads("kanon-costly", priority::idle)?,
+                costs: Costs::new(above),
+            }),
+            None => None,
+        };
         Ok(EvaluationPool {
-            threads: Some((
-                threads("kanon-evaluation", priority::lower)?,
-                threads("kanon-costly", priority::idle)?,
-            )),
-            costs: Costs::new(demote_above),
+            threads: Some(threads("kanon-evaluation", priority::lower)?),
+            costly,
         })
     }
 
     /// Runs `future`, a review of `flow`, to its end on a thread of the pool, its I/O and
-    /// timers driven by `io` (the runtime of the workers), and records its CPU time for the
-    /// flow.
+    /// timers driven by `io` (the runtime of the workers), and (when costly flows are told
+    /// apart) records its CPU time for the flow.
     pub(super) async fn run<F>(
         &self,
         io: Handle,
@@ -84,17 +93,32 @@ impl EvaluationPool {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let demoted = self.costs.costly(flow);
-        let threads = match &self.threads {
-            Some((normal, idle)) => {
-                if demoted {
-                    idle.handle().clone()
-                } else {
-                    normal.handle().clone()
-                }
-            }
+        let Some(normal) = &self.threads else {
             // Only after shutdown: on the caller's own thread pool, not lost.
-            None => io.clone(),
+            let output = io
+                .clone()
+                .spawn_blocking(move || io.block_on(future))
+                .await?;
+            return Ok(Evaluated {
+                output,
+                demoted: false,
+            });
+        };
+        let Some(costly) = &self.costly else {
+            let output = normal
+                .handle()
+                .spawn_blocking(move || io.block_on(future))
+                .await?;
+            return Ok(Evaluated {
+                output,
+                demoted: false,
+            });
+        };
+        let demoted = costly.costs.costly(flow);
+        let threads = if demoted {
+            costly.threads.handle()
+        } else {
+            normal.handle()
         };
         let (output, cpu) = threads
             .spawn_blocking(move || {
@@ -103,7 +127,7 @@ impl EvaluationPool {
                 (output, priority::cpu_time().saturating_sub(start))
             })
             .await?;
-        self.costs.record(flow, cpu);
+        costly.costs.record(flow, cpu);
         Ok(Evaluated { output, demoted })
     }
 }
@@ -111,9 +135,11 @@ impl EvaluationPool {
 impl Drop for EvaluationPool {
     fn drop(&mut self) {
         // Dropping a runtime waits for its threads, which an async context may not do.
-        if let Some((normal, idle)) = self.threads.take() {
-            normal.shutdown_background();
-            idle.shutdown_background();
+        if let Some(threads) = self.threads.take() {
+            threads.shutdown_background();
+        }
+        if let Some(costly) = self.costly.take() {
+            costly.threads.shutdown_background();
         }
     }
 }
@@ -144,7 +170,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_future_runs_on_a_thread_of_its_own_at_a_lower_priority() {
-        let pool = EvaluationPool::start(2).expect("a pool");
+        let pool = EvaluationPool::start(2, None).expect("a pool");
         let worker = std::thread::current().id();
         let before = nice();
         let evaluated = pool
@@ -164,7 +190,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_costly_flows_reviews_run_in_the_idle_class_and_others_do_not() {
-        let pool = EvaluationPool::with_threshold(2, Duration::from_millis(5)).expect("a pool");
+        let pool = EvaluationPool::start(2, Some(Duration::from_millis(5))).expect("a pool");
         let io = Handle::current();
         let first = pool
             .run(io.clone(), "tenant", compute(Duration::from_millis(20)))

@@ -16,6 +16,7 @@ const BOUNDS: &[&str] = &[
     "--program-",
     "--max-",
     "--body-",
+    "--costly-",
     "--audit-",
     "--report-",
 ];
