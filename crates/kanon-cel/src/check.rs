@@ -237,7 +237,7 @@ impl Checker<'_> {
             return next;
         };
         if self.assignable(&so_far, &next) {
-            return so_far;
+            return most_general(&so_far, &next);
         }
         Type::Dyn
     }
@@ -401,22 +401,6 @@ impl Checker<'_> {
                     other => Type::optional(other),
                 };
             }
-            (operators::OPT_INDEX, None, 2) => {
-                let operand = self.check(&args[0]);
-                let index = self.check(&args[1]);
-                let operand = self.resolve(&operand);
-                let inner = match operand {
-                    Type::Optional(inner) => self.resolve(&inner),
-                    other => other,
-                };
-                let before = self.issues.len();
-                let element = self.resolve_overload(expr, operators::INDEX, false, &[inner, index]);
-                // Named as cel-go names the optional index in its message.
-                for issue in &mut self.issues[before..] {
-                    issue.message = issue.message.replacen("'_[_]'", "'_[?_]'", 1);
-                }
-                return Type::optional(element);
-            }
             _ => {}
         }
         let mut arg_types = Vec::with_capacity(args.len() + 1);
@@ -542,19 +526,25 @@ impl Checker<'_> {
         }
     }
 
-    /// Can a value of type `source` be used where `target` is expected? Binds type variables.
+    /// Can a value of type `source` be used where `target` is expected? Binds type variables as
+    /// cel-go's checker does (`internalIsAssignable`): a variable already bound keeps the more
+    /// general of its binding and the new type, so `true ? 0 : dyn` is `dyn`, and a variable
+    /// matched against `dyn` stays free for what comes next (`dyn[?'k'].orValue('')` is a
+    /// `string`).
     fn assignable(&mut self, target: &Type, source: &Type) -> bool {
-        let target = self.shallow(target);
-        let source = self.shallow(source);
-        match (&target, &source) {
-            (Type::Param(a), Type::Param(b)) if a == b => true,
-            (Type::Param(name), other) | (other, Type::Param(name)) => {
-                if occurs(name, other, self) {
-                    return false;
-                }
-                self.substitution.insert(name.clone(), other.clone());
-                true
+        if let Type::Param(name) = target {
+            let (valid, bound) = self.substitute(name, source);
+            if valid {
+                return true;
             }
+            if bound {
+                return false;
+            }
+        }
+        if let Type::Param(name) = source {
+            return self.substitute(name, target).0;
+        }
+        match (target, source) {
             (Type::Dyn | Type::Error, _) | (_, Type::Dyn | Type::Error) => true,
             (Type::List(a), Type::List(b)) => self.assignable(a, b),
             (Type::Map(ka, va), Type::Map(kb, vb)) => {
@@ -563,11 +553,40 @@ impl Checker<'_> {
             (Type::Optional(a), Type::Optional(b)) => self.assignable(a, b),
             // Every type value is of type `type`: `type(1) == type(1u)` is well-typed (and false).
             (Type::Type(_), Type::Type(_)) => true,
-            (Type::Object(_), Type::Null) => true,
-            // cel-go's google.protobuf.Duration and Timestamp are message types: null fits them.
-            (Type::Duration | Type::Timestamp, Type::Null) => true,
+            // Null fits object types and cel-go's google.protobuf.Duration and Timestamp (message
+            // types), either way round.
+            (Type::Object(_) | Type::Duration | Type::Timestamp, Type::Null)
+            | (Type::Null, Type::Object(_) | Type::Duration | Type::Timestamp) => true,
             (a, b) => a == b,
         }
+    }
+
+    /// Whether `kind` may stand for the type variable `name` (cel-go's
+    /// `isValidTypeSubstitution`), binding or widening it; and whether `name` was bound before.
+    fn substitute(&mut self, name: &Arc<str>, kind: &Type) -> (bool, bool) {
+        if let Type::Param(other) = kind
+            && other == name
+        {
+            return (true, true);
+        }
+        if let Some(bound) = self.substitution.get(name).cloned() {
+            if bound == *kind {
+                return (true, true);
+            }
+            if self.assignable(&bound, kind) {
+                let general = most_general(kind, &bound);
+                if !occurs(name, &general, self) {
+                    self.substitution.insert(name.clone(), general);
+                }
+                return (true, true);
+            }
+            return (false, true);
+        }
+        if !occurs(name, kind, self) {
+            self.substitution.insert(name.clone(), kind.clone());
+            return (true, false);
+        }
+        (false, false)
     }
 
     fn shallow(&self, kind: &Type) -> Type {
@@ -593,6 +612,32 @@ fn unbound_to_dyn(kind: Type) -> Type {
         Type::Optional(inner) => Type::optional(unbound_to_dyn((*inner).clone())),
         Type::Type(Some(inner)) => Type::type_of(unbound_to_dyn((*inner).clone())),
         other => other,
+    }
+}
+
+/// The more general of two types that fit each other (cel-go's `mostGeneral`): `first` unless
+/// `second` is less specific.
+fn most_general(first: &Type, second: &Type) -> Type {
+    if equal_or_less_specific(first, second) {
+        first.clone()
+    } else {
+        second.clone()
+    }
+}
+
+/// cel-go's `isEqualOrLessSpecific`: `dyn` and type variables are less specific than anything.
+fn equal_or_less_specific(first: &Type, second: &Type) -> bool {
+    match (first, second) {
+        (Type::Dyn | Type::Param(_), _) => true,
+        (_, Type::Dyn | Type::Param(_)) => false,
+        (Type::List(a), Type::List(b)) | (Type::Optional(a), Type::Optional(b)) => {
+            equal_or_less_specific(a, b)
+        }
+        (Type::Map(ka, va), Type::Map(kb, vb)) => {
+            equal_or_less_specific(ka, kb) && equal_or_less_specific(va, vb)
+        }
+        (Type::Type(_), Type::Type(_)) => true,
+        (a, b) => a == b,
     }
 }
 

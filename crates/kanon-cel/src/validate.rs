@@ -42,14 +42,27 @@ const MIXED_LITERALS_ALLOWED: &[&str] = &["format"];
 /// key and every value of a map literal, has exactly the type of the first (`dyn` is no
 /// wildcard here: `[dyn(1), 'a']` is refused, as the apiserver refuses it).
 fn visit_literals(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
-    let type_of = |node: &Expr, optional: bool| match (optional, checked_type(checked, node)) {
-        (true, Type::Optional(inner)) => (*inner).clone(),
-        (_, kind) => kind,
-    };
     let same = |nodes: Vec<(&Expr, bool)>, issues: &mut Vec<Issue>| {
         let mut first: Option<Type> = None;
         for (node, optional) in nodes {
-            let kind = type_of(node, optional);
+            let kind = match (optional, checked_type(checked, node)) {
+                (true, Type::Optional(inner)) => (*inner).clone(),
+                // cel-go's validator takes the optional's parameter without looking, and fails
+                // (a panic) on a `dyn`: kube-apiserver cannot compile such a literal.
+                (true, other) => {
+                    issues.push(Issue {
+                        span: node.span,
+                        message: format!(
+                            "an optional element or value must have an optional type, not '{other}': \
+                             kube-apiserver cannot compile this literal (cel-go's check of \
+                             literals fails on it); make the value optional (`optional.of(...)`, \
+                             `a.?b`, `m[?k]` on a typed map)"
+                        ),
+                    });
+                    return;
+                }
+                (false, kind) => kind,
+            };
             match &first {
                 None => first = Some(kind),
                 Some(expected) if *expected != kind => {

@@ -10,6 +10,9 @@
 //! `render` in main.go) and the test compares:
 //! - **refusal**: one side refuses to compile what the other compiles;
 //! - **compile-text**: both refuse, with different first lines of the message;
+//! - **static-type**: both compile, to different static types (`Type.String()` of cel-go's
+//!   checked result against kanon-cel's `Program::result_type`): what decides whether a
+//!   policy's field (a validation's `bool`, a message's `string`) accepts the expression;
 //! - **outcome**: one side gives a value, the other an error;
 //! - **value**: both give values whose rendering or type name differ;
 //! - **error-text**: both fail, with different messages;
@@ -59,9 +62,10 @@ use corpus::{Case, VARIABLES, VariableSets};
 const COST_LIMIT: u64 = 1_000_000;
 /// Longest detail kept in a reason of known-differences.txt.
 const MAX_REASON: usize = 240;
-const KINDS: [&str; 7] = [
+const KINDS: [&str; 8] = [
     "refusal",
     "compile-text",
+    "static-type",
     "outcome",
     "value",
     "error-text",
@@ -122,15 +126,19 @@ fn kanon_cel_agrees_with_kube_apiserver() {
     corpus::check_ids(&cases);
 
     let binary = go::oracle_binary();
-    let oracle = run_oracle(&binary, &cases, &sets);
-    let kanon = run_kanon(&cases, &sets);
+    let (oracle, oracle_checked) = run_oracle(&binary, &cases, &sets);
+    let (kanon, kanon_checked) = run_kanon(&cases, &sets);
 
     // An answer that depends on map order is not compared: kube-apiserver iterates maps in Go's
     // random order, kanon-cel in document order.
     let differences: Vec<Option<Difference>> = oracle
         .iter()
         .zip(&kanon)
-        .map(|((oracle, unstable), kanon)| (!unstable).then(|| compare(kanon, oracle)).flatten())
+        .zip(oracle_checked.iter().zip(&kanon_checked))
+        .map(|(((oracle, unstable), kanon), (oracle_type, kanon_type))| {
+            static_type_difference(kanon_type, oracle_type)
+                .or_else(|| (!unstable).then(|| compare(kanon, oracle)).flatten())
+        })
         .collect();
     let report = report(&cases, &oracle, &kanon, &differences);
     println!("{report}");
@@ -194,7 +202,11 @@ fn kanon_cel_agrees_with_kube_apiserver() {
 
 /// Every case through one oracle process: JSON lines in, JSON lines out, in order. With each
 /// outcome, whether the oracle saw it change from one evaluation to the next (map order).
-fn run_oracle(binary: &Path, cases: &[Case], sets: &VariableSets) -> Vec<(Outcome, bool)> {
+fn run_oracle(
+    binary: &Path,
+    cases: &[Case],
+    sets: &VariableSets,
+) -> (Vec<(Outcome, bool)>, Vec<Option<String>>) {
     let mut child = Command::new(binary)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -212,12 +224,19 @@ fn run_oracle(binary: &Path, cases: &[Case], sets: &VariableSets) -> Vec<(Outcom
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let stdout = child.stdout.take().expect("piped stdout");
     let mut outcomes = Vec::with_capacity(cases.len());
+    let mut checked = Vec::with_capacity(cases.len());
     for line in BufReader::new(stdout).lines() {
         let line = line.unwrap_or_else(|error| panic!("reading the oracle's output: {error}"));
         let answer: Json = serde_json::from_str(&line)
             .unwrap_or_else(|error| panic!("the oracle wrote {line:?}: {error}"));
         let unstable = answer.get("unstable").and_then(Json::as_bool) == Some(true);
         outcomes.push((oracle_outcome(&answer), unstable));
+        checked.push(
+            answer
+                .get("checked")
+                .and_then(Json::as_str)
+                .map(str::to_owned),
+        );
     }
     writer
         .join()
@@ -232,7 +251,7 @@ fn run_oracle(binary: &Path, cases: &[Case], sets: &VariableSets) -> Vec<(Outcom
         outcomes.len(),
         cases.len()
     );
-    outcomes
+    (outcomes, checked)
 }
 
 fn oracle_outcome(answer: &Json) -> Outcome {
@@ -260,7 +279,8 @@ fn oracle_outcome(answer: &Json) -> Outcome {
     }
 }
 
-fn run_kanon(cases: &[Case], sets: &VariableSets) -> Vec<Outcome> {
+/// kanon-cel's outcome of each case, and the static type of those that compiled.
+fn run_kanon(cases: &[Case], sets: &VariableSets) -> (Vec<Outcome>, Vec<Option<String>>) {
     let mut env = Env::kubernetes();
     let slots: Vec<usize> = VARIABLES
         .iter()
@@ -284,7 +304,7 @@ fn run_kanon(cases: &[Case], sets: &VariableSets) -> Vec<Outcome> {
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
                 kanon_outcome(&env, &case.expr, &documents)
             }))
-            .unwrap_or_else(|payload| Outcome::Panic(panic_text(payload.as_ref())));
+            .unwrap_or_else(|payload| (Outcome::Panic(panic_text(payload.as_ref())), None));
             (outcome, started.elapsed())
         })
         .collect::<Vec<_>>();
@@ -303,20 +323,21 @@ fn run_kanon(cases: &[Case], sets: &VariableSets) -> Vec<Outcome> {
     {
         println!("slow in kanon-cel: {:.2}s {id}", elapsed.as_secs_f64());
     }
-    outcomes.into_iter().map(|(outcome, _)| outcome).collect()
+    outcomes.into_iter().map(|(answer, _)| answer).unzip()
 }
 
-fn kanon_outcome(env: &Env, expr: &str, documents: &[&Json]) -> Outcome {
+fn kanon_outcome(env: &Env, expr: &str, documents: &[&Json]) -> (Outcome, Option<String>) {
     let program = match env.compile(expr) {
         Ok(program) => program,
-        Err(error) => return Outcome::Refused(first_line(&error.to_string())),
+        Err(error) => return (Outcome::Refused(first_line(&error.to_string())), None),
     };
+    let checked = Some(program.result_type().runtime_text());
     let variables: Vec<Value<'_>> = documents
         .iter()
         .map(|document| Value::from_json(document))
         .collect();
     let mut budget = Budget::new(COST_LIMIT);
-    match program.eval(&variables, &mut budget) {
+    let outcome = match program.eval(&variables, &mut budget) {
         Ok(value) => Outcome::Value {
             rendering: render::render(&value),
             type_name: value.type_of().runtime_name().to_owned(),
@@ -326,7 +347,8 @@ fn kanon_outcome(env: &Env, expr: &str, documents: &[&Json]) -> Outcome {
             text: error.to_string(),
             cost: budget.spent,
         },
-    }
+    };
+    (outcome, checked)
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -345,6 +367,17 @@ fn first_line(text: &str) -> String {
 
 // ---------------------------------------------------------------------------------------------
 // Comparing and reporting.
+
+/// Both compiled, to different static types.
+fn static_type_difference(kanon: &Option<String>, oracle: &Option<String>) -> Option<Difference> {
+    match (kanon, oracle) {
+        (Some(a), Some(b)) if a != b => Some(Difference {
+            kind: "static-type",
+            detail: format!("kanon {a}; oracle {b}"),
+        }),
+        _ => None,
+    }
+}
 
 fn compare(kanon: &Outcome, oracle: &Outcome) -> Option<Difference> {
     let differ = |kind: &'static str| {

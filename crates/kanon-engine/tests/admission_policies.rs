@@ -1518,7 +1518,7 @@ fn auditing_max() -> Value {
         json!([{"expression": "true"}]),
         json!({
             "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "auditAnnotations": [{"key": "max", "valueExpression": "params.data.max"}],
+            "auditAnnotations": [{"key": "max", "valueExpression": "string(params.data.max)"}],
         }),
     )
 }

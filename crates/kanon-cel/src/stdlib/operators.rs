@@ -67,19 +67,21 @@ pub(crate) fn install(env: &mut Env) {
         },
     );
 
+    // In cel-go's order: the checker commits the first overload that fits, so an argument of a
+    // free type (`optional.none().optMap(v, v.size())`) becomes `bytes`, as in cel-go.
     for (id, signature) in [
-        ("size_string", "size(string) -> int"),
         ("size_bytes", "size(bytes) -> int"),
         ("size_list", "size(list(A)) -> int"),
         ("size_map", "size(map(A, B)) -> int"),
+        ("size_string", "size(string) -> int"),
     ] {
         env.function(id, signature, size);
     }
     for (id, signature) in [
-        ("string_size", "string.size() -> int"),
         ("bytes_size", "bytes.size() -> int"),
         ("list_size", "list(A).size() -> int"),
         ("map_size", "map(A, B).size() -> int"),
+        ("string_size", "string.size() -> int"),
     ] {
         env.method(id, signature, size);
     }
@@ -375,6 +377,31 @@ pub(crate) fn install_planned(env: &mut Env) {
         optional_index,
     );
 
+    // The optional index `a[?b]`, declared as cel-go declares it so that the checker types it
+    // the same way (an operand that is an optional of `dyn` matches only the optional map and
+    // list overloads, leaving the element's type free). Evaluation does not come here: the
+    // planner evaluates `_[?_]` itself.
+    env.function(
+        "list_optindex_optional_int",
+        "_[?_](list(V), int) -> optional_type(V)",
+        optional_index_any,
+    );
+    env.function(
+        "optional_list_optindex_optional_int",
+        "_[?_](optional_type(list(V)), int) -> optional_type(V)",
+        optional_index_any,
+    );
+    env.function(
+        "map_optindex_optional_value",
+        "_[?_](map(K, V), K) -> optional_type(V)",
+        optional_index_any,
+    );
+    env.function(
+        "optional_map_optindex_optional_value",
+        "_[?_](optional_type(map(K, V)), K) -> optional_type(V)",
+        optional_index_any,
+    );
+
     // The map insertion two-variable comprehensions (`transformMap`) expand to.
     env.function(
         "cel_@mapInsert_map_key_value",
@@ -397,6 +424,23 @@ fn map_insert<'a>(
     entries: &[(Value<'a>, Value<'a>)],
 ) -> Result<Value<'a>, EvalError> {
     map_insert_owned(map.clone(), entries)
+}
+
+/// `a[?b]` whether `a` is an optional or not.
+fn optional_index_any<'a>(
+    ctx: &mut Ctx<'_, '_>,
+    args: &[Value<'a>],
+) -> Result<Value<'a>, EvalError> {
+    match &args[0] {
+        Value::Optional(_) => optional_index(ctx, args),
+        plain => optional_index(
+            ctx,
+            &[
+                Value::Optional(Some(Arc::new(plain.clone()))),
+                args[1].clone(),
+            ],
+        ),
+    }
 }
 
 fn optional_index<'a>(_: &mut Ctx<'_, '_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {

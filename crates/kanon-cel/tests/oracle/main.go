@@ -57,6 +57,9 @@ type output struct {
 	Value        *string `json:"value,omitempty"`
 	Type         *string `json:"type,omitempty"`
 	Cost         *uint64 `json:"cost,omitempty"`
+	// Checked: the expression's static type as the checker gave it (Type.String()), when it
+	// compiled: what decides whether a policy's field accepts it.
+	Checked *string `json:"checked,omitempty"`
 	// Unstable: evaluating again gave another answer (Go's map iteration order is random, and
 	// kube-apiserver iterates maps in it); the answer is one of them.
 	Unstable bool `json:"unstable,omitempty"`
@@ -114,16 +117,32 @@ func fail(format string, args ...any) {
 
 func str(s string) *string { return &s }
 
-func run(env *cel.Env, req input) output {
-	ast, iss := env.Compile(req.Expr)
+// compile is env.Compile, with a panic of cel-go's (its literal validator indexes the type of an
+// optional element that has none) as the refusal kube-apiserver makes of it.
+func compile(env *cel.Env, expr string) (ast *cel.Ast, message *string) {
+	defer func() {
+		if p := recover(); p != nil {
+			ast, message = nil, str(fmt.Sprintf("panic: %v", p))
+		}
+	}()
+	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return output{CompileError: str(iss.Err().Error())}
+		return nil, str(iss.Err().Error())
 	}
+	return ast, nil
+}
+
+func run(env *cel.Env, req input) output {
+	ast, refused := compile(env, req.Expr)
+	if refused != nil {
+		return output{CompileError: refused}
+	}
+	checked := str(ast.OutputType().String())
 	// The environment's own program options are kube-apiserver's: OptOptimize, cost tracking
 	// with Kubernetes' cost estimator, the per-call cost limit (1,000,000).
 	prg, err := env.Program(ast)
 	if err != nil {
-		return output{ProgramError: str(err.Error())}
+		return output{ProgramError: str(err.Error()), Checked: checked}
 	}
 	// Every admission variable is bound (oldObject is null on CREATE, and so on).
 	vars := map[string]any{}
@@ -146,7 +165,9 @@ func run(env *cel.Env, req input) output {
 			break
 		}
 	}
-	return first.output()
+	answer := first.output()
+	answer.Checked = checked
+	return answer
 }
 
 // result is an output's comparable form.

@@ -170,10 +170,12 @@ impl RuleEnv {
                 return None;
             }
         };
+        // The result's static type must be exactly the one wanted, as kube-apiserver checks it
+        // when a policy is written (`IsExactType`): `dyn` is not `bool`, so a rule reading a
+        // field of an untyped object (`object.spec.hostNetwork`) must compare it.
         let found = program.result_type();
         let fits = match expect {
             Expect::Any => true,
-            _ if *found == Type::Dyn => true,
             Expect::Bool => *found == Type::Bool,
             Expect::String => *found == Type::String,
             Expect::StringOrNull => matches!(found, Type::String | Type::Null),
@@ -184,17 +186,18 @@ impl RuleEnv {
             Expect::ApplyConfiguration => *found == Type::Object("Object".into()),
         };
         if !fits {
+            // kube-apiserver's words (and cel-go's names of the types).
             let wanted = match expect {
                 Expect::Bool => "bool",
                 Expect::String => "string",
-                Expect::StringOrNull => "string or null",
+                Expect::StringOrNull => "one of [string null_type]",
                 Expect::Patches => "list(JSONPatch)",
                 Expect::ApplyConfiguration => "Object",
                 Expect::Any => "any",
             };
             errors.push(FieldError::new(
                 field,
-                format!("the expression gives {found}, but {wanted} is needed here"),
+                format!("must evaluate to {wanted} but got {}", found.runtime_text()),
             ));
             return None;
         }
