@@ -26,6 +26,11 @@ pub struct Checked {
     /// `dyn` fits several): cel-go then dispatches at run time and meters the call by its
     /// function's name only.
     pub ambiguous: std::collections::HashSet<u32>,
+    /// The overloads each call resolved to, by the call's id: cel-go binds only these, so a
+    /// value whose run-time type is none of theirs fails the call (`string(l.reverse()[0])`
+    /// over a JSON list of numbers resolves to `string(string)`, as the element's type is
+    /// free, and fails on an `int`).
+    pub overloads: HashMap<u32, Vec<Arc<str>>>,
 }
 
 pub(crate) fn check(env: &Env, expr: &Expr) -> Result<Checked, Vec<Issue>> {
@@ -37,6 +42,7 @@ pub(crate) fn check(env: &Env, expr: &Expr) -> Result<Checked, Vec<Issue>> {
         issues: Vec::new(),
         types: HashMap::new(),
         ambiguous: std::collections::HashSet::new(),
+        overloads: HashMap::new(),
     };
     let result = checker.check(expr);
     if !checker.issues.is_empty() {
@@ -53,6 +59,7 @@ pub(crate) fn check(env: &Env, expr: &Expr) -> Result<Checked, Vec<Issue>> {
         result,
         types,
         ambiguous: std::mem::take(&mut checker.ambiguous),
+        overloads: std::mem::take(&mut checker.overloads),
     })
 }
 
@@ -64,6 +71,7 @@ struct Checker<'e> {
     issues: Vec<Issue>,
     types: HashMap<u32, Type>,
     ambiguous: std::collections::HashSet<u32>,
+    overloads: HashMap<u32, Vec<Arc<str>>>,
 }
 
 impl Checker<'_> {
@@ -436,6 +444,7 @@ impl Checker<'_> {
         }
         let mut result: Option<Type> = None;
         let mut matched = 0;
+        let mut resolved = Vec::new();
         for overload in &candidates {
             // Instantiate the overload's type parameters afresh for this call.
             let mut renamed: HashMap<Arc<str>, Type> = HashMap::new();
@@ -453,6 +462,7 @@ impl Checker<'_> {
                 .all(|(param, arg)| self.assignable(param, arg))
             {
                 matched += 1;
+                resolved.push(overload.id.clone());
                 let found = self.resolve(&result_type);
                 result = Some(match result {
                     None => found,
@@ -469,6 +479,9 @@ impl Checker<'_> {
         }
         if matched > 1 {
             self.ambiguous.insert(expr.id);
+        }
+        if !resolved.is_empty() {
+            self.overloads.insert(expr.id, resolved);
         }
         match result {
             Some(kind) => kind,

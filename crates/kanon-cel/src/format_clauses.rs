@@ -11,7 +11,7 @@ pub(crate) enum Clause {
     Decimal,
     Fixed(Option<usize>),
     /// cel-go writes `%<precision>e`: the precision becomes a width and the digits stay six.
-    Scientific,
+    Scientific(Option<usize>),
     Binary,
     Hex(bool),
     Octal,
@@ -55,7 +55,7 @@ pub(crate) fn parse_clause(text: &str) -> Result<(usize, Clause), String> {
         's' => Clause::String,
         'd' => Clause::Decimal,
         'f' => Clause::Fixed(precision),
-        'e' => Clause::Scientific,
+        'e' => Clause::Scientific(precision),
         'b' => Clause::Binary,
         'x' => Clause::Hex(false),
         'X' => Clause::Hex(true),
@@ -97,7 +97,7 @@ pub(crate) fn check(
         let allowed: &[&str] = match clause {
             Clause::String => &[],
             Clause::Decimal | Clause::Octal => &["int", "uint"],
-            Clause::Fixed(_) | Clause::Scientific => &["double", "string"],
+            Clause::Fixed(_) | Clause::Scientific(_) => &["double", "string"],
             Clause::Binary => &["int", "uint", "bool"],
             Clause::Hex(_) => &["int", "uint", "string", "bytes"],
         };
@@ -116,7 +116,7 @@ pub(crate) fn check(
                 Clause::Fixed(_) => {
                     format!("fixed-point clause can only be used on doubles, was given {given}")
                 }
-                Clause::Scientific => {
+                Clause::Scientific(_) => {
                     format!("scientific clause can only be used on doubles, was given {given}")
                 }
                 Clause::Binary => {

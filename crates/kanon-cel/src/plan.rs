@@ -31,6 +31,7 @@ impl Program {
             issues: Vec::new(),
             checked: checked.is_some(),
             ambiguous: checked.map(|checked| &checked.ambiguous),
+            resolved: checked.map(|checked| &checked.overloads),
         };
         let root = planner.plan(expr);
         if !planner.issues.is_empty() {
@@ -46,6 +47,7 @@ struct Planner<'e> {
     issues: Vec<Issue>,
     checked: bool,
     ambiguous: Option<&'e std::collections::HashSet<u32>>,
+    resolved: Option<&'e std::collections::HashMap<u32, Vec<Arc<str>>>>,
 }
 
 /// A list, map or struct literal made of constants and such literals, built once here: evaluating
@@ -301,6 +303,7 @@ impl Planner<'_> {
                 .cloned()
                 .collect();
             if !shadowed && !overloads.is_empty() {
+                let overloads = self.bound(expr, overloads);
                 let args = args.iter().map(|arg| self.plan(arg)).collect();
                 return Node::Call(Box::new(Call {
                     function: Arc::from(qualified.as_str()),
@@ -348,6 +351,7 @@ impl Planner<'_> {
             };
             return self.issue(expr, message);
         }
+        let overloads = self.bound(expr, overloads);
         let mut nodes = Vec::with_capacity(arity);
         if let Some(target) = target {
             nodes.push(self.plan(target));
@@ -405,6 +409,20 @@ impl Planner<'_> {
         } else {
             node
         }
+    }
+
+    /// The overloads a call may run: those the checker resolved it to, in declaration order,
+    /// as cel-go binds them (all of them without a check).
+    fn bound(&self, expr: &Expr, overloads: Vec<Arc<Overload>>) -> Vec<Arc<Overload>> {
+        let Some(resolved) = self.resolved.and_then(|resolved| resolved.get(&expr.id)) else {
+            return overloads;
+        };
+        let kept: Vec<Arc<Overload>> = overloads
+            .iter()
+            .filter(|overload| resolved.contains(&overload.id))
+            .cloned()
+            .collect();
+        if kept.is_empty() { overloads } else { kept }
     }
 
     /// An index whose key is a constant of a type no qualifier takes is refused when planned,

@@ -408,6 +408,23 @@ pub struct Object<'a> {
     pub fields: IndexMap<Arc<str>, Value<'a>>,
 }
 
+/// Fields whose names start with this are bookkeeping of an opaque value (how apimachinery
+/// holds a quantity), not part of what it is: equality ignores them.
+pub(crate) const BOOKKEEPING: char = '@';
+
+/// Marks an opaque value cel-go holds by pointer (a quantity `add` or `sub` made): its type's
+/// `Equal` takes only values, so such a value on the right of `==` or `!=` is no such overload
+/// (`quantity('1') == quantity('1').add(0)`).
+pub(crate) const HELD_BY_POINTER: &str = "@pointer";
+
+impl Object<'_> {
+    fn visible(&self) -> impl Iterator<Item = (&Arc<str>, &Value<'_>)> {
+        self.fields
+            .iter()
+            .filter(|(name, _)| !name.starts_with(BOOKKEEPING))
+    }
+}
+
 impl<'a> Value<'a> {
     /// Whether it is a bool, int, uint, double or string: what may key a map lookup, and what a
     /// constant list may hold to become a set lookup.
@@ -538,8 +555,8 @@ impl<'a> Value<'a> {
             }
             (Value::Object(a), Value::Object(b)) => {
                 a.type_name == b.type_name
-                    && a.fields.len() == b.fields.len()
-                    && a.fields.iter().all(|(name, value)| {
+                    && a.visible().count() == b.visible().count()
+                    && a.visible().all(|(name, value)| {
                         b.fields.get(name).is_some_and(|other| value.equals(other))
                     })
             }

@@ -181,6 +181,10 @@ fn sum<'a>(args: &[Value<'a>], zero: Value<'a>) -> Result<Value<'a>, EvalError> 
     ) {
         return Err(no_overload("_+_", &[zero, total]));
     }
+    // cel-go adds to the overload's zero: `0.0 + -0.0` is `0.0`, so `[-0.0].sum()` is `0.0`.
+    if std::mem::discriminant(&total) == std::mem::discriminant(&zero) {
+        total = add(zero, total)?;
+    }
     for item in items {
         total = add(total, item)?;
     }

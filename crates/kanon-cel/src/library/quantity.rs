@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use crate::env::Env;
 use crate::error::EvalError;
 use crate::function::{Ctx, no_overload};
-use crate::value::Value;
+use crate::value::{HELD_BY_POINTER, Value};
 
 use super::{
     QUANTITY_TYPE, STRING_TRAVERSAL, actual_size, canonical, hidden, opaque_with, scaled_cost,
@@ -24,6 +24,8 @@ const FORMAT_WRONG: &str =
 const SUFFIX_WRONG: &str = "unable to parse quantity's suffix";
 /// The hidden field recording the representation.
 const FORM: &str = "#form";
+/// apimachinery's scale of the value ([`Quantity::scale`]): bookkeeping, not compared.
+const SCALE: &str = "@scale";
 /// Longest digit string an addition may build; apimachinery would compute it (slowly, in
 /// memory), we refuse.
 const MAX_DIGITS: usize = 100_000;
@@ -343,6 +345,9 @@ fn subtract_digits(a: &[u8], b: &[u8]) -> Vec<u8> {
 pub struct Quantity {
     pub value: Decimal,
     pub form: Form,
+    /// The power of ten apimachinery holds the value at (`value = unscaled × 10^scale`): an
+    /// int64 amount's scale, or minus an `inf.Dec`'s. `asApproximateFloat` computes from it.
+    pub scale: i64,
 }
 
 /// apimachinery's `parseQuantityString`: sign, digits, fraction, suffix.
@@ -486,7 +491,7 @@ pub fn parse(text: &str) -> Result<Quantity, String> {
             } else {
                 Form::Scaled
             };
-            return Ok(Quantity { value, form });
+            return Ok(Quantity { value, form, scale });
         }
     }
 
@@ -496,6 +501,18 @@ pub fn parse(text: &str) -> Result<Quantity, String> {
     } else {
         value.times_power_of_two(exponent.max(0) as u32);
     }
+    // apimachinery rounds a non-zero amount up to nano, which sets its scale to nano; a zero
+    // keeps the scale it was written with.
+    let mut scale = if value.digits.is_empty() {
+        let written = -(fraction.len() as i64);
+        if base == 10 {
+            written + i64::from(exponent)
+        } else {
+            written
+        }
+    } else {
+        -9
+    };
     value.round_up_to_nano();
     if format == Format::BinarySI
         && value.cmp_magnitude(&Decimal::from_i64(i64::MAX)) == Ordering::Greater
@@ -503,10 +520,12 @@ pub fn parse(text: &str) -> Result<Quantity, String> {
         let negative = value.negative;
         value = Decimal::from_i64(i64::MAX);
         value.negative = negative;
+        scale = 0;
     }
     Ok(Quantity {
         value,
         form: Form::Decimal,
+        scale,
     })
 }
 
@@ -515,6 +534,7 @@ impl Quantity {
         Quantity {
             value: Decimal::from_i64(value),
             form: Form::Integer,
+            scale: 0,
         }
     }
 
@@ -530,14 +550,52 @@ impl Quantity {
             (Form::Integer, Form::Integer) => Form::Decimal,
             _ => Form::Scaled,
         };
-        Ok(Quantity { value, form })
+        // An int64 amount added to zero (or zero added to it) keeps its scale; otherwise the
+        // result is at the finer of the two, for int64 amounts and `inf.Dec` alike.
+        let decimal = self.form == Form::Decimal || other.form == Form::Decimal;
+        let scale = match () {
+            _ if !decimal && other.value.digits.is_empty() => self.scale,
+            _ if !decimal && self.value.digits.is_empty() => other.scale,
+            _ => self.scale.min(other.scale),
+        };
+        Ok(Quantity { value, form, scale })
     }
 
     pub fn sub(&self, other: &Quantity) -> Result<Quantity, EvalError> {
         self.add(&Quantity {
             value: other.value.negated(),
             form: other.form,
+            scale: other.scale,
         })
+    }
+
+    /// apimachinery's `AsApproximateFloat64`: the unscaled amount as a float times Go's
+    /// `math.Pow10(scale)`, with the rounding of each step (`quantity('5.1')` is
+    /// `5.1000000000000005`).
+    pub fn approximate_float(&self) -> f64 {
+        if self.value.digits.is_empty() {
+            return 0.0;
+        }
+        let shift = self.value.exponent - self.scale;
+        let base = if shift >= 0 {
+            let digits: String = self
+                .value
+                .digits
+                .iter()
+                .map(|digit| char::from(b'0' + digit))
+                .chain(std::iter::repeat_n('0', shift as usize))
+                .collect();
+            let sign = if self.value.negative { "-" } else { "" };
+            format!("{sign}{digits}").parse().unwrap_or(f64::NAN)
+        } else {
+            // Not a scale apimachinery holds; the exact value is the best answer.
+            return self.value.to_f64();
+        };
+        if self.scale == 0 {
+            base
+        } else {
+            base * go_pow10(self.scale)
+        }
     }
 
     /// apimachinery's `AsInt64`.
@@ -549,7 +607,33 @@ impl Quantity {
     }
 }
 
-fn quantity_value<'a>(quantity: &Quantity) -> Value<'a> {
+/// Go's `math.Pow10`: exact powers up to 1e22, then products (or quotients) of two table
+/// entries, each step rounded as Go rounds it.
+fn go_pow10(n: i64) -> f64 {
+    const TABLE: [f64; 32] = [
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+        1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31,
+    ];
+    const POSITIVE_32: [f64; 10] = [
+        1e0, 1e32, 1e64, 1e96, 1e128, 1e160, 1e192, 1e224, 1e256, 1e288,
+    ];
+    const NEGATIVE_32: [f64; 11] = [
+        1e0, 1e-32, 1e-64, 1e-96, 1e-128, 1e-160, 1e-192, 1e-224, 1e-256, 1e-288, 1e-320,
+    ];
+    if (0..=308).contains(&n) {
+        let n = n as usize;
+        return POSITIVE_32[n / 32] * TABLE[n % 32];
+    }
+    if (-323..0).contains(&n) {
+        let n = (-n) as usize;
+        return NEGATIVE_32[n / 32] / TABLE[n % 32];
+    }
+    if n > 0 { f64::INFINITY } else { 0.0 }
+}
+
+/// A quantity as a CEL value; `by_pointer` for what `add` and `sub` make, which
+/// kube-apiserver's library returns as pointers ([`HELD_BY_POINTER`]).
+fn quantity_value<'a>(quantity: &Quantity, by_pointer: bool) -> Value<'a> {
     // Int, uint and double zeros are equal under CEL's `==`: the form never makes two
     // quantities unequal.
     let form = match quantity.form {
@@ -557,13 +641,15 @@ fn quantity_value<'a>(quantity: &Quantity) -> Value<'a> {
         Form::Scaled => Value::Uint(0),
         Form::Decimal => Value::Double(0.0),
     };
-    opaque_with(
-        QUANTITY_TYPE,
-        vec![
-            (super::CANONICAL, Value::string(quantity.value.to_string())),
-            (FORM, form),
-        ],
-    )
+    let mut fields = vec![
+        (super::CANONICAL, Value::string(quantity.value.to_string())),
+        (FORM, form),
+        (SCALE, Value::Int(quantity.scale)),
+    ];
+    if by_pointer {
+        fields.push((HELD_BY_POINTER, Value::Bool(true)));
+    }
+    opaque_with(QUANTITY_TYPE, fields)
 }
 
 fn parse_canonical(text: &str) -> Option<Decimal> {
@@ -592,9 +678,14 @@ fn quantity_of(value: &Value<'_>) -> Option<Quantity> {
         Value::Uint(_) => Form::Scaled,
         _ => Form::Decimal,
     };
+    let scale = match hidden(value, QUANTITY_TYPE, SCALE) {
+        Some(Value::Int(scale)) => *scale,
+        _ => decimal.exponent.min(0),
+    };
     Some(Quantity {
         value: decimal,
         form,
+        scale,
     })
 }
 
@@ -618,7 +709,7 @@ pub(crate) fn install(env: &mut Env) {
         "quantity(string) -> kubernetes.Quantity",
         |_, args| {
             let quantity = parse(string_arg("quantity", args, 0)?).map_err(EvalError::Invalid)?;
-            Ok(quantity_value(&quantity))
+            Ok(quantity_value(&quantity, false))
         },
     );
     env.function(
@@ -663,7 +754,7 @@ pub(crate) fn install(env: &mut Env) {
         "kubernetes.Quantity.asApproximateFloat() -> double",
         |_, args| {
             Ok(Value::Double(
-                receiver(args, "asApproximateFloat")?.value.to_f64(),
+                receiver(args, "asApproximateFloat")?.approximate_float(),
             ))
         },
     );
@@ -715,12 +806,12 @@ fn compare(args: &[Value<'_>], function: &str) -> Result<Ordering, EvalError> {
 
 fn add<'a>(_: &mut Ctx<'_, '_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let sum = receiver(args, "add")?.add(&operand(args, "add")?)?;
-    Ok(quantity_value(&sum))
+    Ok(quantity_value(&sum, true))
 }
 
 fn sub<'a>(_: &mut Ctx<'_, '_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let difference = receiver(args, "sub")?.sub(&operand(args, "sub")?)?;
-    Ok(quantity_value(&difference))
+    Ok(quantity_value(&difference, true))
 }
 
 #[cfg(test)]

@@ -105,14 +105,17 @@ fn format_clause(clause: Clause, arg: &Value<'_>) -> Result<String, String> {
                 precision.unwrap_or(DEFAULT_PRECISION),
             ))
         }
-        Clause::Scientific => {
+        Clause::Scientific(precision) => {
             let number = float_arg(arg).ok_or_else(|| {
                 format!(
                     "scientific clause can only be used on doubles, was given {}",
                     type_name(arg)
                 )
             })?;
-            Ok(localized_scientific(number))
+            Ok(localized_scientific(
+                number,
+                precision.unwrap_or(DEFAULT_PRECISION),
+            ))
         }
         Clause::Binary => match arg {
             Value::Int(value) => Ok(signed_radix(*value, |magnitude| format!("{magnitude:b}"))),
@@ -274,8 +277,10 @@ fn go_fixed(number: f64, precision: usize) -> String {
     }
 }
 
-/// `%.<precision>f` through the en_US printer: thousands grouped with commas, `∞` for infinity.
+/// `%.<precision>f` through the en_US printer: thousands grouped with commas, `∞` for infinity,
+/// zero without a sign.
 fn localized_fixed(number: f64, precision: usize) -> String {
+    let number = if number == 0.0 { 0.0 } else { number };
     if number.is_nan() {
         return "NaN".to_owned();
     }
@@ -306,9 +311,11 @@ fn localized_fixed(number: f64, precision: usize) -> String {
     grouped
 }
 
-/// `%6e` through the en_US printer: six decimals and a superscript power of ten
-/// (`1.234500×10⁰³`), padded to six characters (only NaN and infinities are that short).
-fn localized_scientific(number: f64) -> String {
+/// What cel-go writes for `%.<precision>e`: `%<precision>e` (its precision becomes a width)
+/// through the en_US printer: six decimals and a superscript power of ten (`1.234500×10⁰³`),
+/// padded to `width` characters (only NaN and infinities are that short); zero has no sign.
+fn localized_scientific(number: f64, width: usize) -> String {
+    let number = if number == 0.0 { 0.0 } else { number };
     let text = if number.is_nan() {
         "NaN".to_owned()
     } else if number.is_infinite() {
@@ -326,9 +333,9 @@ fn localized_scientific(number: f64) -> String {
         }
         written
     };
-    let width = text.chars().count();
-    if width < 6 {
-        format!("{}{text}", " ".repeat(6 - width))
+    let written = text.chars().count();
+    if written < width {
+        format!("{}{text}", " ".repeat(width - written))
     } else {
         text
     }

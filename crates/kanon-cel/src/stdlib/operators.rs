@@ -8,15 +8,20 @@ use crate::ast::operators as op;
 use crate::env::Env;
 use crate::error::EvalError;
 use crate::function::{Ctx, no_overload};
-use crate::value::{Value, map_insert_owned};
+use crate::value::{HELD_BY_POINTER, Value, map_insert_owned};
 
 use super::string_cost;
 
 pub(crate) fn install(env: &mut Env) {
     env.function("equals", "_==_(A, A) -> bool", |_, args| {
+        refused_equality(args)?;
         Ok(Value::Bool(args[0].equals(&args[1])))
     });
     env.function("not_equals", "_!=_(A, A) -> bool", |_, args| {
+        // cel-go's `!=` is "not equal to true": where `==` fails, `!=` holds.
+        if refused_equality(args).is_err() {
+            return Ok(Value::Bool(true));
+        }
         Ok(Value::Bool(!args[0].equals(&args[1])))
     });
     for id in ["equals", "not_equals"] {
@@ -441,6 +446,18 @@ fn optional_index_any<'a>(
             ],
         ),
     }
+}
+
+/// cel-go's opaque types compare only with values of their own Go type: a value it holds by
+/// pointer ([`HELD_BY_POINTER`]) on the right of `==` is no such overload.
+fn refused_equality(args: &[Value<'_>]) -> Result<(), EvalError> {
+    if let (Value::Object(left), Value::Object(right)) = (&args[0], &args[1])
+        && left.type_name == right.type_name
+        && right.fields.contains_key(HELD_BY_POINTER)
+    {
+        return Err(no_overload(op::EQUALS, args));
+    }
+    Ok(())
 }
 
 fn optional_index<'a>(_: &mut Ctx<'_, '_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
