@@ -61,6 +61,10 @@ pub struct Decision {
     /// ([`PolicySet::audit_in`](crate::PolicySet::audit_in)), `None` otherwise.
     #[serde(skip)]
     pub findings: Option<Vec<Finding>>,
+    /// A ValidatingAdmissionPolicy has denied: kube-apiserver answers with the first denial of
+    /// its admission policies only, so later ones add no message.
+    #[serde(skip)]
+    admission_denied: bool,
 }
 
 /// A PolicyException that exempted a request from a policy.
@@ -175,6 +179,7 @@ impl Decision {
             policy_results: Vec::new(),
             exceptions: Vec::new(),
             findings: None,
+            admission_denied: false,
         }
     }
 
@@ -303,7 +308,10 @@ impl Decision {
                     self.status_reason = Some(kanon_api::ValidationReason::Invalid.into());
                 }
                 self.allowed = false;
-                self.messages.push(binding.configuration_denial(error));
+                if !self.admission_denied {
+                    self.admission_denied = true;
+                    self.messages.push(binding.configuration_denial(error));
+                }
             }
             return;
         }
@@ -432,8 +440,19 @@ impl Decision {
             self.allowed = false;
             self.status_reason = Some((*reason).into());
         }
-        self.messages
-            .extend(validated.denials.into_iter().map(|(message, _)| message));
+        if policy.admission.is_some() {
+            // kube-apiserver answers with its first denied decision alone (policies in kanon's
+            // order; the apiserver's own order among policies is that of a Go map).
+            if !self.admission_denied
+                && let Some((message, _)) = validated.denials.into_iter().next()
+            {
+                self.admission_denied = true;
+                self.messages.push(message);
+            }
+        } else {
+            self.messages
+                .extend(validated.denials.into_iter().map(|(message, _)| message));
+        }
         self.warnings.extend(validated.warnings);
         for (key, value) in validated.annotations {
             match self.audit_annotations.get_mut(&key) {
@@ -509,6 +528,7 @@ impl Decision {
             self.status_reason = later.status_reason;
         }
         self.allowed &= later.allowed;
+        self.admission_denied |= later.admission_denied;
         self.messages.extend(later.messages);
         self.warnings.extend(later.warnings);
         for (key, value) in later.audit_annotations {

@@ -1471,10 +1471,10 @@ fn mutating_policies_run_before_kanons_overrides_and_validating_policies_see_the
     );
 }
 
-/// Each failing validation is a denial of its own, in order: kube-apiserver's Status lists them
-/// all as causes (its message is the first).
+/// Each failing validation is a decision to deny, in order, and kube-apiserver answers with the
+/// first alone (its dispatcher's `deniedDecisions[0]`, one message, one cause).
 #[test]
-fn every_failing_validation_denies_in_order() {
+fn the_first_failing_validation_is_the_answer() {
     let policy = pod_vap(
         json!([
             {"expression": "false", "message": "first"},
@@ -1484,9 +1484,37 @@ fn every_failing_validation_denies_in_order() {
         json!({}),
     );
     let decision = review(&set(&[policy, deny_binding()]), &web(), &namespaces());
+    assert_eq!(decision.messages, [denied_by_p("first")]);
+}
+
+/// Several admission policies deny: one answer, the first policy's first denial (kanon's
+/// order; kube-apiserver's among policies is a Go map's), with that validation's reason.
+#[test]
+fn several_denying_policies_give_one_answer_with_its_reason() {
+    let policies: Vec<Value> = ["aa", "mm", "zz"]
+        .iter()
+        .flat_map(|name| {
+            let mut policy = pod_vap(
+                json!([{"expression": "false", "message": format!("{name} says no"), "reason": "Forbidden"}]),
+                json!({}),
+            );
+            policy["metadata"]["name"] = json!(name);
+            let binding = vapb(
+                name,
+                json!({"policyName": name, "validationActions": ["Deny"]}),
+            );
+            [policy, binding]
+        })
+        .collect();
+    let decision = review(&set(&policies), &web(), &namespaces());
+    assert!(!decision.allowed);
     assert_eq!(
         decision.messages,
-        [denied_by_p("first"), denied_by_p("second")]
+        ["ValidatingAdmissionPolicy 'aa' with binding 'aa' denied request: aa says no"]
+    );
+    assert_eq!(
+        decision.status_reason,
+        Some(kanon_api::ValidationReason::Forbidden.into())
     );
 }
 

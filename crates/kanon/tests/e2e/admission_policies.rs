@@ -28,6 +28,10 @@ pub const SCENARIOS: &[Scenario] = &[
         "admission_policies::what_the_apiserver_refuses_kanon_refuses_at_the_same_field",
         what_the_apiserver_refuses_kanon_refuses_at_the_same_field,
     ),
+    (
+        "admission_policies::several_denying_policies_give_one_answer",
+        several_denying_policies_give_one_answer,
+    ),
 ];
 
 /// One case of the suite: the object, the operation, the old object.
@@ -641,4 +645,103 @@ fn what_the_apiserver_refuses_kanon_refuses_at_the_same_field(env: &mut Env) {
         "kanon and kube-apiserver refuse differently:\n{}",
         differences.join("\n")
     );
+}
+
+/// Three VAPs deny one ConfigMap: kube-apiserver answers once, with one of them (the first its
+/// dispatcher meets; its order among policies is a Go map's) and that validation's reason; kanon
+/// answers once too, with its first policy's denial and reason.
+fn several_denying_policies_give_one_answer(env: &mut Env) {
+    const NAMES: [&str; 3] = ["deny3-aa", "deny3-mm", "deny3-zz"];
+    let dir = tempfile::tempdir().expect("a directory");
+    let mut manifests = Vec::new();
+    for name in NAMES {
+        manifests.push(serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "matchConstraints": {
+                    "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                       "operations": ["CREATE"], "resources": ["configmaps"]}],
+                    "objectSelector": {"matchLabels": {"deny3": "yes"}},
+                },
+                "validations": [{"expression": "false", "message": format!("{name} says no"),
+                                 "reason": "Forbidden"}],
+            },
+        }));
+        manifests.push(serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"]},
+        }));
+    }
+    let policies = dir.path().join("policies.json");
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": manifests});
+    std::fs::write(&policies, list.to_string()).expect("write the policies");
+    let configmap = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "default", "labels": {"deny3": "yes"}},
+        "data": {"k": "v"},
+    });
+    let expected: Vec<String> = NAMES
+        .iter()
+        .map(|name| format!("ValidatingAdmissionPolicy '{name}' with binding '{name}' denied request: {name} says no"))
+        .collect();
+
+    let out = env.kubectl(&["apply", "-f", &policies.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    // Until the apiserver has all three: it answers with one of them.
+    let started = Instant::now();
+    let answer = loop {
+        let out = env.kubectl_stdin(
+            &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+            &configmap.to_string(),
+        );
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() && said.contains("denied request") {
+            break said;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the apiserver does not deny: {said}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let _ = env.kubectl(&[
+        "delete",
+        "-f",
+        &policies.display().to_string(),
+        "--ignore-not-found",
+    ]);
+    assert!(
+        answer.starts_with("Error from server (Forbidden)"),
+        "{answer}"
+    );
+    assert_eq!(answer.matches("denied request").count(), 1, "{answer}");
+    assert!(
+        expected
+            .iter()
+            .any(|message| answer.trim_end().ends_with(message.as_str())),
+        "{answer}"
+    );
+
+    let object = dir.path().join("configmap.json");
+    std::fs::write(&object, configmap.to_string()).expect("write the object");
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .arg("apply")
+        .arg("--policy")
+        .arg(&policies)
+        .arg("--resource")
+        .arg(&object)
+        .args(["--output", "json"])
+        .output()
+        .expect("kanon runs");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let answers: Value = serde_json::from_slice(&out.stdout).expect("kanon prints JSON");
+    assert_eq!(
+        answers[0]["messages"],
+        serde_json::json!([expected[0]]),
+        "{answers}"
+    );
+    assert_eq!(answers[0]["statusReason"], "Forbidden", "{answers}");
 }
