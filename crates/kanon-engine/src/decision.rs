@@ -61,10 +61,11 @@ pub struct Decision {
     /// ([`PolicySet::audit_in`](crate::PolicySet::audit_in)), `None` otherwise.
     #[serde(skip)]
     pub findings: Option<Vec<Finding>>,
-    /// A ValidatingAdmissionPolicy has denied: kube-apiserver answers with the first denial of
-    /// its admission policies only, so later ones add no message.
+    /// Whether a ValidatingAdmissionPolicy (or its configuration error) has denied: its
+    /// message is then the only one admission policies give, as kube-apiserver answers with
+    /// the first denial alone; later admission policies' denials add no message.
     #[serde(skip)]
-    admission_denied: bool,
+    pub admission_denied: bool,
 }
 
 /// A PolicyException that exempted a request from a policy.

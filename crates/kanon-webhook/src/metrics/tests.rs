@@ -26,6 +26,7 @@ fn decided(allowed: bool, patch: bool, results: Vec<PolicyResult>) -> Reply {
         policy_results: results,
         exceptions: vec![],
         findings: None,
+        admission_denied: false,
     };
     Reply {
         status: 200,
