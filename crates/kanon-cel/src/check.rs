@@ -488,7 +488,12 @@ impl Checker<'_> {
             None => {
                 let resolved: Vec<String> = args
                     .iter()
-                    .map(|arg| unbound_to_dyn(self.resolve(arg)).to_string())
+                    // cel-go spells a type it could not infer `!error!` here.
+                    .map(|arg| {
+                        unbound_to_dyn(self.resolve(arg))
+                            .to_string()
+                            .replace("*error*", "!error!")
+                    })
                     .collect();
                 let shown = if method {
                     format!("{}.({})", resolved[0], resolved[1..].join(", "))

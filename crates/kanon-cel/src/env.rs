@@ -216,6 +216,19 @@ impl Env {
         self.functions.remove(function);
     }
 
+    /// Puts `function`'s overloads in the order of `ids` (any not named keep their order, after
+    /// those named): the order the checker tries them in.
+    pub(crate) fn order_overloads(&mut self, function: &str, ids: &[&str]) {
+        if let Some(overloads) = self.functions.get_mut(function) {
+            overloads.sort_by_key(|overload| {
+                ids.iter()
+                    .position(|id| **id == *overload.id)
+                    .unwrap_or(ids.len())
+            });
+        }
+    }
+
+    /// The overloads of `function`, in the order the checker tries them.
     pub fn overloads(&self, function: &str) -> &[Arc<Overload>] {
         self.functions.get(function).map_or(&[], Vec::as_slice)
     }

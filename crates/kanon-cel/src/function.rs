@@ -96,6 +96,38 @@ pub(crate) fn no_overload(_function: &str, _args: &[Value<'_>]) -> EvalError {
     EvalError::NoSuchOverload("no such overload".to_owned())
 }
 
+/// Whether cel-go binds `function` once for all its overloads (a singleton binding: its standard
+/// operators, `size`, `matches`, the conversions to `type` and `dyn`): then the value decides at
+/// run time whatever overload the checker resolved, so a call of it is never narrowed to the
+/// checker's overloads (`-x` on an `int` runs where the checker chose `-_(double)`).
+pub(crate) fn singleton(function: &str) -> bool {
+    matches!(
+        function,
+        operators::ADD
+            | operators::SUBTRACT
+            | operators::MULTIPLY
+            | operators::DIVIDE
+            | operators::MODULO
+            | operators::NEGATE
+            | operators::LESS
+            | operators::LESS_EQUALS
+            | operators::GREATER
+            | operators::GREATER_EQUALS
+            | operators::EQUALS
+            | operators::NOT_EQUALS
+            | operators::INDEX
+            | operators::LOGICAL_NOT
+            | operators::LOGICAL_AND
+            | operators::LOGICAL_OR
+            | operators::CONDITIONAL
+            | operators::IN
+            | "size"
+            | "matches"
+            | "type"
+            | "dyn"
+    )
+}
+
 /// cel-go's error where no overload of `function` takes `args` at run time. cel-go's standard
 /// operators are singletons that need a trait of their first operand (`no such overload: -_`
 /// without it, else the implementation's bare `no such overload`); `contains`, `startsWith`

@@ -417,6 +417,12 @@ impl Planner<'_> {
         let Some(resolved) = self.resolved.and_then(|resolved| resolved.get(&expr.id)) else {
             return overloads;
         };
+        if overloads
+            .first()
+            .is_some_and(|overload| crate::function::singleton(&overload.function))
+        {
+            return overloads;
+        }
         let kept: Vec<Arc<Overload>> = overloads
             .iter()
             .filter(|overload| resolved.contains(&overload.id))

@@ -562,6 +562,19 @@ impl Quantity {
     }
 
     pub fn sub(&self, other: &Quantity) -> Result<Quantity, EvalError> {
+        // apimachinery subtracts int64 amounts by adding the negated amount, and Go's negation
+        // of the least int64 is itself: `quantity('0').sub(-9223372036854775808)` is that
+        // least int64. Only where that sum overflows does it subtract exactly.
+        if self.form != Form::Decimal
+            && other.form != Form::Decimal
+            && other.scale == 0
+            && other.value.to_i64() == Some(i64::MIN)
+        {
+            let wrapped = self.add(other)?;
+            if wrapped.form != Form::Decimal {
+                return Ok(wrapped);
+            }
+        }
         self.add(&Quantity {
             value: other.value.negated(),
             form: other.form,

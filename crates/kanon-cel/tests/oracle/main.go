@@ -82,6 +82,20 @@ func main() {
 	if err != nil {
 		fail("declaring the variables: %v", err)
 	}
+	// `overloads`: each function's overload ids in the order the checker tries them (the
+	// order they were declared in), as one JSON object.
+	if len(os.Args) > 1 && os.Args[1] == "overloads" {
+		order := map[string][]string{}
+		for name, fn := range env.Functions() {
+			for _, overload := range fn.OverloadDecls() {
+				order[name] = append(order[name], overload.ID())
+			}
+		}
+		if err := json.NewEncoder(os.Stdout).Encode(order); err != nil {
+			fail("writing: %v", err)
+		}
+		return
+	}
 
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<26)
