@@ -141,17 +141,7 @@ fn kanon_cel_agrees_with_kube_apiserver() {
     let (oracle, oracle_checked) = run_oracle(&binary, &cases, &sets);
     let (kanon, kanon_checked) = run_kanon(&cases, &sets);
 
-    // An answer that depends on map order is not compared: kube-apiserver iterates maps in Go's
-    // random order, kanon-cel in document order.
-    let differences: Vec<Option<Difference>> = oracle
-        .iter()
-        .zip(&kanon)
-        .zip(oracle_checked.iter().zip(&kanon_checked))
-        .map(|(((oracle, unstable), kanon), (oracle_type, kanon_type))| {
-            static_type_difference(kanon_type, oracle_type)
-                .or_else(|| (!unstable).then(|| compare(kanon, oracle)).flatten())
-        })
-        .collect();
+    let differences = differences(&oracle, &oracle_checked, &kanon, &kanon_checked);
     let report = report(&cases, &oracle, &kanon, &differences);
     println!("{report}");
     println!(
@@ -323,15 +313,26 @@ fn random_expressions_agree_with_kube_apiserver() {
 /// both sides).
 const MAX_SHRUNK: usize = 40;
 
-/// Each case's difference between the two sides, if any (answers that depend on map order
-/// are not compared).
+/// Each case's difference between the two sides, if any.
 fn differ(binary: &Path, cases: &[Case], sets: &VariableSets) -> Vec<Option<Difference>> {
     let (oracle, oracle_checked) = run_oracle(binary, cases, sets);
     let (kanon, kanon_checked) = run_kanon(cases, sets);
+    differences(&oracle, &oracle_checked, &kanon, &kanon_checked)
+}
+
+/// Each case's difference, from both sides' outcomes and static types. An answer that depends
+/// on map order is not compared: kube-apiserver iterates maps in Go's random order, kanon-cel in
+/// document order.
+fn differences(
+    oracle: &[(Outcome, bool)],
+    oracle_checked: &[Option<String>],
+    kanon: &[Outcome],
+    kanon_checked: &[Option<String>],
+) -> Vec<Option<Difference>> {
     oracle
         .iter()
-        .zip(&kanon)
-        .zip(oracle_checked.iter().zip(&kanon_checked))
+        .zip(kanon)
+        .zip(oracle_checked.iter().zip(kanon_checked))
         .map(|(((oracle, unstable), kanon), (oracle_type, kanon_type))| {
             static_type_difference(kanon_type, oracle_type)
                 .or_else(|| (!unstable).then(|| compare(kanon, oracle)).flatten())
