@@ -505,7 +505,13 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
             }
         }
         if let Some(error) = failed {
-            self.ctx.budget.charge(1)?;
+            // cel-go charges the call as if it had run, the failed argument standing as a value
+            // of size 1 (here `null`): a call bound to one overload costs what its cost says.
+            let cost = match call.overloads.as_slice() {
+                [only] if !call.dispatched => only.cost.map_or(1, |cost| cost(&args)),
+                _ => 1,
+            };
+            self.ctx.budget.charge(cost)?;
             return Err(error);
         }
         if call.accumulator.is_some() {
@@ -540,7 +546,17 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
                     .filter(|_| args.iter().all(|arg| matches!(arg, Value::List(_))))
             })
         else {
-            self.ctx.budget.charge(1)?;
+            // cel-go charges a call bound to one overload that refuses its arguments by the
+            // overload's cost over its result, an error of size 1: as if over `null`s.
+            let cost = match call.overloads.as_slice() {
+                [only] if !call.dispatched && !only.cost_by_name => {
+                    let nulls: SmallVec<[Value<'a>; 3]> =
+                        args.iter().map(|_| Value::Null).collect();
+                    only.cost.map_or(1, |cost| cost(&nulls))
+                }
+                _ => 1,
+            };
+            self.ctx.budget.charge(cost)?;
             if &*call.function == "matches" && matches!(call.args.get(1), Some(Node::Const(_))) {
                 // cel-go's regex optimisation: its call refuses a non-string with the bare message.
                 return Err(no_overload(&call.function, &args));

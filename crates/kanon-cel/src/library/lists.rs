@@ -273,7 +273,8 @@ fn install_ext_lists(env: &mut Env) {
     // Charged before the list is built, so a huge count meets the budget first.
     env.set_cost("lists_range", |args| match args[0] {
         Value::Int(count) => allocating(count.max(0) as u64, 1.0),
-        _ => allocating(0, 1.0),
+        // A failed count: cel-go sizes the error it gives as 1.
+        _ => allocating(1, 1.0),
     });
     env.method("list_reverse", "list(T).reverse() -> list(T)", |_, args| {
         let list = list_of("reverse", args)?;
