@@ -569,17 +569,62 @@ impl Quantity {
             && other.form != Form::Decimal
             && other.scale == 0
             && other.value.to_i64() == Some(i64::MIN)
+            && self.int64_sum_fits(i128::from(i64::MIN), 0)
         {
-            let wrapped = self.add(other)?;
-            if wrapped.form != Form::Decimal {
-                return Ok(wrapped);
-            }
+            return self.add(other);
         }
         self.add(&Quantity {
             value: other.value.negated(),
             form: other.form,
             scale: other.scale,
         })
+    }
+
+    /// The amount apimachinery holds unscaled (`value / 10^scale`), when it is a whole number.
+    fn unscaled(&self) -> Option<i128> {
+        if self.value.digits.is_empty() {
+            return Some(0);
+        }
+        let shift = usize::try_from(self.value.exponent - self.scale).ok()?;
+        let digits: String = self
+            .value
+            .digits
+            .iter()
+            .map(|digit| char::from(b'0' + digit))
+            .chain(std::iter::repeat_n('0', shift))
+            .collect();
+        let magnitude: i128 = digits.parse().ok()?;
+        Some(if self.value.negative {
+            -magnitude
+        } else {
+            magnitude
+        })
+    }
+
+    /// Whether apimachinery's int64 `Add` of this amount and `other` (unscaled, at `scale`)
+    /// stays an int64 amount: each step (bringing the coarser one to the finer scale, then the
+    /// sum) must fit an int64, else it adds exactly as `inf.Dec`s.
+    fn int64_sum_fits(&self, other: i128, scale: i64) -> bool {
+        let Some(own) = self.unscaled() else {
+            return false;
+        };
+        let fits = |value: i128| i64::try_from(value).is_ok();
+        let scaled = |value: i128, by: i64| {
+            u32::try_from(by)
+                .ok()
+                .and_then(|by| 10i128.checked_pow(by))
+                .and_then(|factor| value.checked_mul(factor))
+                .filter(|value| fits(*value))
+        };
+        if other == 0 || own == 0 {
+            return true;
+        }
+        let (a, b) = match self.scale.cmp(&scale) {
+            Ordering::Equal => (Some(own), Some(other)),
+            Ordering::Greater => (scaled(own, self.scale - scale), Some(other)),
+            Ordering::Less => (Some(own), scaled(other, scale - self.scale)),
+        };
+        matches!((a, b), (Some(a), Some(b)) if fits(a + b))
     }
 
     /// apimachinery's `AsApproximateFloat64`: the unscaled amount as a float times Go's
