@@ -93,22 +93,14 @@ impl EvaluationPool {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let Some(normal) = &self.threads else {
+        let normal = match &self.threads {
+            Some(threads) => threads.handle().clone(),
             // Only after shutdown: on the caller's own thread pool, not lost.
-            let output = io
-                .clone()
-                .spawn_blocking(move || io.block_on(future))
-                .await?;
-            return Ok(Evaluated {
-                output,
-                demoted: false,
-            });
+            None => io.clone(),
         };
-        let Some(costly) = &self.costly else {
-            let output = normal
-                .handle()
-                .spawn_blocking(move || io.block_on(future))
-                .await?;
+        // Nothing measured where costly flows are not told apart (or after shutdown).
+        let Some(costly) = self.costly.as_ref().filter(|_| self.threads.is_some()) else {
+            let output = normal.spawn_blocking(move || io.block_on(future)).await?;
             return Ok(Evaluated {
                 output,
                 demoted: false,
@@ -116,9 +108,9 @@ impl EvaluationPool {
         };
         let demoted = costly.costs.costly(flow);
         let threads = if demoted {
-            costly.threads.handle()
+            costly.threads.handle().clone()
         } else {
-            normal.handle()
+            normal
         };
         let (output, cpu) = threads
             .spawn_blocking(move || {
