@@ -24,7 +24,7 @@ use serde_json::json;
 use tokio::time::{Instant, sleep};
 
 use crate::cel::{self, CelFigures, Latency, OTHER, TENANT};
-use crate::world::{Run, wait_in_force};
+use crate::world::{Run, Tenant};
 
 /// The webhook configuration's name.
 const CONFIGURATION: &str = "tenants-cel-through";
@@ -49,18 +49,10 @@ pub(crate) fn tenant_cel_through(
     cluster.pod_namespace(TENANT)?;
     cluster
         .apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER}}))?;
-    let resource = format!("validatepolicies.{}/costly", kanon_api::GROUP);
-    cluster.kubectl(&["delete", "--ignore-not-found", "-n", TENANT, &resource])?;
-    let mut kanon = cluster
-        .kanon(&run.binary, &run.name)?
-        .with_settings(&run.settings)
-        .with_memory_limit(run.memory_limit)?;
-    kanon.start()?;
-    cluster.apply(&cel::tenant_policy())?;
-    wait_in_force(cluster, TENANT, &resource)?;
+    let tenant = Tenant::start(cluster, run, &cel::tenant_policy())?;
     let rules = json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                         "resources": ["pods", "configmaps"], "scope": "Namespaced"}]);
-    let webhook = kanon.webhook(
+    let webhook = tenant.kanon.webhook(
         "validate.tenants.kanon.dev",
         "/validate",
         rules,
@@ -70,8 +62,7 @@ pub(crate) fn tenant_cel_through(
 
     let measured = measure_phases(cluster, phase);
     cluster.delete_webhook_configurations(CONFIGURATION)?;
-    kanon.stop();
-    cluster.kubectl(&["delete", "--ignore-not-found", "-n", TENANT, &resource])?;
+    tenant.stop(cluster)?;
     measured
 }
 

@@ -38,29 +38,13 @@ pub(crate) fn flood(
     reviews: &[Value],
 ) -> Result<Figures> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let text = |p: &str| {
-        policy
-            .pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    };
-    let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
-    let kind = kanon_api::PolicyKind::from_kind(text("/kind"))
-        .with_context(|| format!("{} is not a policy kind", text("/kind")))?;
-    let resource = format!("{}.{}/{name}", kind.plural(), kanon_api::GROUP);
-    cluster.kubectl(&["delete", "--ignore-not-found", "-n", namespace, &resource])?;
-    let mut kanon = cluster
-        .kanon(&run.binary, &run.name)?
-        .with_settings(&run.settings)
-        .with_memory_limit(run.memory_limit)?;
-    kanon.start()?;
-    cluster.apply(policy)?;
-    wait_in_force(cluster, namespace, &resource)?;
+    let mut tenant = Tenant::start(cluster, run, policy)?;
+    let kanon = &mut tenant.kanon;
 
     let pid = kanon.pid().context("kanon runs")?;
     let idle = process_sample(pid).context("kanon's memory")?;
     let sampler = Sampler::start(pid);
-    let answers = send_at_once(&kanon, cluster.dir(), reviews)?;
+    let answers = send_at_once(kanon, cluster.dir(), reviews)?;
     // What reviews let go comes back within a second (mimalloc purges each second).
     std::thread::sleep(Duration::from_secs(2));
     let peak_sampled_kb = sampler.stop();
@@ -81,9 +65,59 @@ pub(crate) fn flood(
             m
         }),
     };
-    kanon.stop();
-    cluster.kubectl(&["delete", "--ignore-not-found", "-n", namespace, &resource])?;
+    tenant.stop(cluster)?;
     Ok(figures)
+}
+
+/// kanon as a phase runs it, with one policy of the tenant in force.
+pub(crate) struct Tenant {
+    pub(crate) kanon: Kanon,
+    /// The policy's namespace and resource (`validatepolicies.policy.kanon.dev/NAME`).
+    namespace: String,
+    resource: String,
+}
+
+impl Tenant {
+    /// Starts kanon as `run` says and puts `policy` (a namespaced policy of the tenant) in
+    /// force, replacing any policy of that name left by an earlier run.
+    pub(crate) fn start(cluster: &Cluster, run: &Run, policy: &Value) -> Result<Tenant> {
+        let text = |p: &str| {
+            policy
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let (namespace, name) = (text("/metadata/namespace"), text("/metadata/name"));
+        let kind = kanon_api::PolicyKind::from_kind(text("/kind"))
+            .with_context(|| format!("{} is not a policy kind", text("/kind")))?;
+        let resource = format!("{}.{}/{name}", kind.plural(), kanon_api::GROUP);
+        cluster.kubectl(&["delete", "--ignore-not-found", "-n", namespace, &resource])?;
+        let mut kanon = cluster
+            .kanon(&run.binary, &run.name)?
+            .with_settings(&run.settings)
+            .with_memory_limit(run.memory_limit)?;
+        kanon.start()?;
+        cluster.apply(policy)?;
+        wait_in_force(cluster, namespace, &resource)?;
+        Ok(Tenant {
+            kanon,
+            namespace: namespace.to_owned(),
+            resource,
+        })
+    }
+
+    /// Stops kanon and deletes the policy.
+    pub(crate) fn stop(mut self, cluster: &Cluster) -> Result<()> {
+        self.kanon.stop();
+        cluster.kubectl(&[
+            "delete",
+            "--ignore-not-found",
+            "-n",
+            &self.namespace,
+            &self.resource,
+        ])?;
+        Ok(())
+    }
 }
 
 /// What it measured.
