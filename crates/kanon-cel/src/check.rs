@@ -488,12 +488,7 @@ impl Checker<'_> {
             None => {
                 let resolved: Vec<String> = args
                     .iter()
-                    // cel-go spells a type it could not infer `!error!` here.
-                    .map(|arg| {
-                        unbound_to_dyn(self.resolve(arg))
-                            .to_string()
-                            .replace("*error*", "!error!")
-                    })
+                    .map(|arg| unbound_to_dyn(self.resolve(arg)).to_string())
                     .collect();
                 let shown = if method {
                     format!("{}.({})", resolved[0], resolved[1..].join(", "))

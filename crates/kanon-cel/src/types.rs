@@ -117,6 +117,8 @@ impl fmt::Display for Type {
             Type::Null => f.write_str("null"),
             Type::Duration => f.write_str("duration"),
             Type::Timestamp => f.write_str("timestamp"),
+            // As cel-go's checker spells a type it could not infer.
+            Type::Error => f.write_str("!error!"),
             other => f.write_str(other.runtime_name()),
         }
     }

@@ -413,8 +413,8 @@ pub struct Object<'a> {
 pub(crate) const BOOKKEEPING: char = '@';
 
 /// Marks an opaque value cel-go holds by pointer (a quantity `add` or `sub` made): its type's
-/// `Equal` takes only values, so such a value on the right of `==` or `!=` is no such overload
-/// (`quantity('1') == quantity('1').add(0)`).
+/// `Equal` takes only values, so such a value on the right of `==` is no such overload
+/// (`quantity('1') == quantity('1').add(0)`), and `!=` holds.
 pub(crate) const HELD_BY_POINTER: &str = "@pointer";
 
 impl Object<'_> {

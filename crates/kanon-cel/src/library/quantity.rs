@@ -580,12 +580,14 @@ impl Quantity {
         })
     }
 
-    /// The amount apimachinery holds unscaled (`value / 10^scale`), when it is a whole number.
-    fn unscaled(&self) -> Option<i128> {
+    /// The amount apimachinery holds unscaled (`value / 10^scale`), as signed decimal text:
+    /// `None` where the value is not a whole number at its scale (no scale apimachinery holds).
+    fn unscaled_text(&self) -> Option<String> {
         if self.value.digits.is_empty() {
-            return Some(0);
+            return Some("0".to_owned());
         }
         let shift = usize::try_from(self.value.exponent - self.scale).ok()?;
+        let sign = if self.value.negative { "-" } else { "" };
         let digits: String = self
             .value
             .digits
@@ -593,12 +595,12 @@ impl Quantity {
             .map(|digit| char::from(b'0' + digit))
             .chain(std::iter::repeat_n('0', shift))
             .collect();
-        let magnitude: i128 = digits.parse().ok()?;
-        Some(if self.value.negative {
-            -magnitude
-        } else {
-            magnitude
-        })
+        Some(format!("{sign}{digits}"))
+    }
+
+    /// The unscaled amount as an integer, where it fits one.
+    fn unscaled(&self) -> Option<i128> {
+        self.unscaled_text()?.parse().ok()
     }
 
     /// Whether apimachinery's int64 `Add` of this amount and `other` (unscaled, at `scale`)
@@ -631,24 +633,11 @@ impl Quantity {
     /// `math.Pow10(scale)`, with the rounding of each step (`quantity('5.1')` is
     /// `5.1000000000000005`).
     pub fn approximate_float(&self) -> f64 {
-        if self.value.digits.is_empty() {
-            return 0.0;
-        }
-        let shift = self.value.exponent - self.scale;
-        let base = if shift >= 0 {
-            let digits: String = self
-                .value
-                .digits
-                .iter()
-                .map(|digit| char::from(b'0' + digit))
-                .chain(std::iter::repeat_n('0', shift as usize))
-                .collect();
-            let sign = if self.value.negative { "-" } else { "" };
-            format!("{sign}{digits}").parse().unwrap_or(f64::NAN)
-        } else {
+        let Some(unscaled) = self.unscaled_text() else {
             // Not a scale apimachinery holds; the exact value is the best answer.
             return self.value.to_f64();
         };
+        let base: f64 = unscaled.parse().unwrap_or(f64::NAN);
         if self.scale == 0 {
             base
         } else {

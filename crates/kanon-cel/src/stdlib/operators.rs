@@ -72,8 +72,7 @@ pub(crate) fn install(env: &mut Env) {
         },
     );
 
-    // In cel-go's order: the checker commits the first overload that fits, so an argument of a
-    // free type (`optional.none().optMap(v, v.size())`) becomes `bytes`, as in cel-go.
+    // Tried in cel-go's order (`CEL_GO_ORDER` in stdlib/mod.rs).
     for (id, signature) in [
         ("size_bytes", "size(bytes) -> int"),
         ("size_list", "size(list(A)) -> int"),
