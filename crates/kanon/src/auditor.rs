@@ -26,12 +26,12 @@ pub struct AuditArgs {
     /// How often the existing objects are audited, as a duration (`1h`, `30m`); `0` audits
     /// only when policies change. One replica audits at a time (the Lease `kanon-audit` in
     /// `--namespace`).
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = go_duration)]
     audit_interval: Duration,
     /// How often an audit under way writes the reports of what it has read and saves its
     /// checkpoint in the Lease, as a duration; an audit interrupted (a restart, a lost Lease)
     /// resumes from the last checkpoint. Shorter: less read again, more report writes.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = go_duration)]
     audit_checkpoint_interval: Duration,
     /// The share of one CPU the audit may use (`0.05`: a twentieth): after each page it rests
     /// in proportion to the CPU the page cost. `1`: no limit.
@@ -84,9 +84,10 @@ fn parse_share(text: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_interval(text: &str) -> Result<Duration, String> {
+/// A flag's Go duration (`10ms`, `90s`, `1h`, `0`), or what is wrong with it.
+pub(crate) fn go_duration(text: &str) -> Result<Duration, String> {
     kanon_webhook::server::parse_go_duration(text)
-        .ok_or_else(|| format!("`{text}` is not a duration (e.g. 1h, 30m, 90s, 0)"))
+        .ok_or_else(|| format!("`{text}` is not a duration (e.g. 10ms, 90s, 30m, 1h, 0)"))
 }
 
 /// What the background audit needs from the server: the policy sets it publishes, and where

@@ -108,13 +108,8 @@ pub struct ServeArgs {
     /// policies compute on what the other namespaces' reviews leave of the CPU. `0` (the
     /// default) turns it off: idle-class threads wait for every busy thread of kanon's CPU
     /// group, which is kanon alone only in a container of its own (the chart sets `10ms`).
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = costly_review_cpu)]
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = crate::auditor::go_duration)]
     costly_review_cpu: Duration,
-}
-
-fn costly_review_cpu(text: &str) -> Result<Duration, String> {
-    server::parse_go_duration(text)
-        .ok_or_else(|| format!("`{text}` is not a duration (`10ms`, `0`)"))
 }
 
 const MIB: usize = 1024 * 1024;
