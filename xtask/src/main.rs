@@ -42,6 +42,9 @@ tasks:
                               followed), removing stale copies
   schema                      regenerate crates/kanon-schema/data/ (Kubernetes' built-in kinds
                               and types) from a temporary control plane's /openapi/v3
+  go-types                    regenerate crates/kanon-schema/data/go-types-v1.35.json (the Go
+                              names, omitempty and embedded structs of the built-in kinds)
+                              with Go, from the pinned k8s.io/api module
   cluster build               build (first time: 5-15 min) or find the control-plane binaries
   cluster up [--dir DIR] [--no-controller-manager]
                               start etcd, kube-apiserver and kube-controller-manager on
@@ -71,6 +74,7 @@ fn run() -> Result<()> {
         ["crds"] => write_crds(),
         ["library"] => write_library(),
         ["schema"] => write_schema(),
+        ["go-types"] => write_go_types(),
         ["cluster", "build"] => cluster_build(),
         ["cluster", "up", rest @ ..] => {
             let (dir, controller_manager) = cluster_options(rest, true)?;
@@ -224,6 +228,39 @@ fn write_schema() -> Result<()> {
         schema.kubernetes_version(),
         started.elapsed()
     );
+    Ok(())
+}
+
+/// Runs the generator in crates/kanon-schema/go-types (Go on PATH or in /usr/local/go/bin) and
+/// writes what it prints, once it reads back, as the embedded Go facts.
+fn write_go_types() -> Result<()> {
+    let root = repo_root();
+    let go = ["/usr/local/go/bin/go"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| PathBuf::from("go"));
+    let output = std::process::Command::new(&go)
+        .current_dir(root.join("crates/kanon-schema/go-types"))
+        .args(["run", "-mod=readonly", "-buildvcs=false", "."])
+        .env("GOTOOLCHAIN", "local")
+        .env("GOWORK", "off")
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "")
+        .output()
+        .with_context(|| format!("running {} (Go 1.25 or newer is needed)", go.display()))?;
+    if !output.status.success() {
+        bail!(
+            "the Go facts generator failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let text = String::from_utf8(output.stdout).context("the generator wrote non-UTF-8")?;
+    let facts = kanon_schema::GoTypes::from_json(&text).context("reading the generated facts")?;
+    let path = root.join(kanon_schema::GO_TYPES_PATH);
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    println!("wrote {} ({} structs)", path.display(), facts.len());
     Ok(())
 }
 

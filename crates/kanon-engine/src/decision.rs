@@ -281,10 +281,13 @@ impl Decision {
     /// Records an evaluation error of `policy` (judging `within` a workload's pod template, if
     /// set) under its failure policy.
     fn policy_error(&mut self, policy: &CompiledPolicy, within: Within, error: &RuleError) {
-        // A CEL patch that writes a field its built-in kind does not declare fails the request
-        // whatever the failure policy, as it does in a MutatingAdmissionPolicy.
+        // A CEL patch that writes a field its built-in kind does not declare, or a value its Go
+        // type cannot hold, fails the request whatever the failure policy, as it does in a
+        // MutatingAdmissionPolicy (and as the apiserver's decoding of the patched object does).
         let failure_policy = match error {
-            RuleError::StrictDecoding { .. } => FailurePolicy::Fail,
+            RuleError::StrictDecoding { .. } | RuleError::TypedDecoding { .. } => {
+                FailurePolicy::Fail
+            }
             _ => policy.failure_policy,
         };
         self.record(

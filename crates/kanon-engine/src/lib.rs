@@ -49,6 +49,7 @@ mod set;
 mod shape;
 mod structured_merge;
 mod targets;
+mod typed;
 mod workload;
 
 #[cfg(feature = "internals")]

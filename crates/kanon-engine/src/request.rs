@@ -64,10 +64,15 @@ pub struct Request {
     builtin: BuiltinKind,
 }
 
-/// The schema and root type of a request's kind when it is a built-in one, found on first use.
+/// The schema and root type of a request's kind when it is a built-in one, with its Go facts
+/// when they are known, found on first use.
 #[derive(Debug, Clone, Default)]
-struct BuiltinKind(
-    std::sync::OnceLock<Option<(&'static kanon_schema::Schema, &'static kanon_schema::Type)>>,
+struct BuiltinKind(std::sync::OnceLock<Option<Builtin>>);
+
+type Builtin = (
+    &'static kanon_schema::Schema,
+    &'static kanon_schema::Type,
+    Option<crate::typed::Typed<'static>>,
 );
 
 impl PartialEq for BuiltinKind {
@@ -182,10 +187,21 @@ impl Request {
     pub(crate) fn builtin_kind(
         &self,
     ) -> Option<(&'static kanon_schema::Schema, &'static kanon_schema::Type)> {
+        self.builtin_facts().map(|(schema, root, _)| (schema, root))
+    }
+
+    /// The request's kind with its Go facts, when it is a built-in kind that has them: what
+    /// the apiserver's decoding into the kind's Go type checks and writes back.
+    pub(crate) fn typed(&self) -> Option<crate::typed::Typed<'static>> {
+        self.builtin_facts().and_then(|(_, _, typed)| typed)
+    }
+
+    fn builtin_facts(&self) -> Option<Builtin> {
         *self.builtin.0.get_or_init(|| {
             let schema = kanon_schema::Schema::builtin().ok()?;
             let kind = schema.kind(&self.api_version, &self.kind)?;
-            Some((schema, schema.root_type(kind)?))
+            let typed = crate::typed::Typed::builtin(&self.api_version, &self.kind);
+            Some((schema, schema.root_type(kind)?, typed))
         })
     }
 

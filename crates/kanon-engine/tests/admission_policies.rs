@@ -1402,6 +1402,78 @@ fn a_patch_adding_an_undeclared_field_fails_the_request_whatever_the_failure_pol
 }
 
 #[test]
+fn a_value_the_go_type_cannot_hold_fails_the_request_whatever_the_failure_policy() {
+    for failure_policy in ["Fail", "Ignore"] {
+        // Two mistyped values: the decoder reports the first in the object's order (metadata
+        // before spec), and before the undeclared field.
+        let policy = patching_map(
+            failure_policy,
+            &[
+                FIRST,
+                "[JSONPatch{op: 'add', path: '/spec/hostNetwork', value: 'yes'}, JSONPatch{op: 'add', path: '/spec/colour', value: 'blue'}, JSONPatch{op: 'add', path: '/metadata/labels/x', value: 5}]",
+                THIRD,
+            ],
+        );
+        let decision = review(&set(&[policy, map_binding()]), &web(), &namespaces());
+        assert!(!decision.allowed, "{failure_policy}: {decision:?}");
+        // kube-apiserver 1.35.8's words for the same patch (500).
+        assert_eq!(
+            decision.messages,
+            [
+                "Internal error occurred: json: cannot unmarshal number into Go struct field ObjectMeta.metadata.labels of type string"
+            ],
+            "{failure_policy}"
+        );
+        assert_eq!(decision.status_reason, Some(StatusReason::InternalError));
+        assert!(
+            matches!(
+                decision.policy_results[0].outcome,
+                PolicyOutcome::Failed {
+                    ignored: false,
+                    reason: "typed_decoding"
+                }
+            ),
+            "{decision:?}"
+        );
+    }
+}
+
+#[test]
+fn the_next_mutation_sees_the_object_written_back_from_its_go_type() {
+    // The empty `env` the first mutation writes is gone when the apiserver writes the Pod back,
+    // so the second cannot add into it; a label written as `null` is gone too, and a quantity
+    // is canonical.
+    let policy = patching_map(
+        "Fail",
+        &[
+            "[JSONPatch{op: 'add', path: '/spec/containers/0/env', value: []}, JSONPatch{op: 'add', path: '/spec/containers/0/resources', value: {'limits': {'memory': '1024Mi'}}}]",
+            "[JSONPatch{op: 'add', path: '/spec/containers/0/env/0', value: {'name': 'A', 'value': 'a'}}]",
+        ],
+    );
+    let decision = review(&set(&[policy, map_binding()]), &web(), &namespaces());
+    assert!(!decision.allowed, "{decision:?}");
+    assert_eq!(decision.messages.len(), 1, "{decision:?}");
+    assert!(
+        decision.messages[0].contains("JSON Patch: add operation does not apply: doc is missing path: \"/spec/containers/0/env/0\""),
+        "{decision:?}"
+    );
+    let policy = patching_map(
+        "Ignore",
+        &[
+            "[JSONPatch{op: 'add', path: '/spec/containers/0/env', value: []}, JSONPatch{op: 'add', path: '/spec/containers/0/resources', value: {'limits': {'memory': '1024Mi'}}}]",
+        ],
+    );
+    let decision = review(&set(&[policy, map_binding()]), &web(), &namespaces());
+    let patched = decision.patched.as_ref().expect("patched");
+    let container = &patched["spec"]["containers"][0];
+    assert!(container.get("env").is_none(), "{patched}");
+    assert_eq!(
+        container["resources"]["limits"]["memory"], "1Gi",
+        "{patched}"
+    );
+}
+
+#[test]
 fn a_failing_mutation_under_ignore_keeps_the_others() {
     let policy = patching_map("Ignore", &[FIRST, BROKEN, THIRD]);
     let decision = review(&set(&[policy, map_binding()]), &web(), &namespaces());

@@ -14,6 +14,9 @@
 //! Descriptions, defaults other than scalars (kept for list-map keys) and validation limits are
 //! left out.
 //!
+//! [`GoTypes`] adds what the Go types behind the built-in kinds say and OpenAPI does not (Go
+//! names, `omitempty`, embedded structs), for decoding as kube-apiserver decodes.
+//!
 //! Custom kinds are read at run time from CustomResourceDefinitions ([`CustomResource`],
 //! [`Schema::from_custom_resources`]) into the same model, and [`Kinds`] looks a kind up among
 //! the built-in ones and the custom ones together.
@@ -33,6 +36,7 @@ mod crd;
 mod distance;
 #[cfg(feature = "generate")]
 pub mod generate;
+mod go;
 mod kinds;
 mod model;
 mod render;
@@ -45,6 +49,9 @@ use std::sync::{Arc, OnceLock};
 
 pub use crd::{CrdError, CustomResource};
 pub use distance::{edit_distance, nearest};
+pub use go::{
+    GO_TYPES_JSON, GO_TYPES_PATH, GoField, GoShape, GoStruct, GoTypes, go_shape, without_pointer,
+};
 pub use kinds::{Kinds, KnownKind, Origin};
 pub use model::{Kind, List, ListType, MapType, Object, Scalar, Shape, Type};
 pub use resolve::{Resolution, Site, parse_pointer, pointer};

@@ -451,15 +451,21 @@ pub(crate) async fn mutate(
         let mut budget = PolicyBudget::new(scope.budget.ceiling());
         let mut meter = budget.meter(&interrupted);
         let outcome = rule.apply_each(inputs, working, &mut meter, |working, change, field| {
-            apply_change(working, change, field, request, lookup, changes)
+            apply_change(working, change, field, request, lookup, changes, true)
         });
         out.applied += outcome.applied;
         for error in outcome.errors {
-            if let RuleError::StrictDecoding { unknown, .. } = &error {
-                let message = format!(
+            let fatal = match &error {
+                RuleError::StrictDecoding { unknown, .. } => Some(format!(
                     "Internal error occurred: strict decoding error: {}",
                     crate::rule::unknown_fields(unknown)
-                );
+                )),
+                RuleError::TypedDecoding { message, .. } => {
+                    Some(format!("Internal error occurred: {message}"))
+                }
+                _ => None,
+            };
+            if let Some(message) = fatal {
                 out.fatal = Some((message, error));
                 return out;
             }

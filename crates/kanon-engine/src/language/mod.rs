@@ -189,7 +189,7 @@ async fn apply_cel(
     let inputs = cel_inputs(request, &data, &Value::Null);
     let mut meter = scope.budget.meter(&interrupted);
     rule.apply(inputs, working, &mut meter, |working, change, field| {
-        cel::mutate::apply_change(working, change, field, request, lookup, changes)
+        cel::mutate::apply_change(working, change, field, request, lookup, changes, false)
     })
 }
 

@@ -88,6 +88,18 @@ pub enum RuleError {
         /// The undeclared fields, in the object's order.
         unknown: Vec<String>,
     },
+    /// A mutation wrote a value of the wrong type into a built-in object (a number as a label,
+    /// an object as an image, a quantity that does not parse): kube-apiserver's decoding into
+    /// the kind's Go type refuses it and fails the whole request, whatever the failure policy
+    /// (`message`: the decoder's, `json: cannot unmarshal number into Go struct field
+    /// ObjectMeta.metadata.labels of type string`).
+    #[error("{field}: the patched object does not decode into its kind's Go type: {message}")]
+    TypedDecoding {
+        /// Field path of the mutation.
+        field: String,
+        /// The decoder's words.
+        message: String,
+    },
     /// An admission policy's rules select the request's resource only at another version
     /// (`matchPolicy: Equivalent`), which kube-apiserver would convert the object to; kanon
     /// converts no object between versions.
@@ -114,7 +126,7 @@ pub enum RuleError {
 
 impl RuleError {
     /// A short, stable name of the cause, for metrics labels and logs: `deadline`,
-    /// `invalid_policy`, `not_found`, `program`, `cel`, `patch`, `strict_decoding`, `conversion`,
+    /// `invalid_policy`, `not_found`, `program`, `cel`, `patch`, `strict_decoding`, `typed_decoding`, `conversion`,
     /// `reference`, `defect`, or the lookup's own ([`LookupError::reason`]: `not_synced`, `timed_out`,
     /// `forbidden`, ...).
     pub fn reason(&self) -> &'static str {
@@ -127,6 +139,7 @@ impl RuleError {
             RuleError::Program { .. } => "program",
             RuleError::Patch { .. } => "patch",
             RuleError::StrictDecoding { .. } => "strict_decoding",
+            RuleError::TypedDecoding { .. } => "typed_decoding",
             RuleError::Conversion { .. } => "conversion",
             RuleError::Cel { .. } => "cel",
             RuleError::Defect { .. } => "defect",

@@ -312,10 +312,14 @@ fn type_names(value: &Value<'_>, path: &mut Vec<String>, mismatches: &mut Vec<St
 /// Applies one mutation's change to `working`, each operation recorded in `changes` before it
 /// applies: how many operations applied (none when a `test` did not hold, which leaves the
 /// patch out). A MutatingAdmissionPolicy's patch is applied as kube-apiserver applies it, and a
-/// built-in object it leaves with fields its kind does not declare fails as the apiserver's
-/// strict decoding fails it. An apply configuration is merged by the working object's schema
-/// (from `lookup`'s kinds, read only then) and applied as the operations from the object to
-/// the merge.
+/// built-in object it leaves with fields its kind does not declare, or with a value its Go type
+/// cannot hold, fails as the apiserver's decoding fails it. An apply configuration is merged by
+/// the working object's schema (from `lookup`'s kinds, read only then) and applied as the
+/// operations from the object to the merge.
+///
+/// With `round_trip` (a MutatingAdmissionPolicy's mutation, after which the apiserver decodes
+/// the object into its Go type and writes it back for the next), what the change wrote is then
+/// written back as Go writes it ([`crate::typed`]): an emptied `omitempty` field is gone.
 pub(crate) fn apply_change(
     working: &mut Json,
     change: Change<'_>,
@@ -323,6 +327,7 @@ pub(crate) fn apply_change(
     request: &crate::request::Request,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
+    round_trip: bool,
 ) -> Result<usize, RuleError> {
     let failure = |message: String| RuleError::Patch {
         field: field.to_owned(),
@@ -348,7 +353,11 @@ pub(crate) fn apply_change(
                         clean_for,
                         field,
                         request,
+                        working,
                     )?;
+                    if round_trip {
+                        written_back(working, [pointer.as_ref()], request, changes, field)?;
+                    }
                     return Ok(1);
                 }
             }
@@ -387,25 +396,103 @@ pub(crate) fn apply_change(
             PatchOperation::Replace(replace) => Some((&*replace.path, &replace.value)),
             _ => None,
         });
-        strictly_decoded(writes, &written, clean_for, field, request)?;
+        strictly_decoded(writes, &written, clean_for, field, request, working)?;
     }
     let count = operations.len();
+    let targets: Vec<json_patch::jsonptr::PointerBuf> = if round_trip {
+        operations
+            .iter()
+            .flat_map(|operation| {
+                let (path, from) = match operation {
+                    PatchOperation::Add(op) => (&op.path, None),
+                    PatchOperation::Replace(op) => (&op.path, None),
+                    PatchOperation::Remove(op) => (&op.path, None),
+                    PatchOperation::Move(op) => (&op.path, Some(&op.from)),
+                    PatchOperation::Copy(op) => (&op.path, None),
+                    PatchOperation::Test(_) => return Vec::new(),
+                };
+                std::iter::once(path.clone()).chain(from.cloned()).collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     crate::language::apply_recorded(working, operations, changes)
         .map_err(|(index, e)| failure(format!("JSON Patch: operation {index}: {e}")))?;
+    if round_trip {
+        written_back(
+            working,
+            targets.iter().map(|path| path.as_ref()),
+            request,
+            changes,
+            field,
+        )?;
+    }
     Ok(count)
 }
 
+/// What the apiserver's round trip through the kind's Go type makes of the places a mutation
+/// changed in a built-in object, applied (and recorded) as operations: each written value as
+/// Go writes it back, and a field left empty by it, or by a removal below it, gone when it is
+/// `omitempty`. Nothing for kinds without Go facts.
+fn written_back<'p>(
+    working: &mut Json,
+    paths: impl IntoIterator<Item = &'p json_patch::jsonptr::Pointer>,
+    request: &crate::request::Request,
+    changes: &mut crate::diff::Changes,
+    field: &str,
+) -> Result<(), RuleError> {
+    let Some(typed) = request.typed() else {
+        return Ok(());
+    };
+    let failed = |(_, message): (usize, String)| RuleError::Patch {
+        field: field.to_owned(),
+        message: format!("writing the object back as its Go type: {message}"),
+    };
+    for path in paths {
+        let mut segments: Vec<String> = path.tokens().map(|t| t.decoded().into_owned()).collect();
+        // An item appended at `-` is the list's last; the list is written back whole.
+        if segments.last().is_some_and(|last| last == "-") {
+            segments.pop();
+        }
+        // The value written, whole; then, while a field is gone (left out here, or removed by
+        // the mutation), the field that held it, which may now be empty.
+        let mut whole = true;
+        loop {
+            match typed.written_back_op(working, &segments, whole) {
+                Some(operation) => {
+                    let removed = matches!(operation, PatchOperation::Remove(_));
+                    crate::language::apply_recorded(working, vec![operation], changes)
+                        .map_err(failed)?;
+                    if !removed {
+                        break;
+                    }
+                }
+                None if typed.holds(working, &segments) => break,
+                None => {}
+            }
+            if segments.pop().is_none() {
+                break;
+            }
+            whole = false;
+        }
+    }
+    Ok(())
+}
+
 /// kube-apiserver decodes what a MutatingAdmissionPolicy's JSON patch leaves of a built-in
-/// kind strictly into the Go type of the request's kind: a field the kind does not declare
-/// fails the request (a custom kind is decoded as it is, unknown fields and all). The
-/// apiserver's object has no such field before the patch, so only what the operations write is
-/// checked (an object given offline with a stray field of its own is not the policy's doing).
+/// kind strictly into the Go type of the request's kind: a value its Go type cannot hold fails
+/// the request with the decoder's error, and otherwise a field the kind does not declare does
+/// (a custom kind is decoded as it is, unknown fields and all). The apiserver's object has
+/// neither before the patch, so only what the operations write is checked (an object given
+/// offline with a stray field of its own is not the policy's doing).
 fn strictly_decoded<'o>(
     writes: impl Iterator<Item = (&'o json_patch::jsonptr::Pointer, &'o Json)> + Clone,
     written: &[WrittenOperation],
     clean_for: Option<&std::sync::OnceLock<usize>>,
     field: &str,
     request: &crate::request::Request,
+    object: &Json,
 ) -> Result<(), RuleError> {
     /// The decoder stops collecting at 100.
     const MOST: usize = 100;
@@ -422,6 +509,28 @@ fn strictly_decoded<'o>(
             .all(|((path, _), written)| path.as_str() == written.path);
     if as_written && clean_for.and_then(std::sync::OnceLock::get) == Some(&kind) {
         return Ok(());
+    }
+    if let Some(typed) = request.typed() {
+        // Go's decoder reads the document in order, keeps the first type error and reports it
+        // before any unknown field: the writes are taken in the order of the places they
+        // write in the object (a field the object lacks goes after those it has).
+        let mut errors: Vec<(Vec<usize>, String)> = writes
+            .clone()
+            .filter_map(|(path, value)| {
+                let tokens: smallvec::SmallVec<[_; 8]> = path.tokens().collect();
+                let segments: smallvec::SmallVec<[std::borrow::Cow<'_, str>; 8]> =
+                    tokens.iter().map(|t| t.decoded()).collect();
+                let message = typed.decode_error_at(&segments, value)?;
+                Some((document_position(object, &segments), message))
+            })
+            .collect();
+        errors.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some((_, message)) = errors.into_iter().next() {
+            return Err(RuleError::TypedDecoding {
+                field: field.to_owned(),
+                message,
+            });
+        }
     }
     let mut unknown: Vec<String> = Vec::new();
     for (path, value) in writes {
@@ -444,6 +553,30 @@ fn strictly_decoded<'o>(
         field: field.to_owned(),
         unknown,
     })
+}
+
+/// Where `path` lies in `object`'s document order: each segment's position among its
+/// siblings, a key the object lacks after all it has.
+fn document_position<S: AsRef<str>>(object: &Json, path: &[S]) -> Vec<usize> {
+    let mut position = Vec::with_capacity(path.len());
+    let mut at = Some(object);
+    for segment in path {
+        let segment = segment.as_ref();
+        let (index, next) = match at {
+            Some(Json::Object(map)) => match map.iter().position(|(key, _)| key == segment) {
+                Some(index) => (index, map.get(segment)),
+                None => (usize::MAX, None),
+            },
+            Some(Json::Array(items)) => {
+                let index = segment.parse::<usize>().unwrap_or(usize::MAX);
+                (index, items.get(index))
+            }
+            _ => (usize::MAX, None),
+        };
+        position.push(index);
+        at = next;
+    }
+    position
 }
 
 /// `object`'s kind, when `kinds` know it.
