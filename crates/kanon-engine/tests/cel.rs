@@ -536,6 +536,61 @@ fn a_field_the_kind_does_not_declare_fails_the_request_whatever_the_failure_poli
 }
 
 #[test]
+fn a_value_the_go_type_cannot_hold_fails_the_request_whatever_the_failure_policy() {
+    let mut policy = cop(
+        "mistyped",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "failurePolicy": "Ignore",
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'add', path: '/spec/containers/0/image', value: {'name': 'nginx'}}]"}},
+            ]}}}],
+        }),
+    );
+    for failure_policy in ["Ignore", "Fail"] {
+        policy["spec"]["failurePolicy"] = json!(failure_policy);
+        let decision = mutate_create(&set_of(&[policy.clone()]), &limited_pod());
+        assert!(!decision.allowed, "{failure_policy}: {decision:?}");
+        // What kube-apiserver answers when the patched Pod does not decode (500).
+        assert_eq!(
+            decision.messages,
+            [
+                "ClusterOverridePolicy/mistyped: spec.overrideRules[0].overriders.cel.mutations[0].jsonPatch.expression: the patched object does not decode into its kind's Go type: json: cannot unmarshal object into Go struct field Container.spec.containers.image of type string"
+            ],
+            "{failure_policy}"
+        );
+    }
+}
+
+#[test]
+fn a_mutation_that_fails_leaves_the_others_applied_as_in_a_mutating_admission_policy() {
+    // The same rule as a MutatingAdmissionPolicy's mutations (which `kanon convert` makes of
+    // it): the failing second is left out, the third still runs; under Ignore the error is
+    // dropped and the others' changes kept.
+    let policy = cop(
+        "in-order",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "failurePolicy": "Ignore",
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'add', path: '/metadata/labels/first', value: '1'}]"}},
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'remove', path: '/metadata/labels/absent'}]"}},
+                {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                    "[JSONPatch{op: 'add', path: '/metadata/labels/third', value: '3'}]"}},
+            ]}}}],
+        }),
+    );
+    let decision = mutate_create(&set_of(&[policy]), &limited_pod());
+    assert!(decision.allowed, "{decision:?}");
+    let patched = decision.patched.as_ref().expect("patched");
+    assert_eq!(patched["metadata"]["labels"]["first"], "1", "{patched}");
+    assert_eq!(patched["metadata"]["labels"]["third"], "3", "{patched}");
+}
+
+#[test]
 fn a_constant_patch_is_checked_for_each_kind_it_meets() {
     // `spec.replicas` is a Deployment's field, not a DaemonSet's: found clean for Deployments
     // (and not checked again for them), the same patch still fails for a DaemonSet.

@@ -451,7 +451,7 @@ pub(crate) async fn mutate(
         let mut budget = PolicyBudget::new(scope.budget.ceiling());
         let mut meter = budget.meter(&interrupted);
         let outcome = rule.apply_each(inputs, working, &mut meter, |working, change, field| {
-            apply_change(working, change, field, request, lookup, changes, true)
+            apply_change(working, change, field, request, lookup, changes)
         });
         out.applied += outcome.applied;
         for error in outcome.errors {

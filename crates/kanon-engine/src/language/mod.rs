@@ -175,7 +175,11 @@ async fn cel_verdict(
 }
 
 /// Runs a rule's CEL mutations on `working`, each recorded in `changes` before it applies:
-/// how many operations they made.
+/// how many operations they made. As in a MutatingAdmissionPolicy (and in the one `kanon
+/// convert` makes of the rule), a mutation that fails is left out and the ones after it still
+/// run; the rule then fails with the first error, under the policy's failure policy, keeping
+/// what the others did. Between mutations a built-in object is written back as its Go type
+/// writes it, as the apiserver does between a MutatingAdmissionPolicy's mutations.
 async fn apply_cel(
     rule: &cel::mutate::CelOverrideRule,
     scope: &mut Scope<'_, '_>,
@@ -188,9 +192,13 @@ async fn apply_cel(
     let (request, lookup) = (scope.request, scope.evaluation.lookup());
     let inputs = cel_inputs(request, &data, &Value::Null);
     let mut meter = scope.budget.meter(&interrupted);
-    rule.apply(inputs, working, &mut meter, |working, change, field| {
-        cel::mutate::apply_change(working, change, field, request, lookup, changes, false)
-    })
+    let outcome = rule.apply_each(inputs, working, &mut meter, |working, change, field| {
+        cel::mutate::apply_change(working, change, field, request, lookup, changes)
+    });
+    match outcome.errors.into_iter().next() {
+        Some(error) => Err(error),
+        None => Ok(outcome.applied),
+    }
 }
 
 /// Applies a rule's plaintext operations to `working` in one atomic step, each recorded in

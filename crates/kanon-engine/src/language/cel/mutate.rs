@@ -150,39 +150,14 @@ pub(crate) struct EachApplied {
 impl CelOverrideRule {
     /// Runs the rule's mutations on `working`, each seeing the object the ones before it left:
     /// `apply` applies one mutation's change (recording it) and says how many operations
-    /// applied. How many operations applied in all; the first error stops the rule.
-    pub(crate) fn apply(
-        &self,
-        inputs: Inputs<'_>,
-        working: &mut Json,
-        meter: &mut Meter<'_>,
-        apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
-    ) -> Result<usize, RuleError> {
-        let outcome = self.run(inputs, working, meter, true, apply);
-        match outcome.errors.into_iter().next() {
-            Some(error) => Err(error),
-            None => Ok(outcome.applied),
-        }
-    }
-
-    /// As [`CelOverrideRule::apply`], but a mutation that fails is left out and the next one
-    /// runs (a MutatingAdmissionPolicy's meaning): every error is returned.
+    /// applied. A mutation that fails is left out and the next one runs (a
+    /// MutatingAdmissionPolicy's meaning, which kanon's `cel` overriders share): every error is
+    /// returned, with how many operations applied in all.
     pub(crate) fn apply_each(
         &self,
         inputs: Inputs<'_>,
         working: &mut Json,
         meter: &mut Meter<'_>,
-        apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
-    ) -> EachApplied {
-        self.run(inputs, working, meter, false, apply)
-    }
-
-    fn run(
-        &self,
-        inputs: Inputs<'_>,
-        working: &mut Json,
-        meter: &mut Meter<'_>,
-        stop_at_error: bool,
         mut apply: impl FnMut(&mut Json, Change<'_>, &str) -> Result<usize, RuleError>,
     ) -> EachApplied {
         let mut outcome = EachApplied::default();
@@ -250,12 +225,7 @@ impl CelOverrideRule {
             let result = change.and_then(|change| apply(working, change, &mutation.field));
             match result {
                 Ok(count) => outcome.applied += count,
-                Err(error) => {
-                    outcome.errors.push(error);
-                    if stop_at_error {
-                        return outcome;
-                    }
-                }
+                Err(error) => outcome.errors.push(error),
             }
         }
         outcome
@@ -317,9 +287,9 @@ fn type_names(value: &Value<'_>, path: &mut Vec<String>, mismatches: &mut Vec<St
 /// the working object's schema (from `lookup`'s kinds, read only then) and applied as the
 /// operations from the object to the merge.
 ///
-/// With `round_trip` (a MutatingAdmissionPolicy's mutation, after which the apiserver decodes
-/// the object into its Go type and writes it back for the next), what the change wrote is then
-/// written back as Go writes it ([`crate::typed`]): an emptied `omitempty` field is gone.
+/// Then, as the apiserver decodes the object into its Go type and writes it back before the next
+/// mutation, what the change wrote is written back as Go writes it ([`crate::typed`]): an
+/// emptied `omitempty` field is gone.
 pub(crate) fn apply_change(
     working: &mut Json,
     change: Change<'_>,
@@ -327,7 +297,6 @@ pub(crate) fn apply_change(
     request: &crate::request::Request,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
-    round_trip: bool,
 ) -> Result<usize, RuleError> {
     let failure = |message: String| RuleError::Patch {
         field: field.to_owned(),
@@ -355,9 +324,7 @@ pub(crate) fn apply_change(
                         request,
                         working,
                     )?;
-                    if round_trip {
-                        written_back(working, [pointer.as_ref()], request, changes, field)?;
-                    }
+                    written_back(working, [pointer.as_ref()], request, changes, field)?;
                     return Ok(1);
                 }
             }
@@ -387,6 +354,18 @@ pub(crate) fn apply_change(
             let merged =
                 crate::structured_merge::apply(known.schema, root, working, &configuration)
                     .map_err(|error| failure(format!("error applying patch: {error}")))?;
+            // A built-in object is then converted to its Go type, which takes no fraction in
+            // an integer field (a custom object stays unstructured).
+            if request.builtin_kind().is_some()
+                && let Some(integer) =
+                    crate::structured_merge::fractional_integer(known.schema, root, &merged)
+            {
+                let (group, version) = kanon_schema::group_version(&known.kind.api_version);
+                return Err(failure(format!(
+                    "unable to convert unstructured object to {group}/{version}, Kind={}: cannot convert float64 to {integer}",
+                    known.kind.kind
+                )));
+            }
             (json_patch::diff(working, &merged).0, None)
         }
     };
@@ -399,35 +378,34 @@ pub(crate) fn apply_change(
         strictly_decoded(writes, &written, clean_for, field, request, working)?;
     }
     let count = operations.len();
-    let targets: Vec<json_patch::jsonptr::PointerBuf> = if round_trip {
-        operations
-            .iter()
-            .flat_map(|operation| {
-                let (path, from) = match operation {
-                    PatchOperation::Add(op) => (&op.path, None),
-                    PatchOperation::Replace(op) => (&op.path, None),
-                    PatchOperation::Remove(op) => (&op.path, None),
-                    PatchOperation::Move(op) => (&op.path, Some(&op.from)),
-                    PatchOperation::Copy(op) => (&op.path, None),
-                    PatchOperation::Test(_) => return Vec::new(),
-                };
-                std::iter::once(path.clone()).chain(from.cloned()).collect()
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    // Where the operations wrote, to write back: only for a kind with Go facts.
+    let typed = request.typed().is_some();
+    let targets: Vec<json_patch::jsonptr::PointerBuf> = operations
+        .iter()
+        .filter(|_| typed)
+        .flat_map(|operation| {
+            let (path, from) = match operation {
+                PatchOperation::Add(op) => (&op.path, None),
+                PatchOperation::Replace(op) => (&op.path, None),
+                PatchOperation::Remove(op) => (&op.path, None),
+                PatchOperation::Move(op) => (&op.path, Some(&op.from)),
+                PatchOperation::Copy(op) => (&op.path, None),
+                PatchOperation::Test(_) => return Vec::new(),
+            };
+            std::iter::once(path.clone())
+                .chain(from.cloned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
     crate::language::apply_recorded(working, operations, changes)
         .map_err(|(index, e)| failure(format!("JSON Patch: operation {index}: {e}")))?;
-    if round_trip {
-        written_back(
-            working,
-            targets.iter().map(|path| path.as_ref()),
-            request,
-            changes,
-            field,
-        )?;
-    }
+    written_back(
+        working,
+        targets.iter().map(|path| path.as_ref()),
+        request,
+        changes,
+        field,
+    )?;
     Ok(count)
 }
 

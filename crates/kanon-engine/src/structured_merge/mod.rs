@@ -8,6 +8,11 @@
 //! order: the object's items, with the configuration's placed where they first meet), scalars
 //! replaced.
 
+mod go_format;
+mod validate;
+
+pub(crate) use validate::fractional_integer;
+
 use std::collections::HashMap;
 
 use kanon_schema::{List, ListType, MapType, Schema, Shape, Type};
@@ -61,73 +66,6 @@ fn node<'s>(schema: &'s Schema, ty: &'s Type) -> Node<'s> {
     }
 }
 
-fn scalar_fits(ty: &Type, value: &Value) -> Result<(), String> {
-    let fits = match (&ty.shape, value) {
-        (_, Value::Null) => true,
-        (Shape::Boolean, Value::Bool(_)) => true,
-        (Shape::Integer, Value::Number(n)) => n.is_i64() || n.is_u64(),
-        (Shape::Number, Value::Number(_)) => true,
-        (Shape::String, Value::String(_)) => true,
-        (Shape::IntOrString, Value::Number(_) | Value::String(_)) => true,
-        (Shape::OneOf(_), Value::Number(_) | Value::String(_) | Value::Bool(_)) => true,
-        (Shape::Boolean | Shape::Integer | Shape::Number | Shape::String, _) => false,
-        _ => true,
-    };
-    if fits {
-        return Ok(());
-    }
-    let expected = match &ty.shape {
-        Shape::Boolean => "boolean",
-        Shape::Integer => "numeric (int)",
-        Shape::Number => "numeric (int or float)",
-        _ => "string",
-    };
-    Err(format!("expected {expected}, got {value}"))
-}
-
-/// Checks `value` against `ty`: every field declared, every scalar of its kind.
-fn check(schema: &Schema, ty: &Type, value: &Value, path: &str, errors: &mut Vec<String>) {
-    let (resolved, _) = schema.deref(ty).unwrap_or((ty, None));
-    match (node(schema, ty), value) {
-        (_, Value::Null) => {}
-        (Node::Struct { fields, .. }, Value::Object(map)) => {
-            for (key, child) in map {
-                let at = format!("{path}.{key}");
-                match fields.get(key) {
-                    Some(field) => check(schema, field, child, &at, errors),
-                    None => errors.push(format!("{at}: field not declared in schema")),
-                }
-            }
-        }
-        (Node::Map { values, .. }, Value::Object(map)) => {
-            for (key, child) in map {
-                check(schema, values, child, &format!("{path}.{key}"), errors);
-            }
-        }
-        (Node::List(list), Value::Array(items)) => {
-            for (index, item) in items.iter().enumerate() {
-                check(
-                    schema,
-                    &list.items,
-                    item,
-                    &format!("{path}[{index}]"),
-                    errors,
-                );
-            }
-        }
-        (Node::Struct { .. } | Node::Map { .. }, other) => {
-            errors.push(format!("{path}: expected map, got {other}"));
-        }
-        (Node::List(_), other) => errors.push(format!("{path}: expected list, got {other}")),
-        (Node::Leaf, value) => {
-            if let Err(message) = scalar_fits(resolved, value) {
-                errors.push(format!("{path}: {message}"));
-            }
-        }
-        (Node::Untyped, _) => {}
-    }
-}
-
 /// The paths of the atomic lists, maps and structs `value` sets.
 fn atomics(schema: &Schema, ty: &Type, value: &Value, path: &str, found: &mut Vec<String>) {
     match (node(schema, ty), value) {
@@ -175,9 +113,17 @@ pub fn apply(
     patch: &Value,
 ) -> Result<Value, MergeError> {
     let mut errors = Vec::new();
-    check(schema, root, patch, "", &mut errors);
-    if !errors.is_empty() {
-        return Err(MergeError::Schema(errors.join(", ")));
+    validate::check(schema, root, patch, "", &mut errors);
+    match errors.as_slice() {
+        [] => {}
+        [one] => return Err(MergeError::Schema(one.clone())),
+        // structured-merge-diff's list of several errors.
+        many => {
+            return Err(MergeError::Schema(format!(
+                "errors:\n  {}",
+                many.join("\n  ")
+            )));
+        }
     }
     let mut found = Vec::new();
     atomics(schema, root, patch, "", &mut found);

@@ -1,0 +1,115 @@
+//! How Go's `fmt` prints the values structured-merge-diff holds for an apply configuration that
+//! came from CEL, for its errors: `%#v` (`&value.valueUnstructured{Value:"x"}`), `%v` (`&{x}`)
+//! and `%T` (`string`). CEL's `null` reaches it as protobuf's `NullValue`, an enum: `0` in
+//! `%#v`, `NULL_VALUE` in `%v`, `structpb.NullValue` in `%T`.
+
+use serde_json::Value;
+
+/// `%#v` of the value.
+pub(super) fn sharp(value: &Value) -> String {
+    match value {
+        Value::Null => "0".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => number(n),
+        Value::String(s) => kanon_cel::go_quote(s),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(sharp).collect();
+            format!("[]interface {{}}{{{}}}", items.join(", "))
+        }
+        Value::Object(map) => {
+            // Go prints a map's keys sorted.
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let entries: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", kanon_cel::go_quote(k), sharp(v)))
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", entries.join(", "))
+        }
+    }
+}
+
+/// `%v` of the value.
+pub(super) fn plain(value: &Value) -> String {
+    match value {
+        Value::Null => "NULL_VALUE".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => number(n),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(plain).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let entries: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{k}:{}", plain(v)))
+                .collect();
+            format!("map[{}]", entries.join(" "))
+        }
+    }
+}
+
+/// `%T` of the value.
+pub(super) fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "structpb.NullValue",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// A number as `%v` prints it: an integer as is, a float in `%g`'s shortest form, with an
+/// exponent from 1e+06 and below 1e-04 (`2`, `1.5`, `1e+06`, `1e-05`).
+fn number(n: &serde_json::Number) -> String {
+    let Some(float) = n.as_f64().filter(|_| n.is_f64()) else {
+        return n.to_string();
+    };
+    if float == 0.0 {
+        return if float.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    // Rust's `{:e}` gives the shortest digits: `1.234567e6`.
+    let text = format!("{float:e}");
+    let Some((mantissa, exponent)) = text.split_once('e') else {
+        return text;
+    };
+    let Ok(exponent) = exponent.parse::<i32>() else {
+        return text;
+    };
+    if !(-4..6).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exponent.abs());
+    }
+    format!("{float}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_print_as_gos_fmt_prints_them() {
+        assert_eq!(sharp(&json!(2.0)), "2");
+        assert_eq!(sharp(&json!(1_000_000.0)), "1e+06");
+        assert_eq!(sharp(&json!(123_456.0)), "123456");
+        assert_eq!(sharp(&json!(0.00001)), "1e-05");
+        assert_eq!(sharp(&json!(5)), "5");
+        assert_eq!(sharp(&Value::Null), "0");
+        assert_eq!(sharp(&json!([1])), "[]interface {}{1}");
+        assert_eq!(
+            sharp(&json!({"b": "x", "a": 1})),
+            r#"map[string]interface {}{"a":1, "b":"x"}"#
+        );
+        assert_eq!(plain(&Value::Null), "NULL_VALUE");
+        assert_eq!(plain(&json!("y")), "y");
+        assert_eq!(type_name(&json!("x")), "string");
+        assert_eq!(type_name(&Value::Null), "structpb.NullValue");
+    }
+}
