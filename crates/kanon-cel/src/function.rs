@@ -134,6 +134,14 @@ pub(crate) fn singleton(function: &str) -> bool {
 /// and `endsWith` skip the type guards (bare); other functions' guards name the argument types
 /// (`no such overload: charAt(int, int)`).
 pub(crate) fn dispatch_failure(function: &str, args: &[Value<'_>]) -> EvalError {
+    // cel-go asks the left operand to compare itself, and a NaN double refuses first.
+    if matches!(
+        function,
+        operators::LESS | operators::LESS_EQUALS | operators::GREATER | operators::GREATER_EQUALS
+    ) && matches!(args.first(), Some(Value::Double(d)) if d.is_nan())
+    {
+        return EvalError::Invalid("NaN values cannot be ordered".to_owned());
+    }
     let has = |kinds: &[&str]| {
         args.first()
             .is_some_and(|first| kinds.contains(&first.type_of().runtime_name()))

@@ -77,6 +77,25 @@ fn the_memory_limit_rule_in_one_line() {
 }
 
 #[test]
+fn an_error_judging_a_delete_says_the_object_is_null() {
+    let mut policy = cel_policy(
+        "containers",
+        json!({"validations": [{"expression": "object.spec.containers.size() > 0"}]}),
+        json!({}),
+    );
+    policy["spec"]["validateRules"][0]["targetOperations"] = json!(["DELETE"]);
+    let decision = judge(policy, &request(Operation::Delete, &limited_pod()));
+    assert!(!decision.allowed, "{decision:?}");
+    let message = &decision.messages[0];
+    assert!(
+        message.contains(
+            "resulted in error: no such key: spec (the request is a DELETE: `object` is null"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
 fn messages_are_chosen_as_the_apiserver_chooses_them() {
     let validations = json!([
         // No message: kube-apiserver's default.

@@ -178,6 +178,7 @@ fn install_ordering(env: &mut Env) {
 }
 
 /// An ordering operator: NaN cannot be ordered (an error in cel-go v0.26, kube-apiserver 1.35).
+/// (A NaN left of an operand no overload takes is the same error: `function::dispatch_failure`.)
 fn order<'a>(
     function: &str,
     args: &[Value<'a>],

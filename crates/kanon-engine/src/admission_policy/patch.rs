@@ -73,7 +73,27 @@ pub(crate) fn resolve(
     let mut scratch = doc.clone();
     let mut resolved = Vec::with_capacity(written.len());
     let mut copied = 0;
+    // Where this patch wrote `null`: the library holds such a value as a node it can open as
+    // an empty object (a `null` of the object itself is no container at all), so removing a
+    // member from it is a missing key, not a missing path.
+    let mut nulls: Vec<&str> = Vec::new();
     for operation in written {
+        if operation.op == "remove"
+            && let Some((parent, key)) = operation.path.rsplit_once('/')
+            && nulls.contains(&parent)
+            && find(&scratch, &operation.path).is_none()
+        {
+            return Err(error(format!(
+                "error in remove for path: '{}': Unable to remove nonexistent key: {}: {MISSING}",
+                operation.path,
+                unescape(key)
+            )));
+        }
+        if matches!(operation.op.as_str(), "add" | "replace")
+            && matches!(operation.value, None | Some(Value::Null))
+        {
+            nulls.push(&operation.path);
+        }
         let operations = match operation.op.as_str() {
             "move" => plan_move(&mut scratch, operation)?,
             "copy" => plan_copy(&scratch, operation, &mut copied)?,

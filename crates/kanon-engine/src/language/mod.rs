@@ -156,7 +156,9 @@ async fn cel_verdict(
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let inputs = cel_inputs(scope.request, &data, object);
-    let outcome = rule.evaluate(inputs, &mut scope.budget.meter(&interrupted))?;
+    let outcome = rule
+        .evaluate(inputs, &mut scope.budget.meter(&interrupted))
+        .map_err(|error| on_delete(error, scope.request))?;
     let mut failures = outcome.failures.into_iter();
     Ok(match failures.next() {
         None => Verdict {
@@ -172,6 +174,26 @@ async fn cel_verdict(
             status: Some(reason),
         },
     })
+}
+
+/// A CEL error met while judging a DELETE, whose `object` is null, says so: `no such key: spec`
+/// alone does not tell a policy author that the rule read the object a DELETE does not have
+/// (kube-apiserver's words stay first, as a VAP's would read).
+fn on_delete(error: RuleError, request: &crate::request::Request) -> RuleError {
+    match error {
+        RuleError::Cel { field, message }
+            if request.operation == kanon_api::Operation::Delete
+                && message.contains("no such key") =>
+        {
+            RuleError::Cel {
+                field,
+                message: format!(
+                    "{message} (the request is a DELETE: `object` is null and the object being deleted is `oldObject`; guard the rule with request.operation != 'DELETE', or leave DELETE out of its targetOperations)"
+                ),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Runs a rule's CEL mutations on `working`, each recorded in `changes` before it applies:

@@ -1,7 +1,8 @@
 //! How Go's `fmt` prints the values structured-merge-diff holds for an apply configuration that
 //! came from CEL, for its errors: `%#v` (`&value.valueUnstructured{Value:"x"}`), `%v` (`&{x}`)
 //! and `%T` (`string`). CEL's `null` reaches it as protobuf's `NullValue`, an enum: `0` in
-//! `%#v`, `NULL_VALUE` in `%v`, `structpb.NullValue` in `%T`.
+//! `%#v`, `NULL_VALUE` in `%v`, `structpb.NullValue` in `%T`; a CEL list or map literal as
+//! cel-go holds it, `[]ref.Val` or `map[ref.Val]ref.Val`.
 
 use serde_json::Value;
 
@@ -14,7 +15,7 @@ pub(super) fn sharp(value: &Value) -> String {
         Value::String(s) => kanon_cel::go_quote(s),
         Value::Array(items) => {
             let items: Vec<String> = items.iter().map(sharp).collect();
-            format!("[]interface {{}}{{{}}}", items.join(", "))
+            format!("[]ref.Val{{{}}}", items.join(", "))
         }
         Value::Object(map) => {
             // Go prints a map's keys sorted.
@@ -24,7 +25,7 @@ pub(super) fn sharp(value: &Value) -> String {
                 .into_iter()
                 .map(|(k, v)| format!("{}:{}", kanon_cel::go_quote(k), sharp(v)))
                 .collect();
-            format!("map[string]interface {{}}{{{}}}", entries.join(", "))
+            format!("map[ref.Val]ref.Val{{{}}}", entries.join(", "))
         }
     }
 }
@@ -60,8 +61,8 @@ pub(super) fn type_name(value: &Value) -> &'static str {
         Value::Number(n) if n.is_f64() => "float64",
         Value::Number(_) => "int64",
         Value::String(_) => "string",
-        Value::Array(_) => "[]interface {}",
-        Value::Object(_) => "map[string]interface {}",
+        Value::Array(_) => "[]ref.Val",
+        Value::Object(_) => "map[ref.Val]ref.Val",
     }
 }
 
@@ -102,11 +103,9 @@ mod tests {
         assert_eq!(sharp(&json!(0.00001)), "1e-05");
         assert_eq!(sharp(&json!(5)), "5");
         assert_eq!(sharp(&Value::Null), "0");
-        assert_eq!(sharp(&json!([1])), "[]interface {}{1}");
-        assert_eq!(
-            sharp(&json!({"b": "x", "a": 1})),
-            r#"map[string]interface {}{"a":1, "b":"x"}"#
-        );
+        // kube-apiserver 1.35.8's words for `{'tier': ['x']}` and `{'tier': {'a': 'b'}}`.
+        assert_eq!(sharp(&json!(["x"])), r#"[]ref.Val{"x"}"#);
+        assert_eq!(sharp(&json!({"a": "b"})), r#"map[ref.Val]ref.Val{"a":"b"}"#);
         assert_eq!(plain(&Value::Null), "NULL_VALUE");
         assert_eq!(plain(&json!("y")), "y");
         assert_eq!(type_name(&json!("x")), "string");

@@ -98,7 +98,11 @@ impl<'s> Decoder<'s> {
         let Shape::Object(object) = &ty.shape else {
             return None;
         };
-        for (key, value) in map {
+        // The patch library writes the objects it touched with sorted keys (a Go map), and
+        // the decoder reads them in that order.
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, value) in entries {
             let (Some(field), Some(field_type)) = (structure.field(key), object.fields.get(key))
             else {
                 continue;
@@ -190,8 +194,11 @@ impl<'s> Decoder<'s> {
                     Some(GoShape::Map(values)) => Some(values),
                     _ => None,
                 };
-                map.values()
-                    .find_map(|item| self.value(value_go, values, item, context))
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                entries
+                    .into_iter()
+                    .find_map(|(_, item)| self.value(value_go, values, item, context))
             }
             Shape::String => match value {
                 Value::String(_) => None,

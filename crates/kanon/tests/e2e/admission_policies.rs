@@ -35,24 +35,24 @@ pub const SCENARIOS: &[Scenario] = &[
 ];
 
 /// One case of the suite: the object, the operation, the old object.
-struct Case {
-    title: String,
-    operation: String,
-    object: Value,
-    old: Option<Value>,
+pub(crate) struct Case {
+    pub(crate) title: String,
+    pub(crate) operation: String,
+    pub(crate) object: Value,
+    pub(crate) old: Option<Value>,
 }
 
 /// What one side made of a case.
 #[derive(Debug, Clone, PartialEq)]
-struct Outcome {
-    allowed: bool,
+pub(crate) struct Outcome {
+    pub(crate) allowed: bool,
     /// The denial's message, without the apiserver's `<resource> "<name>" is forbidden: `.
-    message: Option<String>,
+    pub(crate) message: Option<String>,
     /// The denial's reason (`Invalid`, `Forbidden`).
-    reason: Option<String>,
-    warnings: BTreeSet<String>,
+    pub(crate) reason: Option<String>,
+    pub(crate) warnings: BTreeSet<String>,
     /// The object as admitted, without the fields the apiserver sets on every write.
-    object: Option<Value>,
+    pub(crate) object: Option<Value>,
 }
 
 fn text_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
@@ -138,7 +138,7 @@ fn namespace_args(object: &Value) -> Vec<String> {
 }
 
 /// Sends the case to the apiserver as a server-side dry run.
-fn send(env: &Env, case: &Case) -> Output {
+pub(crate) fn send(env: &Env, case: &Case) -> Output {
     match case.operation.as_str() {
         "CREATE" => env.kubectl_stdin(
             &["create", "--dry-run=server", "-o", "json", "-f", "-"],
@@ -187,18 +187,38 @@ fn apiserver_outcome(case: &Case, out: &Output) -> Outcome {
         };
     }
     // kubectl words an Invalid status as `The <resource> "<name>" is invalid: : <message>`, any
-    // other as `Error from server (<Reason>): [error when creating "STDIN": ]<message>`.
-    let (reason, message) = if let Some(line) = stderr
-        .lines()
-        .find(|line| line.starts_with("The ") && line.contains(" is invalid: "))
+    // other as `Error from server (<Reason>): [error when creating "STDIN": ]<message>`. A
+    // message of several lines (`errors:`, then one indented line each) goes on below.
+    let lines: Vec<&str> = stderr.lines().collect();
+    let with_continuation = |at: usize, first: &str| -> String {
+        let mut text = first.to_owned();
+        for more in lines[at + 1..].iter().take_while(|l| l.starts_with("  ")) {
+            text.push('\n');
+            text.push_str(more);
+        }
+        text
+    };
+    let (reason, message): (String, String) = if let Some(at) = lines
+        .iter()
+        .position(|line| line.starts_with("The ") && line.contains(" is invalid: "))
     {
-        let (_, after) = line.split_once(" is invalid: ").expect("checked");
-        ("Invalid", after.strip_prefix(": ").unwrap_or(after))
+        let (_, after) = lines[at].split_once(" is invalid: ").expect("checked");
+        // Several causes come one per line (`* : <message>`), the status's message first.
+        let after = match after.trim() {
+            "" => match lines.iter().position(|line| line.starts_with("* ")) {
+                Some(cause) => with_continuation(cause, &lines[cause][2..]),
+                None => String::new(),
+            },
+            _ => with_continuation(at, after),
+        };
+        let message = after.strip_prefix(": ").unwrap_or(&after).to_owned();
+        ("Invalid".to_owned(), message)
     } else {
-        let line = stderr
-            .lines()
-            .find(|line| line.starts_with("Error from server ("))
+        let at = lines
+            .iter()
+            .position(|line| line.starts_with("Error from server ("))
             .unwrap_or_else(|| panic!("{}: no error in {stderr}", case.title));
+        let line = with_continuation(at, lines[at]);
         let rest = &line["Error from server (".len()..];
         let (reason, rest) = rest.split_once("): ").expect("a reason");
         let rest = match rest.split_once("\"STDIN\": ") {
@@ -209,19 +229,19 @@ fn apiserver_outcome(case: &Case, out: &Output) -> Outcome {
             Some((_, after)) => after,
             None => rest,
         };
-        (reason, message)
+        (reason.to_owned(), message.to_owned())
     };
     Outcome {
         allowed: false,
-        message: Some(message.to_owned()),
-        reason: Some(reason.to_owned()),
+        message: Some(message),
+        reason: Some(reason),
         warnings,
         object: None,
     }
 }
 
 /// What `kanon apply` makes of the case, on the object the apiserver's admission saw.
-fn kanon_outcome(
+pub(crate) fn kanon_outcome(
     policies: &Path,
     work: &Path,
     case: &Case,
@@ -401,7 +421,7 @@ fn prepare(env: &Env) -> Prepared {
 /// Sends every case to the apiserver until each outcome `agrees` with `expected`, or 30 s have
 /// passed (the apiserver takes a moment to put new policies in force): the last outcomes, and
 /// the cases that still disagree.
-fn until_agreed(
+pub(crate) fn until_agreed(
     env: &Env,
     cases: &[Case],
     expected: &[Outcome],

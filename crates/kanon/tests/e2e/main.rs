@@ -22,6 +22,7 @@ mod faults;
 mod library;
 mod lifecycle;
 mod limits;
+mod map_random;
 mod network;
 mod references;
 mod schema;
@@ -84,6 +85,7 @@ fn main() {
         admission::SCENARIOS,
         cel::SCENARIOS,
         admission_policies::SCENARIOS,
+        map_random::SCENARIOS,
         lifecycle::SCENARIOS,
         custom_kinds::SCENARIOS,
         references::SCENARIOS,

@@ -322,7 +322,6 @@ pub(crate) fn apply_change(
                         clean_for,
                         field,
                         request,
-                        working,
                     )?;
                     written_back(working, [pointer.as_ref()], request, changes, field)?;
                     return Ok(1);
@@ -369,14 +368,20 @@ pub(crate) fn apply_change(
             (json_patch::diff(working, &merged).0, None)
         }
     };
-    if let Some((written, clean_for)) = strict {
-        let writes = operations.iter().filter_map(|operation| match operation {
-            PatchOperation::Add(add) => Some((&*add.path, &add.value)),
-            PatchOperation::Replace(replace) => Some((&*replace.path, &replace.value)),
-            _ => None,
-        });
-        strictly_decoded(writes, &written, clean_for, field, request, working)?;
-    }
+    // Where the operations wrote: the apiserver decodes the patched document, so what is
+    // checked is what lies there once the whole patch has applied (a value a later operation
+    // replaced was never decoded).
+    let write_paths: Vec<json_patch::jsonptr::PointerBuf> = match strict {
+        Some(_) => operations
+            .iter()
+            .filter_map(|operation| match operation {
+                PatchOperation::Add(add) => Some(add.path.clone()),
+                PatchOperation::Replace(replace) => Some(replace.path.clone()),
+                _ => None,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     let count = operations.len();
     // Where the operations wrote, to write back: only for a kind with Go facts.
     let typed = request.typed().is_some();
@@ -399,6 +404,23 @@ pub(crate) fn apply_change(
         .collect();
     crate::language::apply_recorded(working, operations, changes)
         .map_err(|(index, e)| failure(format!("JSON Patch: operation {index}: {e}")))?;
+    if let Some((written, clean_for)) = strict {
+        // A path a later operation moved (an item removed before it) is checked by the
+        // nearest field or list that holds it, whole.
+        let finals: Vec<(&json_patch::jsonptr::Pointer, &Json)> = write_paths
+            .iter()
+            .filter_map(|path| {
+                let mut at: &json_patch::jsonptr::Pointer = path.as_ref();
+                loop {
+                    if let Some(value) = value_at(working, at) {
+                        return Some((at, value));
+                    }
+                    at = at.parent()?;
+                }
+            })
+            .collect();
+        strictly_decoded(finals.iter().copied(), &written, clean_for, field, request)?;
+    }
     written_back(
         working,
         targets.iter().map(|path| path.as_ref()),
@@ -470,7 +492,6 @@ fn strictly_decoded<'o>(
     clean_for: Option<&std::sync::OnceLock<usize>>,
     field: &str,
     request: &crate::request::Request,
-    object: &Json,
 ) -> Result<(), RuleError> {
     /// The decoder stops collecting at 100.
     const MOST: usize = 100;
@@ -491,15 +512,15 @@ fn strictly_decoded<'o>(
     if let Some(typed) = request.typed() {
         // Go's decoder reads the document in order, keeps the first type error and reports it
         // before any unknown field: the writes are taken in the order of the places they
-        // write in the object (a field the object lacks goes after those it has).
-        let mut errors: Vec<(Vec<usize>, String)> = writes
+        // write, as the patched document has them.
+        let mut errors: Vec<(Vec<String>, String)> = writes
             .clone()
             .filter_map(|(path, value)| {
                 let tokens: smallvec::SmallVec<[_; 8]> = path.tokens().collect();
                 let segments: smallvec::SmallVec<[std::borrow::Cow<'_, str>; 8]> =
                     tokens.iter().map(|t| t.decoded()).collect();
                 let message = typed.decode_error_at(&segments, value)?;
-                Some((document_position(object, &segments), message))
+                Some((document_position(&segments), message))
             })
             .collect();
         errors.sort_by(|a, b| a.0.cmp(&b.0));
@@ -533,28 +554,30 @@ fn strictly_decoded<'o>(
     })
 }
 
-/// Where `path` lies in `object`'s document order: each segment's position among its
-/// siblings, a key the object lacks after all it has.
-fn document_position<S: AsRef<str>>(object: &Json, path: &[S]) -> Vec<usize> {
-    let mut position = Vec::with_capacity(path.len());
-    let mut at = Some(object);
-    for segment in path {
-        let segment = segment.as_ref();
-        let (index, next) = match at {
-            Some(Json::Object(map)) => match map.iter().position(|(key, _)| key == segment) {
-                Some(index) => (index, map.get(segment)),
-                None => (usize::MAX, None),
-            },
-            Some(Json::Array(items)) => {
-                let index = segment.parse::<usize>().unwrap_or(usize::MAX);
-                (index, items.get(index))
-            }
-            _ => (usize::MAX, None),
-        };
-        position.push(index);
-        at = next;
+/// The value at `path` of `object`, an item appended at `-` being the list's last.
+fn value_at<'v>(object: &'v Json, path: &json_patch::jsonptr::Pointer) -> Option<&'v Json> {
+    match path.split_back() {
+        Some((parent, token)) if token.decoded() == "-" => {
+            object.pointer(parent.as_str())?.as_array()?.last()
+        }
+        _ => object.pointer(path.as_str()),
     }
-    position
+}
+
+/// Where `path` lies in the order kube-apiserver's decoder reads a patched document: its patch
+/// library writes every object it touched with its keys sorted (a Go map), so keys compare as
+/// text and list items by position.
+fn document_position<S: AsRef<str>>(path: &[S]) -> Vec<String> {
+    path.iter()
+        .map(|segment| {
+            let segment = segment.as_ref();
+            match segment.parse::<usize>() {
+                Ok(index) => format!("{index:020}"),
+                Err(_) if segment == "-" => "~".repeat(21),
+                Err(_) => segment.to_owned(),
+            }
+        })
+        .collect()
 }
 
 /// `object`'s kind, when `kinds` know it.
