@@ -14,6 +14,7 @@
 
 mod activation;
 pub(crate) mod compile;
+mod decoded;
 pub(crate) mod mutate;
 pub(crate) mod schema;
 pub(crate) mod validate;
