@@ -1,21 +1,27 @@
 //! How Go's `fmt` prints the values structured-merge-diff holds for an apply configuration that
 //! came from CEL, for its errors: `%#v` (`&value.valueUnstructured{Value:"x"}`), `%v` (`&{x}`)
 //! and `%T` (`string`). CEL's `null` reaches it as protobuf's `NullValue`, an enum: `0` in
-//! `%#v`, `NULL_VALUE` in `%v`, `structpb.NullValue` in `%T`; a CEL list or map literal as
-//! cel-go holds it, `[]ref.Val` or `map[ref.Val]ref.Val`.
+//! `%#v`, `NULL_VALUE` in `%v`, `structpb.NullValue` in `%T`. A CEL list or map written as an
+//! `Object` field's value is converted to Go's own (`[]interface {}`, `map[string]interface
+//! {}`); one inside a list or map stays as cel-go holds it (`[]ref.Val`, `map[ref.Val]ref.Val`).
 
 use serde_json::Value;
 
-/// `%#v` of the value.
-pub(super) fn sharp(value: &Value) -> String {
+/// `%#v` of the value; `nested` when it lies inside a CEL list or map, not at an `Object` field.
+pub(super) fn sharp(value: &Value, nested: bool) -> String {
     match value {
         Value::Null => "0".to_owned(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => number(n),
         Value::String(s) => kanon_cel::go_quote(s),
         Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(sharp).collect();
-            format!("[]ref.Val{{{}}}", items.join(", "))
+            let items: Vec<String> = items.iter().map(|item| sharp(item, true)).collect();
+            let spelled = if nested {
+                "[]ref.Val"
+            } else {
+                "[]interface {}"
+            };
+            format!("{spelled}{{{}}}", items.join(", "))
         }
         Value::Object(map) => {
             // Go prints a map's keys sorted.
@@ -23,9 +29,14 @@ pub(super) fn sharp(value: &Value) -> String {
             entries.sort_by(|a, b| a.0.cmp(b.0));
             let entries: Vec<String> = entries
                 .into_iter()
-                .map(|(k, v)| format!("{}:{}", kanon_cel::go_quote(k), sharp(v)))
+                .map(|(k, v)| format!("{}:{}", kanon_cel::go_quote(k), sharp(v, true)))
                 .collect();
-            format!("map[ref.Val]ref.Val{{{}}}", entries.join(", "))
+            let spelled = if nested {
+                "map[ref.Val]ref.Val"
+            } else {
+                "map[string]interface {}"
+            };
+            format!("{spelled}{{{}}}", entries.join(", "))
         }
     }
 }
@@ -53,9 +64,11 @@ pub(super) fn plain(value: &Value) -> String {
     }
 }
 
-/// `%T` of the value.
-pub(super) fn type_name(value: &Value) -> &'static str {
+/// `%T` of the value; `nested` as for [`sharp`].
+pub(super) fn type_name(value: &Value, nested: bool) -> &'static str {
     match value {
+        Value::Array(_) if !nested => "[]interface {}",
+        Value::Object(_) if !nested => "map[string]interface {}",
         Value::Null => "structpb.NullValue",
         Value::Bool(_) => "bool",
         Value::Number(n) if n.is_f64() => "float64",
@@ -97,18 +110,28 @@ mod tests {
 
     #[test]
     fn values_print_as_gos_fmt_prints_them() {
-        assert_eq!(sharp(&json!(2.0)), "2");
-        assert_eq!(sharp(&json!(1_000_000.0)), "1e+06");
-        assert_eq!(sharp(&json!(123_456.0)), "123456");
-        assert_eq!(sharp(&json!(0.00001)), "1e-05");
-        assert_eq!(sharp(&json!(5)), "5");
-        assert_eq!(sharp(&Value::Null), "0");
-        // kube-apiserver 1.35.8's words for `{'tier': ['x']}` and `{'tier': {'a': 'b'}}`.
-        assert_eq!(sharp(&json!(["x"])), r#"[]ref.Val{"x"}"#);
-        assert_eq!(sharp(&json!({"a": "b"})), r#"map[ref.Val]ref.Val{"a":"b"}"#);
+        assert_eq!(sharp(&json!(2.0), false), "2");
+        assert_eq!(sharp(&json!(1_000_000.0), false), "1e+06");
+        assert_eq!(sharp(&json!(123_456.0), false), "123456");
+        assert_eq!(sharp(&json!(0.00001), false), "1e-05");
+        assert_eq!(sharp(&json!(5), false), "5");
+        assert_eq!(sharp(&Value::Null, false), "0");
+        // kube-apiserver 1.35.8's words for `labels: {'tier': ['x']}`, `labels: {'tier': {'a':
+        // 'b'}}` and `image: {'a': 'b'}`.
+        assert_eq!(sharp(&json!(["x"]), true), r#"[]ref.Val{"x"}"#);
+        assert_eq!(
+            sharp(&json!({"a": "b"}), true),
+            r#"map[ref.Val]ref.Val{"a":"b"}"#
+        );
+        assert_eq!(
+            sharp(&json!({"a": "b"}), false),
+            r#"map[string]interface {}{"a":"b"}"#
+        );
         assert_eq!(plain(&Value::Null), "NULL_VALUE");
         assert_eq!(plain(&json!("y")), "y");
-        assert_eq!(type_name(&json!("x")), "string");
-        assert_eq!(type_name(&Value::Null), "structpb.NullValue");
+        assert_eq!(type_name(&json!("x"), false), "string");
+        assert_eq!(type_name(&Value::Null, false), "structpb.NullValue");
+        assert_eq!(type_name(&json!([]), false), "[]interface {}");
+        assert_eq!(type_name(&json!({}), false), "map[string]interface {}");
     }
 }

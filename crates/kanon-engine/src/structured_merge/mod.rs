@@ -113,7 +113,7 @@ pub fn apply(
     patch: &Value,
 ) -> Result<Value, MergeError> {
     let mut errors = Vec::new();
-    validate::check(schema, root, patch, "", &mut errors);
+    validate::check(schema, root, patch, "", false, &mut errors);
     match errors.as_slice() {
         [] => {}
         [one] => return Err(MergeError::Schema(one.clone())),
@@ -244,7 +244,12 @@ fn item_key(schema: &Schema, list: &List, item: &Value) -> Result<String, String
     let mut parts = Vec::with_capacity(keys.len());
     for key in sorted {
         if let Some(value) = fields.get(key).cloned().or_else(|| default(key)) {
-            parts.push(format!("{key}={value}"));
+            // CEL's null is protobuf's NullValue in a configuration, which structured-merge-diff
+            // cannot write as a key value.
+            match value {
+                Value::Null => parts.push(format!("{key}={{{{undefined}}}}")),
+                value => parts.push(format!("{key}={value}")),
+            }
         }
     }
     if parts.is_empty() && !keys.is_empty() {

@@ -14,12 +14,15 @@ use serde_json::Value;
 use super::go_format::{plain, sharp, type_name};
 use super::{Node, item_key, node};
 
-/// Adds to `errors` what is wrong with `value` as a `ty` at `path`.
+/// Adds to `errors` what is wrong with `value` as a `ty` at `path`; `nested` when the value
+/// lies inside a CEL list or map rather than at an `Object` field (which changes how Go prints
+/// it).
 pub(super) fn check(
     schema: &Schema,
     ty: &Type,
     value: &Value,
     path: &str,
+    nested: bool,
     errors: &mut Vec<String>,
 ) {
     let (resolved, _) = schema.deref(ty).unwrap_or((ty, None));
@@ -30,7 +33,7 @@ pub(super) fn check(
                 for (key, child) in map {
                     let at = format!("{path}.{key}");
                     match fields.get(key) {
-                        Some(field) => check(schema, field, child, &at, errors),
+                        Some(field) => check(schema, field, child, &at, false, errors),
                         None => {
                             // structured-merge-diff stops reading the object there.
                             errors.push(format!("{at}: field not declared in schema"));
@@ -44,7 +47,14 @@ pub(super) fn check(
         Node::Map { values, .. } => match value {
             Value::Object(map) => {
                 for (key, child) in map {
-                    check(schema, values, child, &format!("{path}.{key}"), errors);
+                    check(
+                        schema,
+                        values,
+                        child,
+                        &format!("{path}.{key}"),
+                        true,
+                        errors,
+                    );
                 }
             }
             other => errors.push(format!("{path}: expected map, got &{{{}}}", plain(other))),
@@ -78,12 +88,13 @@ pub(super) fn check(
                     &list.items,
                     item,
                     &format!("{path}{element}"),
+                    true,
                     errors,
                 );
             }
         }
         Node::Leaf => {
-            if let Some(message) = scalar_error(resolved, value) {
+            if let Some(message) = scalar_error(resolved, value, nested) {
                 errors.push(format!("{path}: {message}"));
             }
         }
@@ -93,7 +104,7 @@ pub(super) fn check(
 /// structured-merge-diff's error for a scalar of the wrong kind. Its scalars are numbers (an
 /// integer field takes a fraction here; the conversion to the Go type refuses it after),
 /// strings, booleans, and untyped ones (int-or-string, quantities) that take any of those.
-fn scalar_error(ty: &Type, value: &Value) -> Option<String> {
+fn scalar_error(ty: &Type, value: &Value, nested: bool) -> Option<String> {
     match (&ty.shape, value) {
         (Shape::Boolean, Value::Bool(_))
         | (Shape::Integer | Shape::Number, Value::Number(_))
@@ -101,11 +112,11 @@ fn scalar_error(ty: &Type, value: &Value) -> Option<String> {
         (Shape::Boolean, other) => Some(format!("expected boolean, got &{{{}}}", plain(other))),
         (Shape::Integer | Shape::Number, other) => Some(format!(
             "expected numeric (int or float), got {}",
-            type_name(other)
+            type_name(other, nested)
         )),
         (Shape::String, other) => Some(format!(
             "expected string, got &value.valueUnstructured{{Value:{}}}",
-            sharp(other)
+            sharp(other, nested)
         )),
         (_, Value::Number(_) | Value::String(_) | Value::Bool(_)) => None,
         (_, other) => Some(format!("expected any scalar, got &{{{}}}", plain(other))),
