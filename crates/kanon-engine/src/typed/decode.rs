@@ -26,17 +26,36 @@ pub(super) fn first_error<'s>(
     go: &'s GoTypes,
     place: &Place<'s>,
     value: &Value,
-) -> Option<String> {
+) -> Option<Decoded> {
     let mut context = Context {
         structure: place.structure,
         fields: place.fields.clone(),
     };
-    Decoder { schema, go }.value(place.go_type, place.ty, value, &mut context)
+    let mut decoder = Decoder {
+        schema,
+        go,
+        saved: None,
+    };
+    match decoder.value(place.go_type, place.ty, value, &mut context) {
+        Some(message) => Some(Decoded::Immediate(message)),
+        None => decoder.saved.map(Decoded::Saved),
+    }
+}
+
+/// A decoding error, as Go's decoder meets it: one a type decodes itself with (a quantity, a
+/// time, an int-or-string) ends decoding at once and is the answer; a value of the wrong JSON
+/// type is kept, decoding goes on, and the first kept is the answer when nothing ends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decoded {
+    Immediate(String),
+    Saved(String),
 }
 
 struct Decoder<'s> {
     schema: &'s Schema,
     go: &'s GoTypes,
+    /// The first value of the wrong JSON type.
+    saved: Option<String>,
 }
 
 /// The JSON type name Go's errors use.
@@ -88,8 +107,16 @@ fn integer_range(go_type: &str, ty: &Type) -> (i128, i128) {
 }
 
 impl<'s> Decoder<'s> {
+    /// Keeps the first type error and goes on, as Go's decoder does.
+    fn save(&mut self, error: Option<String>) -> Option<String> {
+        if self.saved.is_none() {
+            self.saved = error;
+        }
+        None
+    }
+
     fn structure(
-        &self,
+        &mut self,
         structure: &'s GoStruct,
         ty: &'s Type,
         map: &Map<String, Value>,
@@ -123,7 +150,7 @@ impl<'s> Decoder<'s> {
     }
 
     fn value(
-        &self,
+        &mut self,
         go_type: Option<&'s str>,
         ty: &'s Type,
         value: &Value,
@@ -162,7 +189,7 @@ impl<'s> Decoder<'s> {
         match &ty.shape {
             Shape::Object(_) => {
                 let Value::Object(map) = value else {
-                    return mismatch(kind(value), context, go_type.unwrap_or("struct"));
+                    return self.save(mismatch(kind(value), context, go_type.unwrap_or("struct")));
                 };
                 let structure = name.and_then(|name| self.go.get(name))?;
                 self.structure(structure, ty, map, context)
@@ -172,11 +199,11 @@ impl<'s> Decoder<'s> {
                 if go_name == "[]byte" || go_name == "[]uint8" {
                     return match value {
                         Value::String(_) | Value::Array(_) => None,
-                        other => mismatch(kind(other), context, "[]uint8"),
+                        other => self.save(mismatch(kind(other), context, "[]uint8")),
                     };
                 }
                 let Value::Array(items) = value else {
-                    return mismatch(kind(value), context, go_name);
+                    return self.save(mismatch(kind(value), context, go_name));
                 };
                 let item_go = match shape {
                     Some(GoShape::Slice(items)) => Some(items),
@@ -188,7 +215,11 @@ impl<'s> Decoder<'s> {
             }
             Shape::Map(values) => {
                 let Value::Object(map) = value else {
-                    return mismatch(kind(value), context, go_type.unwrap_or("map[string]string"));
+                    return self.save(mismatch(
+                        kind(value),
+                        context,
+                        go_type.unwrap_or("map[string]string"),
+                    ));
                 };
                 let value_go = match shape {
                     Some(GoShape::Map(values)) => Some(values),
@@ -202,19 +233,20 @@ impl<'s> Decoder<'s> {
             }
             Shape::String => match value {
                 Value::String(_) => None,
-                other => mismatch(kind(other), context, go_type.unwrap_or("string")),
+                other => self.save(mismatch(kind(other), context, go_type.unwrap_or("string"))),
             },
             Shape::Boolean => match value {
                 Value::Bool(_) => None,
-                other => mismatch(kind(other), context, go_type.unwrap_or("bool")),
+                other => self.save(mismatch(kind(other), context, go_type.unwrap_or("bool"))),
             },
             Shape::Number => match value {
                 Value::Number(_) => None,
-                other => mismatch(kind(other), context, go_type.unwrap_or("float64")),
+                other => self.save(mismatch(kind(other), context, go_type.unwrap_or("float64"))),
             },
             Shape::Integer => {
                 let go_name = go_type.unwrap_or_else(|| scalar_go_name(ty));
-                self.integer(value, go_name, ty, context)
+                let error = self.integer(value, go_name, ty, context);
+                self.save(error)
             }
             Shape::IntOrString | Shape::Any | Shape::OneOf(_) | Shape::Ref(_) => None,
         }

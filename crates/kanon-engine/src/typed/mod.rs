@@ -15,6 +15,8 @@ mod decode;
 mod encode;
 mod go_time;
 
+pub(crate) use decode::Decoded;
+
 use json_patch::jsonptr::{PointerBuf, Token};
 use json_patch::{PatchOperation, RemoveOperation, ReplaceOperation};
 use kanon_schema::{GoShape, GoTypes, Schema, Shape, Type, go_shape};
@@ -133,7 +135,7 @@ impl<'s> Typed<'s> {
         &self,
         path: &[S],
         value: &Value,
-    ) -> Option<String> {
+    ) -> Option<Decoded> {
         let place = self.place(path)?;
         decode::first_error(self.schema, self.go, &place, value)
     }

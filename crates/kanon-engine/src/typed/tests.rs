@@ -14,7 +14,27 @@ fn segments(path: &str) -> Vec<&str> {
 }
 
 fn error(path: &str, value: Value) -> Option<String> {
-    pod().decode_error_at(&segments(path), &value)
+    pod()
+        .decode_error_at(&segments(path), &value)
+        .map(|decoded| match decoded {
+            Decoded::Immediate(message) | Decoded::Saved(message) => message,
+        })
+}
+
+#[test]
+fn an_error_a_type_decodes_itself_with_ends_decoding_and_wins() {
+    // kube-apiserver 1.35.8: a label of the wrong type is kept while decoding goes on; the
+    // quantity that does not parse ends it and is the answer.
+    let decoded = pod().decode_error_at(
+        &segments("/spec/containers/0"),
+        &json!({"name": "app", "image": 5, "resources": {"limits": {"cpu": "lots"}}}),
+    );
+    assert!(
+        matches!(&decoded, Some(Decoded::Immediate(m)) if m.starts_with("quantities must match")),
+        "{decoded:?}"
+    );
+    let decoded = pod().decode_error_at(&segments("/spec/containers/0/image"), &json!(5));
+    assert!(matches!(decoded, Some(Decoded::Saved(_))), "{decoded:?}");
 }
 
 #[test]

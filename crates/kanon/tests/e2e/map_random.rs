@@ -1,7 +1,8 @@
 //! MutatingAdmissionPolicies generated at random from a seed (JSONPatch and ApplyConfiguration
 //! mutations over a Deployment and a ConfigMap: right and wrong types, empty lists and maps,
 //! nulls, removals of what is not there, duplicate keys, atomic fields, several mutations per
-//! policy under `Fail` and `Ignore`), each applied by kube-apiserver (a server-side dry run) and
+//! policy under `Fail` and `Ignore`, match conditions that hold, do not or fail, a variable that
+//! a mutation reads), each applied by kube-apiserver (a server-side dry run) and
 //! by `kanon apply` to the object admission saw: verdict, message, reason and mutated object
 //! must agree.
 //!
@@ -287,6 +288,36 @@ fn policy(random: &mut Random, index: usize, deployment: bool) -> String {
             );
         }
     }
+    // Match conditions that hold, do not hold, or fail (a key the object lacks), and a variable
+    // a mutation may read.
+    let mut extra = String::new();
+    if random.chance(30) {
+        let condition = *random.pick(&[
+            "object.metadata.name.startsWith('random')",
+            "has(object.metadata.annotations)",
+            "object.metadata.labels['absent'] == 'x'",
+            "object.metadata.name.size() > 100",
+        ]);
+        let _ = write!(
+            extra,
+            "  matchConditions:\n    - name: condition\n      expression: \"{condition}\"\n"
+        );
+    }
+    if random.chance(30) {
+        let variable = *random.pick(&[
+            "'from-a-variable'",
+            "object.metadata.name",
+            "object.spec.absent",
+        ]);
+        let _ = write!(
+            extra,
+            "  variables:\n    - name: chosen\n      expression: \"{variable}\"\n"
+        );
+        let _ = write!(
+            mutations,
+            "    - patchType: JSONPatch\n      jsonPatch:\n        expression: >-\n          [JSONPatch{{op: 'add', path: '/metadata/annotations', value: {{'chosen': string(variables.chosen)}}}}]\n"
+        );
+    }
     format!(
         "apiVersion: admissionregistration.k8s.io/v1beta1
 kind: MutatingAdmissionPolicy
@@ -295,7 +326,7 @@ metadata:
 spec:
   failurePolicy: {failure_policy}
   reinvocationPolicy: Never
-  matchConstraints:
+{extra}  matchConstraints:
     objectSelector:
       matchLabels: {{random-case: '{index}'}}
     resourceRules:

@@ -45,8 +45,17 @@ impl<'a> Activation<'a> for RuleActivation<'_, 'a> {
             return Ok(Value::Null);
         };
         let program = &variable.expression.program;
-        // Its cost is the reading expression's, as in kube-apiserver.
-        let mut value = program.eval_with(self, budget);
+        // Its cost is the reading expression's, as in kube-apiserver, which words a variable
+        // that fails as such (running out of budget or time stays what it is).
+        let mut value = program
+            .eval_with(self, budget)
+            .map_err(|error| match error {
+                EvalError::CostLimitExceeded { .. } | EvalError::Interrupted => error,
+                other => EvalError::Invalid(format!(
+                    "composited variable {} fails to evaluate: {other}",
+                    kanon_cel::go_quote(&variable.name)
+                )),
+            });
         // Kept until the rule ends: within the cost budget a rule's variables could hold
         // hundreds of MiB, so what they hold together is bounded too (beyond kube-apiserver).
         if let Ok(computed) = &value {

@@ -8,6 +8,7 @@ use serde_json::Value as Json;
 
 use crate::admission_policy::patch::WrittenOperation;
 use crate::rule::RuleError;
+use crate::typed::Decoded;
 
 /// What the apiserver's round trip through the kind's Go type makes of the places a mutation
 /// changed in a built-in object, applied (and recorded) as operations: each written value as
@@ -88,21 +89,25 @@ pub(super) fn strictly_decoded<'o>(
         return Ok(());
     }
     if let Some(typed) = request.typed() {
-        // Go's decoder reads the document in order, keeps the first type error and reports it
-        // before any unknown field: the writes are taken in the order of the places they
-        // write, as the patched document has them.
-        let mut errors: Vec<(Vec<String>, String)> = writes
+        // Go's decoder reads the document in order: an error of a type that decodes itself (a
+        // quantity, a time) ends it; otherwise the first value of the wrong type is the answer,
+        // before any unknown field. The writes are taken in the order of the places they write,
+        // as the patched document has them.
+        let mut errors: Vec<(bool, Vec<String>, String)> = writes
             .clone()
             .filter_map(|(path, value)| {
                 let tokens: smallvec::SmallVec<[_; 8]> = path.tokens().collect();
                 let segments: smallvec::SmallVec<[std::borrow::Cow<'_, str>; 8]> =
                     tokens.iter().map(|t| t.decoded()).collect();
-                let message = typed.decode_error_at(&segments, value)?;
-                Some((document_position(&segments), message))
+                let (immediate, message) = match typed.decode_error_at(&segments, value)? {
+                    Decoded::Immediate(message) => (true, message),
+                    Decoded::Saved(message) => (false, message),
+                };
+                Some((!immediate, document_position(&segments), message))
             })
             .collect();
-        errors.sort_by(|a, b| a.0.cmp(&b.0));
-        if let Some((_, message)) = errors.into_iter().next() {
+        errors.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        if let Some((_, _, message)) = errors.into_iter().next() {
             return Err(RuleError::TypedDecoding {
                 field: field.to_owned(),
                 message,
