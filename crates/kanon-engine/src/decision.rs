@@ -285,9 +285,9 @@ impl Decision {
         // type cannot hold, fails the request whatever the failure policy, as it does in a
         // MutatingAdmissionPolicy (and as the apiserver's decoding of the patched object does).
         let failure_policy = match error {
-            RuleError::StrictDecoding { .. } | RuleError::TypedDecoding { .. } => {
-                FailurePolicy::Fail
-            }
+            RuleError::StrictDecoding { .. }
+            | RuleError::TypedDecoding { .. }
+            | RuleError::Unanswered { .. } => FailurePolicy::Fail,
             _ => policy.failure_policy,
         };
         self.record(

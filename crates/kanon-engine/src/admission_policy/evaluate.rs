@@ -463,6 +463,7 @@ pub(crate) async fn mutate(
                 RuleError::TypedDecoding { message, .. } => {
                     Some(format!("Internal error occurred: {message}"))
                 }
+                RuleError::Unanswered { message, .. } => Some(message.clone()),
                 _ => None,
             };
             if let Some(message) = fatal {

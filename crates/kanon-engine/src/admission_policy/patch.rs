@@ -48,6 +48,9 @@ pub(crate) enum Refusal {
     TestFailed,
     /// The library's error, as it words it.
     Error(String),
+    /// The library panics on this patch (kube-apiserver then answers the request with no
+    /// response at all): why, in kanon's words.
+    Panics(String),
 }
 
 const MISSING: &str = "missing value";
@@ -87,6 +90,16 @@ pub(crate) fn resolve(
                 "error in remove for path: '{}': Unable to remove nonexistent key: {}: {MISSING}",
                 operation.path,
                 unescape(key)
+            )));
+        }
+        if operation.op == "add"
+            && let Some((parent, _)) = operation.path.rsplit_once('/')
+            && nulls.contains(&parent)
+            && find(&scratch, &operation.path).is_none()
+        {
+            return Err(Refusal::Panics(format!(
+                "kube-apiserver's JSON patch library panics on this patch (assignment to entry in nil map: it adds '{}' into the null an earlier operation of the patch wrote at '{parent}'), and the apiserver answers the request with no response",
+                operation.path
             )));
         }
         if matches!(operation.op.as_str(), "add" | "replace")

@@ -100,6 +100,16 @@ pub enum RuleError {
         /// The decoder's words.
         message: String,
     },
+    /// kube-apiserver would give no answer to the request (its handler panics on the mutation,
+    /// and the client sees the connection's stream reset): the request fails whatever the
+    /// failure policy (`message`: why).
+    #[error("{field}: {message}")]
+    Unanswered {
+        /// Field path of the mutation.
+        field: String,
+        /// What the apiserver would do, and why.
+        message: String,
+    },
     /// An admission policy's rules select the request's resource only at another version
     /// (`matchPolicy: Equivalent`), which kube-apiserver would convert the object to; kanon
     /// converts no object between versions.
@@ -126,7 +136,7 @@ pub enum RuleError {
 
 impl RuleError {
     /// A short, stable name of the cause, for metrics labels and logs: `deadline`,
-    /// `invalid_policy`, `not_found`, `program`, `cel`, `patch`, `strict_decoding`, `typed_decoding`, `conversion`,
+    /// `invalid_policy`, `not_found`, `program`, `cel`, `patch`, `strict_decoding`, `typed_decoding`, `unanswered`, `conversion`,
     /// `reference`, `defect`, or the lookup's own ([`LookupError::reason`]: `not_synced`, `timed_out`,
     /// `forbidden`, ...).
     pub fn reason(&self) -> &'static str {
@@ -140,6 +150,7 @@ impl RuleError {
             RuleError::Patch { .. } => "patch",
             RuleError::StrictDecoding { .. } => "strict_decoding",
             RuleError::TypedDecoding { .. } => "typed_decoding",
+            RuleError::Unanswered { .. } => "unanswered",
             RuleError::Conversion { .. } => "conversion",
             RuleError::Cel { .. } => "cel",
             RuleError::Defect { .. } => "defect",

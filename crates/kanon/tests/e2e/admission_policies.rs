@@ -214,10 +214,20 @@ fn apiserver_outcome(case: &Case, out: &Output) -> Outcome {
         let message = after.strip_prefix(": ").unwrap_or(&after).to_owned();
         ("Invalid".to_owned(), message)
     } else {
-        let at = lines
+        let Some(at) = lines
             .iter()
             .position(|line| line.starts_with("Error from server ("))
-            .unwrap_or_else(|| panic!("{}: no error in {stderr}", case.title));
+        else {
+            // No answer at all (the apiserver reset the stream, say): reported as it is, so
+            // that the case shows up among the differences with its policy.
+            return Outcome {
+                allowed: false,
+                message: Some(stderr.trim().to_owned()),
+                reason: Some("no answer".to_owned()),
+                warnings,
+                object: None,
+            };
+        };
         let line = with_continuation(at, lines[at]);
         let rest = &line["Error from server (".len()..];
         let (reason, rest) = rest.split_once("): ").expect("a reason");

@@ -332,3 +332,24 @@ fn a_failed_operation_leaves_nothing_applied() {
         Err(Refusal::Error(message)) if message.contains("nonexistent key: c")
     ));
 }
+
+#[test]
+fn a_null_written_by_the_patch_is_an_empty_object_to_remove_from_and_a_panic_to_add_into() {
+    // kube-apiserver 1.35.8: removing from it is a missing key (not a missing path), and adding
+    // into it panics in the library (assignment to entry in nil map): no answer at all.
+    assert_eq!(
+        refused(
+            json!({"data": {"a": "b"}}),
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "remove", "path": "/data/extra"}])
+        ),
+        "error in remove for path: '/data/extra': Unable to remove nonexistent key: extra: missing value"
+    );
+    let outcome = patched(
+        json!({"data": {"a": "b"}}),
+        json!([{"op": "replace", "path": "/data", "value": null}, {"op": "add", "path": "/data/extra", "value": "x"}]),
+    );
+    assert!(
+        matches!(&outcome, Err(Refusal::Panics(why)) if why.contains("'/data/extra'")),
+        "{outcome:?}"
+    );
+}

@@ -331,6 +331,12 @@ pub(crate) fn apply_change(
             match patch::resolve(working, &written) {
                 Ok(operations) => (operations, Some((written, clean_for))),
                 Err(Refusal::TestFailed) => return Ok(0),
+                Err(Refusal::Panics(message)) => {
+                    return Err(RuleError::Unanswered {
+                        field: field.to_owned(),
+                        message,
+                    });
+                }
                 Err(Refusal::Error(message)) => {
                     return Err(failure(format!("JSON Patch: {message}")));
                 }
