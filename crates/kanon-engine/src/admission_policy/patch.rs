@@ -102,6 +102,14 @@ pub(crate) fn resolve(
                 operation.path
             )));
         }
+        // A `null` this patch wrote reads as an empty object: a `test` for `{}` holds there.
+        if operation.op == "test"
+            && nulls.contains(&operation.path.as_str())
+            && matches!(&operation.value, Some(Value::Object(members)) if members.is_empty())
+            && scratch.pointer(&operation.path).is_some_and(Value::is_null)
+        {
+            continue;
+        }
         if matches!(operation.op.as_str(), "add" | "replace")
             && matches!(operation.value, None | Some(Value::Null))
         {

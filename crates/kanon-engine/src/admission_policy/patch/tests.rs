@@ -344,6 +344,14 @@ fn a_null_written_by_the_patch_is_an_empty_object_to_remove_from_and_a_panic_to_
         ),
         "error in remove for path: '/data/extra': Unable to remove nonexistent key: extra: missing value"
     );
+    // A `test` for an empty object holds on it.
+    assert_eq!(
+        patched(
+            json!({"data": {"a": "b"}}),
+            json!([{"op": "add", "path": "/data", "value": null}, {"op": "test", "path": "/data", "value": {}}])
+        ),
+        Ok(json!({"data": null}))
+    );
     let outcome = patched(
         json!({"data": {"a": "b"}}),
         json!([{"op": "replace", "path": "/data", "value": null}, {"op": "add", "path": "/data/extra", "value": "x"}]),
