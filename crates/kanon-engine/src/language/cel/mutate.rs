@@ -375,48 +375,36 @@ pub(crate) fn apply_change(
             (json_patch::diff(working, &merged).0, None)
         }
     };
-    // Where the operations wrote: the apiserver decodes the patched document, so what is
-    // checked is what lies there once the whole patch has applied (a value a later operation
-    // replaced was never decoded).
-    let write_paths: Vec<json_patch::jsonptr::PointerBuf> = match strict {
-        Some(_) => operations
-            .iter()
-            .filter_map(|operation| match operation {
-                PatchOperation::Add(add) => Some(add.path.clone()),
-                PatchOperation::Replace(replace) => Some(replace.path.clone()),
-                _ => None,
-            })
-            .collect(),
-        None => Vec::new(),
-    };
     let count = operations.len();
-    // Where the operations wrote, to write back: only for a kind with Go facts.
-    let typed = request.typed().is_some();
-    let targets: Vec<json_patch::jsonptr::PointerBuf> = operations
-        .iter()
-        .filter(|_| typed)
-        .flat_map(|operation| {
-            let (path, from) = match operation {
-                PatchOperation::Add(op) => (&op.path, None),
-                PatchOperation::Replace(op) => (&op.path, None),
-                PatchOperation::Remove(op) => (&op.path, None),
-                PatchOperation::Move(op) => (&op.path, Some(&op.from)),
-                PatchOperation::Copy(op) => (&op.path, None),
-                PatchOperation::Test(_) => return Vec::new(),
-            };
-            std::iter::once(path.clone())
-                .chain(from.cloned())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    // Where the operations reached, collected once before they apply: the places they wrote a
+    // value at (`true`; the apiserver decodes what lies there once the whole patch has applied,
+    // so a value a later operation replaced is never decoded), and, for a kind with Go facts,
+    // every place to write back afterwards (removals and a move's source too).
+    let mut touched: Vec<(json_patch::jsonptr::PointerBuf, bool)> = Vec::new();
+    if strict.is_some() || request.typed().is_some() {
+        for operation in &operations {
+            match operation {
+                PatchOperation::Add(op) => touched.push((op.path.clone(), true)),
+                PatchOperation::Replace(op) => touched.push((op.path.clone(), true)),
+                PatchOperation::Remove(op) => touched.push((op.path.clone(), false)),
+                PatchOperation::Copy(op) => touched.push((op.path.clone(), false)),
+                PatchOperation::Move(op) => {
+                    touched.push((op.path.clone(), false));
+                    touched.push((op.from.clone(), false));
+                }
+                PatchOperation::Test(_) => {}
+            }
+        }
+    }
     crate::language::apply_recorded(working, operations, changes)
         .map_err(|(index, e)| failure(format!("JSON Patch: operation {index}: {e}")))?;
     if let Some((written, clean_for)) = strict {
         // A path a later operation moved (an item removed before it) is checked by the
         // nearest field or list that holds it, whole.
-        let finals: Vec<(&json_patch::jsonptr::Pointer, &Json)> = write_paths
+        let finals: Vec<(&json_patch::jsonptr::Pointer, &Json)> = touched
             .iter()
-            .filter_map(|path| {
+            .filter(|(_, writes)| *writes)
+            .filter_map(|(path, _)| {
                 let mut at: &json_patch::jsonptr::Pointer = path.as_ref();
                 loop {
                     if let Some(value) = value_at(working, at) {
@@ -430,7 +418,7 @@ pub(crate) fn apply_change(
     }
     written_back(
         working,
-        targets.iter().map(|path| path.as_ref()),
+        touched.iter().map(|(path, _)| path.as_ref()),
         request,
         changes,
         field,
