@@ -295,8 +295,8 @@ impl Checker<'_> {
             Type::Object(name) => match self
                 .env
                 .object_types
-                .as_ref()
-                .and_then(|types| types.field(name, field))
+                .iter()
+                .find_map(|types| types.field(name, field))
             {
                 None => Type::Dyn,
                 Some(Some(kind)) => kind,

@@ -30,7 +30,8 @@ pub struct Env {
     pub(crate) object_families: Vec<Arc<str>>,
     /// Type names usable as type values (`type(x) == net.IP`) that no struct literal builds.
     pub(crate) type_names: std::collections::HashSet<Arc<str>>,
-    pub(crate) object_types: Option<Arc<dyn ObjectTypes>>,
+    /// Where object types find their fields, asked in order.
+    pub(crate) object_types: Vec<Arc<dyn ObjectTypes>>,
     /// List and map literals must not mix element types (kube-apiserver's
     /// HomogeneousAggregateLiterals); off in cel-spec's plain environment.
     pub(crate) homogeneous_literals: bool,
@@ -74,6 +75,13 @@ impl Env {
         }
         self.variables.push((Arc::from(name), kind));
         self.variables.len() - 1
+    }
+
+    /// Removes the variable `name`, so that reading it is an undeclared reference. The
+    /// variables declared after it move down a slot: for an environment that only checks
+    /// expressions, or one whose activation is built after this.
+    pub fn remove_variable(&mut self, name: &str) {
+        self.variables.retain(|(known, _)| &**known != name);
     }
 
     pub fn variables(&self) -> &[(Arc<str>, Type)] {
@@ -152,9 +160,11 @@ impl Env {
         }
     }
 
-    /// Where object types find their fields when checked (a Kubernetes schema).
-    pub fn set_object_types(&mut self, types: Arc<dyn ObjectTypes>) {
-        self.object_types = Some(types);
+    /// Adds where object types find their fields when checked (a Kubernetes schema): each
+    /// type is asked of the sources in the order they were added, the first that knows it
+    /// answers.
+    pub fn add_object_types(&mut self, types: Arc<dyn ObjectTypes>) {
+        self.object_types.push(types);
     }
 
     /// Refuse list and map literals that mix element types, as kube-apiserver does.

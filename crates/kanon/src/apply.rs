@@ -145,7 +145,8 @@ pub(crate) fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
     let policies = crate::inputs::load_policies(paths).map_err(BadInput)?;
     for policy in policies.policies() {
         for warning in &policy.warnings {
-            eprintln!("warning: {}: {warning}", policy.id);
+            // A type-checking warning ends in a newline, as kube-controller-manager writes it.
+            eprintln!("warning: {}: {}", policy.id, warning.to_string().trim_end());
         }
     }
     Ok(policies)

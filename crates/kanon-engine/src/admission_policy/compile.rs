@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kanon_api::{CelMutation, CelValidation, FailurePolicy, PolicyKind, ValidationAction};
+use kanon_schema::Kinds;
 use serde_json::Value;
 
 use super::manifest::{
@@ -56,6 +57,9 @@ struct Policy {
     constraints: Matcher,
     rule: Option<Rule>,
     bound: bool,
+    /// What kube-controller-manager would write in its `status.typeChecking`, shown with its
+    /// first binding.
+    warnings: Vec<FieldError>,
 }
 
 /// What both kinds of policy have, as written.
@@ -181,7 +185,13 @@ impl AdmissionPolicies {
             match_constraints: spec.match_constraints.as_ref(),
             param_kind: spec.param_kind.as_ref(),
         };
-        self.add_policy(common, |errors| {
+        let warnings = match Kinds::builtin() {
+            Ok(kinds) => super::type_checking::warnings(spec, &kinds),
+            // The embedded schema is checked by tests; without it there is nothing to check
+            // against.
+            Err(_) => Vec::new(),
+        };
+        self.add_policy(common, warnings, |errors| {
             crate::language::cel::validate::compile(
                 &written,
                 "spec",
@@ -210,7 +220,8 @@ impl AdmissionPolicies {
             param_kind: spec.param_kind.as_ref(),
         };
         let reinvocation = spec.reinvocation_policy.as_deref();
-        self.add_policy(common, |errors| {
+        // kube-controller-manager checks only ValidatingAdmissionPolicies' types.
+        self.add_policy(common, Vec::new(), |errors| {
             match reinvocation {
                 Some("Never" | "IfNeeded") => {}
                 None => errors.push(FieldError::new("spec.reinvocationPolicy", "is required")),
@@ -235,6 +246,7 @@ impl AdmissionPolicies {
     fn add_policy(
         &mut self,
         common: Common<'_>,
+        warnings: Vec<FieldError>,
         rule: impl FnOnce(&mut Vec<FieldError>) -> Option<Rule>,
     ) {
         let mut errors = Vec::new();
@@ -252,6 +264,7 @@ impl AdmissionPolicies {
             constraints,
             rule,
             bound: false,
+            warnings,
         };
         self.keep(common.kind, common.name, errors, policy);
     }
@@ -385,6 +398,11 @@ impl AdmissionPolicies {
                 Err(errors)
             };
         };
+        let warnings = if policy.bound {
+            Vec::new()
+        } else {
+            policy.warnings.clone()
+        };
         policy.bound = true;
         if !errors.is_empty() {
             return Err(errors);
@@ -443,7 +461,7 @@ impl AdmissionPolicies {
             rules,
             defect: None,
             rendered: Vec::new(),
-            warnings: Vec::new(),
+            warnings,
             pod_templates: false,
             admission: Some(admission),
             severity: None,

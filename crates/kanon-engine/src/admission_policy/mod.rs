@@ -7,14 +7,18 @@
 //! mutating pass, before kanon's own policies of that pass (as the apiserver runs its policy
 //! plugins before its webhooks), sharing the policy's compiled expressions with its other
 //! bindings. What differs from kanon's rules lives here: matching by resource rules
-//! ([`matching`]), params ([`params`]), and the apiserver's decisions and words ([`evaluate`]).
+//! ([`matching`]), params ([`params`]), the apiserver's decisions and words ([`evaluate`]), and
+//! the warnings kube-controller-manager writes in a policy's status ([`type_checking`], against
+//! the kinds' types of [`decl_type`]).
 
 mod compile;
+mod decl_type;
 mod evaluate;
 pub mod manifest;
 mod matching;
 mod params;
 pub(crate) mod patch;
+mod type_checking;
 
 pub use compile::{AdmissionBinding, AdmissionPolicies};
 pub use evaluate::VALIDATION_FAILURE_KEY;

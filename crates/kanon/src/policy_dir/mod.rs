@@ -17,7 +17,7 @@ fn apply(dir: &Path, loaded: Result<PolicySet, Vec<String>>, publisher: &dyn Pol
             // Said on every load, so a fix is seen to take.
             for policy in set.policies() {
                 for warning in &policy.warnings {
-                    tracing::warn!(policy = %policy.id, "{warning}");
+                    tracing::warn!(policy = %policy.id, "{}", warning.to_string().trim_end());
                 }
             }
             publisher.publish(set, &format!("loaded from {}", dir.display()))

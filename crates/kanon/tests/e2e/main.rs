@@ -28,6 +28,7 @@ mod references;
 mod schema;
 mod security;
 mod tenants;
+mod type_checking;
 
 use std::sync::Mutex;
 
@@ -86,6 +87,7 @@ fn main() {
         cel::SCENARIOS,
         admission_policies::SCENARIOS,
         map_random::SCENARIOS,
+        type_checking::SCENARIOS,
         lifecycle::SCENARIOS,
         custom_kinds::SCENARIOS,
         references::SCENARIOS,

@@ -54,6 +54,7 @@ fn environment(variables: [&str; 5]) -> Env {
     for name in variables {
         env.declare_variable(name, Type::Dyn);
     }
+    super::variable_types::declare(&mut env);
     env
 }
 
@@ -151,6 +152,11 @@ impl RuleEnv {
         change(&mut self.env);
     }
 
+    /// The environment as it stands, for compiling on one's own terms.
+    pub(crate) fn into_env(self) -> Env {
+        self.env
+    }
+
     /// Compiles one expression at `field`, which must give `expect`.
     pub(crate) fn compile(
         &self,
@@ -244,7 +250,7 @@ impl RuleEnv {
                     .declare_variable(&format!("variables.{}", variable.name), Type::Dyn);
                 continue;
             };
-            let kind = expression.program.result_type().clone();
+            let kind = as_variable(expression.program.result_type());
             self.env
                 .declare_variable(&format!("variables.{}", variable.name), kind);
             let named = Named {
@@ -341,6 +347,27 @@ fn explain(error: &kanon_cel::CompileError) -> String {
         }
     }
     text
+}
+
+/// The type `variables.<name>` has for a variable whose expression gives `result`: as
+/// kube-apiserver's composition declares it, scalars as they are, lists and maps element by
+/// element, and anything else (an object type such as `request.userInfo`'s, an optional, a
+/// type) `dyn`.
+pub(crate) fn as_variable(result: &Type) -> Type {
+    match result {
+        Type::Bool
+        | Type::Bytes
+        | Type::Double
+        | Type::Duration
+        | Type::Int
+        | Type::Null
+        | Type::String
+        | Type::Timestamp
+        | Type::Uint => result.clone(),
+        Type::List(element) => Type::list(as_variable(element)),
+        Type::Map(key, value) => Type::map(as_variable(key), as_variable(value)),
+        _ => Type::Dyn,
+    }
 }
 
 fn is_identifier(name: &str) -> bool {

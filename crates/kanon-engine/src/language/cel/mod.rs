@@ -18,6 +18,7 @@ mod decoded;
 pub(crate) mod mutate;
 pub(crate) mod schema;
 pub(crate) mod validate;
+mod variable_types;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -209,14 +209,16 @@ pub(crate) fn warnings(
         let root = Type::Object(Arc::from(format!("{PREFIX}{}", kind.type_name)));
         let mut rule = env();
         rule.with_env(|env: &mut Env| {
-            env.set_object_types(types.clone());
+            env.add_object_types(types.clone());
             env.declare_variable("object", root.clone());
             env.declare_variable("oldObject", root.clone());
         });
         let mut found = Vec::new();
         for (name, source, field) in &sources.variables {
             let typed = rule.compile(source, field, Expect::Any, &mut found);
-            let kind = typed.map_or(Type::Dyn, |e| e.program.result_type().clone());
+            let kind = typed.map_or(Type::Dyn, |e| {
+                super::compile::as_variable(e.program.result_type())
+            });
             rule.with_env(|env| {
                 env.declare_variable(&format!("variables.{name}"), kind);
             });
