@@ -479,12 +479,22 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
 
     /// A call, as cel-go evaluates one: the arguments of a unary or binary call are all
     /// evaluated (the first error is the result) and the call is charged even when one failed;
-    /// a call of more arguments stops at the first error, uncharged.
+    /// a call of more arguments, or one dispatched at run time to a function bound per overload,
+    /// stops at the first error, uncharged unless it was the last.
     // Kept out of `eval`, whose frame every node's evaluation pays for.
     #[inline(never)]
     fn call(&mut self, call: &'n Call) -> Outcome<'a> {
         let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed = None;
+        // cel-go plans a call of more than two arguments, and one it dispatches at run time to a
+        // function bound per overload (no singleton), as variadic: it stops at the first failed
+        // argument, and charges the call only when every argument was evaluated.
+        // So is a `matches`, `find` or `findAll` whose pattern is a constant: its regex is
+        // compiled once when planned (cel-go's regex optimization, on in kube-apiserver).
+        let stops_early = call.args.len() > 2
+            || (call.dispatched && !crate::function::singleton(&call.function))
+            || (matches!(&*call.function, "matches" | "find" | "findAll")
+                && matches!(call.args.get(1), Some(Node::Const(_))));
         for (index, arg) in call.args.iter().enumerate() {
             let value = match call.accumulator {
                 Some(slot) if index == 0 => {
@@ -497,7 +507,9 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
             match value {
                 Ok(value) => args.push(value),
                 Err(error) if cancels(&error) => return Err(error),
-                Err(error) if call.args.len() > 2 => return Err(error),
+                Err(error) if stops_early && index + 1 < call.args.len() => {
+                    return Err(error);
+                }
                 Err(error) => {
                     failed.get_or_insert(error);
                     args.push(Value::Null);
@@ -507,10 +519,14 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
         if let Some(error) = failed {
             // cel-go charges the call as if it had run, the failed argument standing as a value
             // of size 1 (here `null`): a call bound to one overload costs what its cost says.
-            let cost = match call.overloads.as_slice() {
-                [only] if !call.dispatched => only.cost.map_or(1, |cost| cost(&args)),
-                _ => 1,
+            // Dispatched at run time, only a cost kept by the function's name applies (the
+            // overload is not known).
+            let charged = match call.overloads.as_slice() {
+                [only] if !call.dispatched => Some(only),
+                _ if !call.dispatched => call.resolved.as_ref(),
+                overloads => overloads.iter().find(|overload| overload.cost_by_name),
             };
+            let cost = charged.map_or(1, |overload| overload.cost.map_or(1, |cost| cost(&args)));
             self.ctx.budget.charge(cost)?;
             return Err(error);
         }

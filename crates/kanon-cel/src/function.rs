@@ -97,7 +97,8 @@ pub(crate) fn no_overload(_function: &str, _args: &[Value<'_>]) -> EvalError {
 }
 
 /// Whether cel-go binds `function` once for all its overloads (a singleton binding: its standard
-/// operators, `size`, `matches`, the conversions to `type` and `dyn`): then the value decides at
+/// operators, `size`, `matches`, the conversions to `type` and `dyn`, the lists extension's
+/// `@sortByAssociatedKeys`): then the value decides at
 /// run time whatever overload the checker resolved, so a call of it is never narrowed to the
 /// checker's overloads (`-x` on an `int` runs where the checker chose `-_(double)`).
 pub(crate) fn singleton(function: &str) -> bool {
@@ -125,6 +126,7 @@ pub(crate) fn singleton(function: &str) -> bool {
             | "matches"
             | "type"
             | "dyn"
+            | "@sortByAssociatedKeys"
     )
 }
 

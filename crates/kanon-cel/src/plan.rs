@@ -303,11 +303,13 @@ impl Planner<'_> {
                 .cloned()
                 .collect();
             if !shadowed && !overloads.is_empty() {
+                let resolved = self.resolved_one(expr, &overloads);
                 let overloads = self.bound(expr, overloads);
                 let args = args.iter().map(|arg| self.plan(arg)).collect();
                 return Node::Call(Box::new(Call {
                     function: Arc::from(qualified.as_str()),
                     overloads,
+                    resolved,
                     args,
                     dispatched: self
                         .ambiguous
@@ -397,6 +399,7 @@ impl Planner<'_> {
         };
         let node = Node::Call(Box::new(Call {
             function: function.clone(),
+            resolved: self.resolved_one(expr, &overloads),
             overloads,
             args: nodes,
             dispatched: self
@@ -408,6 +411,17 @@ impl Planner<'_> {
             self.fold_constant(expr, node)
         } else {
             node
+        }
+    }
+
+    /// The overload the checker resolved the call to, when it resolved exactly one.
+    fn resolved_one(&self, expr: &Expr, overloads: &[Arc<Overload>]) -> Option<Arc<Overload>> {
+        match self.resolved?.get(&expr.id)?.as_slice() {
+            [id] => overloads
+                .iter()
+                .find(|overload| overload.id == *id)
+                .cloned(),
+            _ => None,
         }
     }
 

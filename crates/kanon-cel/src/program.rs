@@ -144,6 +144,9 @@ pub(crate) struct Call {
     pub(crate) args: Vec<Node>,
     /// The checker left the overload to run-time dispatch: only costs by name apply.
     pub(crate) dispatched: bool,
+    /// The one overload the checker resolved a singleton's call to (its `overloads` keep all of
+    /// them, for the value to choose): cel-go charges a call whose argument failed by it.
+    pub(crate) resolved: Option<Arc<Overload>>,
     /// `@result + [x]` and `cel.@mapInsert(@result, …)` in a comprehension's step: the
     /// accumulator in this slot is moved out, not copied, and grown in place (as cel-go grows
     /// its mutable accumulators), so that building a list or map is linear, not quadratic.

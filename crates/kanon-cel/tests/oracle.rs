@@ -2,8 +2,9 @@
 //!
 //! The oracle is tests/oracle/main.go: it builds `environment.MustBaseEnvSet(1.35)`'s
 //! `StoredExpressions` environment (k8s.io/apiserver v0.35.8, the control plane's version),
-//! declares the admission variables `object`, `oldObject`, `params`, `namespaceObject` and
-//! `request` as `dyn`, and compiles and evaluates each expression as the admission plugins do:
+//! declares the admission variables `object`, `oldObject` and `params` as `dyn`, and
+//! `namespaceObject` and `request` with the admission plugins' types (`BuildNamespaceType`,
+//! `BuildRequestType`; kanon-cel's `library::admission`), and compiles and evaluates each expression as the admission plugins do:
 //! kube-apiserver's program options (OptOptimize, Kubernetes' cost estimator, per-call limit
 //! 1,000,000). kanon-cel runs the same case in `Env::kubernetes()` with the same variables and a
 //! `Budget` of the same limit. Both sides render values canonically (tests/oracle/render.rs and
@@ -476,6 +477,8 @@ fn run_kanon(cases: &[Case], sets: &VariableSets) -> (Vec<Outcome>, Vec<Option<S
         .iter()
         .map(|name| env.declare_variable(name, Type::Dyn))
         .collect();
+    // `request` and `namespaceObject` typed as kube-apiserver types them (their slots stay).
+    kanon_cel::library::admission::declare_variables(&mut env);
     let null = Json::Null;
     // A panic is a result here: keep the default hook from printing each one.
     let hook = panic::take_hook();

@@ -22,6 +22,7 @@ use crate::env::Env;
 use crate::error::EvalError;
 use crate::value::{Object, Value};
 
+pub mod admission;
 pub mod cidr;
 pub mod format;
 pub mod ip;

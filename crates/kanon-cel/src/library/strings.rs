@@ -201,8 +201,15 @@ pub(crate) fn install(env: &mut Env) {
         },
     );
     // Kubernetes charges for the result's size, known only once it is computed: charged inside.
+    // A call whose argument failed has an error for a result, of size 1: ceil(1 × 2 × 0.1).
     for id in ["list_join", "list_join_string"] {
-        env.set_name_cost(id, |_| 0);
+        env.set_name_cost(id, |args| {
+            if args.iter().any(|arg| matches!(arg, Value::Null)) {
+                scaled_cost(2, STRING_TRAVERSAL)
+            } else {
+                0
+            }
+        });
     }
 
     env.method(
@@ -365,6 +372,8 @@ fn join<'a>(
         match item {
             Value::String(text) => parts.push(text),
             other => {
+                // Charged as cel-go charges a call whose result is an error (of size 1).
+                ctx.budget.charge(scaled_cost(2, STRING_TRAVERSAL))?;
                 return Err(EvalError::Invalid(format!(
                     "join: invalid input: {}",
                     go_value_text(&other)

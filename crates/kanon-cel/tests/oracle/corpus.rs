@@ -10,8 +10,9 @@ use std::path::Path;
 
 use serde_json::Value as Json;
 
-/// The variables of an admission expression, declared `dyn` on both sides and always bound
-/// (null when a set leaves one out, as `oldObject` is null on CREATE).
+/// The variables of an admission expression, always bound (null when a set leaves one out, as
+/// `oldObject` is null on CREATE): `dyn` on both sides but `request` and `namespaceObject`,
+/// which have kube-apiserver's types.
 pub const VARIABLES: [&str; 5] = [
     "object",
     "oldObject",

@@ -36,14 +36,16 @@ import (
 	"github.com/google/cel-go/common/types/traits"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/version"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
 
-// The variables of an admission expression. kube-apiserver declares object, oldObject and params
-// as dyn, request and namespaceObject as object types; they are all dyn here, as kanon declares
-// them, so that both sides type-check the same way.
+// The variables of an admission expression, all bound (null when a set leaves one out).
+// object, oldObject and params are declared dyn, as kube-apiserver declares them; request and
+// namespaceObject get its object types (below).
 var variableNames = []string{"object", "oldObject", "params", "namespaceObject", "request"}
+var dynVariables = variableNames[:3]
 
 type input struct {
 	Expr      string                     `json:"expr"`
@@ -79,17 +81,27 @@ const (
 )
 
 func main() {
-	base, err := environment.MustBaseEnvSet(version.MajorMinor(1, 35)).Env(environment.StoredExpressions)
-	if err != nil {
-		fail("building the base environment: %v", err)
-	}
 	var decls []cel.EnvOption
-	for _, name := range variableNames {
+	for _, name := range dynVariables {
 		decls = append(decls, cel.Variable(name, cel.DynType))
 	}
-	env, err := base.Extend(decls...)
+	// As the admission plugins' compiler declares them (plugin/cel's createEnvForOpts).
+	requestType := plugincel.BuildRequestType()
+	namespaceType := plugincel.BuildNamespaceType()
+	decls = append(decls,
+		cel.Variable("namespaceObject", namespaceType.CelType()),
+		cel.Variable("request", requestType.CelType()))
+	envSet, err := environment.MustBaseEnvSet(version.MajorMinor(1, 35)).Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        decls,
+		DeclTypes:         []*apiservercel.DeclType{namespaceType, requestType},
+	})
 	if err != nil {
 		fail("declaring the variables: %v", err)
+	}
+	env, err := envSet.Env(environment.StoredExpressions)
+	if err != nil {
+		fail("building the environment: %v", err)
 	}
 	// `overloads`: each function's overload ids in the order the checker tries them (the
 	// order they were declared in), as one JSON object.

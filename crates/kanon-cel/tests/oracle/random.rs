@@ -4,7 +4,8 @@
 //! reproducer by replacing a node with one of its children of the same type, or with a leaf.
 //!
 //! The generator knows the shapes of the variable sets (`object` of `pod`, `deployment` and
-//! `groups`), and the functions of kube-apiserver 1.35's base environment: the standard library,
+//! `groups`; `request`, `namespaceObject`, `params` and `oldObject` where they have them), and
+//! the functions of kube-apiserver 1.35's base environment: the standard library,
 //! strings, lists, sets, quantities, optionals, two-variable comprehensions, durations and
 //! timestamps, format.
 
@@ -180,6 +181,26 @@ const DYN_MAPS: [&str; 3] = [
     "object.metadata.labels",
     "object.metadata.annotations",
     "object.spec.selector.matchLabels",
+];
+
+/// Fields of the other variables an admission expression reads: `request` and
+/// `namespaceObject` typed as kube-apiserver types them, `params` and `oldObject` dyn (null in
+/// the sets that leave them out).
+const OTHER_VARIABLES: [&str; 14] = [
+    "request.operation",
+    "request.userInfo.username",
+    "request.userInfo.groups",
+    "request.userInfo.extra",
+    "request.kind",
+    "request.dryRun",
+    "request.namespace",
+    "namespaceObject.metadata.labels",
+    "namespaceObject.metadata.name",
+    "namespaceObject.spec.finalizers",
+    "namespaceObject.status.phase",
+    "params.data",
+    "params.data.maxReplicas",
+    "oldObject.spec.replicas",
 ];
 
 /// Generates one expression of a random type.
@@ -480,11 +501,12 @@ fn leaf(rng: &mut Rng, ty: Ty) -> Node {
             ])
             .to_string(),
         Ty::Dyn => {
-            let group: &[&str] = match rng.below(4) {
+            let group: &[&str] = match rng.below(5) {
                 0 => &DYN_STRINGS,
                 1 => &DYN_NUMBERS,
                 2 => &DYN_LISTS,
-                _ => &DYN_MAPS,
+                3 => &DYN_MAPS,
+                _ => &OTHER_VARIABLES,
             };
             rng.pick(group).to_string()
         }

@@ -54,7 +54,7 @@ fn environment(variables: [&str; 5]) -> Env {
     for name in variables {
         env.declare_variable(name, Type::Dyn);
     }
-    super::variable_types::declare(&mut env);
+    kanon_cel::library::admission::declare_variables(&mut env);
     env
 }
 

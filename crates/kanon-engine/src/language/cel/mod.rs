@@ -18,7 +18,6 @@ mod decoded;
 pub(crate) mod mutate;
 pub(crate) mod schema;
 pub(crate) mod validate;
-mod variable_types;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,14 +1,15 @@
-//! The static types kube-apiserver gives `request` and `namespaceObject` (its hand-written
-//! `kubernetes.AdmissionRequest` and `kubernetes.Namespace`, k8s.io/apiserver's
+//! The static types kube-apiserver's admission plugins give `request` and `namespaceObject`
+//! (its hand-written `kubernetes.AdmissionRequest` and `kubernetes.Namespace`, k8s.io/apiserver's
 //! `BuildRequestType` and `BuildNamespaceType`): a field they do not have (`request.namee`,
-//! `namespaceObject.metadata.uid`) is refused when the policy is written, as the apiserver
+//! `namespaceObject.metadata.uid`) is refused when an expression is compiled, as the apiserver
 //! refuses it, and their fields' types choose overloads as cel-go's checker does.
 //!
 //! At run time both stay the JSON the request carries; only checking sees these types.
 
 use std::sync::Arc;
 
-use kanon_cel::{Env, ObjectTypes, Type};
+use crate::env::{Env, ObjectTypes};
+use crate::types::Type;
 
 const REQUEST: &str = "kubernetes.AdmissionRequest";
 const NAMESPACE: &str = "kubernetes.Namespace";
@@ -111,7 +112,7 @@ impl ObjectTypes for VariableTypes {
 }
 
 /// Declares `request` and `namespaceObject` with kube-apiserver's types.
-pub(crate) fn declare(env: &mut Env) {
+pub fn declare_variables(env: &mut Env) {
     env.declare_variable("request", object(REQUEST));
     env.declare_variable("namespaceObject", object(NAMESPACE));
     env.add_object_types(Arc::new(VariableTypes));
@@ -124,7 +125,7 @@ mod tests {
     fn env() -> Env {
         let mut env = Env::kubernetes();
         env.declare_variable("object", Type::Dyn);
-        declare(&mut env);
+        declare_variables(&mut env);
         env
     }
 
