@@ -89,4 +89,9 @@ pub enum EvalError {
     CostLimitExceeded { limit: u64 },
     #[error("operation interrupted")]
     Interrupted,
+    /// kube-apiserver ends the whole evaluation here, whatever would have absorbed the error
+    /// (`||`, `&&`, a comprehension): cel-go's cost accounting of some calls fails on a failed
+    /// argument (it recovers from its own crash). The text names the real cause.
+    #[error("{0}")]
+    Aborted(String),
 }

@@ -33,8 +33,22 @@ const INTERRUPT_EVERY: u32 = 100;
 fn cancels(error: &EvalError) -> bool {
     matches!(
         error,
-        EvalError::CostLimitExceeded { .. } | EvalError::Interrupted
+        EvalError::CostLimitExceeded { .. } | EvalError::Interrupted | EvalError::Aborted(_)
     )
+}
+
+/// Whether cel-go's cost tracker for the overload `id` crashes when the argument at `position`
+/// failed: the lists extension's trackers take it as a list (`distinct`, `sort`, and
+/// `@sortByAssociatedKeys`'s keys) or an int (`flatten`'s depth) without looking.
+fn tracker_crashes(id: &str, position: usize) -> bool {
+    match position {
+        0 => id == "list_distinct" || (id.starts_with("list_") && id.ends_with("_sort")),
+        1 => {
+            id == "list_flatten_int"
+                || (id.starts_with("list_") && id.ends_with("_sortByAssociatedKeys"))
+        }
+        _ => false,
+    }
 }
 
 type Outcome<'a> = Result<Value<'a>, EvalError>;
@@ -486,6 +500,7 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
     fn call(&mut self, call: &'n Call) -> Outcome<'a> {
         let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed = None;
+        let mut failed_at: SmallVec<[usize; 2]> = SmallVec::new();
         // cel-go plans a call of more than two arguments, and one it dispatches at run time to a
         // function bound per overload (no singleton), as variadic: it stops at the first failed
         // argument, and charges the call only when every argument was evaluated.
@@ -512,6 +527,7 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
                 }
                 Err(error) => {
                     failed.get_or_insert(error);
+                    failed_at.push(index);
                     args.push(Value::Null);
                 }
             }
@@ -526,6 +542,16 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
                 _ if !call.dispatched => call.resolved.as_ref(),
                 overloads => overloads.iter().find(|overload| overload.cost_by_name),
             };
+            if let Some(overload) = charged
+                && failed_at
+                    .iter()
+                    .any(|position| tracker_crashes(&overload.id, *position))
+            {
+                return Err(EvalError::Aborted(format!(
+                    "{error} (kube-apiserver ends the whole expression here: its cost accounting of {} cannot take a failed argument)",
+                    call.function
+                )));
+            }
             let cost = charged.map_or(1, |overload| overload.cost.map_or(1, |cost| cost(&args)));
             self.ctx.budget.charge(cost)?;
             return Err(error);
@@ -563,9 +589,13 @@ impl<'n, 'a> Machine<'n, '_, 'a, '_, '_> {
             })
         else {
             // cel-go charges a call bound to one overload that refuses its arguments by the
-            // overload's cost over its result, an error of size 1: as if over `null`s.
-            let cost = match call.overloads.as_slice() {
-                [only] if !call.dispatched && !only.cost_by_name => {
+            // overload's cost over its result, an error of size 1: as if over `null`s; a cost
+            // Kubernetes keeps by the function's name reads the arguments as they are (a
+            // dispatched call has no other).
+            let by_name = call.overloads.iter().find(|overload| overload.cost_by_name);
+            let cost = match (call.overloads.as_slice(), by_name) {
+                (_, Some(named)) => named.cost.map_or(1, |cost| cost(&args)),
+                ([only], None) if !call.dispatched => {
                     let nulls: SmallVec<[Value<'a>; 3]> =
                         args.iter().map(|_| Value::Null).collect();
                     only.cost.map_or(1, |cost| cost(&nulls))
@@ -784,6 +814,11 @@ fn list_position(index: &Value<'_>) -> Result<i64, EvalError> {
         Value::Double(position) => Err(EvalError::Invalid(format!(
             "unsupported index value {} in list",
             format_double(*position)
+        ))),
+        // cel-go makes a qualifier of the index's value first: a list or map is none.
+        other if !other.is_primitive() => Err(EvalError::Invalid(format!(
+            "invalid qualifier type: {}",
+            go_type_name(other)
         ))),
         other => Err(EvalError::Invalid(format!(
             "unsupported index type '{}' in list",

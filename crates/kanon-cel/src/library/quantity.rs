@@ -546,8 +546,15 @@ impl Quantity {
             (Form::Decimal, _) | (_, Form::Decimal) => Form::Decimal,
             _ if other.value.digits.is_empty() => self.form,
             _ if self.value.digits.is_empty() => other.form,
-            (Form::Integer, Form::Integer) if value.to_i64().is_some() => Form::Integer,
-            (Form::Integer, Form::Integer) => Form::Decimal,
+            // An int64 step that overflows (scaling either amount, or the sum) makes it an
+            // `inf.Dec`, which it then stays: `asInteger` refuses it, `isInteger` is false.
+            _ if !other
+                .unscaled()
+                .is_some_and(|amount| self.int64_sum_fits(amount, other.scale)) =>
+            {
+                Form::Decimal
+            }
+            (Form::Integer, Form::Integer) => Form::Integer,
             _ => Form::Scaled,
         };
         // An int64 amount added to zero (or zero added to it) keeps its scale; otherwise the
@@ -565,19 +572,26 @@ impl Quantity {
         // apimachinery subtracts int64 amounts by adding the negated amount, and Go's negation
         // of the least int64 is itself: `quantity('0').sub(-9223372036854775808)` is that
         // least int64. Only where that sum overflows does it subtract exactly.
+        let negated = Quantity {
+            value: other.value.negated(),
+            form: other.form,
+            scale: other.scale,
+        };
         if self.form != Form::Decimal
             && other.form != Form::Decimal
             && other.scale == 0
             && other.value.to_i64() == Some(i64::MIN)
-            && self.int64_sum_fits(i128::from(i64::MIN), 0)
         {
-            return self.add(other);
+            if self.int64_sum_fits(i128::from(i64::MIN), 0) {
+                return self.add(other);
+            }
+            // The int64 step overflowed: apimachinery subtracts exactly, as `inf.Dec`s.
+            let mut exact = self.add(&negated)?;
+            exact.form = Form::Decimal;
+            exact.scale = self.scale.min(other.scale);
+            return Ok(exact);
         }
-        self.add(&Quantity {
-            value: other.value.negated(),
-            form: other.form,
-            scale: other.scale,
-        })
+        self.add(&negated)
     }
 
     /// The amount apimachinery holds unscaled (`value / 10^scale`), as signed decimal text:

@@ -201,13 +201,17 @@ pub(crate) fn install(env: &mut Env) {
         },
     );
     // Kubernetes charges for the result's size, known only once it is computed: charged inside.
-    // A call whose argument failed has an error for a result, of size 1: ceil(1 × 2 × 0.1).
+    // A call that fails (an argument failed, a list that is not all strings) has an error for a
+    // result, of size 1: ceil(1 × 2 × 0.1).
     for id in ["list_join", "list_join_string"] {
         env.set_name_cost(id, |args| {
-            if args.iter().any(|arg| matches!(arg, Value::Null)) {
-                scaled_cost(2, STRING_TRAVERSAL)
-            } else {
+            let joins = matches!(&args[0], Value::List(list)
+                if list.iter().all(|item| matches!(item, Value::String(_))))
+                && args[1..].iter().all(|arg| matches!(arg, Value::String(_)));
+            if joins {
                 0
+            } else {
+                scaled_cost(2, STRING_TRAVERSAL)
             }
         });
     }
@@ -372,8 +376,7 @@ fn join<'a>(
         match item {
             Value::String(text) => parts.push(text),
             other => {
-                // Charged as cel-go charges a call whose result is an error (of size 1).
-                ctx.budget.charge(scaled_cost(2, STRING_TRAVERSAL))?;
+                // Charged before the call, as over an error of size 1 (its cost by name).
                 return Err(EvalError::Invalid(format!(
                     "join: invalid input: {}",
                     go_value_text(&other)
