@@ -117,15 +117,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// Restores the default action of SIGPIPE, which Rust's runtime ignores: a command whose reader
-/// goes away (`kanon apply ... | head`) then ends as other command-line tools do, instead of
-/// panicking on a failed print. Not for `serve`, whose writes to closed sockets must fail as
-/// errors, not end the process.
+/// Makes a command whose reader goes away (`kanon apply ... | head`) end quietly, as other
+/// command-line tools do, instead of panicking on a failed print: it exits with the status a
+/// shell gives a process SIGPIPE ended (141). SIGPIPE itself stays ignored (Rust's default):
+/// restoring its default action would let a write to a program worker that has just died (of
+/// its memory limit, say) kill `kanon apply`, `test` or `audit` outright.
 fn end_quietly_on_a_closed_pipe() {
-    // SAFETY: called once at start, before any thread exists; only changes a signal's action.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if text.starts_with("failed printing to stdout") && text.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 fn print_crds() -> anyhow::Result<()> {

@@ -587,3 +587,30 @@ fn exceptions_apply_only_from_the_named_namespaces_until_the_time_given() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("RFC 3339"), "{}", stderr(&out));
 }
+
+/// A reader that goes away ends a command quietly with the status a shell gives SIGPIPE (141),
+/// without a panic's message: SIGPIPE itself stays ignored, so that a write to a program worker
+/// that has just died cannot kill `kanon apply` or `kanon test` outright.
+#[test]
+fn a_command_whose_reader_goes_away_ends_quietly() {
+    use std::io::Read;
+    // The CRDs are some 380 KB, more than a pipe holds: kanon is still writing when the read
+    // end is gone.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .arg("crds")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the kanon binary runs");
+    drop(child.stdout.take());
+    let mut said = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut said)
+        .expect("read stderr");
+    let status = child.wait().expect("kanon ends");
+    assert_eq!(status.code(), Some(141), "{status:?}: {said}");
+    assert_eq!(said, "");
+}
