@@ -358,7 +358,10 @@ impl Checker<'_> {
         self.scopes.truncate(depth + 1);
         let result = self.check(&comprehension.result);
         self.scopes.truncate(depth);
-        result
+        // cel-go gives the comprehension its result's type with the variables bound so far
+        // substituted: what comes after cannot widen it (`[[1].map(x, x), dyn(l).map(x, x)]`
+        // joins list(int) with list(dyn), which kube-apiserver's literal check refuses).
+        self.resolve(&result)
     }
 
     fn call(&mut self, expr: &Expr, target: Option<&Expr>, function: &str, args: &[Expr]) -> Type {

@@ -42,7 +42,9 @@ const MIXED_LITERALS_ALLOWED: &[&str] = &["format"];
 /// key and every value of a map literal, has exactly the type of the first (`dyn` is no
 /// wildcard here: `[dyn(1), 'a']` is refused, as the apiserver refuses it).
 fn visit_literals(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
-    let same = |nodes: Vec<(&Expr, bool)>, issues: &mut Vec<Issue>| {
+    // A list stops at its first mismatch; a map's keys and values report every one (cel-go's
+    // validator breaks out of its list loop only).
+    let same = |nodes: Vec<(&Expr, bool)>, every: bool, issues: &mut Vec<Issue>| {
         let mut first: Option<Type> = None;
         for (node, optional) in nodes {
             let kind = match (optional, checked_type(checked, node)) {
@@ -70,7 +72,9 @@ fn visit_literals(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
                         span: node.span,
                         message: format!("expected type '{expected}' but found '{kind}'"),
                     });
-                    return;
+                    if !every {
+                        return;
+                    }
                 }
                 Some(_) => {}
             }
@@ -86,7 +90,7 @@ fn visit_literals(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
                 .enumerate()
                 .map(|(index, element)| (element, optional_indices.contains(&(index as u32))))
                 .collect();
-            same(nodes, issues);
+            same(nodes, false, issues);
             for element in elements {
                 visit_literals(element, checked, issues);
             }
@@ -94,6 +98,7 @@ fn visit_literals(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
         ExprKind::Map { entries } => {
             same(
                 entries.iter().map(|entry| (&entry.key, false)).collect(),
+                true,
                 issues,
             );
             same(
@@ -101,6 +106,7 @@ fn visit_literals(expr: &Expr, checked: &Checked, issues: &mut Vec<Issue>) {
                     .iter()
                     .map(|entry| (&entry.value, entry.optional))
                     .collect(),
+                true,
                 issues,
             );
             for entry in entries {
