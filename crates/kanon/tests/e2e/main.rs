@@ -24,6 +24,7 @@ mod lifecycle;
 mod limits;
 mod map_random;
 mod network;
+mod random;
 mod references;
 mod schema;
 mod security;

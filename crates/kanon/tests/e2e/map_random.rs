@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::Scenario;
 use crate::admission_policies::{Case, Outcome, kanon_outcome, send};
 use crate::env::{Env, text};
+use crate::random::{Random, setting};
 
 pub const SCENARIOS: &[Scenario] = &[(
     "map_random::random_mutating_policies_agree_with_kube_apiserver",
@@ -25,31 +26,6 @@ pub const SCENARIOS: &[Scenario] = &[(
 const NAMESPACE: &str = "map-random";
 const DEFAULT_SEED: u64 = 20_261_129;
 const DEFAULT_CASES: usize = 40;
-
-/// splitmix64: a small, seedable generator that needs no crate.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// CEL literals of values of every type, for a place that wants `right` (a CEL literal of the
 /// right type) — wrong types, nulls and empties included.
@@ -393,13 +369,6 @@ fn clean(env: &Env, policies: &std::path::Path) {
         "--wait=true",
         "--timeout=60s",
     ]);
-}
-
-fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
 }
 
 fn random_mutating_policies_agree_with_kube_apiserver(env: &mut Env) {

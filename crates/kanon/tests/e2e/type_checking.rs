@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::Scenario;
 use crate::env::{Env, text};
+use crate::random::{Random, setting};
 
 pub const SCENARIOS: &[Scenario] = &[(
     "type_checking::kanon_warns_as_kube_controller_manager_writes_in_status",
@@ -28,31 +29,6 @@ pub const SCENARIOS: &[Scenario] = &[(
 const DEFAULT_SEED: u64 = 20_261_129;
 const DEFAULT_CASES: usize = 40;
 const PREFIX: &str = "typecheck-";
-
-/// splitmix64: a small, seedable generator that needs no crate.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// Literals of every type a field may be compared with.
 const LITERALS: [&str; 12] = [
@@ -340,13 +316,6 @@ fn kanon_warnings(policy: &Value) -> Result<Vec<(String, String)>, Vec<String>> 
         .collect())
 }
 
-fn setting(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn delete_all(env: &Env, names: &[String]) {
     let mut args = vec![
         "delete",
@@ -359,7 +328,7 @@ fn delete_all(env: &Env, names: &[String]) {
 
 fn kanon_warns_as_kube_controller_manager_writes_in_status(env: &mut Env) {
     let seed = setting("KANON_TYPE_CHECKING_SEED", DEFAULT_SEED);
-    let count = setting("KANON_TYPE_CHECKING_CASES", DEFAULT_CASES as u64) as usize;
+    let count = setting("KANON_TYPE_CHECKING_CASES", DEFAULT_CASES);
     let kinds = Kinds::builtin().expect("the built-in kinds");
     let names_of_kinds = kind_names(&kinds);
     let mut random = Random(seed);
