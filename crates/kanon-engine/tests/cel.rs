@@ -999,3 +999,45 @@ fn a_policys_match_conditions_have_a_budget_of_their_own() {
         three.messages
     );
 }
+
+/// `request` and `namespaceObject` have kube-apiserver's static types in kanon's rules as in a
+/// VAP: a field they do not have is refused when written, at its field path; a variable whose
+/// expression gives an object or an optional is `dyn` to the expressions that read it.
+#[test]
+fn request_and_namespace_object_are_typed_as_kube_apiserver_types_them() {
+    let errors = compile_errors(&cel_policy(
+        "p",
+        json!({"validations": [
+            {"expression": "request.userInfo.username != ''"},
+            {"expression": "request.namee == 'a'"},
+            {"expression": "namespaceObject.metadata.uid == ''"},
+        ]}),
+        json!({}),
+    ));
+    assert_error(
+        &errors,
+        "spec.validateRules[0].cel.validations[1].expression",
+        "undefined field 'namee'",
+    );
+    assert_error(
+        &errors,
+        "spec.validateRules[0].cel.validations[2].expression",
+        "undefined field 'uid'",
+    );
+    assert_eq!(errors.len(), 2, "{errors:?}");
+
+    // kube-apiserver 1.35.8 accepted this policy as a VAP: `variables.o` (an optional) and
+    // `variables.u` (a kubernetes.UserInfo) are dyn there.
+    let policy = cel_policy(
+        "p",
+        json!({
+            "variables": [
+                {"name": "o", "expression": "object.?spec"},
+                {"name": "u", "expression": "request.userInfo"},
+            ],
+            "validations": [{"expression": "variables.o + 1 > 0 || variables.u.usernamee == ''"}],
+        }),
+        json!({}),
+    );
+    assert!(kanon_engine::compile_document(&policy).is_ok());
+}
