@@ -398,11 +398,8 @@ impl AdmissionPolicies {
                 Err(errors)
             };
         };
-        let warnings = if policy.bound {
-            Vec::new()
-        } else {
-            policy.warnings.clone()
-        };
+        // The first binding shows the policy's warnings; the others find none left.
+        let warnings = std::mem::take(&mut policy.warnings);
         policy.bound = true;
         if !errors.is_empty() {
             return Err(errors);

@@ -21,12 +21,6 @@ pub(crate) struct DeclTypes {
     roots: Vec<(String, String, String)>,
 }
 
-/// A place in a schema reached from a root, with the named types expanded on the way there (a
-/// named type met again below itself is an empty object, as kube-apiserver cuts a circle).
-struct Place<'s> {
-    ty: Option<&'s kanon_schema::Type>,
-}
-
 impl DeclTypes {
     pub(crate) fn new(kinds: Kinds) -> Self {
         DeclTypes {
@@ -44,8 +38,11 @@ impl DeclTypes {
     }
 
     /// The type at the place `type_name` names, in its kind's schema, with the named types
-    /// expanded on the way there.
-    fn place<'s>(&'s self, type_name: &str) -> Option<(&'s Schema, Place<'s>, Vec<&'s str>)> {
+    /// expanded on the way there (`None` inside: a circle's placeholder, an empty object).
+    fn place<'s>(
+        &'s self,
+        type_name: &str,
+    ) -> Option<(&'s Schema, Option<&'s kanon_schema::Type>, Vec<&'s str>)> {
         let mut steps = type_name.split('.');
         let root = steps.next()?;
         let (_, api_version, kind) = self.roots.iter().find(|(name, _, _)| name == root)?;
@@ -55,7 +52,7 @@ impl DeclTypes {
         let mut current = expand(schema, schema.root_type(known.kind)?, &mut visited);
         for step in steps {
             // Inside a circle's placeholder (an object without fields) there are no places.
-            let ty = current.ty?;
+            let ty = current?;
             let next = match (&ty.shape, step) {
                 (Shape::List(list), "@idx") => &list.items,
                 (Shape::Map(values), "@elem") => values,
@@ -74,24 +71,21 @@ fn expand<'s>(
     schema: &'s Schema,
     mut ty: &'s kanon_schema::Type,
     visited: &mut Vec<&'s str>,
-) -> Place<'s> {
+) -> Option<&'s kanon_schema::Type> {
     while let Shape::Ref(target) = &ty.shape {
         if visited.iter().any(|seen| *seen == target) {
-            return Place { ty: None };
+            return None;
         }
         visited.push(target);
-        match schema.named_type(target) {
-            Some(next) => ty = next,
-            None => return Place { ty: None },
-        }
+        ty = schema.named_type(target)?;
     }
-    Place { ty: Some(ty) }
+    Some(ty)
 }
 
 impl ObjectTypes for DeclTypes {
     fn field(&self, type_name: &str, field: &str) -> Option<Option<Type>> {
         let (schema, place, mut visited) = self.place(type_name)?;
-        let Some(ty) = place.ty else {
+        let Some(ty) = place else {
             return Some(None);
         };
         let Shape::Object(object) = &ty.shape else {
@@ -112,8 +106,7 @@ fn decl_type<'s>(
     visited: &mut Vec<&'s str>,
 ) -> Option<Type> {
     let depth = visited.len();
-    let place = expand(schema, ty, visited);
-    let result = match place.ty {
+    let result = match expand(schema, ty, visited) {
         None => Some(Type::Object(Arc::from(name))),
         Some(ty) => shape_type(schema, ty, name, visited),
     };
