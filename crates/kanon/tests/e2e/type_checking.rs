@@ -274,26 +274,26 @@ fn hand_picked() -> Vec<Value> {
     ]
 }
 
-/// The kinds whose type names a policy's warnings may carry: its resources' and params' kinds.
-fn kind_names(kinds: &Kinds) -> Vec<String> {
-    let mut names: Vec<String> = kinds
+/// What kube-controller-manager appends to a kind's type name, the nanosecond it checked at
+/// (`Pod470222652.spec`), after any built-in kind's name: the longest names first, so that
+/// `PodTemplate123` is not read as `Pod` followed by something else.
+fn nanoseconds(kinds: &Kinds) -> regex::Regex {
+    let names: std::collections::BTreeSet<&str> = kinds
         .builtin_schema()
         .kinds()
         .iter()
-        .map(|k| k.kind.clone())
+        .map(|k| k.kind.as_str())
         .collect();
+    let mut names: Vec<&str> = names.into_iter().collect();
     names.sort_by_key(|name| std::cmp::Reverse(name.len()));
-    names.dedup();
-    names
+    let alternatives: Vec<String> = names.iter().map(|name| regex::escape(name)).collect();
+    regex::Regex::new(&format!(r"\b({})[0-9]+([.,)'])", alternatives.join("|"))).expect("a pattern")
 }
 
 /// `warning` without the nanosecond kube-controller-manager appends to a kind's type name
 /// (`Pod470222652.spec` → `Pod.spec`).
-fn without_nanoseconds(warning: &str, kinds: &[String]) -> String {
-    let alternatives: Vec<String> = kinds.iter().map(|k| regex::escape(k)).collect();
-    let pattern = regex::Regex::new(&format!(r"\b({})[0-9]+([.,)'])", alternatives.join("|")))
-        .expect("a pattern");
-    pattern.replace_all(warning, "$1$2").into_owned()
+fn without_nanoseconds(warning: &str, nanoseconds: &regex::Regex) -> String {
+    nanoseconds.replace_all(warning, "$1$2").into_owned()
 }
 
 /// kanon's warnings for one policy (given a binding, as kanon needs one), or its problems.
@@ -330,7 +330,7 @@ fn kanon_warns_as_kube_controller_manager_writes_in_status(env: &mut Env) {
     let seed = setting("KANON_TYPE_CHECKING_SEED", DEFAULT_SEED);
     let count = setting("KANON_TYPE_CHECKING_CASES", DEFAULT_CASES);
     let kinds = Kinds::builtin().expect("the built-in kinds");
-    let names_of_kinds = kind_names(&kinds);
+    let nanoseconds = nanoseconds(&kinds);
     let mut random = Random(seed);
     let mut policies = hand_picked();
     for index in 0..count {
@@ -411,7 +411,7 @@ fn kanon_warns_as_kube_controller_manager_writes_in_status(env: &mut Env) {
                             w["fieldRef"].as_str().unwrap_or_default().to_owned(),
                             without_nanoseconds(
                                 w["warning"].as_str().unwrap_or_default(),
-                                &names_of_kinds,
+                                &nanoseconds,
                             ),
                         )
                     })
