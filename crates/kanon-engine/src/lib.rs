@@ -110,6 +110,24 @@ pub use references::{RefScope, parse_jsonpath};
 pub use selector::{LabelMatcher, labels_of};
 pub use workload::{WORKLOADS, Workload};
 
+/// Defaults a built-in kind's object in place as kube-apiserver 1.35 defaults it when it
+/// decodes it (and again after each MutatingAdmissionPolicy mutation): `imagePullPolicy`,
+/// `restartPolicy`, a Deployment's `replicas` and strategy, a Service's ports, resource
+/// quantities rounded up to a thousandth, ... `false`, leaving it alone, when the object's
+/// `apiVersion`/`kind` is not a built-in kind kanon has Go facts for (custom kinds, whose
+/// schema defaults kanon does not apply, and the apiextensions and apiregistration groups).
+pub fn apply_builtin_defaults(object: &mut serde_json::Value) -> bool {
+    let text = |key: &str| object.get(key).and_then(serde_json::Value::as_str);
+    let (Some(api_version), Some(kind)) = (text("apiVersion"), text("kind")) else {
+        return false;
+    };
+    let Some(typed) = typed::Typed::builtin(api_version, kind) else {
+        return false;
+    };
+    typed.default_object(object, false);
+    true
+}
+
 /// Decodes and compiles one policy document; the error lists every problem by field path.
 pub fn compile_document(document: &serde_json::Value) -> Result<CompiledPolicy, InvalidPolicy> {
     let compiled = compile_document_reporting(document)?;

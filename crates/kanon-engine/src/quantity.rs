@@ -250,6 +250,30 @@ impl Quantity {
         }
     }
 
+    /// The quantity rounded to a multiple of `unit_nanos` away from zero, as apimachinery's
+    /// `RoundUp` rounds (`-1.5m` to millis is `-2m`); in the same format.
+    pub fn rounded_away_from_zero(self, unit_nanos: i128) -> Quantity {
+        let magnitude = div_ceil(self.nanos.abs(), unit_nanos) * unit_nanos;
+        Quantity {
+            nanos: if self.nanos < 0 {
+                -magnitude
+            } else {
+                magnitude
+            },
+            format: self.format,
+        }
+    }
+
+    /// The sum, in this quantity's format (apimachinery's `Add` keeps the receiver's); `None`
+    /// when it is larger than any quantity can be.
+    pub fn plus(self, other: Quantity) -> Option<Quantity> {
+        let nanos = self.nanos.checked_add(other.nanos)?;
+        (nanos.unsigned_abs() <= MAX_NANOS).then_some(Quantity {
+            nanos,
+            format: self.format,
+        })
+    }
+
     /// The value as a float (units, e.g. cores or bytes); exact for the usual sizes.
     pub fn to_f64(self) -> f64 {
         self.nanos as f64 / NANO as f64

@@ -62,6 +62,9 @@ pub struct Request {
     pub deadline: Option<Deadline>,
     /// The built-in kind's schema, looked up once for all the policies that need it.
     builtin: BuiltinKind,
+    /// The request is a workload's Pod template seen as a Pod ([`Request::for_pod_template`]):
+    /// it is defaulted as the template it is, without what only a Pod gets.
+    pod_template: bool,
 }
 
 /// The schema and root type of a request's kind when it is a built-in one, with its Go facts
@@ -196,6 +199,14 @@ impl Request {
         self.builtin_facts().and_then(|(_, _, typed)| typed)
     }
 
+    /// Defaults `object` (this request's kind) as the apiserver defaults the kind; a workload's
+    /// template seen as a Pod gets only what a template gets. Nothing for kinds without Go facts.
+    pub(crate) fn default_object(&self, object: &mut Value) {
+        if let Some(typed) = self.typed() {
+            typed.default_object(object, self.pod_template);
+        }
+    }
+
     fn builtin_facts(&self) -> Option<Builtin> {
         *self.builtin.0.get_or_init(|| {
             let schema = kanon_schema::Schema::builtin().ok()?;
@@ -267,6 +278,7 @@ impl Request {
             info,
             deadline: None,
             builtin: BuiltinKind::default(),
+            pod_template: false,
         })
     }
 
@@ -414,6 +426,7 @@ impl Request {
             info,
             deadline: None,
             builtin: BuiltinKind::default(),
+            pod_template: false,
         })
     }
 
@@ -434,6 +447,7 @@ impl Request {
             info: self.info.clone(),
             deadline: self.deadline.clone(),
             builtin: BuiltinKind::default(),
+            pod_template: true,
         }
     }
 

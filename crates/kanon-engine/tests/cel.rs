@@ -665,11 +665,16 @@ fn apply_configurations_merge_by_the_kinds_schema() {
     let decision = mutate_create(&set, &original);
     assert!(decision.allowed, "{decision:?}");
     let patched = decision.patched.clone().expect("patched");
-    // Merged into the first container by its name; the container keeps everything else.
+    // Merged into the first container by its name; the container keeps everything else (and
+    // the Pod's defaulting, which runs after each mutation, gives it requests from its limits).
     assert_eq!(patched["spec"]["containers"][0]["env"][0]["name"], "MODE");
     assert_eq!(
-        patched["spec"]["containers"][0]["resources"],
-        original["spec"]["containers"][0]["resources"]
+        patched["spec"]["containers"][0]["resources"]["limits"],
+        original["spec"]["containers"][0]["resources"]["limits"]
+    );
+    assert_eq!(
+        patched["spec"]["containers"][0]["resources"]["requests"],
+        original["spec"]["containers"][0]["resources"]["limits"]
     );
     assert_eq!(
         patched["spec"]["containers"].as_array().map(Vec::len),

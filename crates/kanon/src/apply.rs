@@ -189,6 +189,15 @@ pub(crate) fn paired_old(doc: &Document, old: &[Document]) -> Option<Value> {
         .map(|o| o.value.clone())
 }
 
+/// `object` as kube-apiserver hands it to admission (and keeps it, for an old object): defaulted
+/// as the apiserver's decoding defaults a built-in kind (`imagePullPolicy`, `restartPolicy`,
+/// requests from limits, a Deployment's `replicas`, ...), so that offline verdicts and patches
+/// are the cluster's. An AdmissionReview's objects come from the apiserver and are left alone.
+pub(crate) fn as_admitted(mut object: Value) -> Value {
+    kanon_engine::apply_builtin_defaults(&mut object);
+    object
+}
+
 pub(crate) fn build_request(
     doc: &Document,
     operation: Operation,
@@ -198,15 +207,17 @@ pub(crate) fn build_request(
         return Request::from_admission_review(&doc.value)
             .map_err(|e| format!("{}: {e}", doc.origin()));
     }
-    let old_object = paired_old(doc, old);
-    Request::from_objects(operation, Some(doc.value.clone()), old_object).map_err(|e| {
-        let hint = if operation == Operation::Update {
-            " (give it with --old-resource)"
-        } else {
-            ""
-        };
-        format!("{}: {e}{hint}", doc.origin())
-    })
+    let old_object = paired_old(doc, old).map(as_admitted);
+    Request::from_objects(operation, Some(as_admitted(doc.value.clone())), old_object).map_err(
+        |e| {
+            let hint = if operation == Operation::Update {
+                " (give it with --old-resource)"
+            } else {
+                ""
+            };
+            format!("{}: {e}{hint}", doc.origin())
+        },
+    )
 }
 
 fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {

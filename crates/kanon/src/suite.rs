@@ -48,8 +48,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::apply::{
-    BadInput, ResourceId, Verdict, evaluate_request, is_review, load_context, load_policies,
-    paired_old,
+    BadInput, ResourceId, Verdict, as_admitted, evaluate_request, is_review, load_context,
+    load_policies, paired_old,
 };
 use crate::inputs::{Document, read_documents};
 use crate::programs::{DeadlineArgs, OfflineEvaluation, ProgramArgs};
@@ -668,8 +668,10 @@ fn plan(
         }
         Request::from_admission_review(&doc.value).map_err(|e| e.to_string())
     } else {
-        let old = own_old.or_else(|| paired_old(doc, inputs.old));
-        Request::from_objects(op, Some(doc.value.clone()), old).map_err(|e| {
+        let old = own_old
+            .or_else(|| paired_old(doc, inputs.old))
+            .map(as_admitted);
+        Request::from_objects(op, Some(as_admitted(doc.value.clone())), old).map_err(|e| {
             let hint = if op == Operation::Update {
                 " (give the case an `oldResource`, or the suite's `oldResources` a previous version of it)"
             } else {

@@ -12,6 +12,7 @@
 //! them (custom kinds, apiextensions, apiregistration) are decoded as they are.
 
 mod decode;
+mod defaults;
 mod encode;
 mod go_time;
 

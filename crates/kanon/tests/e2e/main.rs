@@ -15,6 +15,7 @@ mod audit_reports;
 mod cel;
 mod chart;
 mod custom_kinds;
+mod defaults;
 mod env;
 mod exceptions;
 mod fairness;
@@ -88,6 +89,7 @@ fn main() {
         cel::SCENARIOS,
         admission_policies::SCENARIOS,
         map_random::SCENARIOS,
+        defaults::SCENARIOS,
         type_checking::SCENARIOS,
         lifecycle::SCENARIOS,
         custom_kinds::SCENARIOS,

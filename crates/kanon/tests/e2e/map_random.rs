@@ -52,7 +52,7 @@ fn scalar_or_wrong(random: &mut Random, right: &[&str]) -> String {
 /// One JSON Patch operation over a Deployment.
 fn deployment_operation(random: &mut Random) -> String {
     const CONTAINER: &str = "/spec/template/spec/containers/0";
-    let (path, value): (String, String) = match random.below(14) {
+    let (path, value): (String, String) = match random.below(17) {
         0 => (
             format!("/metadata/labels/{}", random.pick(&["tier", "team", "app"])),
             scalar_or_wrong(random, &["'web'", "''"]),
@@ -65,11 +65,11 @@ fn deployment_operation(random: &mut Random) -> String {
             "/metadata/annotations/note".into(),
             scalar_or_wrong(random, &["'x'"]),
         ),
-        // Never null: the apiserver defaults the kind after each mutation (a missing `replicas`
-        // is 1 again), which kanon does not (see the README's compatibility table).
+        // The apiserver defaults the kind after each mutation: a `replicas` removed or null
+        // is 1 again.
         3 => (
             "/spec/replicas".into(),
-            (*random.pick(&["0", "3", "2.0", "1.5", "'text'", "true", "{}"])).to_owned(),
+            (*random.pick(&["0", "3", "2.0", "1.5", "'text'", "true", "{}", "null"])).to_owned(),
         ),
         // Never null or empty: the apiserver's validation after admission (which kanon does not
         // run) would refuse the object for the missing image.
@@ -135,6 +135,29 @@ fn deployment_operation(random: &mut Random) -> String {
             "/spec/minReadySeconds".into(),
             scalar_or_wrong(random, &["0", "5"]),
         ),
+        // What the kind's defaulting fills in: a container's pull policy and termination
+        // message, a strategy, a probe's timings, a port's protocol.
+        13 => (
+            "/spec/template/spec/containers/-".into(),
+            (*random.pick(&[
+                "{'name': 'side', 'image': 'busybox'}",
+                "{'name': dyn('side'), 'image': dyn('busybox:1.36'), 'ports': dyn([{'containerPort': 9000}])}",
+                "{'name': 'side', 'image': 'Busybox'}",
+            ]))
+            .to_owned(),
+        ),
+        14 => (
+            "/spec/strategy".into(),
+            (*random.pick(&["{'type': 'Recreate'}", "{}", "{'type': 'RollingUpdate'}"])).to_owned(),
+        ),
+        15 => (
+            format!("{CONTAINER}/readinessProbe"),
+            (*random.pick(&[
+                "{'httpGet': {'port': 80}}",
+                "{'tcpSocket': dyn({'port': 80}), 'periodSeconds': dyn(5)}",
+            ]))
+            .to_owned(),
+        ),
         _ => (
             format!("/spec/{}", random.pick(&["colour", "template/spec/colour"])),
             "'blue'".into(),
@@ -142,7 +165,9 @@ fn deployment_operation(random: &mut Random) -> String {
     };
     // A container's image is required: without it the apiserver's validation, which kanon does
     // not run, refuses the object after admission.
-    let ops: &[&str] = if path.ends_with("/image") || path.ends_with("/replicas") {
+    let ops: &[&str] = if path.ends_with("/-") {
+        &["add"]
+    } else if path.ends_with("/image") {
         &["add", "replace", "test"]
     } else {
         &["add", "add", "add", "replace", "remove", "test"]

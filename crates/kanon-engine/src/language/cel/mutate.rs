@@ -290,8 +290,36 @@ fn type_names(value: &Value<'_>, path: &mut Vec<String>, mismatches: &mut Vec<St
 ///
 /// Then, as the apiserver decodes the object into its Go type and writes it back before the next
 /// mutation, what the change wrote is written back as Go writes it ([`crate::typed`]): an
-/// emptied `omitempty` field is gone.
+/// emptied `omitempty` field is gone; and the kind's defaulting runs over the whole object, as
+/// the apiserver runs it after each mutation (a `replicas` removed is 1 again). A `test` that
+/// does not hold leaves the patch out but the object is defaulted all the same.
 pub(crate) fn apply_change(
+    working: &mut Json,
+    change: Change<'_>,
+    field: &str,
+    request: &crate::request::Request,
+    lookup: &dyn crate::lookup::Lookup,
+    changes: &mut crate::diff::Changes,
+) -> Result<usize, RuleError> {
+    let applied = apply_patch(working, change, field, request, lookup, changes)?;
+    if request.typed().is_some() {
+        let mut defaulted = working.clone();
+        request.default_object(&mut defaulted);
+        if defaulted != *working {
+            let operations = json_patch::diff(working, &defaulted).0;
+            crate::language::apply_recorded(working, operations, changes).map_err(
+                |(_, message)| RuleError::Patch {
+                    field: field.to_owned(),
+                    message: format!("defaulting the object: {message}"),
+                },
+            )?;
+        }
+    }
+    Ok(applied)
+}
+
+/// [`apply_change`] up to the defaulting.
+fn apply_patch(
     working: &mut Json,
     change: Change<'_>,
     field: &str,
