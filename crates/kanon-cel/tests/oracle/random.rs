@@ -3,8 +3,9 @@
 //! of. Each expression is a tree of typed nodes, so that a difference can be shrunk to a small
 //! reproducer by replacing a node with one of its children of the same type, or with a leaf.
 //!
-//! The generator knows the shapes of the variable sets (`object` of `pod`, `deployment` and
-//! `groups`; `request`, `namespaceObject`, `params` and `oldObject` where they have them), and
+//! The generator knows the shapes of the variable sets (`object` of `pod`, `deployment`,
+//! `groups` and `widget`, a custom resource with floats, int-or-strings, free-form fields and
+//! lists of objects; `request`, `namespaceObject`, `params` and `oldObject` where they have them), and
 //! the functions of kube-apiserver 1.35's base environment: the standard library,
 //! strings, lists, sets, quantities, optionals, two-variable comprehensions, durations and
 //! timestamps, format.
@@ -155,9 +156,13 @@ fn plain_leaf(ty: Ty) -> Node {
 
 /// The variable sets random expressions run over, and fields of their objects by what JSON
 /// holds there.
-pub const SETS: [&str; 3] = ["pod", "deployment", "groups"];
+pub const SETS: [&str; 4] = ["pod", "deployment", "groups", "widget"];
 
-const DYN_STRINGS: [&str; 6] = [
+const DYN_STRINGS: [&str; 10] = [
+    "object.spec.mode",
+    "object.spec.port",
+    "object.spec.quota",
+    "object.spec.items[1].name",
     "object.metadata.name",
     "object.metadata.namespace",
     "object.kind",
@@ -165,19 +170,28 @@ const DYN_STRINGS: [&str; 6] = [
     "object.spec.containers[0].image",
     "object.spec.containers[0].name",
 ];
-const DYN_NUMBERS: [&str; 4] = [
+const DYN_NUMBERS: [&str; 8] = [
+    "object.spec.size",
+    "object.spec.ratio",
+    "object.spec.weight",
+    "object.spec.extra.depth.n.m",
     "object.spec.securityContext.runAsUser",
     "object.spec.securityContext.supplementalGroups[0]",
     "object.spec.replicas",
     "object.spec.containers[0].ports[0].containerPort",
 ];
-const DYN_LISTS: [&str; 4] = [
+const DYN_LISTS: [&str; 7] = [
+    "object.spec.items",
+    "object.spec.limits.cpu",
+    "object.spec.extra.free",
     "object.spec.containers",
     "object.spec.securityContext.supplementalGroups",
     "object.spec.containers[0].ports",
     "object.spec.template.spec.containers",
 ];
-const DYN_MAPS: [&str; 3] = [
+const DYN_MAPS: [&str; 5] = [
+    "object.spec.limits",
+    "object.spec.items[0]",
     "object.metadata.labels",
     "object.metadata.annotations",
     "object.spec.selector.matchLabels",
