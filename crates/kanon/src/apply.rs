@@ -249,7 +249,7 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
 pub(crate) fn evaluate_request(
     evaluation: &OfflineEvaluation,
     policies: &PolicySet,
-    context: &ObjectStore,
+    context: &dyn kanon_engine::Lookup,
     request: &Request,
     source: String,
 ) -> Verdict {
@@ -272,26 +272,28 @@ pub(crate) fn evaluate_documents(
     operation: Operation,
 ) -> Result<Vec<Verdict>, BadInput> {
     let mut problems = Vec::new();
-    let mut verdicts = Vec::new();
+    let mut requests = Vec::new();
     for doc in resources {
-        let request = match build_request(doc, operation, old) {
-            Ok(r) => r,
-            Err(e) => {
-                problems.push(e);
-                continue;
-            }
-        };
-        verdicts.push(evaluate_request(
-            evaluation,
-            policies,
-            context,
-            &request,
-            doc.origin(),
-        ));
+        match build_request(doc, operation, old) {
+            Ok(request) => requests.push((request, doc.origin())),
+            Err(e) => problems.push(e),
+        }
     }
-    if problems.is_empty() {
-        Ok(verdicts)
-    } else {
-        Err(BadInput(problems))
+    if !problems.is_empty() {
+        return Err(BadInput(problems));
     }
+    let namespaces = crate::namespaces::Namespaces::new(
+        context,
+        requests.iter().filter_map(|(r, _)| r.namespace.as_deref()),
+    );
+    let verdicts = requests
+        .into_iter()
+        .map(|(request, origin)| {
+            evaluate_request(evaluation, policies, &namespaces, &request, origin)
+        })
+        .collect();
+    for note in namespaces.notes("--context") {
+        eprintln!("note: {note}");
+    }
+    Ok(verdicts)
 }

@@ -9,6 +9,7 @@ mod cluster;
 mod convert;
 mod exceptions;
 mod inputs;
+mod namespaces;
 mod objects;
 mod policy_dir;
 mod poll;

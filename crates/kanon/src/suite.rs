@@ -702,6 +702,14 @@ fn run_cases(
     planned: Vec<(&Case, Operation, TextChecks, Planned)>,
     tally: &mut Tally,
 ) {
+    let namespaces = crate::namespaces::Namespaces::new(
+        context,
+        planned.iter().filter_map(|(_, _, _, plan)| match plan {
+            Planned::Run { request, .. } => request.namespace.as_deref(),
+            Planned::Fail(_) => None,
+        }),
+    );
+    let context = &namespaces;
     for (case, op, texts, plan) in planned {
         let label = format!("{name}: {op} {}", case.resource.label());
         let failures = match plan {
@@ -726,6 +734,9 @@ fn run_cases(
             }
         }
     }
+    for note in namespaces.notes("suite's `context`") {
+        eprintln!("note: {name}: {note}");
+    }
 }
 
 /// Whether the background audit would find of the object a CREATE case stores what admission
@@ -737,7 +748,7 @@ fn run_cases(
 fn audit_disagreement(
     evaluation: &OfflineEvaluation,
     policies: &PolicySet,
-    context: &kanon_engine::ObjectStore,
+    context: &dyn kanon_engine::Lookup,
     request: &Request,
     verdict: &Verdict,
 ) -> Option<String> {

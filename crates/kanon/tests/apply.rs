@@ -129,24 +129,56 @@ fn examples_are_all_allowed_with_the_documented_patches() {
 
 #[test]
 fn namespace_selector_needs_the_namespace_from_context() {
-    // Without --context the payments namespace is unknown: prod-deployments (failurePolicy
-    // Fail) cannot decide and denies, naming itself and the namespace.
-    let (code, verdicts) = apply_json(&[
+    // Without --context the payments namespace is judged as the Namespace the apiserver
+    // guarantees (its name label only): prod-deployments' selector (a label payments has in
+    // examples/context) does not match it, and a note names the namespace and the flag.
+    let out = kanon(&[
+        "apply",
+        "-o",
+        "json",
         "--policy",
         "examples/policies",
         "--resource",
         "examples/resources/deployment-api.yaml",
     ]);
-    assert_eq!(code, 1);
-    let deploy = verdict(&verdicts, "api");
-    assert_eq!(deploy["allowed"], false);
-    assert_eq!(
-        deploy["messages"],
-        json!([
-            "ClusterOverridePolicy/prod-deployments: namespaceSelector: namespace `payments` was not found, so its labels are unknown"
-        ])
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let verdicts: Value = serde_json::from_slice(&out.stdout).expect("JSON verdicts");
+    let deploy = verdict(verdicts.as_array().expect("a list"), "api");
+    assert_eq!(deploy["allowed"], true);
+    assert_eq!(deploy["messages"], json!([]));
     assert_eq!(deploy["patch"], json!([]));
+    assert!(
+        stderr(&out).contains(
+            "note: namespace payments is not among the --context objects: it was judged as the \
+             Namespace the apiserver guarantees (its name and the label \
+             kubernetes.io/metadata.name=payments, no other label)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+
+    // A selector on the name label matches the guaranteed Namespace, as in a cluster.
+    let dir = temp_files(&[
+        (
+            "policy.yaml",
+            "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterValidatePolicy\nmetadata:\n  name: not-in-payments\nspec:\n  namespaceSelector:\n    matchLabels:\n      kubernetes.io/metadata.name: payments\n  resourceSelectors:\n  - apiVersion: v1\n    kind: Pod\n  validateRules:\n  - cel:\n      validations:\n      - expression: 'false'\n        message: no Pods in payments\n",
+        ),
+        (
+            "pod.yaml",
+            &POD.replace("namespace: default", "namespace: payments"),
+        ),
+    ]);
+    let (code, verdicts) = apply_json(&[
+        "--policy",
+        &dir.path().join("policy.yaml").display().to_string(),
+        "--resource",
+        &dir.path().join("pod.yaml").display().to_string(),
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        verdict(&verdicts, "p")["messages"],
+        json!(["ClusterValidatePolicy/not-in-payments: no Pods in payments"])
+    );
 
     // `--objects` is the same flag as `--context` (its name on `kanon serve`).
     let (code, verdicts) = apply_json(&[
@@ -613,4 +645,47 @@ fn a_command_whose_reader_goes_away_ends_quietly() {
     let status = child.wait().expect("kanon ends");
     assert_eq!(status.code(), Some(141), "{status:?}: {said}");
     assert_eq!(said, "");
+}
+
+#[test]
+fn a_binding_namespace_selector_meets_the_guaranteed_namespace_offline() {
+    // No --context: each Pod's Namespace is the one the apiserver guarantees, so a binding
+    // that leaves out kube-system by its name label judges shop and skips kube-system.
+    let policy = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: no-pods\nspec:\n  matchConstraints:\n    resourceRules:\n    - apiGroups: ['']\n      apiVersions: [v1]\n      operations: [CREATE]\n      resources: [pods]\n  validations:\n  - expression: 'false'\n    message: no Pods here\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: no-pods\nspec:\n  policyName: no-pods\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchExpressions:\n      - {key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}\n";
+    let pods = format!(
+        "{}---\n{}",
+        POD.replace("name: p\n", "name: shop-pod\n")
+            .replace("namespace: default", "namespace: shop"),
+        POD.replace("name: p\n", "name: system-pod\n")
+            .replace("namespace: default", "namespace: kube-system"),
+    );
+    let dir = temp_files(&[("policy.yaml", policy), ("pods.yaml", &pods)]);
+    let out = kanon(&[
+        "apply",
+        "-o",
+        "json",
+        "--policy",
+        &dir.path().join("policy.yaml").display().to_string(),
+        "--resource",
+        &dir.path().join("pods.yaml").display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let verdicts: Value = serde_json::from_slice(&out.stdout).expect("JSON verdicts");
+    let verdicts = verdicts.as_array().expect("a list");
+    let shop = verdict(verdicts, "shop-pod");
+    assert_eq!(shop["allowed"], false, "{shop}");
+    assert!(
+        shop["messages"][0]
+            .as_str()
+            .is_some_and(|m| m.ends_with("no Pods here")),
+        "{shop}"
+    );
+    assert_eq!(verdict(verdicts, "system-pod")["allowed"], true);
+    for namespace in ["shop", "kube-system"] {
+        assert!(
+            stderr(&out).contains(&format!("note: namespace {namespace} is not among")),
+            "{}",
+            stderr(&out)
+        );
+    }
 }
