@@ -65,6 +65,9 @@ pub struct Request {
     /// The request is a workload's Pod template seen as a Pod ([`Request::for_pod_template`]):
     /// it is defaulted as the template it is, without what only a Pod gets.
     pod_template: bool,
+    /// Whether the kind's defaulting runs after each mutation, as in kube-apiserver
+    /// ([`Request::without_defaults`] turns it off).
+    defaults: bool,
 }
 
 /// The schema and root type of a request's kind when it is a built-in one, with its Go facts
@@ -201,7 +204,16 @@ impl Request {
 
     /// Defaults `object` (this request's kind) as the apiserver defaults the kind; a workload's
     /// template seen as a Pod gets only what a template gets. Nothing for kinds without Go facts.
+    /// Whether [`Request::default_object`] does anything: a built-in kind with Go facts, and
+    /// defaults not turned off.
+    pub(crate) fn defaults_objects(&self) -> bool {
+        self.defaults && self.typed().is_some()
+    }
+
     pub(crate) fn default_object(&self, object: &mut Value) {
+        if !self.defaults {
+            return;
+        }
         if let Some(typed) = self.typed() {
             typed.default_object(object, self.pod_template);
         }
@@ -279,6 +291,7 @@ impl Request {
             deadline: None,
             builtin: BuiltinKind::default(),
             pod_template: false,
+            defaults: true,
         })
     }
 
@@ -427,6 +440,7 @@ impl Request {
             deadline: None,
             builtin: BuiltinKind::default(),
             pod_template: false,
+            defaults: true,
         })
     }
 
@@ -448,7 +462,15 @@ impl Request {
             deadline: self.deadline.clone(),
             builtin: BuiltinKind::default(),
             pod_template: true,
+            defaults: self.defaults,
         }
+    }
+
+    /// The request without kube-apiserver's defaulting after each mutation: objects are
+    /// judged and mutated as written (`kanon apply --no-defaults`).
+    pub fn without_defaults(mut self) -> Self {
+        self.defaults = false;
+        self
     }
 
     /// The object under test: the old object on DELETE, else the object.

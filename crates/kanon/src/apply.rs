@@ -54,6 +54,11 @@ pub struct ApplyArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Format::Yaml)]
     output: Format,
+    /// Judge plain resources as written, without the defaults kube-apiserver fills in before
+    /// any webhook sees an object (`imagePullPolicy`, `restartPolicy`, a Deployment's
+    /// `replicas`, ...).
+    #[arg(long)]
+    no_defaults: bool,
     #[command(flatten)]
     programs: ProgramArgs,
     #[command(flatten)]
@@ -193,8 +198,11 @@ pub(crate) fn paired_old(doc: &Document, old: &[Document]) -> Option<Value> {
 /// as the apiserver's decoding defaults a built-in kind (`imagePullPolicy`, `restartPolicy`,
 /// requests from limits, a Deployment's `replicas`, ...), so that offline verdicts and patches
 /// are the cluster's. An AdmissionReview's objects come from the apiserver and are left alone.
-pub(crate) fn as_admitted(mut object: Value) -> Value {
-    kanon_engine::apply_builtin_defaults(&mut object);
+/// With `defaults` off (`--no-defaults`), the object as written.
+pub(crate) fn as_admitted(mut object: Value, defaults: bool) -> Value {
+    if defaults {
+        kanon_engine::apply_builtin_defaults(&mut object);
+    }
     object
 }
 
@@ -202,22 +210,29 @@ pub(crate) fn build_request(
     doc: &Document,
     operation: Operation,
     old: &[Document],
+    defaults: bool,
 ) -> Result<Request, String> {
     if is_review(doc) {
         return Request::from_admission_review(&doc.value)
             .map_err(|e| format!("{}: {e}", doc.origin()));
     }
-    let old_object = paired_old(doc, old).map(as_admitted);
-    Request::from_objects(operation, Some(as_admitted(doc.value.clone())), old_object).map_err(
-        |e| {
-            let hint = if operation == Operation::Update {
-                " (give it with --old-resource)"
-            } else {
-                ""
-            };
-            format!("{}: {e}{hint}", doc.origin())
-        },
-    )
+    let old_object = paired_old(doc, old).map(|old| as_admitted(old, defaults));
+    let object = as_admitted(doc.value.clone(), defaults);
+    let request = Request::from_objects(operation, Some(object), old_object).map(|request| {
+        if defaults {
+            request
+        } else {
+            request.without_defaults()
+        }
+    });
+    request.map_err(|e| {
+        let hint = if operation == Operation::Update {
+            " (give it with --old-resource)"
+        } else {
+            ""
+        };
+        format!("{}: {e}{hint}", doc.origin())
+    })
 }
 
 fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
@@ -241,6 +256,7 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
         &resources,
         &old,
         args.operation,
+        !args.no_defaults,
     )
 }
 
@@ -270,11 +286,12 @@ pub(crate) fn evaluate_documents(
     resources: &[Document],
     old: &[Document],
     operation: Operation,
+    defaults: bool,
 ) -> Result<Vec<Verdict>, BadInput> {
     let mut problems = Vec::new();
     let mut requests = Vec::new();
     for doc in resources {
-        match build_request(doc, operation, old) {
+        match build_request(doc, operation, old, defaults) {
             Ok(request) => requests.push((request, doc.origin())),
             Err(e) => problems.push(e),
         }

@@ -38,17 +38,17 @@ impl<'s> Namespaces<'s> {
         }
     }
 
-    /// One note for each assumed Namespace a policy read; `given_by` says how to give the real
-    /// one (`--context`, the suite's `context`).
+    /// One note for each assumed Namespace the evaluation read; `given_by` names what gives
+    /// the real one (`--context`, `the suite's context`).
     pub(crate) fn notes(&self, given_by: &str) -> Vec<String> {
         let read = self.read.lock().unwrap_or_else(PoisonError::into_inner);
         read.iter()
             .map(|name| {
                 format!(
-                    "namespace {name} is not among the {given_by} objects: it was judged as the \
-                     Namespace the apiserver guarantees (its name and the label \
+                    "namespace {name} is not in {given_by}: it was judged as the Namespace the \
+                     apiserver guarantees (its name and the label \
                      kubernetes.io/metadata.name={name}, no other label); give the Namespace \
-                     with {given_by} to judge it with its own labels"
+                     in {given_by} to judge it with its own labels"
                 )
             })
             .collect()
@@ -151,7 +151,7 @@ mod tests {
         let notes = namespaces.notes("--context");
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
-            notes[0].starts_with("namespace shop is not among"),
+            notes[0].starts_with("namespace shop is not in --context"),
             "{notes:?}"
         );
     }

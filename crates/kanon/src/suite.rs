@@ -13,6 +13,8 @@
 //! exceptionNamespaces: [policy-exceptions]  # optional: where PolicyExceptions among the
 //!                                  # policies are honoured (none by default, as in a cluster)
 //! now: 2026-11-26T12:00:00Z        # optional: the time exceptions' expiresAt is judged at
+//! defaults: false                  # optional: judge resources as written, without the
+//!                                  # apiserver's defaults (default true)
 //! cases:
 //!   - resource: {kind: Pod, namespace: shop, name: web-0}   # apiVersion optional
 //!     operation: UPDATE            # optional
@@ -60,6 +62,10 @@ pub struct TestArgs {
     /// Folders searched (recursively) for `kanon-test.yaml` files, or suite files; default `.`.
     #[arg(value_name = "DIR")]
     paths: Vec<PathBuf>,
+    /// Judge every suite's plain resources as written, without the defaults kube-apiserver
+    /// fills in before any webhook sees an object (as a suite's `defaults: false` does).
+    #[arg(long)]
+    no_defaults: bool,
     #[command(flatten)]
     programs: ProgramArgs,
     #[command(flatten)]
@@ -84,7 +90,14 @@ struct Suite {
     #[serde(default)]
     exception_namespaces: Vec<String>,
     now: Option<String>,
+    /// `false`: plain resources are judged as written, without the apiserver's defaults.
+    #[serde(default = "defaults_on")]
+    defaults: bool,
     cases: Vec<Case>,
+}
+
+fn defaults_on() -> bool {
+    true
 }
 
 fn default_operation() -> String {
@@ -570,6 +583,8 @@ struct SuiteInputs<'d> {
     candidates: Vec<Candidate<'d>>,
     old: &'d [Document],
     default_op: Operation,
+    /// Whether plain resources get the apiserver's defaults.
+    defaults: bool,
 }
 
 /// The old object a case gives itself: the one document of a file relative to the suite, or
@@ -670,8 +685,16 @@ fn plan(
     } else {
         let old = own_old
             .or_else(|| paired_old(doc, inputs.old))
-            .map(as_admitted);
-        Request::from_objects(op, Some(as_admitted(doc.value.clone())), old).map_err(|e| {
+            .map(|old| as_admitted(old, inputs.defaults));
+        let object = as_admitted(doc.value.clone(), inputs.defaults);
+        let request = Request::from_objects(op, Some(object), old).map(|request| {
+            if inputs.defaults {
+                request
+            } else {
+                request.without_defaults()
+            }
+        });
+        request.map_err(|e| {
             let hint = if op == Operation::Update {
                 " (give the case an `oldResource`, or the suite's `oldResources` a previous version of it)"
             } else {
@@ -710,6 +733,7 @@ fn run_cases(
         }),
     );
     let context = &namespaces;
+    let failed_before = tally.failed;
     for (case, op, texts, plan) in planned {
         let label = format!("{name}: {op} {}", case.resource.label());
         let failures = match plan {
@@ -734,8 +758,12 @@ fn run_cases(
             }
         }
     }
-    for note in namespaces.notes("suite's `context`") {
-        eprintln!("note: {name}: {note}");
+    // Where a case failed, the Namespaces that were assumed may be why; a passing suite's
+    // are not worth a line each run.
+    if tally.failed > failed_before {
+        for note in namespaces.notes("the suite's context") {
+            eprintln!("note: {name}: {note}");
+        }
     }
 }
 
@@ -839,7 +867,12 @@ fn audit_disagreement(
     })
 }
 
-fn run_suite(evaluation: &OfflineEvaluation, file: &Path, tally: &mut Tally) -> Result<(), String> {
+fn run_suite(
+    evaluation: &OfflineEvaluation,
+    file: &Path,
+    no_defaults: bool,
+    tally: &mut Tally,
+) -> Result<(), String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let suite: Suite = serde_saphyr::from_str(&text)
         .map_err(|e| format!("{}: {}", file.display(), e.without_snippet()))?;
@@ -869,6 +902,7 @@ fn run_suite(evaluation: &OfflineEvaluation, file: &Path, tally: &mut Tally) -> 
         candidates: candidates(&resources).map_err(bad)?,
         old: &old,
         default_op,
+        defaults: suite.defaults && !no_defaults,
     };
     // Every case is checked before any runs, so a bad suite reports every problem and no
     // verdict.
@@ -926,7 +960,7 @@ pub fn run(args: &TestArgs) -> ExitCode {
     let mut tally = Tally::default();
     let mut bad = false;
     for file in &files {
-        if let Err(e) = run_suite(&evaluation, file, &mut tally) {
+        if let Err(e) = run_suite(&evaluation, file, args.no_defaults, &mut tally) {
             eprintln!("error: {e}");
             bad = true;
         }

@@ -149,8 +149,8 @@ fn namespace_selector_needs_the_namespace_from_context() {
     assert_eq!(deploy["patch"], json!([]));
     assert!(
         stderr(&out).contains(
-            "note: namespace payments is not among the --context objects: it was judged as the \
-             Namespace the apiserver guarantees (its name and the label \
+            "note: namespace payments is not in --context: it was judged as the Namespace the \
+             apiserver guarantees (its name and the label \
              kubernetes.io/metadata.name=payments, no other label)"
         ),
         "{}",
@@ -683,9 +683,40 @@ fn a_binding_namespace_selector_meets_the_guaranteed_namespace_offline() {
     assert_eq!(verdict(verdicts, "system-pod")["allowed"], true);
     for namespace in ["shop", "kube-system"] {
         assert!(
-            stderr(&out).contains(&format!("note: namespace {namespace} is not among")),
+            stderr(&out).contains(&format!("note: namespace {namespace} is not in --context")),
             "{}",
             stderr(&out)
         );
     }
+}
+
+#[test]
+fn plain_resources_are_defaulted_as_the_apiserver_does_unless_told_not_to() {
+    // The apiserver gives every Pod a restartPolicy and each `:latest` container
+    // `imagePullPolicy: Always` before any webhook sees it; `--no-defaults` judges the
+    // manifest as written.
+    let policy = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterValidatePolicy\nmetadata:\n  name: pinned-pulls\nspec:\n  resourceSelectors:\n  - apiVersion: v1\n    kind: Pod\n  validateRules:\n  - cel:\n      validations:\n      - expression: \"has(object.spec.restartPolicy) && object.spec.containers.all(c, c.imagePullPolicy == 'Always')\"\n        message: restartPolicy and imagePullPolicy Always are required\n";
+    let dir = temp_files(&[("policy.yaml", policy), ("pod.yaml", POD)]);
+    let args = |extra: &[&str]| {
+        let mut args = vec![
+            "--policy".to_owned(),
+            dir.path().join("policy.yaml").display().to_string(),
+            "--resource".to_owned(),
+            dir.path().join("pod.yaml").display().to_string(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        args
+    };
+    let defaulted = args(&[]);
+    let (code, verdicts) = apply_json(&defaulted.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 0, "{verdicts:?}");
+    let written = args(&["--no-defaults"]);
+    let (code, verdicts) = apply_json(&written.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, 1);
+    assert_eq!(
+        verdict(&verdicts, "p")["messages"],
+        json!([
+            "ClusterValidatePolicy/pinned-pulls: restartPolicy and imagePullPolicy Always are required"
+        ])
+    );
 }

@@ -302,7 +302,7 @@ pub(crate) fn apply_change(
     changes: &mut crate::diff::Changes,
 ) -> Result<usize, RuleError> {
     let applied = apply_patch(working, change, field, request, lookup, changes)?;
-    if request.typed().is_some() {
+    if request.defaults_objects() {
         let mut defaulted = working.clone();
         request.default_object(&mut defaulted);
         if defaulted != *working {
