@@ -277,7 +277,12 @@ impl Checker<'_> {
 
     fn field_type(&mut self, at: &Expr, operand: &Type, field: &str) -> Type {
         match operand {
-            Type::Dyn | Type::Error | Type::Param(_) => Type::Dyn,
+            Type::Dyn | Type::Error => Type::Dyn,
+            // cel-go binds the variable to `dyn` so that nothing later binds it otherwise.
+            Type::Param(_) => {
+                self.assignable(&Type::Dyn, operand);
+                Type::Dyn
+            }
             Type::Map(key, value) => {
                 if matches!(self.resolve(key), Type::String | Type::Dyn | Type::Param(_)) {
                     (**value).clone()
@@ -302,10 +307,15 @@ impl Checker<'_> {
                 Some(Some(kind)) => kind,
                 Some(None) => self.error(at, format!("undefined field '{field}'")),
             },
-            other => self.error(
-                at,
-                format!("type '{other}' does not support field selection"),
-            ),
+            // cel-go reports the error but types the selection `dyn`, so that checking goes on
+            // without an error type that later overloads would absorb differently.
+            other => {
+                self.error(
+                    at,
+                    format!("type '{other}' does not support field selection"),
+                );
+                Type::Dyn
+            }
         }
     }
 

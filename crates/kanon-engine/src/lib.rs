@@ -146,6 +146,19 @@ pub fn compile_document_reporting(document: &serde_json::Value) -> Result<Compil
     Ok(compile(&object).with_decode_problems(problems))
 }
 
+/// [`compile_document`], checking kinds and paths against `kinds` (built-in and custom; see
+/// [`compile_with`]).
+pub fn compile_document_with(
+    document: &serde_json::Value,
+    kinds: &Kinds,
+) -> Result<CompiledPolicy, InvalidPolicy> {
+    let compiled = compile_document_reporting_with(document, kinds)?;
+    match compiled.policy.defect {
+        Some(defect) => Err((*defect).clone()),
+        None => Ok(compiled.policy),
+    }
+}
+
 /// [`compile_document_reporting`], checking kinds and paths against `kinds` (built-in and
 /// custom; see [`compile_with`]).
 pub fn compile_document_reporting_with(

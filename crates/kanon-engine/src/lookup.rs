@@ -325,10 +325,16 @@ impl Lookup for NoObjects {
 
 type ObjectKey = (String, String, Option<String>, String);
 
-/// An in-memory set of objects, for offline evaluation and tests.
+const CRD_API_VERSION: &str = "apiextensions.k8s.io/v1";
+
+/// An in-memory set of objects, for offline evaluation and tests. The
+/// CustomResourceDefinitions among them serve their kinds ([`ObjectStore::kinds`]), as a
+/// cluster's do.
 #[derive(Debug, Clone, Default)]
 pub struct ObjectStore {
     objects: HashMap<ObjectKey, Arc<Value>>,
+    /// The kinds the store's CRDs serve beside the built-in ones, built on first use.
+    kinds: std::sync::OnceLock<Option<kanon_schema::Kinds>>,
 }
 
 /// An object that cannot be stored because it lacks an identity.
@@ -362,9 +368,47 @@ impl ObjectStore {
             missing: "metadata.name",
         })?;
         let namespace = text("/metadata/namespace").filter(|n| !n.is_empty());
+        if kind == "CustomResourceDefinition" {
+            self.kinds = std::sync::OnceLock::new();
+        }
         self.objects
             .insert((api_version, kind, namespace, name), Arc::new(object));
         Ok(())
+    }
+
+    /// The CustomResourceDefinitions held that do not describe a custom kind kanon can read,
+    /// each with why (their kinds are then unknown).
+    pub fn crd_problems(&self) -> Vec<String> {
+        self.objects(CRD_API_VERSION, "CustomResourceDefinition", None)
+            .iter()
+            .filter_map(|crd| {
+                let name = crd.pointer("/metadata/name").and_then(Value::as_str);
+                kanon_schema::CustomResource::from_crd(crd)
+                    .err()
+                    .map(|e| format!("CustomResourceDefinition {}: {e}", name.unwrap_or("?")))
+            })
+            .collect()
+    }
+
+    /// The built-in kinds and those the CustomResourceDefinitions held serve; `None` when it
+    /// holds none (the built-in kinds alone).
+    pub fn custom_kinds(&self) -> Option<kanon_schema::Kinds> {
+        self.kinds
+            .get_or_init(|| {
+                let crds = self.objects(CRD_API_VERSION, "CustomResourceDefinition", None);
+                if crds.is_empty() {
+                    return None;
+                }
+                let resources: Vec<kanon_schema::CustomResource> = crds
+                    .iter()
+                    .filter_map(|crd| kanon_schema::CustomResource::from_crd(crd).ok())
+                    .collect();
+                let builtin = kanon_schema::Schema::builtin().ok()?;
+                let custom =
+                    kanon_schema::Schema::from_custom_resources(builtin, &resources).ok()?;
+                Some(kanon_schema::Kinds::with_custom(builtin, Arc::new(custom)))
+            })
+            .clone()
     }
 
     /// Number of objects held.
@@ -438,5 +482,9 @@ impl Lookup for ObjectStore {
             });
         }
         ready(Ok(found))
+    }
+
+    fn kinds(&self) -> Option<kanon_schema::Kinds> {
+        self.custom_kinds()
     }
 }

@@ -147,7 +147,21 @@ pub fn run(args: &ApplyArgs) -> ExitCode {
 /// The policies under `paths`, compiled; every problem found is bad input. Their warnings
 /// (likely mistakes that do not make a policy invalid) go to standard error.
 pub(crate) fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
-    let policies = crate::inputs::load_policies(paths).map_err(BadInput)?;
+    load_policies_for(paths, &ObjectStore::new())
+}
+
+/// [`load_policies`], checked against the built-in kinds and the custom kinds of the
+/// CustomResourceDefinitions among `context` (a CRD kanon cannot read is bad input).
+pub(crate) fn load_policies_for(
+    paths: &[PathBuf],
+    context: &ObjectStore,
+) -> Result<PolicySet, BadInput> {
+    let problems = context.crd_problems();
+    if !problems.is_empty() {
+        return Err(BadInput(problems));
+    }
+    let policies =
+        crate::inputs::load_policies_with(paths, context.custom_kinds()).map_err(BadInput)?;
     for policy in policies.policies() {
         for warning in &policy.warnings {
             // A type-checking warning ends in a newline, as kube-controller-manager writes it.
@@ -240,8 +254,9 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
     if let Some(now) = args.exceptions.now {
         evaluation.set_now(now);
     }
-    let policies = honoured(load_policies(&args.policies)?, &args.exceptions.namespaces);
     let context = load_context(&args.context)?;
+    let policies = load_policies_for(&args.policies, &context)?;
+    let policies = honoured(policies, &args.exceptions.namespaces);
     let old = read_documents(&args.old_resources).map_err(|e| e.to_string())?;
     let resources = read_documents(&args.resources).map_err(|e| e.to_string())?;
     if resources.is_empty() {

@@ -186,7 +186,23 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Document>, InputError> {
 /// them (which namespaces may hold them is the caller's to decide). On failure: every problem, each naming the
 /// document's origin (and, for a policy that does not compile, every error by field path).
 pub fn compile_documents(docs: &[Document]) -> Result<PolicySet, Vec<String>> {
-    let mut compiled = Compiling::default();
+    compile_documents_with(docs, None)
+}
+
+/// [`compile_documents`], checking kinds and paths (and VAPs' types) against `kinds`: the
+/// built-in kinds and the custom ones of the CRDs among the context objects.
+pub fn compile_documents_with(
+    docs: &[Document],
+    kinds: Option<kanon_engine::Kinds>,
+) -> Result<PolicySet, Vec<String>> {
+    let mut compiled = Compiling {
+        admission: kinds
+            .clone()
+            .map(AdmissionPolicies::with_kinds)
+            .unwrap_or_default(),
+        kinds,
+        ..Compiling::default()
+    };
     compiled.add(docs);
     compiled.finish()
 }
@@ -199,6 +215,8 @@ struct Compiling {
     exceptions: Vec<std::sync::Arc<kanon_engine::CompiledException>>,
     admission: AdmissionPolicies,
     problems: Vec<String>,
+    /// The kinds policies are checked against; `None`: the built-in kinds.
+    kinds: Option<kanon_engine::Kinds>,
 }
 
 impl Compiling {
@@ -232,7 +250,11 @@ impl Compiling {
                 ));
                 continue;
             }
-            match compile_document(&doc.value) {
+            let compiled = match &self.kinds {
+                Some(kinds) => kanon_engine::compile_document_with(&doc.value, kinds),
+                None => compile_document(&doc.value),
+            };
+            match compiled {
                 Ok(policy) => self.policies.push(policy),
                 Err(invalid) => self.problems.push(format!("{}: {invalid}", doc.origin())),
             }
@@ -253,10 +275,14 @@ impl Compiling {
 }
 
 /// Reads and compiles the policies under `paths` ([`read_documents`], then
-/// [`compile_documents`]): what `kanon apply`, `kanon test` and `kanon render` evaluate.
-pub fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, Vec<String>> {
+/// [`compile_documents_with`], checked against `kinds`): what `kanon apply`, `kanon test` and
+/// `kanon render` evaluate.
+pub fn load_policies_with(
+    paths: &[PathBuf],
+    kinds: Option<kanon_engine::Kinds>,
+) -> Result<PolicySet, Vec<String>> {
     let docs = read_documents(paths).map_err(|e| vec![e.to_string()])?;
-    compile_documents(&docs)
+    compile_documents_with(&docs, kinds)
 }
 
 /// Reads and compiles every policy file under `dir` (recursively, `*.yaml`, `*.yml`,

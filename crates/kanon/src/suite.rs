@@ -51,7 +51,7 @@ use serde_json::Value;
 
 use crate::apply::{
     BadInput, ResourceId, Verdict, as_admitted, evaluate_request, is_review, load_context,
-    load_policies, paired_old,
+    load_policies_for, paired_old,
 };
 use crate::inputs::{Document, read_documents};
 use crate::programs::{DeadlineArgs, OfflineEvaluation, ProgramArgs};
@@ -883,7 +883,9 @@ fn run_suite(
         .clone()
         .unwrap_or_else(|| dir.display().to_string());
     let bad = |problems: Vec<String>| format!("{}: {}", file.display(), problems.join("\n  "));
-    let policies = load_policies(&rel(&suite.policies)).map_err(|BadInput(p)| bad(p))?;
+    let context = load_context(&rel(&suite.context)).map_err(|BadInput(p)| bad(p))?;
+    let policies =
+        load_policies_for(&rel(&suite.policies), &context).map_err(|BadInput(p)| bad(p))?;
     let policies = crate::exceptions::honoured(policies, &suite.exception_namespaces);
     let now = match &suite.now {
         Some(text) => {
@@ -892,7 +894,6 @@ fn run_suite(
         None => crate::exceptions::clock(),
     };
     evaluation.set_now(now);
-    let context = load_context(&rel(&suite.context)).map_err(|BadInput(p)| bad(p))?;
     let resources = read_documents(&rel(&suite.resources)).map_err(|e| e.to_string())?;
     let old = read_documents(&rel(&suite.old_resources)).map_err(|e| e.to_string())?;
     let default_op = kanon_engine::parse_operation(&suite.operation)

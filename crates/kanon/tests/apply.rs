@@ -720,3 +720,69 @@ fn plain_resources_are_defaulted_as_the_apiserver_does_unless_told_not_to() {
         ])
     );
 }
+
+/// A CRD of a namespaced `example.com/v1` Widget with a typed spec.
+const WIDGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              size: {type: integer}\n              tags:\n                type: array\n                x-kubernetes-list-type: set\n                items: {type: string}\n";
+
+#[test]
+fn the_crds_among_the_context_serve_their_kinds_offline() {
+    // A VAP over widgets is type-checked against the CRD's schema, as kube-controller-manager
+    // checks it, and a MAP's apply configuration merges by it.
+    let policies = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: widget-size\nspec:\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [example.com]\n      apiVersions: [v1]\n      operations: [CREATE]\n      resources: [widgets]\n  validations:\n  - expression: object.spec.sizee < 10\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: widget-size\nspec:\n  policyName: widget-size\n  validationActions: [Warn]\n---\napiVersion: admissionregistration.k8s.io/v1beta1\nkind: MutatingAdmissionPolicy\nmetadata:\n  name: widget-tags\nspec:\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [example.com]\n      apiVersions: [v1]\n      operations: [CREATE]\n      resources: [widgets]\n  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{spec: Object.spec{tags: ['checked']}}\"\n---\napiVersion: admissionregistration.k8s.io/v1beta1\nkind: MutatingAdmissionPolicyBinding\nmetadata:\n  name: widget-tags\nspec:\n  policyName: widget-tags\n";
+    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: shop}\nspec: {size: 3, tags: [blue]}\n";
+    let dir = temp_files(&[
+        ("crd.yaml", WIDGET_CRD),
+        ("policies.yaml", policies),
+        ("widget.yaml", widget),
+    ]);
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let out = kanon(&[
+        "apply",
+        "-o",
+        "json",
+        "--policy",
+        &path("policies.yaml"),
+        "--resource",
+        &path("widget.yaml"),
+        "--context",
+        &path("crd.yaml"),
+    ]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("example.com/v1, Kind=Widget: ERROR: <input>:1:12: undefined field 'sizee'"),
+        "{err}"
+    );
+    let verdicts: Value = serde_json::from_slice(&out.stdout).expect("JSON verdicts");
+    let widget = verdict(verdicts.as_array().expect("a list"), "w");
+    // The set gains the tag (`sizee` is no field of the object: the validation, a warning,
+    // fails to evaluate).
+    assert_eq!(
+        widget["patched"]["spec"]["tags"],
+        json!(["blue", "checked"]),
+        "{widget}"
+    );
+
+    // Without the CRD, the apply configuration has no schema to merge by.
+    let out = kanon(&[
+        "apply",
+        "-o",
+        "json",
+        "--policy",
+        &path("policies.yaml"),
+        "--resource",
+        &path("widget.yaml"),
+    ]);
+    assert!(
+        !stderr(&out).contains("undefined field 'sizee'"),
+        "{}",
+        stderr(&out)
+    );
+    let verdicts: Value = serde_json::from_slice(&out.stdout).expect("JSON verdicts");
+    let widget = verdict(verdicts.as_array().expect("a list"), "w");
+    assert!(
+        widget["messages"]
+            .to_string()
+            .contains("an apply configuration needs the kind's schema"),
+        "{widget}"
+    );
+}

@@ -88,6 +88,8 @@ pub struct AdmissionPolicies {
     bindings: Vec<Binding>,
     /// Where each problem was found, and the problem.
     problems: Vec<(String, InvalidPolicy)>,
+    /// The kinds VAPs are type-checked against; `None`: the built-in kinds.
+    kinds: Option<Kinds>,
 }
 
 fn invalid(kind: AdmissionKind, name: &str, errors: Vec<FieldError>) -> InvalidPolicy {
@@ -101,6 +103,15 @@ impl AdmissionPolicies {
     /// No documents yet.
     pub fn new() -> Self {
         AdmissionPolicies::default()
+    }
+
+    /// No documents yet; VAPs are type-checked against `kinds` (built-in and custom), as
+    /// kube-controller-manager checks them against the kinds its cluster serves.
+    pub fn with_kinds(kinds: Kinds) -> Self {
+        AdmissionPolicies {
+            kinds: Some(kinds),
+            ..AdmissionPolicies::default()
+        }
     }
 
     /// Whether `document` is one of the kinds this reads ([`admission_kind_of`]).
@@ -185,7 +196,8 @@ impl AdmissionPolicies {
             match_constraints: spec.match_constraints.as_ref(),
             param_kind: spec.param_kind.as_ref(),
         };
-        let warnings = match Kinds::builtin() {
+        let kinds = self.kinds.clone().map(Ok).unwrap_or_else(Kinds::builtin);
+        let warnings = match kinds {
             Ok(kinds) => super::type_checking::warnings(spec, &kinds),
             // The embedded schema is checked by tests; without it there is nothing to check
             // against.
