@@ -101,12 +101,69 @@ pub fn run(args: &AuditCommandArgs) -> ExitCode {
     }
 }
 
+/// Names on standard error the PolicyExceptions of namespaces this audit does not honour: a
+/// kanon serving with those exception namespaces honours them, so what they exempt is a
+/// failure here and a skip in its reports. Says nothing when there are none or they cannot be
+/// listed because their kind is not installed.
+async fn warn_of_unhonoured_exceptions(client: &kube::Client, honoured: &[String]) {
+    let api: kube::Api<kanon_api::PolicyException> = kube::Api::all(client.clone());
+    let exceptions = match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(status)) if status.code == 404 => return,
+        Err(error) => {
+            eprintln!(
+                "warning: cannot list PolicyExceptions to tell which this audit leaves out: {}",
+                match &error {
+                    kube::Error::Api(status) => format!("{} ({})", status.message, status.reason),
+                    other => other.to_string(),
+                }
+            );
+            return;
+        }
+    };
+    let mut left: std::collections::BTreeMap<String, usize> = Default::default();
+    for exception in &exceptions {
+        let namespace = exception.metadata.namespace.clone().unwrap_or_default();
+        if !honoured.contains(&namespace) {
+            *left.entry(namespace).or_default() += 1;
+        }
+    }
+    if left.is_empty() {
+        return;
+    }
+    let count: usize = left.values().sum();
+    let namespaces: Vec<&str> = left.keys().map(String::as_str).collect();
+    let flags: Vec<String> = namespaces
+        .iter()
+        .map(|ns| format!("--exception-namespace {ns}"))
+        .collect();
+    let why = if honoured.is_empty() {
+        "no --exception-namespace was given".to_owned()
+    } else {
+        format!("the exception namespaces are {}", honoured.join(", "))
+    };
+    eprintln!(
+        "warning: {count} PolicyException{} in {} {} not honoured by this audit ({why}): what \
+         they exempt is reported as a failure here, while a kanon that honours them reports it \
+         as skipped; give {} to honour them as the serving kanon does",
+        if count == 1 { "" } else { "s" },
+        if namespaces.len() == 1 {
+            "namespace"
+        } else {
+            "namespaces"
+        },
+        if count == 1 { "is" } else { "are" },
+        flags.join(" "),
+    );
+}
+
 /// Audits the cluster once; whether nothing failed.
 async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
     let sandbox = args.programs.sandbox_config()?;
     let client = crate::cluster::client(&args.connection)
         .await
         .map_err(|e| e.to_string())?;
+    warn_of_unhonoured_exceptions(&client, &args.exceptions.namespaces).await;
     let metrics = ClusterMetrics::new();
     let lookups = crate::cluster::lookups(&client, &args.lookups, metrics.clone())
         .map_err(|e| e.to_string())?;

@@ -353,6 +353,18 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
             .is_some_and(|m| m.contains("PolicyException/audit-exceptions/legacy-config")),
         "{shop:#?}"
     );
+    // `kanon audit` without the exception namespace does not honour it, and says so.
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["audit", "--kubeconfig"])
+        .arg(env.control_plane().kubeconfig())
+        .output()
+        .expect("kanon audit runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not honoured by this audit (no --exception-namespace was given)")
+            && stderr.contains(&format!("--exception-namespace {EXCEPTIONS}")),
+        "{stderr}"
+    );
 
     // Admission results of Audit actions land in the same report, from the replica that
     // admits, without waiting for an audit: with the auditor stopped, the webhook's kanon
