@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kanon_engine::FieldError;
-use kanon_engine::{CompiledException, compile_exception};
+use kanon_engine::{CompiledException, PolicyId, compile_exception};
 use serde_json::{Value, json};
 
 use crate::policies::{ClusterPolicies, Seen};
@@ -195,7 +195,8 @@ pub fn desired_status(
                 .filter(|e| policies.policy(&e.policy).is_some())
                 .map(|e| e.policy.to_string())
                 .collect();
-            let missing = exception.missing(|id| policies.policy(id));
+            let known: Vec<&PolicyId> = policies.ids().collect();
+            let missing = exception.missing(|id| policies.policy(id), &known);
             let ready = if exception.expired(Some(now_seconds)) {
                 Ready {
                     status: "False",

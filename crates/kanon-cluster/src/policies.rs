@@ -301,6 +301,11 @@ impl ClusterPolicies {
         self.entries.get(id)?.compiled.as_deref()
     }
 
+    /// The identities of the policies (readable or not).
+    pub fn ids(&self) -> impl Iterator<Item = &PolicyId> {
+        self.entries.keys()
+    }
+
     /// Number of policies (readable or not).
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -206,29 +206,59 @@ impl CompiledException {
 
     /// What is wrong with it against the policies `policy` finds by identity (a set's
     /// [`PolicySet::get`](crate::PolicySet::get), or a source's own map): a named policy that
-    /// does not exist, or a named rule the policy does not have, as `(reason, message)` for its
-    /// status. Empty when it names only what exists.
+    /// does not exist (with the nearest of `known` of its kind and namespace, when one is
+    /// close), or a named rule the policy does not have (with the rule names it has, or that
+    /// it has none), as `(reason, message)` for its status. Empty when it names only what
+    /// exists.
     pub fn missing<'p>(
         &self,
         policy: impl Fn(&PolicyId) -> Option<&'p CompiledPolicy>,
+        known: &[&PolicyId],
     ) -> Vec<(&'static str, String)> {
         let mut missing = Vec::new();
         for exempted in &self.exempted {
-            let Some(policy) = policy(&exempted.policy) else {
-                missing.push((
-                    "PolicyNotFound",
-                    format!("{} does not exist", exempted.policy),
-                ));
+            let wanted = &exempted.policy;
+            let Some(policy) = policy(wanted) else {
+                let alike = known.iter().filter(|id| {
+                    id.kind == wanted.kind
+                        && id.namespace == wanted.namespace
+                        && id.binding.is_none()
+                });
+                let meant = kanon_schema::nearest(&wanted.name, alike.map(|id| id.name.as_str()));
+                let hint = meant
+                    .map(|name| {
+                        let mut id = wanted.clone();
+                        id.name = name.to_owned();
+                        format!("; did you mean {id}?")
+                    })
+                    .unwrap_or_default();
+                missing.push(("PolicyNotFound", format!("{wanted} does not exist{hint}")));
                 continue;
             };
             let names = rule_names(policy);
             for rule in &exempted.rules {
-                if !names.iter().any(|n| n == rule) {
-                    missing.push((
-                        "RuleNotFound",
-                        format!("{} has no rule named `{rule}`", exempted.policy),
-                    ));
+                if names.iter().any(|n| n == rule) {
+                    continue;
                 }
+                let hint = if names.is_empty() {
+                    " (none of its rules has a `name`; a rule is exempted by name, so name the \
+                     rule in the policy, or exempt the whole policy by leaving `rules` out)"
+                        .to_owned()
+                } else {
+                    let listed = names
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    match kanon_schema::nearest(rule, names.iter().copied()) {
+                        Some(meant) => format!(" (its rules: {listed}); did you mean `{meant}`?"),
+                        None => format!(" (its rules: {listed})"),
+                    }
+                };
+                missing.push((
+                    "RuleNotFound",
+                    format!("{wanted} has no rule named `{rule}`{hint}"),
+                ));
             }
         }
         missing

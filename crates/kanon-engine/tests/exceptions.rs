@@ -315,16 +315,17 @@ fn an_exception_that_names_what_does_not_exist_says_so() {
         "resourceSelectors": legacy_pods(),
         "reason": "r",
     }));
+    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
     assert_eq!(
-        exception.missing(|id| set.get(id)),
+        exception.missing(|id| set.get(id), &known),
         [
             (
                 "RuleNotFound",
-                "ClusterValidatePolicy/pod-rules has no rule named `pined`".to_string()
+                "ClusterValidatePolicy/pod-rules has no rule named `pined` (its rules: `pinned`, `unprivileged`); did you mean `pinned`?".to_string()
             ),
             (
                 "PolicyNotFound",
-                "ClusterValidatePolicy/pod-rule does not exist".to_string()
+                "ClusterValidatePolicy/pod-rule does not exist; did you mean ClusterValidatePolicy/pod-rules?".to_string()
             ),
         ]
     );
@@ -400,5 +401,31 @@ fn the_exceptions_of_one_review_share_a_budget() {
             "ClusterValidatePolicy/pod-rules: PolicyException/exceptions/costly-04 not applied: "
         ),
         "{spent:#?}"
+    );
+}
+
+#[test]
+fn a_rule_named_of_a_policy_whose_rules_have_no_names_says_so() {
+    let mut unnamed = policy();
+    for rule in unnamed["spec"]["validateRules"]
+        .as_array_mut()
+        .expect("rules")
+    {
+        rule.as_object_mut().expect("a rule").remove("name");
+    }
+    let set = set_of(&[unnamed]);
+    let exception = compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["capabilities"]}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "r",
+    }));
+    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
+    let missing = exception.missing(|id| set.get(id), &known);
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert!(
+        missing[0]
+            .1
+            .starts_with("ClusterValidatePolicy/pod-rules has no rule named `capabilities` (none of its rules has a `name`"),
+        "{missing:?}"
     );
 }

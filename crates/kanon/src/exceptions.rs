@@ -35,8 +35,9 @@ pub fn honoured(set: PolicySet, namespaces: &[String]) -> PolicySet {
         eprintln!("warning: {}", not_honoured(exception));
     }
     // What its status would say in a cluster: a typo that exempts nothing.
+    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
     for exception in set.exceptions() {
-        for (_, missing) in exception.missing(|id| set.get(id)) {
+        for (_, missing) in exception.missing(|id| set.get(id), &known) {
             eprintln!("warning: {}: {missing}", exception.label);
         }
     }
