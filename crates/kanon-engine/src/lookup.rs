@@ -334,7 +334,16 @@ const CRD_API_VERSION: &str = "apiextensions.k8s.io/v1";
 pub struct ObjectStore {
     objects: HashMap<ObjectKey, Arc<Value>>,
     /// The kinds the store's CRDs serve beside the built-in ones, built on first use.
-    kinds: std::sync::OnceLock<Option<kanon_schema::Kinds>>,
+    kinds: std::sync::OnceLock<CustomKinds>,
+}
+
+/// What an [`ObjectStore`]'s CustomResourceDefinitions serve, read on first use.
+#[derive(Debug, Clone, Default)]
+struct CustomKinds {
+    /// The built-in and custom kinds; `None` without CRDs (the built-in kinds alone).
+    kinds: Option<kanon_schema::Kinds>,
+    /// The CRDs that cannot be read, each with why.
+    problems: Vec<String>,
 }
 
 /// An object that cannot be stored because it lacks an identity.
@@ -379,36 +388,44 @@ impl ObjectStore {
     /// The CustomResourceDefinitions held that do not describe a custom kind kanon can read,
     /// each with why (their kinds are then unknown).
     pub fn crd_problems(&self) -> Vec<String> {
-        self.objects(CRD_API_VERSION, "CustomResourceDefinition", None)
-            .iter()
-            .filter_map(|crd| {
-                let name = crd.pointer("/metadata/name").and_then(Value::as_str);
-                kanon_schema::CustomResource::from_crd(crd)
-                    .err()
-                    .map(|e| format!("CustomResourceDefinition {}: {e}", name.unwrap_or("?")))
-            })
-            .collect()
+        self.custom().problems.clone()
     }
 
     /// The built-in kinds and those the CustomResourceDefinitions held serve; `None` when it
     /// holds none (the built-in kinds alone).
     pub fn custom_kinds(&self) -> Option<kanon_schema::Kinds> {
-        self.kinds
-            .get_or_init(|| {
-                let crds = self.objects(CRD_API_VERSION, "CustomResourceDefinition", None);
-                if crds.is_empty() {
-                    return None;
+        self.custom().kinds.clone()
+    }
+
+    /// The store's CRDs read once: the kinds they serve and the ones that cannot be read.
+    fn custom(&self) -> &CustomKinds {
+        self.kinds.get_or_init(|| {
+            let crds = self.objects(CRD_API_VERSION, "CustomResourceDefinition", None);
+            let mut resources = Vec::with_capacity(crds.len());
+            let mut problems = Vec::new();
+            for crd in &crds {
+                match kanon_schema::CustomResource::from_crd(crd) {
+                    Ok(resource) => resources.push(resource),
+                    Err(e) => {
+                        let name = crd.pointer("/metadata/name").and_then(Value::as_str);
+                        problems.push(format!(
+                            "CustomResourceDefinition {}: {e}",
+                            name.unwrap_or("?")
+                        ));
+                    }
                 }
-                let resources: Vec<kanon_schema::CustomResource> = crds
-                    .iter()
-                    .filter_map(|crd| kanon_schema::CustomResource::from_crd(crd).ok())
-                    .collect();
+            }
+            let kinds = (!crds.is_empty()).then(|| {
                 let builtin = kanon_schema::Schema::builtin().ok()?;
                 let custom =
                     kanon_schema::Schema::from_custom_resources(builtin, &resources).ok()?;
                 Some(kanon_schema::Kinds::with_custom(builtin, Arc::new(custom)))
-            })
-            .clone()
+            });
+            CustomKinds {
+                kinds: kinds.flatten(),
+                problems,
+            }
+        })
     }
 
     /// Number of objects held.

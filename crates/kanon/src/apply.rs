@@ -213,11 +213,29 @@ pub(crate) fn paired_old(doc: &Document, old: &[Document]) -> Option<Value> {
 /// requests from limits, a Deployment's `replicas`, ...), so that offline verdicts and patches
 /// are the cluster's. An AdmissionReview's objects come from the apiserver and are left alone.
 /// With `defaults` off (`--no-defaults`), the object as written.
-pub(crate) fn as_admitted(mut object: Value, defaults: bool) -> Value {
+fn as_admitted(mut object: Value, defaults: bool) -> Value {
     if defaults {
         kanon_engine::apply_builtin_defaults(&mut object);
     }
     object
+}
+
+/// The request for a plain `object` (and its `old` version) as kube-apiserver hands it to
+/// admission ([`as_admitted`]); with `defaults` off, judged and mutated as written, the
+/// defaulting after each mutation off too.
+pub(crate) fn admitted_request(
+    operation: Operation,
+    object: Value,
+    old: Option<Value>,
+    defaults: bool,
+) -> Result<Request, kanon_engine::RequestError> {
+    let old = old.map(|old| as_admitted(old, defaults));
+    let request = Request::from_objects(operation, Some(as_admitted(object, defaults)), old)?;
+    Ok(if defaults {
+        request
+    } else {
+        request.without_defaults()
+    })
 }
 
 pub(crate) fn build_request(
@@ -230,16 +248,8 @@ pub(crate) fn build_request(
         return Request::from_admission_review(&doc.value)
             .map_err(|e| format!("{}: {e}", doc.origin()));
     }
-    let old_object = paired_old(doc, old).map(|old| as_admitted(old, defaults));
-    let object = as_admitted(doc.value.clone(), defaults);
-    let request = Request::from_objects(operation, Some(object), old_object).map(|request| {
-        if defaults {
-            request
-        } else {
-            request.without_defaults()
-        }
-    });
-    request.map_err(|e| {
+    let old_object = paired_old(doc, old);
+    admitted_request(operation, doc.value.clone(), old_object, defaults).map_err(|e| {
         let hint = if operation == Operation::Update {
             " (give it with --old-resource)"
         } else {

@@ -50,7 +50,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::apply::{
-    BadInput, ResourceId, Verdict, as_admitted, evaluate_request, is_review, load_context,
+    BadInput, ResourceId, Verdict, admitted_request, evaluate_request, is_review, load_context,
     load_policies_for, paired_old,
 };
 use crate::inputs::{Document, read_documents};
@@ -683,18 +683,8 @@ fn plan(
         }
         Request::from_admission_review(&doc.value).map_err(|e| e.to_string())
     } else {
-        let old = own_old
-            .or_else(|| paired_old(doc, inputs.old))
-            .map(|old| as_admitted(old, inputs.defaults));
-        let object = as_admitted(doc.value.clone(), inputs.defaults);
-        let request = Request::from_objects(op, Some(object), old).map(|request| {
-            if inputs.defaults {
-                request
-            } else {
-                request.without_defaults()
-            }
-        });
-        request.map_err(|e| {
+        let old = own_old.or_else(|| paired_old(doc, inputs.old));
+        admitted_request(op, doc.value.clone(), old, inputs.defaults).map_err(|e| {
             let hint = if op == Operation::Update {
                 " (give the case an `oldResource`, or the suite's `oldResources` a previous version of it)"
             } else {

@@ -180,15 +180,7 @@ fn integer(number: &serde_json::Number) -> Value {
 
 /// A quantity in canonical form, as `resource.Quantity` writes itself.
 fn quantity(value: &Value) -> Value {
-    let text = match value {
-        Value::String(text) => text.trim().to_owned(),
-        Value::Number(number) => json_number_text(number),
-        other => return other.clone(),
-    };
-    match text.parse::<crate::quantity::Quantity>() {
-        Ok(parsed) => Value::String(parsed.canonical_text()),
-        Err(_) => value.clone(),
-    }
+    super::quantity_of(value).map_or_else(|| value.clone(), |q| Value::String(q.canonical_text()))
 }
 
 /// A time in UTC, whole seconds (`metav1.Time`) or microseconds (`metav1.MicroTime`), as they

@@ -189,6 +189,16 @@ impl<'s> Typed<'s> {
     }
 }
 
+/// The quantity a value holds, written as a string (spaces around it ignored) or a number, as
+/// `resource.Quantity` reads it; `None` for any other value or text.
+pub(crate) fn quantity_of(value: &Value) -> Option<crate::quantity::Quantity> {
+    match value {
+        Value::String(text) => text.trim().parse().ok(),
+        Value::Number(number) => json_number_text(number).parse().ok(),
+        _ => None,
+    }
+}
+
 /// A JSON number as Go's encoder writes it (what the apiserver's decoder then reads): integers
 /// as they are, a float with no fraction below 1e21 as an integer (`2.0` is `2`), others in
 /// Go's shortest form (`1.5`, `1e+21`, `1e-7`).

@@ -70,7 +70,7 @@ pub(super) fn defaulter(component: &str) -> Option<fn(&mut Object)> {
         (FLOWCONTROL, "ExemptPriorityLevelConfiguration") => exempt_priority_level,
         (FLOWCONTROL, "LimitedPriorityLevelConfiguration") => limited_priority_level,
         (FLOWCONTROL, "QueuingConfiguration") => queuing,
-        (ADMISSION_V1 | ADMISSION_V1BETA1, "ValidatingWebhook") => validating_webhook,
+        (ADMISSION_V1 | ADMISSION_V1BETA1, "ValidatingWebhook") => webhook,
         (ADMISSION_V1 | ADMISSION_V1BETA1, "MutatingWebhook") => mutating_webhook,
         // `Rule` is embedded in these, which the schema flattens.
         (ADMISSION_V1 | ADMISSION_V1BETA1, "RuleWithOperations" | "NamedRuleWithOperations") => {
@@ -275,6 +275,10 @@ fn requests_from_limits(container: &mut Object) {
 /// The pod-level `resources`' defaulting: hugepage limits from the containers', then requests
 /// from the containers' requests (where overcommit is allowed) and the pod's limits.
 fn pod_level_resources(spec: &mut Object) {
+    // Most Pods have none: the containers are summed only for one that has.
+    if !spec.get("resources").is_some_and(Value::is_object) {
+        return;
+    }
     let container_limits = aggregate(spec, "limits");
     let container_requests = aggregate(spec, "requests");
     let Some(resources) = present(spec, "resources") else {
@@ -293,7 +297,7 @@ fn pod_level_resources(spec: &mut Object) {
     if !limits.is_empty() || !requests.is_empty() {
         let mut pod_limits = limits.clone();
         for (name, quantity) in &container_limits {
-            if supported(name) && hugepages(name) && !requests.contains_key(name) {
+            if hugepages(name) && !requests.contains_key(name) {
                 pod_limits
                     .entry(name.clone())
                     .or_insert_with(|| Value::String(quantity.canonical_text()));
@@ -341,7 +345,7 @@ fn aggregate(spec: &Object, key: &str) -> Vec<(String, Quantity)> {
             .and_then(Value::as_object)
             .into_iter()
             .flatten()
-            .filter_map(|(name, value)| Some((name.clone(), quantity(value)?)))
+            .filter_map(|(name, value)| Some((name.clone(), crate::typed::quantity_of(value)?)))
             .collect()
     };
     let containers = |key: &str| {
@@ -389,15 +393,6 @@ fn largest(list: &mut Vec<(String, Quantity)>, other: &[(String, Quantity)]) {
             Some(_) => {}
             None => list.push((name.clone(), *quantity)),
         }
-    }
-}
-
-/// A quantity written as a string or a number.
-pub(super) fn quantity(value: &Value) -> Option<Quantity> {
-    match value {
-        Value::String(text) => text.trim().parse().ok(),
-        Value::Number(number) => crate::typed::json_number_text(number).parse().ok(),
-        _ => None,
     }
 }
 
@@ -450,9 +445,11 @@ fn service(service: &mut Object) {
             spec.remove("sessionAffinityConfig");
         }
         "ClientIP" => {
-            let has_timeout = spec
-                .pointer_value("sessionAffinityConfig/clientIP/timeoutSeconds")
-                .is_some_and(|v| !v.is_null());
+            let has_timeout = member(
+                spec,
+                &["sessionAffinityConfig", "clientIP", "timeoutSeconds"],
+            )
+            .is_some_and(|v| !v.is_null());
             if !has_timeout {
                 spec.insert(
                     "sessionAffinityConfig".into(),
@@ -504,17 +501,10 @@ fn service(service: &mut Object) {
     }
 }
 
-/// `value`'s member at a `/`-separated path of object keys.
-trait PointerValue {
-    fn pointer_value(&self, path: &str) -> Option<&Value>;
-}
-
-impl PointerValue for Object {
-    fn pointer_value(&self, path: &str) -> Option<&Value> {
-        let mut parts = path.split('/');
-        let first = self.get(parts.next()?)?;
-        parts.try_fold(first, |value, part| value.get(part))
-    }
+/// The value at `path` (keys and list indexes) below `object`.
+fn member<'o>(object: &'o Object, path: &[&str]) -> Option<&'o Value> {
+    let (first, rest) = path.split_first()?;
+    crate::typed::at(object.get(*first)?, rest)
 }
 
 fn probe(probe: &mut Object) {
@@ -633,8 +623,7 @@ fn host_path(source: &mut Object) {
 }
 
 fn replication_controller(controller: &mut Object) {
-    let labels = controller
-        .pointer_value("spec/template/metadata/labels")
+    let labels = member(controller, &["spec", "template", "metadata", "labels"])
         .filter(|labels| !labels.is_null())
         .cloned();
     let Some(labels) = labels else {
@@ -721,8 +710,7 @@ fn replica_set(replica_set: &mut Object) {
 // batch/v1
 
 fn job(job: &mut Object) {
-    let template_labels = job
-        .pointer_value("spec/template/metadata/labels")
+    let template_labels = member(job, &["spec", "template", "metadata", "labels"])
         .filter(|labels| !labels.is_null())
         .cloned();
     let Some(spec) = structure(job, "spec") else {
@@ -934,10 +922,6 @@ fn webhook(webhook: &mut Object) {
     set_unset(webhook, "namespaceSelector", json!({}));
     set_unset(webhook, "objectSelector", json!({}));
     set_unset(webhook, "timeoutSeconds", json!(10));
-}
-
-fn validating_webhook(hook: &mut Object) {
-    webhook(hook);
 }
 
 fn mutating_webhook(hook: &mut Object) {

@@ -174,7 +174,7 @@ fn zero(value: &Value) -> bool {
 fn round_up(list: &mut Map<String, Value>) {
     const MILLI_NANOS: i128 = 1_000_000;
     for value in list.values_mut() {
-        if let Some(quantity) = kinds::quantity(value) {
+        if let Some(quantity) = super::quantity_of(value) {
             let rounded = quantity.rounded_away_from_zero(MILLI_NANOS);
             if rounded != quantity {
                 *value = Value::String(rounded.canonical_text());
