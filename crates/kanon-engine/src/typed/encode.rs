@@ -3,11 +3,12 @@
 //! not a pointer, list or map becomes its zero value, integers are integers, quantities and
 //! times canonical.
 //!
-//! Fields the value lacks are not added (Go would write a struct's non-`omitempty` fields
-//! whatever they hold; an object the apiserver decoded already has them), and fields the type
-//! does not declare are kept (strict decoding refuses them before).
+//! A struct's fields the value lacks are written as Go writes a zero field: a struct held by
+//! value as its zero (`resources: {}`, `creationTimestamp: null`), a field that is not
+//! `omitempty` as its zero value; fields the type does not declare are kept (strict decoding
+//! refuses them before).
 
-use kanon_schema::{GoShape, GoTypes, Schema, Shape, Type, go_shape};
+use kanon_schema::{GoShape, GoStruct, GoTypes, Object, Schema, Shape, Type, go_shape};
 use serde_json::{Map, Value};
 
 use super::{MICRO_TIME, Place, QUANTITY, TIME, json_number_text};
@@ -103,6 +104,7 @@ impl Encoder<'_> {
                         }
                     }
                 }
+                self.absent_fields(structure, object, &mut out);
                 Value::Object(out)
             }
             (Shape::List(list), Value::Array(items)) => {
@@ -133,6 +135,24 @@ impl Encoder<'_> {
         }
     }
 
+    /// The fields of `structure` that `out` lacks, as Go writes a zero field when it is not left
+    /// out: non-`omitempty` ones, and structs held by value (never empty).
+    fn absent_fields(&self, structure: &GoStruct, object: &Object, out: &mut Map<String, Value>) {
+        for field in &structure.fields {
+            if out.contains_key(&field.name) {
+                continue;
+            }
+            let Some(field_type) = object.fields.get(&field.name) else {
+                continue;
+            };
+            let go = Some(field.go_type.as_str());
+            let zero = self.value(go, field_type, &Value::Null);
+            if !(field.omitempty && self.empty(go, field_type, &zero)) {
+                out.insert(field.name.clone(), zero);
+            }
+        }
+    }
+
     /// The zero value of a type that is not a pointer, list or map, as Go writes it.
     fn zero(&self, ty: &Type, name: Option<&str>) -> Value {
         match name {
@@ -151,19 +171,8 @@ impl Encoder<'_> {
                 if structure.custom {
                     return Value::Null;
                 }
-                // A zero struct writes its fields that are not left out: non-`omitempty` ones,
-                // and structs (never empty).
                 let mut out = Map::new();
-                for field in &structure.fields {
-                    let Some(field_type) = object.fields.get(&field.name) else {
-                        continue;
-                    };
-                    let go = Some(field.go_type.as_str());
-                    let zero = self.value(go, field_type, &Value::Null);
-                    if !(field.omitempty && self.empty(go, field_type, &zero)) {
-                        out.insert(field.name.clone(), zero);
-                    }
-                }
+                self.absent_fields(structure, object, &mut out);
                 Value::Object(out)
             }
             _ => Value::Null,

@@ -207,6 +207,37 @@ fn written_back_as_the_apiserver_writes_its_go_type() {
 }
 
 #[test]
+fn absent_fields_are_written_as_go_writes_a_zero_field() {
+    // A container a mutation adds without `resources` gets `resources: {}` (a struct held by
+    // value is never left out), so a next mutation can add into it as in the apiserver.
+    assert_eq!(
+        written_back(
+            "/spec/containers/1",
+            json!({"name": "side", "image": "busybox"})
+        ),
+        Some(json!({"name": "side", "image": "busybox", "resources": {}}))
+    );
+    // A field that is not omitempty is written as its zero value.
+    assert_eq!(
+        written_back("/spec/containers/1", json!({"image": "busybox"})),
+        Some(json!({"name": "", "image": "busybox", "resources": {}}))
+    );
+    // Nested: a probe's embedded handler adds nothing, its own non-omitempty fields do.
+    assert_eq!(
+        written_back(
+            "/spec/containers/0/livenessProbe",
+            json!({"httpGet": {"port": 80}})
+        ),
+        Some(json!({"httpGet": {"port": 80}}))
+    );
+    // A written metadata gets the time Go writes as null.
+    assert_eq!(
+        written_back("/metadata", json!({"name": "web"})),
+        Some(json!({"name": "web", "creationTimestamp": null}))
+    );
+}
+
+#[test]
 fn json_numbers_are_written_as_go_writes_them() {
     let text = |value: Value| match value {
         Value::Number(n) => json_number_text(&n),
