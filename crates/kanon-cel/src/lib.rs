@@ -9,6 +9,7 @@ pub mod ast;
 mod budget;
 pub mod check;
 mod compile;
+pub mod composition;
 pub mod env;
 pub mod error;
 pub mod eval;

@@ -27,7 +27,10 @@
 //! and tests/oracle/generate.rs (operators and functions crossed with edge-case arguments).
 //!
 //! A second test, `random_expressions_agree_with_kube_apiserver`, compares expressions generated
-//! at random (tests/oracle/random.rs: well-typed trees over the variable sets) from a seed: each
+//! at random (tests/oracle/random.rs: well-typed trees over the variable sets) from a seed, a
+//! third of them with parts written as an admission policy's `variables` (composed on the Go
+//! side by the admission plugins' composition, on kanon's by `kanon_cel::composition`, which
+//! kanon's policies use: types as declared, computed when first read, costs, error words): each
 //! difference is shrunk to a small reproducer (a node replaced by a child of its type, or by a
 //! leaf, while the difference stays of the same kind), and every reproducer must be listed in
 //! tests/oracle/known-random-differences.txt. `KANON_CEL_RANDOM_SEED` (a number, or `fresh`)
@@ -65,7 +68,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use kanon_cel::{Budget, Env, Type, Value};
+use kanon_cel::composition;
+use kanon_cel::{Activation, Budget, Env, EvalError, Type, Value};
 use serde_json::{Value as Json, json};
 
 use corpus::{Case, VARIABLES, VariableSets};
@@ -359,15 +363,7 @@ fn shrink(
         candidates.truncate(200);
         let cases: Vec<Case> = candidates
             .iter()
-            .map(|candidate| {
-                let expr = candidate.text();
-                Case {
-                    id: format!("[{vars}] {expr}"),
-                    category: "random".to_owned(),
-                    expr,
-                    vars: vars.to_owned(),
-                }
-            })
+            .map(|candidate| candidate.case(vars))
             .collect();
         if cases.is_empty() {
             break;
@@ -388,7 +384,7 @@ fn shrink(
             _ => break,
         }
     }
-    (format!("[{vars}] {}", node.text()), difference)
+    (node.case(vars).id, difference)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,7 +405,14 @@ fn run_oracle(
         .unwrap_or_else(|error| panic!("starting {}: {error}", binary.display()));
     let mut input = String::new();
     for case in cases {
-        let line = json!({"expr": case.expr, "variables": sets[&case.vars]});
+        let mut line = json!({"expr": case.expr, "variables": sets[&case.vars]});
+        if !case.definitions.is_empty() {
+            line["definitions"] = case
+                .definitions
+                .iter()
+                .map(|(name, expression)| json!({"name": name, "expression": expression}))
+                .collect();
+        }
         input.push_str(&line.to_string());
         input.push('\n');
     }
@@ -498,7 +501,11 @@ fn run_kanon(cases: &[Case], sets: &VariableSets) -> (Vec<Outcome>, Vec<Option<S
             }
             let started = Instant::now();
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-                kanon_outcome(&env, &case.expr, &documents)
+                if case.definitions.is_empty() {
+                    kanon_outcome(&env, &case.expr, &documents)
+                } else {
+                    composed_outcome(&env, case, &documents)
+                }
             }))
             .unwrap_or_else(|payload| (Outcome::Panic(panic_text(payload.as_ref())), None));
             (outcome, started.elapsed())
@@ -545,6 +552,85 @@ fn kanon_outcome(env: &Env, expr: &str, documents: &[&Json]) -> (Outcome, Option
         },
     };
     (outcome, checked)
+}
+
+/// [`kanon_outcome`] of an expression that reads an admission policy's variables, composed
+/// with kanon-cel's composition (what kanon's policies use): each definition compiled in an
+/// environment that declares the ones before it, computed when first read.
+fn composed_outcome(env: &Env, case: &Case, documents: &[&Json]) -> (Outcome, Option<String>) {
+    let mut env = env.clone();
+    let mut programs = Vec::with_capacity(case.definitions.len());
+    for (name, expression) in &case.definitions {
+        let program = match env.compile(expression) {
+            Ok(program) => program,
+            Err(error) => {
+                let refused = first_line(&error.to_string());
+                return (
+                    Outcome::Refused(format!("variable {name}: {refused}")),
+                    None,
+                );
+            }
+        };
+        env.declare_variable(
+            &composition::declared_name(name),
+            composition::variable_type(program.result_type()),
+        );
+        programs.push((name.as_str(), program));
+    }
+    let program = match env.compile(&case.expr) {
+        Ok(program) => program,
+        Err(error) => return (Outcome::Refused(first_line(&error.to_string())), None),
+    };
+    let checked = Some(program.result_type().runtime_text());
+    let mut activation = Composed {
+        base: documents
+            .iter()
+            .map(|document| Value::from_json(document))
+            .collect(),
+        programs: &programs,
+        computed: composition::Computed::new(programs.len(), usize::MAX),
+    };
+    let mut budget = Budget::new(COST_LIMIT);
+    let outcome = match program.eval_with(&mut activation, &mut budget) {
+        Ok(value) => Outcome::Value {
+            rendering: render::render(&value),
+            type_name: value.type_of().runtime_name().to_owned(),
+            cost: budget.spent,
+        },
+        Err(error) => Outcome::Error {
+            text: error.to_string(),
+            cost: budget.spent,
+        },
+    };
+    (outcome, checked)
+}
+
+/// The admission variables, then the policy's variables in the slots declared after them.
+struct Composed<'p, 'a> {
+    base: Vec<Value<'a>>,
+    programs: &'p [(&'p str, kanon_cel::Program)],
+    computed: composition::Computed<'a>,
+}
+
+impl<'a> Activation<'a> for Composed<'_, 'a> {
+    fn resolve(&mut self, slot: usize, budget: &mut Budget<'_>) -> Result<Value<'a>, EvalError> {
+        if let Some(value) = self.base.get(slot) {
+            return Ok(value.clone());
+        }
+        let index = slot - self.base.len();
+        let programs = self.programs;
+        let Some((name, program)) = programs.get(index) else {
+            return Ok(Value::Null);
+        };
+        composition::Computed::resolve(
+            self,
+            |activation| &mut activation.computed,
+            index,
+            name,
+            program,
+            budget,
+        )
+    }
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -622,7 +708,9 @@ fn compare(kanon: &Outcome, oracle: &Outcome) -> Option<Difference> {
                 cost: b_cost,
             },
         ) => {
-            if b.starts_with(RECOVERED_CRASH) {
+            // (Within a policy variable, the same behind `composited variable "v0" fails to
+            // evaluate: `.)
+            if b.starts_with(RECOVERED_CRASH) || b.contains(&format!(": {RECOVERED_CRASH}")) {
                 // kube-apiserver's text is its own recovered crash; kanon says the real cause
                 // (what failed first), as issue 35 asks, and no cost is compared past a crash.
                 None
@@ -657,10 +745,26 @@ const PROGRAM: &str = "(program) ";
 /// Same first line; an oracle's program error is the same refusal as kanon's compile error of
 /// the same message, whatever its location.
 fn same_refusal(kanon: &str, oracle: &str) -> bool {
-    match oracle.strip_prefix(PROGRAM) {
-        Some(oracle) => without_location(kanon) == oracle,
-        None => kanon == oracle,
+    let (program, oracle) = match oracle.strip_prefix(PROGRAM) {
+        Some(oracle) => (true, oracle),
+        None => (false, oracle),
+    };
+    // A policy variable's refusal names the variable first on both sides (`variable v0: `).
+    let (kanon, oracle) = match (variable_named(kanon), variable_named(oracle)) {
+        (Some((a, kanon)), Some((b, oracle))) if a == b => (kanon, oracle),
+        _ => (kanon, oracle),
+    };
+    if program {
+        without_location(kanon) == oracle
+    } else {
+        kanon == oracle
     }
+}
+
+/// `variable v0: message` → `("v0", "message")`.
+fn variable_named(text: &str) -> Option<(&str, &str)> {
+    let rest = text.strip_prefix("variable ")?;
+    rest.split_once(": ")
 }
 
 /// `ERROR: <input>:1:4: message` → `message`.

@@ -32,6 +32,9 @@ pub struct Case {
     pub category: String,
     pub expr: String,
     pub vars: String,
+    /// An admission policy's variables the expression reads as `variables.<name>`, in order
+    /// (each may read the ones before it); none for the corpus.
+    pub definitions: Vec<(String, String)>,
 }
 
 impl Case {
@@ -46,6 +49,7 @@ impl Case {
             category: category.to_owned(),
             expr: expr.to_owned(),
             vars: vars.to_owned(),
+            definitions: Vec::new(),
         }
     }
 }

@@ -6,6 +6,12 @@
 //
 //	{"expr": "object.spec.replicas > 1", "variables": {"object": {...}}}
 //
+// with, optionally, an admission policy's variables the expression reads as `variables.<name>`,
+// composed as the admission plugins compose them (plugin/cel's composition: declared with the
+// type their expression gives, each computed when first read, its cost the request's):
+//
+//	"definitions": [{"name": "v0", "expression": "object.spec.containers"}]
+//
 // Output, one JSON object per input line on stdout, in order:
 //
 //	{"compile_error": "..."}                         parse or type-check refused it
@@ -21,6 +27,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -34,6 +41,7 @@ import (
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/version"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
@@ -48,8 +56,15 @@ var variableNames = []string{"object", "oldObject", "params", "namespaceObject",
 var dynVariables = variableNames[:3]
 
 type input struct {
-	Expr      string                     `json:"expr"`
-	Variables map[string]json.RawMessage `json:"variables"`
+	Expr        string                     `json:"expr"`
+	Variables   map[string]json.RawMessage `json:"variables"`
+	Definitions []definition               `json:"definitions,omitempty"`
+}
+
+// definition is one of an admission policy's variables.
+type definition struct {
+	Name       string `json:"name"`
+	Expression string `json:"expression"`
 }
 
 type output struct {
@@ -103,6 +118,17 @@ func main() {
 	if err != nil {
 		fail("building the environment: %v", err)
 	}
+	// One composition for every case with definitions: its `variables` type is emptied and
+	// filled again for each (the checker reads the type's fields when it meets them, which is
+	// how the apiserver compiles each variable in the environment the ones before it extended).
+	composition, err := plugincel.NewCompositionEnv(plugincel.VariablesTypeName, envSet)
+	if err != nil {
+		fail("declaring `variables`: %v", err)
+	}
+	composedEnv, err := composition.EnvSet.Env(environment.StoredExpressions)
+	if err != nil {
+		fail("building the environment with `variables`: %v", err)
+	}
 	// `overloads`: each function's overload ids in the order the checker tries them (the
 	// order they were declared in), as one JSON object.
 	if len(os.Args) > 1 && os.Args[1] == "overloads" {
@@ -132,7 +158,13 @@ func main() {
 		if err := json.Unmarshal(line, &req); err != nil {
 			fail("reading %q: %v", line, err)
 		}
-		if err := enc.Encode(run(env, req)); err != nil {
+		var answer output
+		if len(req.Definitions) > 0 {
+			answer = runComposed(composedEnv, composition, req)
+		} else {
+			answer = run(env, req)
+		}
+		if err := enc.Encode(answer); err != nil {
 			fail("writing: %v", err)
 		}
 		// One answer per question: the caller may wait for each line.
@@ -179,7 +211,85 @@ func run(env *cel.Env, req input) output {
 	if err != nil {
 		return output{ProgramError: str(err.Error()), Checked: checked}
 	}
-	// Every admission variable is bound (oldObject is null on CREATE, and so on).
+	vars := bindings(req)
+	return repeat(checked, func() result { return eval(prg, vars) })
+}
+
+// runComposed is run for an expression that reads an admission policy's variables: each
+// definition compiled in turn, declared for the ones after it, then the expression.
+func runComposed(env *cel.Env, composition *plugincel.CompositionEnv, req input) output {
+	for name := range composition.MapType.Fields {
+		delete(composition.MapType.Fields, name)
+	}
+	composition.CompiledVariables = map[string]plugincel.CompilationResult{}
+	for _, def := range req.Definitions {
+		ast, refused := compile(env, def.Expression)
+		if refused != nil {
+			return output{CompileError: str("variable " + def.Name + ": " + *refused)}
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			return output{ProgramError: str("variable " + def.Name + ": " + err.Error())}
+		}
+		composition.AddField(def.Name, ast.OutputType())
+		composition.CompiledVariables[def.Name] = plugincel.CompilationResult{Program: prg, OutputType: ast.OutputType()}
+	}
+	ast, refused := compile(env, req.Expr)
+	if refused != nil {
+		return output{CompileError: refused}
+	}
+	checked := str(ast.OutputType().String())
+	prg, err := env.Program(ast)
+	if err != nil {
+		return output{ProgramError: str(err.Error()), Checked: checked}
+	}
+	vars := bindings(req)
+	return repeat(checked, func() result { return evalComposed(prg, vars, composition) })
+}
+
+// composedActivation binds the admission variables and `variables`, whose fields are computed
+// when first read (as the admission plugins' activation binds them).
+type composedActivation struct {
+	vars      map[string]any
+	variables ref.Val
+}
+
+func (a *composedActivation) ResolveName(name string) (any, bool) {
+	if name == "variables" {
+		return a.variables, true
+	}
+	v, ok := a.vars[name]
+	return v, ok
+}
+
+func (a *composedActivation) Parent() interpreter.Activation { return nil }
+
+// evalComposed is eval with `variables`: the cost is the expression's and the variables' it
+// computed, as the admission plugins charge a request.
+func evalComposed(prg cel.Program, vars map[string]any, composition *plugincel.CompositionEnv) (res result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = result{kind: "error", text: fmt.Sprintf("panic: %v", p)}
+		}
+	}()
+	ctx := composition.CreateContext(context.Background())
+	activation := &composedActivation{vars: vars}
+	activation.variables = ctx.Variables(activation)
+	val, det, err := prg.ContextEval(ctx, activation)
+	var cost uint64
+	if det != nil && det.ActualCost() != nil {
+		cost = *det.ActualCost()
+	}
+	cost += uint64(ctx.GetAndResetCost())
+	if err != nil {
+		return result{kind: "error", text: err.Error(), cost: cost}
+	}
+	return result{kind: "value", text: render(val), typ: val.Type().TypeName(), cost: cost}
+}
+
+// bindings are the case's admission variables, every one bound (oldObject is null on CREATE,
+// and so on).
+func bindings(req input) map[string]any {
 	vars := map[string]any{}
 	for _, name := range variableNames {
 		vars[name] = nil
@@ -193,13 +303,19 @@ func run(env *cel.Env, req input) output {
 		}
 		vars[name] = v
 	}
-	first := eval(prg, vars)
+	return vars
+}
+
+// repeat evaluates a case as many times as it takes to see whether its answer depends on map
+// order.
+func repeat(checked *string, evaluate func() result) output {
+	first := evaluate()
 	times := evaluations
 	if first.cost > costlyEvaluation {
 		times = costlyEvaluations
 	}
 	for i := 1; i < times; i++ {
-		if again := eval(prg, vars); again != first {
+		if again := evaluate(); again != first {
 			first.unstable = true
 			break
 		}

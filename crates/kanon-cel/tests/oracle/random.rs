@@ -8,7 +8,9 @@
 //! lists of objects; `request`, `namespaceObject`, `params` and `oldObject` where they have them), and
 //! the functions of kube-apiserver 1.35's base environment: the standard library,
 //! strings, lists, sets, quantities, optionals, two-variable comprehensions, durations and
-//! timestamps, format.
+//! timestamps, format. Any node may be written as an admission policy's variable, defined
+//! before the variables that read it and read where it stands as `variables.<name>`; shrinking
+//! also writes a variable back in place.
 
 use crate::corpus::Case;
 
@@ -78,6 +80,9 @@ pub struct Node {
     pub ty: Ty,
     template: String,
     kids: Vec<Node>,
+    /// Written as an admission policy's variable, read where the node stands as
+    /// `variables.<name>`.
+    variable: bool,
 }
 
 impl Node {
@@ -86,6 +91,7 @@ impl Node {
             ty,
             template: text.to_owned(),
             kids: Vec::new(),
+            variable: false,
         }
     }
 
@@ -94,17 +100,80 @@ impl Node {
             ty,
             template: template.to_owned(),
             kids,
+            variable: false,
         }
     }
 
-    /// The expression's text.
-    pub fn text(&self) -> String {
+    /// The expression's text, and the variables it reads, each defined before the ones that
+    /// read it (`v0`, `v1`, … in that order).
+    pub fn composed(&self) -> (String, Vec<(String, String)>) {
+        let mut definitions = Vec::new();
+        let text = self.render(&mut definitions);
+        (text, definitions)
+    }
+
+    fn render(&self, definitions: &mut Vec<(String, String)>) -> String {
         let mut out = self.template.clone();
+        // The children first, so that a variable inside this one is defined before it.
+        let kids: Vec<String> = self
+            .kids
+            .iter()
+            .map(|kid| kid.render(definitions))
+            .collect();
         // Highest index first, so that `$1` is not taken for the start of `$10`.
-        for (index, kid) in self.kids.iter().enumerate().rev() {
-            out = out.replace(&format!("${index}"), &format!("({})", kid.text()));
+        for (index, kid) in kids.iter().enumerate().rev() {
+            out = out.replace(&format!("${index}"), &format!("({kid})"));
         }
-        out
+        if !self.variable {
+            return out;
+        }
+        let name = format!("v{}", definitions.len());
+        definitions.push((name.clone(), out));
+        format!("variables.{name}")
+    }
+
+    /// The case of this expression over the variable set `vars`, its id naming its variables.
+    pub fn case(&self, vars: &str) -> Case {
+        let (expr, definitions) = self.composed();
+        let mut id = format!("[{vars}] {expr}");
+        if !definitions.is_empty() {
+            let defined: Vec<String> = definitions
+                .iter()
+                .map(|(name, definition)| format!("{name} = {definition}"))
+                .collect();
+            id.push_str(&format!(" where {}", defined.join("; ")));
+        }
+        Case {
+            id,
+            category: "random".to_owned(),
+            expr,
+            vars: vars.to_owned(),
+            definitions,
+        }
+    }
+
+    /// Makes `count` of its nodes (at random, the root among them) variables.
+    fn mark(&mut self, rng: &mut Rng, count: usize) {
+        for _ in 0..count {
+            let chosen = rng.below(self.size());
+            self.nth(chosen).variable = true;
+        }
+    }
+
+    /// The `index`-th node in preorder.
+    fn nth(&mut self, index: usize) -> &mut Node {
+        if index == 0 {
+            return self;
+        }
+        let mut rest = index - 1;
+        for kid in &mut self.kids {
+            let size = kid.size();
+            if rest < size {
+                return kid.nth(rest);
+            }
+            rest -= size;
+        }
+        unreachable!("a node index within the tree's size")
     }
 
     /// How many nodes it has.
@@ -116,6 +185,12 @@ impl Node {
     /// by the plainest leaf of its type.
     pub fn smaller(&self) -> Vec<Node> {
         let mut out = Vec::new();
+        if self.variable {
+            // The variable's expression written in place.
+            let mut inline = self.clone();
+            inline.variable = false;
+            out.push(inline);
+        }
         for kid in &self.kids {
             if kid.ty == self.ty {
                 out.push(kid.clone());
@@ -528,29 +603,25 @@ fn leaf(rng: &mut Rng, ty: Ty) -> Node {
     Node::leaf(ty, &text)
 }
 
-/// `count` cases from `seed`: an expression each, over a variable set each, ids prefixed with
-/// `random ` so that they cannot be taken for the corpus's.
+/// `count` cases from `seed`: an expression each, over a variable set each, a third of them
+/// reading some of their parts as an admission policy's variables; ids prefixed with `random `
+/// so that they cannot be taken for the corpus's.
 pub fn cases(seed: u64, count: usize) -> Vec<(Case, Node)> {
     let mut rng = Rng::new(seed);
     let mut out = Vec::with_capacity(count);
     let mut seen = std::collections::HashSet::new();
     while out.len() < count {
-        let node = expression(&mut rng, 4);
-        let vars = (*rng.pick(&SETS)).to_owned();
-        let expr = node.text();
-        let id = format!("[{vars}] {expr}");
-        if id.contains("  # ") || !seen.insert(id.clone()) {
+        let mut node = expression(&mut rng, 4);
+        let vars = *rng.pick(&SETS);
+        if rng.below(3) == 0 {
+            let count = 1 + rng.below(3);
+            node.mark(&mut rng, count);
+        }
+        let case = node.case(vars);
+        if case.id.contains("  # ") || !seen.insert(case.id.clone()) {
             continue;
         }
-        out.push((
-            Case {
-                id,
-                category: "random".to_owned(),
-                expr,
-                vars,
-            },
-            node,
-        ));
+        out.push((case, node));
     }
     out
 }

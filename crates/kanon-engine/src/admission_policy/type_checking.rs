@@ -20,7 +20,8 @@ use kanon_schema::Kinds;
 use super::decl_type::DeclTypes;
 use super::manifest::{MatchResources, ValidatingPolicySpec};
 use crate::error::FieldError;
-use crate::language::cel::compile::{RuleEnv, Site, as_variable};
+use crate::language::cel::compile::{RuleEnv, Site};
+use kanon_cel::composition::variable_type;
 
 /// kube-controller-manager checks at most this many kinds of one policy.
 const MAX_KINDS: usize = 10;
@@ -134,8 +135,8 @@ fn environment(spec: &ValidatingPolicySpec, gvk: &Gvk, kinds: &Kinds) -> Env {
     for variable in &spec.variables {
         let kind = env
             .compile(&variable.expression)
-            .map_or(Type::Dyn, |program| as_variable(program.result_type()));
-        env.declare_variable(&format!("variables.{}", variable.name), kind);
+            .map_or(Type::Dyn, |program| variable_type(program.result_type()));
+        env.declare_variable(&kanon_cel::composition::declared_name(&variable.name), kind);
     }
     env
 }

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, LazyLock};
 
+use kanon_cel::composition::{declared_name, variable_type};
 use kanon_cel::{Env, Program, Type};
 
 use crate::error::FieldError;
@@ -247,12 +248,12 @@ impl RuleEnv {
             else {
                 // Declared anyway (as dyn), so that its uses are not reported again.
                 self.env
-                    .declare_variable(&format!("variables.{}", variable.name), Type::Dyn);
+                    .declare_variable(&declared_name(&variable.name), Type::Dyn);
                 continue;
             };
-            let kind = as_variable(expression.program.result_type());
+            let kind = variable_type(expression.program.result_type());
             self.env
-                .declare_variable(&format!("variables.{}", variable.name), kind);
+                .declare_variable(&declared_name(&variable.name), kind);
             let named = Named {
                 name: variable.name.clone(),
                 expression,
@@ -347,27 +348,6 @@ fn explain(error: &kanon_cel::CompileError) -> String {
         }
     }
     text
-}
-
-/// The type `variables.<name>` has for a variable whose expression gives `result`: as
-/// kube-apiserver's composition declares it, scalars as they are, lists and maps element by
-/// element, and anything else (an object type such as `request.userInfo`'s, an optional, a
-/// type) `dyn`.
-pub(crate) fn as_variable(result: &Type) -> Type {
-    match result {
-        Type::Bool
-        | Type::Bytes
-        | Type::Double
-        | Type::Duration
-        | Type::Int
-        | Type::Null
-        | Type::String
-        | Type::Timestamp
-        | Type::Uint => result.clone(),
-        Type::List(element) => Type::list(as_variable(element)),
-        Type::Map(key, value) => Type::map(as_variable(key), as_variable(value)),
-        _ => Type::Dyn,
-    }
 }
 
 fn is_identifier(name: &str) -> bool {

@@ -217,7 +217,7 @@ pub(crate) fn warnings(
         for (name, source, field) in &sources.variables {
             let typed = rule.compile(source, field, Expect::Any, &mut found);
             let kind = typed.map_or(Type::Dyn, |e| {
-                super::compile::as_variable(e.program.result_type())
+                kanon_cel::composition::variable_type(e.program.result_type())
             });
             rule.with_env(|env| {
                 env.declare_variable(&format!("variables.{name}"), kind);
