@@ -16,7 +16,9 @@
 //! defaults: false                  # optional: judge resources as written, without the
 //!                                  # apiserver's defaults (default true)
 //! cases:
-//!   - resource: {kind: Pod, namespace: shop, name: web-0}   # apiVersion optional
+//!   - resource: {kind: Pod, namespace: shop, name: web-0}   # apiVersion optional; or by
+//!                                  # file: {source: resources/web-0.yaml}, with kind, name,
+//!                                  # … to pick among its documents
 //!     operation: UPDATE            # optional
 //!     oldResource: old/web-0.yaml  # optional: this case's old object (a path or an object)
 //!     allowed: true
@@ -258,20 +260,30 @@ impl TextChecks {
     }
 }
 
+/// The resource a case judges: by identity (kind and name, with namespace and apiVersion), by
+/// the file it is in (`source`, relative to the suite file), or both.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CaseResource {
     api_version: Option<String>,
-    kind: String,
+    kind: Option<String>,
     namespace: Option<String>,
-    name: String,
+    name: Option<String>,
+    source: Option<String>,
 }
 
 impl CaseResource {
     fn label(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{}/{}/{}", self.kind, ns, self.name),
-            None => format!("{}/{}", self.kind, self.name),
+        let identity = match (&self.kind, &self.name, &self.namespace) {
+            (Some(kind), Some(name), Some(ns)) => Some(format!("{kind}/{ns}/{name}")),
+            (Some(kind), Some(name), None) => Some(format!("{kind}/{name}")),
+            _ => None,
+        };
+        match (identity, &self.source) {
+            (Some(identity), Some(source)) => format!("{identity} ({source})"),
+            (Some(identity), None) => identity,
+            (None, Some(source)) => source.clone(),
+            (None, None) => "(no resource named)".to_owned(),
         }
     }
 
@@ -282,25 +294,55 @@ impl CaseResource {
             text.push_str(api_version);
             text.push(' ');
         }
-        text.push_str(&self.kind);
-        text.push(' ');
-        if let Some(ns) = &self.namespace {
-            text.push_str(ns);
-            text.push('/');
+        text.push_str(self.kind.as_deref().unwrap_or("resource"));
+        if let Some(name) = &self.name {
+            text.push(' ');
+            if let Some(ns) = &self.namespace {
+                text.push_str(ns);
+                text.push('/');
+            }
+            text.push_str(name);
         }
-        text.push_str(&self.name);
+        if let Some(source) = &self.source {
+            text.push_str(&format!(" in {source}"));
+        }
         text
     }
 
-    fn selects(&self, id: &ResourceId) -> bool {
-        self.kind == id.kind
-            && self.name == id.name
-            && self.namespace == id.namespace
-            && self
-                .api_version
-                .as_ref()
-                .is_none_or(|a| *a == id.api_version)
+    /// Whether the case names its resource: a kind and a name, or a file.
+    fn is_named(&self) -> bool {
+        self.source.is_some() || (self.kind.is_some() && self.name.is_some())
     }
+
+    /// Whether the candidate is the case's resource. Without `source`, a missing namespace is
+    /// a cluster-scoped resource's; with it, what is left out does not narrow the choice.
+    fn selects(&self, candidate: &Candidate, dir: &Path) -> bool {
+        let id = &candidate.id;
+        let field =
+            |wanted: &Option<String>, found: &str| wanted.as_ref().is_none_or(|w| w == found);
+        let namespace = match (&self.source, &self.namespace) {
+            (Some(_), None) => true,
+            (_, wanted) => *wanted == id.namespace,
+        };
+        let source = self
+            .source
+            .as_ref()
+            .is_none_or(|source| same_file(&dir.join(source), Path::new(&candidate.doc.source)));
+        field(&self.kind, &id.kind)
+            && field(&self.name, &id.name)
+            && field(&self.api_version, &id.api_version)
+            && namespace
+            && source
+    }
+}
+
+/// Whether two paths name one file (as written, else once resolved).
+fn same_file(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 /// `[apiVersion ]Kind [namespace/]name` of a resource.
@@ -537,8 +579,26 @@ const LISTED: usize = 10;
 
 /// Why no resource of the suite is `wanted`: what there is, nearest first, with a "did you
 /// mean" when one is a likely misspelling.
-fn not_found(wanted: &CaseResource, candidates: &[Candidate]) -> String {
+fn not_found(wanted: &CaseResource, candidates: &[Candidate], dir: &Path) -> String {
     let target = wanted.describe();
+    if let Some(source) = &wanted.source {
+        let path = dir.join(source);
+        let in_file: Vec<String> = candidates
+            .iter()
+            .filter(|c| same_file(&path, Path::new(&c.doc.source)))
+            .map(|c| describe(&c.id, wanted.api_version.is_some()))
+            .collect();
+        if in_file.is_empty() {
+            let files: std::collections::BTreeSet<&str> =
+                candidates.iter().map(|c| c.doc.source.as_str()).collect();
+            let files: Vec<&str> = files.into_iter().take(LISTED).collect();
+            return format!(
+                "no {target}: {source} is not among the suite's resources (they are read from: {})",
+                files.join(", ")
+            );
+        }
+        return format!("no {target}; {source} holds: {}", in_file.join(", "));
+    }
     let with_api_version = wanted.api_version.is_some();
     let mut known: Vec<(usize, String)> = candidates
         .iter()
@@ -555,7 +615,11 @@ fn not_found(wanted: &CaseResource, candidates: &[Candidate]) -> String {
     let mut text = format!("no {target} in the suite's resources; ");
     // A misspelling changes a few characters of the name (or the kind, or the namespace):
     // a third of the name's length at most.
-    if *distance <= (wanted.name.chars().count() / 3).max(1) {
+    let name_length = wanted
+        .name
+        .as_deref()
+        .map_or(0, |name| name.chars().count());
+    if *distance <= (name_length / 3).max(1) {
         text.push_str(&format!("did you mean {nearest}? There are: "));
     } else {
         text.push_str("there are: ");
@@ -640,13 +704,18 @@ fn plan(
             }
         },
     };
+    if !case.resource.is_named() {
+        problems.push(
+            "resource: give its kind and name (with namespace for a namespaced kind), or the file it is in (`source`, relative to the suite file)".to_owned(),
+        );
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
     let matching: Vec<&Candidate> = inputs
         .candidates
         .iter()
-        .filter(|c| case.resource.selects(&c.id))
+        .filter(|c| case.resource.selects(c, inputs.dir))
         .collect();
     let doc = match matching.as_slice() {
         [one] => one.doc,
@@ -654,16 +723,38 @@ fn plan(
             return Ok((
                 op,
                 texts,
-                Planned::Fail(not_found(&case.resource, &inputs.candidates)),
+                Planned::Fail(not_found(&case.resource, &inputs.candidates, inputs.dir)),
             ));
         }
         several => {
             let sources: Vec<String> = several.iter().map(|c| c.doc.origin()).collect();
-            let hint = if case.resource.api_version.is_none() {
-                "; give apiVersion too"
-            } else {
-                ""
-            };
+            let files: std::collections::BTreeSet<&str> =
+                several.iter().map(|c| c.doc.source.as_str()).collect();
+            let mut hints = Vec::new();
+            if case.resource.api_version.is_none()
+                && several
+                    .iter()
+                    .any(|c| c.id.api_version != several[0].id.api_version)
+            {
+                hints.push("give apiVersion too".to_owned());
+            }
+            if case.resource.source.is_none() && files.len() == several.len() {
+                let relative = Path::new(&several[0].doc.source)
+                    .strip_prefix(inputs.dir)
+                    .map_or_else(
+                        |_| several[0].doc.source.clone(),
+                        |p| p.display().to_string(),
+                    );
+                hints.push(format!(
+                    "pick one by its file (`source: {relative}`, relative to the suite file)"
+                ));
+            }
+            if hints.is_empty() {
+                hints.push(
+                    "give the case's resource the fields that tell them apart (apiVersion, namespace, `source`), or keep one of them".to_owned(),
+                );
+            }
+            let hint = format!("; {}", hints.join(", or "));
             return Ok((
                 op,
                 texts,

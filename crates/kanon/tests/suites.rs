@@ -527,6 +527,105 @@ cases:
 }
 
 #[test]
+fn a_case_picks_its_resource_by_file_so_a_suite_holds_an_object_and_its_patched_form() {
+    let dir = suite_dir();
+    // The object as written, and as the labels policy leaves it: applying the policy again
+    // changes nothing (an idempotence suite).
+    write(
+        dir.path(),
+        "s/web/original.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec: {replicas: 2}
+",
+    );
+    write(
+        dir.path(),
+        "s/web/patched.yaml",
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+  labels: {app.kubernetes.io/managed-by: kanon}
+spec: {replicas: 2}
+",
+    );
+    let suite = |cases: &str| {
+        write(
+            dir.path(),
+            "s/kanon-test.yaml",
+            &format!(
+                "name: idempotent\npolicies: [policies/labels.yaml]\nresources: [web/]\ncases:\n{cases}"
+            ),
+        );
+        run_suite(dir.path())
+    };
+    let (code, stdout, stderr) = suite(
+        "  - resource: {source: web/original.yaml}
+    patch: [{op: add, path: /metadata/labels, value: {app.kubernetes.io/managed-by: kanon}}]
+  - resource: {kind: Deployment, namespace: shop, name: web, source: web/patched.yaml}
+    patch: []
+",
+    );
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("PASS idempotent: CREATE web/original.yaml")
+            && stdout.contains("PASS idempotent: CREATE Deployment/shop/web (web/patched.yaml)"),
+        "{stdout}"
+    );
+
+    // By identity alone both match: the failure says how to pick one.
+    let (code, stdout, _) = suite(
+        "  - resource: {kind: Deployment, namespace: shop, name: web}
+    allowed: true
+",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    let report = report_of(&stdout, "Deployment/shop/web");
+    assert!(
+        report[1].starts_with("several resources match (")
+            && report[1].ends_with(
+                "pick one by its file (`source: web/original.yaml`, relative to the suite file)"
+            ),
+        "{stdout}"
+    );
+
+    // A file that holds no such resource, or is not among the suite's resources, is named.
+    let (code, stdout, _) = suite(
+        "  - resource: {kind: Pod, name: web, source: web/patched.yaml}
+    allowed: true
+  - resource: {source: web/elsewhere.yaml}
+    allowed: true
+",
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(
+        report_of(&stdout, "Pod/web (web/patched.yaml)")[1],
+        "no Pod web in web/patched.yaml; web/patched.yaml holds: Deployment shop/web"
+    );
+    assert!(
+        report_of(&stdout, "web/elsewhere.yaml")[1].starts_with(
+            "no resource in web/elsewhere.yaml: web/elsewhere.yaml is not among the suite's resources (they are read from: "
+        ),
+        "{stdout}"
+    );
+
+    // Neither a file nor a kind and name: bad input.
+    let (code, _, stderr) = suite(
+        "  - resource: {kind: Deployment}
+    allowed: true
+",
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("resource: give its kind and name (with namespace for a namespaced kind), or the file it is in (`source`, relative to the suite file)"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_suites_objects_are_its_context() {
     let dir = suite_dir();
     // max-replicas only in namespaces labelled env=prod.
