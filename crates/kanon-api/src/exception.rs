@@ -70,7 +70,8 @@ pub struct ExemptedPolicy {
     /// The namespace of a ValidatePolicy or OverridePolicy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// Names of the policy's rules (their `name`) to exempt from; empty: the whole policy.
+    /// The policy's rules to exempt from, each by its `name` or by place (`validateRules[0]`,
+    /// `overrideRules[1]`); empty: the whole policy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<String>,
 }

@@ -229,6 +229,17 @@ impl Decision {
                 exception.label
             ));
         }
+        for exception in &exemption.expired {
+            let at = exception
+                .expires_at_text
+                .as_deref()
+                .unwrap_or("its expiresAt");
+            self.warnings.push(format!(
+                "{}: {} no longer exempts this object: it expired at {at}",
+                speaker(policy, within),
+                exception.label
+            ));
+        }
         for (exception, rules) in &exemption.applied {
             let what = match rules.as_slice() {
                 [] => String::new(),
@@ -652,10 +663,11 @@ async fn run_override(
     };
     let mut applied = 0;
     let operation = scope.request.operation;
-    for rule in rules
+    for (_, rule) in rules
         .iter()
-        .filter(|r| r.operations.contains(operation))
-        .filter(|r| !exemption.exempts_rule(r.name.as_deref()))
+        .enumerate()
+        .filter(|(_, r)| r.operations.contains(operation))
+        .filter(|(i, r)| !exemption.exempts_rule(r.name.as_deref(), *i))
     {
         for step in rule.parts() {
             applied += language::apply(step, scope, working, changes).await?;
@@ -695,7 +707,7 @@ async fn run_validate(
         .iter()
         .enumerate()
         .filter(|(_, r)| r.operations.contains(operation))
-        .filter(|(_, r)| !exemption.exempts_rule(r.name.as_deref()))
+        .filter(|(i, r)| !exemption.exempts_rule(r.name.as_deref(), *i))
     {
         for step in rule.parts() {
             let verdict = language::verdict(step, scope, object).await?;

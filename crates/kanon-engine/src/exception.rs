@@ -42,6 +42,8 @@ pub struct CompiledException {
     conditions: Vec<Named>,
     /// When it stops applying, in Unix seconds; `None`: never.
     pub expires_at: Option<i64>,
+    /// `expiresAt` as written, for messages.
+    pub expires_at_text: Option<String>,
     /// Why, as written.
     pub reason: String,
 }
@@ -139,6 +141,16 @@ pub fn compile_exception(document: &Value) -> Result<CompiledException, InvalidP
                     format!("{at}.rules[{r}]"),
                     "a rule name is required",
                 ));
+            } else if let Some((family, _)) = place_of(rule)
+                && family != rules_field(kind)
+            {
+                errors.push(FieldError::new(
+                    format!("{at}.rules[{r}]"),
+                    format!(
+                        "a {kind}'s rules are `{}[N]` by place (or their `name`), not `{rule}`",
+                        rules_field(kind)
+                    ),
+                ));
             }
         }
         exempted.push(Exempted {
@@ -189,6 +201,7 @@ pub fn compile_exception(document: &Value) -> Result<CompiledException, InvalidP
         selectors,
         conditions,
         expires_at,
+        expires_at_text: spec.expires_at.clone(),
         reason: spec.reason.clone(),
     })
 }
@@ -236,14 +249,30 @@ impl CompiledException {
                 continue;
             };
             let names = rule_names(policy);
+            let field = rules_field(policy.id.kind);
+            let count = rule_count(policy);
             for rule in &exempted.rules {
-                if names.iter().any(|n| n == rule) {
+                if is_rule(policy, rule) {
+                    continue;
+                }
+                if place_of(rule).is_some() {
+                    missing.push((
+                        "RuleNotFound",
+                        format!(
+                            "{wanted} has no rule `{rule}`: it has {count} rule{} ({field}[0] to {field}[{}])",
+                            if count == 1 { "" } else { "s" },
+                            count.saturating_sub(1)
+                        ),
+                    ));
                     continue;
                 }
                 let hint = if names.is_empty() {
-                    " (none of its rules has a `name`; a rule is exempted by name, so name the \
-                     rule in the policy, or exempt the whole policy by leaving `rules` out)"
-                        .to_owned()
+                    format!(
+                        " (none of its rules has a `name`: exempt one by place, `{field}[0]` to \
+                         `{field}[{}]`, name the rule in the policy, or exempt the whole policy by \
+                         leaving `rules` out)",
+                        count.saturating_sub(1)
+                    )
                 } else {
                     let listed = names
                         .iter()
@@ -304,6 +333,47 @@ impl CompiledException {
 /// ceiling for exceptions and the deadline.
 pub(crate) type Metered<'a> = (&'a Ceiling, &'a (dyn Fn() -> bool + Sync));
 
+/// The field a policy of `kind` holds its rules in, by which a rule is named by place
+/// (`validateRules[0]`).
+fn rules_field(kind: PolicyKind) -> &'static str {
+    if kind.is_override() {
+        "overrideRules"
+    } else {
+        "validateRules"
+    }
+}
+
+/// A rule named by place: `validateRules[2]` → `("validateRules", 2)`.
+fn place_of(rule: &str) -> Option<(&str, usize)> {
+    let (family, rest) = rule.split_once('[')?;
+    let index = rest.strip_suffix(']')?;
+    if !matches!(family, "validateRules" | "overrideRules")
+        || index.is_empty()
+        || !index.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    Some((family, index.parse().ok()?))
+}
+
+/// How many rules a policy has.
+fn rule_count(policy: &CompiledPolicy) -> usize {
+    match &policy.rules {
+        PolicyRules::Override(rules) => rules.len(),
+        PolicyRules::Validate { rules, .. } => rules.len(),
+    }
+}
+
+/// Whether `rule` (a name, or a place) is one of the policy's rules.
+fn is_rule(policy: &CompiledPolicy, rule: &str) -> bool {
+    match place_of(rule) {
+        Some((family, index)) => {
+            family == rules_field(policy.id.kind) && index < rule_count(policy)
+        }
+        None => rule_names(policy).contains(&rule),
+    }
+}
+
 /// The names of a policy's rules.
 fn rule_names(policy: &CompiledPolicy) -> Vec<&str> {
     match &policy.rules {
@@ -361,6 +431,13 @@ impl Exceptions {
         };
         for (exception, index) in candidates {
             if exception.expired(now) {
+                // Said when it would still select the object: a denial it no longer prevents
+                // names it.
+                if now.is_some()
+                    && let Ok(true) = exception.selects(view, request, object, metered)
+                {
+                    exemption.expired.push(exception.as_ref());
+                }
                 continue;
             }
             match exception.selects(view, request, object, metered) {
@@ -371,11 +448,10 @@ impl Exceptions {
                         named => {
                             // Only rules the policy has: one that names none of them exempts
                             // nothing (its status says which do not exist).
-                            let names = rule_names(policy);
                             let present: Vec<&str> = named
                                 .iter()
                                 .map(String::as_str)
-                                .filter(|r| names.contains(r))
+                                .filter(|r| is_rule(policy, r))
                                 .collect();
                             if present.is_empty() {
                                 continue;
@@ -400,6 +476,8 @@ pub(crate) struct Exemption<'e> {
     pub(crate) applied: Vec<(&'e CompiledException, Vec<&'e str>)>,
     /// Exceptions whose match conditions failed to evaluate (not applied).
     pub(crate) errors: Vec<(&'e CompiledException, RuleError)>,
+    /// Exceptions that select the object but have expired.
+    pub(crate) expired: Vec<&'e CompiledException>,
 }
 
 impl Exemption<'_> {
@@ -408,8 +486,14 @@ impl Exemption<'_> {
         self.applied.iter().any(|(_, rules)| rules.is_empty())
     }
 
-    /// Whether the rule named `name` is exempt.
-    pub(crate) fn exempts_rule(&self, name: Option<&str>) -> bool {
-        name.is_some_and(|name| self.applied.iter().any(|(_, rules)| rules.contains(&name)))
+    /// Whether the rule at `index` of its policy's rules, named `name` if it has one, is
+    /// exempt (by name or by place).
+    pub(crate) fn exempts_rule(&self, name: Option<&str>, index: usize) -> bool {
+        self.applied.iter().any(|(_, rules)| {
+            rules.iter().any(|rule| match place_of(rule) {
+                Some((_, place)) => place == index,
+                None => name == Some(*rule),
+            })
+        })
     }
 }

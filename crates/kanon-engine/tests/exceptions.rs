@@ -159,10 +159,22 @@ fn an_exception_stops_applying_when_it_expires() {
     }))]);
     let request = create(&bad_pod("old", json!({"app": "legacy"})));
     assert!(review_at(&set, &request, Some(NOW - 1)).allowed);
-    assert!(
-        !review_at(&set, &request, Some(NOW)).allowed,
-        "expired at that second"
+    let expired = review_at(&set, &request, Some(NOW));
+    assert!(!expired.allowed, "expired at that second");
+    // The denial it no longer prevents names it.
+    assert_eq!(
+        expired.warnings,
+        [
+            "ClusterValidatePolicy/pod-rules: PolicyException/exceptions/legacy no longer exempts this object: it expired at 2026-11-26T00:00:00Z"
+        ]
     );
+    // An object it never selected hears nothing of it.
+    let other = review_at(
+        &set,
+        &create(&bad_pod("new", json!({"app": "shop"}))),
+        Some(NOW),
+    );
+    assert!(other.warnings.is_empty(), "{other:#?}");
     assert!(
         !review_at(&set, &request, None).allowed,
         "without a clock an expiring exception does not apply"
@@ -426,6 +438,76 @@ fn a_rule_named_of_a_policy_whose_rules_have_no_names_says_so() {
         missing[0]
             .1
             .starts_with("ClusterValidatePolicy/pod-rules has no rule named `capabilities` (none of its rules has a `name`"),
+        "{missing:?}"
+    );
+}
+
+#[test]
+fn a_rule_is_exempted_by_place_as_well_as_by_name() {
+    let mut unnamed = policy();
+    for rule in unnamed["spec"]["validateRules"]
+        .as_array_mut()
+        .expect("rules")
+    {
+        rule.as_object_mut().expect("a rule").remove("name");
+    }
+    let set = set_of(&[unnamed]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["validateRules[1]"]}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "privileged until the driver moves out",
+    }))]);
+    let decision = review_at(
+        &set,
+        &create(&bad_pod("old", json!({"app": "legacy"}))),
+        Some(NOW),
+    );
+    // The first rule (images) still denies; the second (privileged) is exempt.
+    assert_eq!(
+        decision.messages,
+        ["ClusterValidatePolicy/pod-rules: images must be pinned"]
+    );
+    assert_eq!(
+        decision.warnings,
+        [
+            "ClusterValidatePolicy/pod-rules: exempted (rules validateRules[1]) by PolicyException/exceptions/legacy: privileged until the driver moves out"
+        ]
+    );
+
+    // A place past the policy's rules, or of the other family, is named.
+    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
+    let past = compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["validateRules[2]"]}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "r",
+    }));
+    assert_eq!(
+        past.missing(|id| set.get(id), &known),
+        [(
+            "RuleNotFound",
+            "ClusterValidatePolicy/pod-rules has no rule `validateRules[2]`: it has 2 rules (validateRules[0] to validateRules[1])".to_string()
+        )]
+    );
+    let wrong = compile_exception(&exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["overrideRules[0]"]}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "r",
+    })))
+    .expect_err("a validate policy has no overrideRules");
+    assert!(
+        wrong.to_string().contains("spec.policies[0].rules[0]: a ClusterValidatePolicy's rules are `validateRules[N]` by place (or their `name`), not `overrideRules[0]`"),
+        "{wrong}"
+    );
+    // Naming a rule of a policy whose rules have no names says how to name one by place.
+    let named = compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["capabilities"]}],
+        "resourceSelectors": legacy_pods(),
+        "reason": "r",
+    }));
+    let missing = named.missing(|id| set.get(id), &known);
+    assert!(
+        missing[0]
+            .1
+            .contains("exempt one by place, `validateRules[0]` to `validateRules[1]`"),
         "{missing:?}"
     );
 }
