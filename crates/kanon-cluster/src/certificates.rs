@@ -227,7 +227,10 @@ pub enum CertificateError {
         message: String,
     },
     /// Any other failure of a Secret read or write.
-    #[error("cannot {verb} Secret {namespace}/{name}: {source}")]
+    #[error(
+        "cannot {verb} Secret {namespace}/{name}: {}",
+        crate::apiserver_error::describe(source)
+    )]
     Api {
         /// `get`, `create` or `update`.
         verb: &'static str,

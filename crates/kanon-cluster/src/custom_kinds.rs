@@ -191,6 +191,7 @@ async fn watch_crds(
                             // Said (once) by the permission check the loop goes back to.
                             outcome.forbidden = true;
                         } else if !failing {
+                            let error = crate::apiserver_error::describe_watch(&error);
                             tracing::warn!(
                                 %error,
                                 "the CustomResourceDefinition watch failed: policies are \

@@ -97,7 +97,9 @@ pub async fn served_type(
         Err(kube::Error::Api(status)) if status.code == 403 => {
             Err(DiscoveryError::Forbidden(status.message))
         }
-        Err(error) => Err(DiscoveryError::Failed(error.to_string())),
+        Err(error) => Err(DiscoveryError::Failed(crate::apiserver_error::describe(
+            &error,
+        ))),
     }
 }
 

@@ -20,6 +20,7 @@
 //! Nothing here serves HTTP: the webhook meets this crate only through the publisher and the
 //! lookup.
 
+pub mod apiserver_error;
 pub mod audit;
 mod backoff;
 pub mod certificates;

@@ -60,6 +60,7 @@ impl NamespaceCache {
                     }
                     Err(error) => {
                         metrics.watch_error("Namespace");
+                        let error = crate::apiserver_error::describe_watch(&error);
                         tracing::warn!(%error, "the Namespace watch failed; retrying");
                     }
                 }

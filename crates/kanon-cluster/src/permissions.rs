@@ -229,7 +229,7 @@ pub async fn missing(
         let answer = api
             .create(&PostParams::default(), &review)
             .await
-            .map_err(|e| CheckError(e.to_string()))?;
+            .map_err(|e| CheckError(crate::apiserver_error::describe(&e)))?;
         if !answer.status.is_some_and(|s| s.allowed) {
             missing.push(permission.clone());
         }

@@ -194,6 +194,7 @@ impl Reflector {
             Ok(event) => event,
             Err(error) => {
                 self.metrics.watch_error(kind.as_str());
+                let error = crate::apiserver_error::describe_watch(&error);
                 tracing::warn!(%kind, %error, "the policy watch failed; retrying (the last policies keep serving)");
                 return;
             }
@@ -248,6 +249,7 @@ impl Reflector {
             Ok(event) => event,
             Err(error) => {
                 self.metrics.watch_error(kanon_api::EXCEPTION_KIND);
+                let error = crate::apiserver_error::describe_watch(&error);
                 tracing::warn!(%namespace, %error, "the PolicyException watch failed; retrying (the last exceptions stay in force)");
                 return;
             }

@@ -266,7 +266,7 @@ async fn write(client: &Client, update: &StatusUpdate) -> Result<(), WriteFailur
         }),
         Err(e) => Err(WriteFailure {
             gone: false,
-            message: e.to_string(),
+            message: crate::apiserver_error::describe(&e),
         }),
     }
 }

@@ -190,7 +190,10 @@ pub enum WebhookError {
         message: String,
     },
     /// Any other failure of a request about the object.
-    #[error("could not {verb} the {kind} {name:?}: {source}")]
+    #[error(
+        "could not {verb} the {kind} {name:?}: {}",
+        crate::apiserver_error::describe(source)
+    )]
     Api {
         /// `get` or `patch`.
         verb: &'static str,

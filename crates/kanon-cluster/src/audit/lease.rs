@@ -231,5 +231,5 @@ fn checkpoint_of(lease: &Lease) -> Checkpoint {
 }
 
 fn lease_error(error: kube::Error) -> AuditError {
-    AuditError::Lease(error.to_string())
+    AuditError::Lease(crate::apiserver_error::describe(&error))
 }

@@ -28,6 +28,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MissingLabels {
+    missing: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CutLabels {
     cut: &'static str,
 }
@@ -63,6 +68,7 @@ pub struct AuditMetrics {
     leader: Gauge<i64, AtomicI64>,
     writes: Family<OutcomeLabels, Counter>,
     cuts: Family<CutLabels, Counter>,
+    blocked: Family<MissingLabels, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for AuditMetrics {
@@ -87,6 +93,7 @@ impl AuditMetrics {
             leader: Gauge::default(),
             writes: Family::default(),
             cuts,
+            blocked: Family::default(),
         }
     }
 
@@ -121,6 +128,12 @@ impl AuditMetrics {
             "kanon_audit_report_writes",
             "Report writes and deletions, by outcome",
             self.writes.clone(),
+        );
+        registry.register(
+            "kanon_audit_blocked",
+            "1 while the audit waits for something the cluster lacks, by what: lease_namespace \
+             (the namespace of its Lease) or openreports_crds (the OpenReports CRDs)",
+            self.blocked.clone(),
         );
         registry.register(
             "kanon_audit_report_cuts",
@@ -176,6 +189,15 @@ impl AuditMetrics {
                     .get_or_create(&CutLabels { cut: label })
                     .inc_by(n as u64);
             }
+        }
+    }
+
+    /// Sets what the audit waits for: each of `labels` 1, the others it waited for before 0.
+    pub fn blocked(&self, labels: &[&'static str]) {
+        for missing in ["lease_namespace", "openreports_crds"] {
+            self.blocked
+                .get_or_create(&MissingLabels { missing })
+                .set(i64::from(labels.contains(&missing)));
         }
     }
 

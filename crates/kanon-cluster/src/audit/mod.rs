@@ -23,6 +23,7 @@ pub mod book;
 pub mod lease;
 pub mod metrics;
 pub mod pace;
+pub mod prerequisites;
 pub mod reach;
 pub mod reports;
 pub mod scan;
@@ -211,6 +212,7 @@ impl Auditor {
                 return;
             }
         }
+        self.wait_for_prerequisites().await;
         let lease = AuditLease::new(
             self.client.clone(),
             &self.config.namespace,
@@ -241,6 +243,40 @@ impl Auditor {
             // The findings are the new auditor's to tell now.
             self.metrics.set_results(&Default::default());
             tracing::info!("another replica took the audit Lease");
+        }
+    }
+
+    /// Waits until the cluster has what the audit needs ([`prerequisites`]): what is missing is
+    /// said once (and again if it changes), and when it is there.
+    async fn wait_for_prerequisites(&self) {
+        let retry = (self.config.lease_duration / 3).max(Duration::from_secs(1));
+        let mut said: Option<std::collections::BTreeSet<prerequisites::Missing>> = None;
+        loop {
+            match prerequisites::missing(&self.client, &self.config.namespace).await {
+                Ok(missing) if missing.is_empty() => {
+                    self.metrics.blocked(&[]);
+                    if said.is_some_and(|said| !said.is_empty()) {
+                        tracing::info!("the audit has what it needs and starts");
+                    }
+                    return;
+                }
+                Ok(missing) => {
+                    let labels: Vec<&'static str> = missing.iter().map(|m| m.label()).collect();
+                    self.metrics.blocked(&labels);
+                    if said.as_ref() != Some(&missing) {
+                        for each in &missing {
+                            tracing::error!(missing = each.label(), "{}", each.explain());
+                        }
+                        said = Some(missing);
+                    }
+                }
+                // Not known: the Lease and the writes say what fails.
+                Err(error) => {
+                    tracing::warn!(%error, "cannot check what the audit needs; it starts anyway");
+                    return;
+                }
+            }
+            tokio::time::sleep(retry).await;
         }
     }
 

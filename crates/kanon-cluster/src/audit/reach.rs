@@ -45,7 +45,7 @@ impl Reach {
         let found = api
             .get(configuration)
             .await
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(|e| bad(crate::apiserver_error::describe(&e)))?;
         let webhook = found
             .webhooks
             .unwrap_or_default()

@@ -142,13 +142,19 @@ impl ReportWriter {
     }
 
     /// Remembers the reports found in the cluster as written, so that only changes are
-    /// written and reports of scopes the book no longer has are deleted.
+    /// written and reports of scopes the book no longer has are deleted. A report that is not
+    /// what this writer would write of the book (written under other settings, such as a
+    /// larger `--report-max-results`) is known as stale: the next audit writes it again.
     pub fn know(&mut self, book: &Book, existing: &[WrittenReport]) {
         for report in existing {
+            let content = book.report(&report.scope).filter(|content| {
+                let mut rendered = render(&report.scope, content, self.max_results);
+                !report.replaced && rendered.parts().1.as_slice() == report.results.as_slice()
+            });
             self.written.insert(
                 report.scope.clone(),
                 Written {
-                    content: book.report(&report.scope),
+                    content,
                     resource_version: report.resource_version.clone(),
                 },
             );
@@ -156,12 +162,21 @@ impl ReportWriter {
     }
 
     /// Reads the reports back and returns the scopes whose report changed since this writer
-    /// wrote it (admission results recorded by any replica, someone's edit) or that it did not
-    /// write: the next [`ReportWriter::write`] of those writes the book's content again (or
+    /// wrote it (admission results recorded by any replica, someone's edit or deletion) or that
+    /// it did not write: the next [`ReportWriter::write`] of those writes the book's content again (or
     /// deletes the report).
     pub async fn refresh(&mut self) -> Result<BTreeSet<ReportScope>, AuditError> {
         let existing = self.existing().await?;
         let mut stale = BTreeSet::new();
+        // A report someone deleted is written again.
+        let found: BTreeSet<&ReportScope> = existing.iter().map(|report| &report.scope).collect();
+        for (scope, written) in &mut self.written {
+            if !found.contains(scope) {
+                written.content = None;
+                written.resource_version = None;
+                stale.insert(scope.clone());
+            }
+        }
         for report in existing {
             let known = self.written.get(&report.scope);
             // Unchanged, unless what was written is not known to match the book (a report
@@ -600,14 +615,14 @@ pub(crate) fn scope_name(scope: &ReportScope) -> String {
 fn write_error(scope: &ReportScope, error: kube::Error) -> AuditError {
     AuditError::Report {
         scope: scope_name(scope),
-        message: error.to_string(),
+        message: crate::apiserver_error::describe(&error),
     }
 }
 
 fn read_error(error: kube::Error) -> AuditError {
     AuditError::Report {
         scope: "every namespace".to_string(),
-        message: error.to_string(),
+        message: crate::apiserver_error::describe(&error),
     }
 }
 

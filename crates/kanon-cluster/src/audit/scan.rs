@@ -234,7 +234,7 @@ impl Lister {
                     },
                     _ => AuditError::List {
                         kind: kind.key.to_string(),
-                        message: error.to_string(),
+                        message: crate::apiserver_error::describe(&error),
                     },
                 })?;
             match listed {

@@ -127,7 +127,7 @@ fn lookup_error(what: String, error: kube::Error) -> LookupError {
         kube::Error::Api(status) if status.code == 404 => LookupError::UnknownType { what },
         other => LookupError::Failed {
             what,
-            message: other.to_string(),
+            message: crate::apiserver_error::describe(&other),
         },
     }
 }

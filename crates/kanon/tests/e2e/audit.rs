@@ -21,6 +21,10 @@ pub const SCENARIOS: &[Scenario] = &[
         "audit::reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit",
         reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit,
     ),
+    (
+        "audit::a_missing_lease_namespace_is_named_once_and_the_audit_waits_for_it",
+        a_missing_lease_namespace_is_named_once_and_the_audit_waits_for_it,
+    ),
 ];
 
 pub(crate) const SYSTEM: &str = "audit-system";
@@ -588,8 +592,99 @@ fn reports_stay_under_the_cap_and_a_restarted_auditor_finishes_the_audit(env: &m
     assert!(total < BULK * 64 * 1024, "the reports take {total} bytes");
     second.stop();
 
+    // Restarted with a lower cap, auditing every 3 s: the existing reports are written again
+    // under the new cap at the end of its first audit, though no finding changed.
+    const LOWER: i64 = 40;
+    let lower = LOWER.to_string();
+    let mut third = auditor(
+        env,
+        "auditor-b",
+        &["--audit-interval", "3s", "--report-max-results", &lower],
+    );
+    third.start();
+    env.wait_for(
+        "every report is cut to the new cap",
+        Duration::from_secs(120),
+        || {
+            namespaces.iter().all(|namespace| {
+                report(env, namespace).is_some_and(|report| {
+                    report["results"].as_array().map_or(0, Vec::len) as i64 == LOWER
+                        && report["configuration"]["limits"]["maxResults"] == LOWER
+                })
+            })
+        },
+    );
+    // A report someone deletes is written again at the next audit, its findings unchanged.
+    let out = env.kubectl(&["delete", "reports.openreports.io", "kanon", "-n", &bulk(0)]);
+    assert!(out.status.success(), "{}", text(&out));
+    env.wait_for(
+        "the deleted report is written again",
+        Duration::from_secs(120),
+        || report(env, &bulk(0)).is_some(),
+    );
+    let again = report(env, &bulk(0)).expect("written again");
+    assert_eq!(summary(&again, "fail"), PER_NAMESPACE as i64);
+    assert_eq!(
+        again["results"].as_array().map_or(0, Vec::len) as i64,
+        LOWER
+    );
+    third.stop();
+
     env.delete_policy("ClusterValidatePolicy", None, "audit-bulk-no-debug");
     for namespace in &namespaces {
         let _ = env.kubectl(&["delete", "namespace", namespace, "--wait=false"]);
     }
+}
+
+fn a_missing_lease_namespace_is_named_once_and_the_audit_waits_for_it(env: &mut Env) {
+    const LEASE_NAMESPACE: &str = "audit-lease-later";
+    const NAMED: &str = "the namespace audit-lease-later of the audit Lease does not exist: create it (`kubectl create namespace audit-lease-later`)";
+    let blocked = |kanon: &Kanon, value: u8| {
+        kanon.metrics().contains(&format!(
+            "kanon_audit_blocked{{missing=\"lease_namespace\"}} {value}"
+        ))
+    };
+    let mut kanon = env.replica("auditor-waits");
+    kanon.args = [
+        "--no-status",
+        "--namespace",
+        LEASE_NAMESPACE,
+        "--audit-identity",
+        "auditor-waits",
+        "--audit-interval",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec();
+    kanon.start();
+    env.wait_for(
+        "the audit says it waits for its Lease's namespace",
+        Duration::from_secs(60),
+        || blocked(&kanon, 1),
+    );
+    // Checked again every 10 s, said once.
+    std::thread::sleep(Duration::from_secs(11));
+    let log = kanon.log_tail(300);
+    assert_eq!(
+        log.lines().filter(|line| line.contains(NAMED)).count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(leader(&kanon), Some(0), "{log}");
+
+    env.namespace(LEASE_NAMESPACE, json!({}));
+    env.wait_for(
+        "the audit starts once the namespace exists",
+        Duration::from_secs(60),
+        || blocked(&kanon, 0) && leader(&kanon) == Some(1),
+    );
+    let log = kanon.log_tail(300);
+    assert!(
+        log.contains("the audit has what it needs and starts"),
+        "{log}"
+    );
+    // No line carries the Rust form of an apiserver status.
+    assert!(!log.contains("Status {"), "{log}");
+    kanon.stop();
+    let _ = env.kubectl(&["delete", "namespace", LEASE_NAMESPACE, "--wait=false"]);
 }
