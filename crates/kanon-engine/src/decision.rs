@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::admission_policy;
 use crate::diff::Changes;
 use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
-use crate::exception::{CompiledException, Exceptions, Exemption};
+use crate::exception::{Beyond, CompiledException, Exceptions, Exemption};
 use crate::finding::{Finding, rejection, rule_label};
 use crate::index::Indexed;
 use crate::language;
@@ -855,6 +855,7 @@ async fn override_object<'v>(
 ) -> (Decision, Cow<'v, Value>, Changes) {
     let mut decision = Decision::allow(None);
     let cost = &ReviewCost::new();
+    let owners = owners_of(set, request, &working, evaluation).await;
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.override_candidates(
         &request.api_version,
@@ -869,6 +870,10 @@ async fn override_object<'v>(
         evaluation,
         namespaces: &mut namespaces,
         within: None,
+        beyond: Beyond {
+            workload: None,
+            owners: &owners,
+        },
     };
     let over = run.run(candidates, &mut working, &mut changes).await;
     if !over
@@ -915,6 +920,7 @@ async fn override_template(
     // The namespace is read again (from the lookup's cache) for the Pod's request.
     let mut namespaces =
         NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
+    let outer: &Value = working;
     let mut run = Overriding {
         decision,
         exceptions: set.exceptions,
@@ -923,6 +929,10 @@ async fn override_template(
         evaluation,
         namespaces: &mut namespaces,
         within: Some(workload),
+        beyond: Beyond {
+            workload: Some((request, outer)),
+            owners: &[],
+        },
     };
     run.run(
         candidates.into_iter(),
@@ -958,6 +968,9 @@ struct Overriding<'r, 'a> {
     evaluation: &'a Evaluation<'a>,
     namespaces: &'r mut NamespaceLabels<'a>,
     within: Within,
+    /// What else exceptions may select: the workload whose pod template is judged, the
+    /// object's owners.
+    beyond: Beyond<'a>,
 }
 
 impl<'a> Overriding<'_, 'a> {
@@ -985,6 +998,7 @@ impl<'a> Overriding<'_, 'a> {
                         &view,
                         request,
                         working,
+                        self.beyond,
                         evaluation.now(),
                         (&self.cost.exceptions, &interrupted),
                     ),
@@ -1061,6 +1075,20 @@ pub(crate) async fn validate(
     decision
 }
 
+/// The owners of the request's object that exceptions may select (none when no exception is
+/// in force: nothing is looked up).
+async fn owners_of(
+    set: Indexed<'_>,
+    request: &Request,
+    object: &Value,
+    evaluation: &Evaluation<'_>,
+) -> Vec<Arc<Value>> {
+    if set.exceptions.all().is_empty() {
+        return Vec::new();
+    }
+    crate::owners::chain(request, object, evaluation).await
+}
+
 /// [`validate`], keeping what each policy found ([`Decision::findings`]): what
 /// [`PolicySet::audit_in`](crate::PolicySet::audit_in) returns.
 pub(crate) async fn judge_recording(
@@ -1086,6 +1114,7 @@ async fn judge(
         return;
     };
     let cost = &ReviewCost::new();
+    let owners = owners_of(set, request, subject, evaluation).await;
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.validate_candidates(
         &request.api_version,
@@ -1100,6 +1129,10 @@ async fn judge(
         evaluation,
         namespaces: &mut namespaces,
         within: None,
+        beyond: Beyond {
+            workload: None,
+            owners: &owners,
+        },
     };
     judging.run(candidates, subject).await;
     if let Some(workload) = Workload::of_request(request)
@@ -1123,6 +1156,10 @@ async fn judge(
                 evaluation,
                 namespaces: &mut namespaces,
                 within: Some(workload),
+                beyond: Beyond {
+                    workload: Some((request, subject)),
+                    owners: &[],
+                },
             };
             judging.run(candidates.into_iter(), pod).await;
         }
@@ -1140,6 +1177,9 @@ struct Judging<'r, 'a> {
     evaluation: &'a Evaluation<'a>,
     namespaces: &'r mut NamespaceLabels<'a>,
     within: Within,
+    /// What else exceptions may select: the workload whose pod template is judged, the
+    /// object's owners.
+    beyond: Beyond<'a>,
 }
 
 impl<'a> Judging<'_, 'a> {
@@ -1161,6 +1201,7 @@ impl<'a> Judging<'_, 'a> {
                 &view,
                 request,
                 subject,
+                self.beyond,
                 evaluation.now(),
                 (&self.cost.exceptions, &interrupted),
             );

@@ -329,6 +329,16 @@ impl CompiledException {
     }
 }
 
+/// What else an exception may select to exempt the object judged: the workload whose pod
+/// template it is, and the object's owners (see [`crate::owners`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Beyond<'b> {
+    /// The workload's request and object, when its pod template is judged as a Pod.
+    pub(crate) workload: Option<(&'b Request, &'b Value)>,
+    /// The object's owners, nearest first.
+    pub(crate) owners: &'b [Arc<Value>],
+}
+
 /// What exceptions' match conditions spend from on one review, and when to stop: the review's
 /// ceiling for exceptions and the deadline.
 pub(crate) type Metered<'a> = (&'a Ceiling, &'a (dyn Fn() -> bool + Sync));
@@ -412,13 +422,16 @@ impl Exceptions {
 
     /// What the exceptions in force exempt `policy` from on this request: the exceptions that
     /// apply, each with the rules it exempts (empty: the whole policy), and the errors of
-    /// exceptions that could not be matched.
+    /// exceptions that could not be matched. An exception also applies when it selects one of
+    /// `beyond`'s objects: the workload whose pod template is judged, the object's owners.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn for_policy<'e>(
         &'e self,
         policy: &CompiledPolicy,
         view: &ObjectView<'_>,
         request: &Request,
         object: &Value,
+        beyond: Beyond<'_>,
         now: Option<i64>,
         metered: Metered<'_>,
     ) -> Exemption<'e> {
@@ -429,18 +442,46 @@ impl Exceptions {
         let Some(candidates) = self.by_policy.get(&policy.id) else {
             return exemption;
         };
+        let outer = beyond
+            .workload
+            .map(|(request, object)| (request.view(object), request, object));
+        let owners: Vec<ObjectView<'_>> = beyond
+            .owners
+            .iter()
+            .filter_map(|owner| ObjectView::of_object(owner))
+            .collect();
+        // The object judged, the workload whose template it is, or one of its owners.
+        let selects = |exception: &CompiledException| {
+            let direct = exception.selects(view, request, object, metered);
+            if !matches!(direct, Ok(false)) {
+                return direct;
+            }
+            if let Some((view, request, object)) = &outer {
+                let found = exception.selects(view, request, object, metered);
+                if !matches!(found, Ok(false)) {
+                    return found;
+                }
+            }
+            for owner in &owners {
+                let found = exception.selects(owner, request, owner.object, metered);
+                if !matches!(found, Ok(false)) {
+                    return found;
+                }
+            }
+            Ok(false)
+        };
         for (exception, index) in candidates {
             if exception.expired(now) {
                 // Said when it would still select the object: a denial it no longer prevents
                 // names it.
                 if now.is_some()
-                    && let Ok(true) = exception.selects(view, request, object, metered)
+                    && let Ok(true) = selects(exception)
                 {
                     exemption.expired.push(exception.as_ref());
                 }
                 continue;
             }
-            match exception.selects(view, request, object, metered) {
+            match selects(exception) {
                 Ok(true) => {
                     let named = &exception.exempted[*index].rules;
                     let rules: Vec<&str> = match named.as_slice() {

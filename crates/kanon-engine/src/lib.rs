@@ -34,6 +34,7 @@ mod jsonpath;
 mod kubernetes;
 mod language;
 mod lookup;
+mod owners;
 mod podspec;
 mod pointer;
 mod policy;
@@ -86,6 +87,7 @@ pub use exception::{
 pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
 pub use evaluation::Evaluation;
 pub use finding::Finding;
+pub use owners::{DEFAULT_CONTROLLERS, OwnerTrust};
 pub use request::{Deadline, Request, RequestError, parse_operation};
 pub use rule::RuleError;
 pub use targets::{Targets, WebhookKind};

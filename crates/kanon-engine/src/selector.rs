@@ -25,6 +25,21 @@ pub struct ObjectView<'a> {
     pub object: &'a Value,
 }
 
+impl<'a> ObjectView<'a> {
+    /// The view of a whole object, its identity read from it; `None` without `apiVersion`,
+    /// `kind` or `metadata.name`.
+    pub(crate) fn of_object(object: &'a Value) -> Option<ObjectView<'a>> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        Some(ObjectView {
+            api_version: text("/apiVersion")?,
+            kind: text("/kind")?,
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name")?,
+            object,
+        })
+    }
+}
+
 /// The labels of an object (`metadata.labels`), if any.
 pub fn labels_of(object: &Value) -> Option<&Map<String, Value>> {
     // Two object lookups: on every policy's label selector.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use common::*;
 use kanon_engine::{CompiledException, compile_exception};
-use kanon_engine::{Decision, Evaluation, NoObjects, PolicySet, Request, block_on};
+use kanon_engine::{
+    Decision, Evaluation, NoObjects, ObjectStore, OwnerTrust, PolicySet, Request, block_on,
+};
 use serde_json::{Value, json};
 
 /// 2026-11-26T00:00:00Z.
@@ -509,5 +511,133 @@ fn a_rule_is_exempted_by_place_as_well_as_by_name() {
             .1
             .contains("exempt one by place, `validateRules[0]` to `validateRules[1]`"),
         "{missing:?}"
+    );
+}
+
+#[test]
+fn an_exception_selecting_a_workload_exempts_its_pod_template() {
+    let defaults = cop(
+        "defaults",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"plaintext": [
+                {"op": "add", "path": "/metadata/labels/defaulted", "value": "yes"}]}}],
+        }),
+    );
+    // Selected as Kyverno users write it: the Deployment by kind, namespace and name.
+    let set = set_of(&[policy(), defaults]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [
+            {"kind": "ClusterValidatePolicy", "name": "pod-rules"},
+            {"kind": "ClusterOverridePolicy", "name": "defaults"},
+        ],
+        "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "debug", "name": "netshoot"}],
+        "reason": "a debugging tool",
+    }))]);
+    let deployment = |name: &str| {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "debug"},
+            "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": bad_pod("x", json!({}))["spec"].clone(),
+            }},
+        })
+    };
+    let decision = review_at(&set, &create(&deployment("netshoot")), Some(NOW));
+    assert!(decision.allowed, "{decision:#?}");
+    assert!(decision.patch.0.is_empty(), "{decision:#?}");
+    assert_eq!(
+        decision
+            .audit_annotations
+            .get("policyexception.exceptions.legacy"),
+        Some(&"ClusterOverridePolicy/defaults, ClusterValidatePolicy/pod-rules".to_string())
+    );
+    // Another Deployment is judged, its template mutated.
+    let other = review_at(&set, &create(&deployment("web")), Some(NOW));
+    assert!(!other.allowed, "{other:#?}");
+    assert!(other.exceptions.is_empty(), "{other:#?}");
+}
+
+/// A Deployment `netshoot`, its ReplicaSet and a Pod the ReplicaSet controller creates, linked
+/// by controller ownerReferences with uids; the Pod breaks both rules of `pod-rules`.
+fn owned_pod(rs_uid_in_pod: &str) -> (ObjectStore, Value) {
+    let mut store = ObjectStore::new();
+    store
+        .insert(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "netshoot", "namespace": "debug", "uid": "d-1"},
+        }))
+        .expect("identity");
+    store
+        .insert(json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "netshoot-5d8f", "namespace": "debug", "uid": "rs-1",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "name": "netshoot", "uid": "d-1", "controller": true}]},
+        }))
+        .expect("identity");
+    let mut pod = bad_pod("netshoot-5d8f-x2k8p", json!({"app": "netshoot"}));
+    pod["metadata"]["namespace"] = json!("debug");
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "name": "netshoot-5d8f", "uid": rs_uid_in_pod, "controller": true}]);
+    (store, pod)
+}
+
+fn written_by(pod: &Value, user: &str) -> Request {
+    let mut request = create(pod);
+    request.info["userInfo"] = json!({"username": user});
+    request
+}
+
+#[test]
+fn an_exception_selecting_a_workload_reaches_what_its_controllers_create() {
+    let set = set_of(&[policy()]).with_exceptions(vec![compiled_exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+        "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "debug", "name": "netshoot"}],
+        "reason": "a debugging tool",
+    }))]);
+    let (store, pod) = owned_pod("rs-1");
+    let review = |request: &Request, evaluation: Evaluation<'_>| {
+        block_on(set.review_in(request, &evaluation.with_now(Some(NOW))))
+    };
+    // Written by the ReplicaSet controller: the owner chain reaches the Deployment.
+    let controller = written_by(
+        &pod,
+        "system:serviceaccount:kube-system:replicaset-controller",
+    );
+    let decision = review(&controller, Evaluation::new(&store));
+    assert!(decision.allowed, "{decision:#?}");
+    assert_eq!(decision.exceptions.len(), 1, "{decision:#?}");
+    // Written by anyone else with the same ownerReference: judged as itself.
+    let copied = written_by(&pod, "alice");
+    assert!(!review(&copied, Evaluation::new(&store)).allowed);
+    // Unless the operator trusts that user.
+    let trusted = Evaluation::new(&store)
+        .with_owner_trust(OwnerTrust::WrittenBy(vec!["alice".to_string()].into()));
+    assert!(review(&copied, trusted).allowed);
+    // An ownerReference whose uid is not the owner's leads nowhere.
+    let (store, stale) = owned_pod("rs-old");
+    let stale = written_by(
+        &stale,
+        "system:serviceaccount:kube-system:replicaset-controller",
+    );
+    assert!(!review(&stale, Evaluation::new(&store)).allowed);
+
+    // The audit follows the chain whoever wrote the object.
+    let (store, pod) = owned_pod("rs-1");
+    let findings = block_on(
+        set.audit_in(
+            pod,
+            &Evaluation::new(&store)
+                .with_now(Some(NOW))
+                .with_owner_trust(OwnerTrust::Always),
+        ),
+    )
+    .expect("identified");
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.result == kanon_api::ResultStatus::Skip),
+        "{findings:#?}"
     );
 }

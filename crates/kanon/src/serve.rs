@@ -52,6 +52,12 @@ pub struct ServeArgs {
     /// nobody can exempt themselves until an operator decides who may write exceptions).
     #[arg(long = "exception-namespace", value_name = "NAMESPACE")]
     exception_namespaces: Vec<String>,
+    /// A user whose writes of an object owned by a workload count as the workload's, so that a
+    /// PolicyException selecting the workload reaches them (repeatable; replaces the default:
+    /// kube-controller-manager's workload controllers, `system:serviceaccount:kube-system:
+    /// replicaset-controller` and the others, and `system:kube-controller-manager`).
+    #[arg(long = "exception-controller-user", value_name = "USER")]
+    exception_controller_users: Vec<String>,
     /// Where the serving certificate is: `tls.crt` and `tls.key` are used (and reloaded when
     /// they change); when absent, a CA (`ca.crt`) and a certificate for localhost and
     /// 127.0.0.1 are created there.
@@ -241,6 +247,11 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         allow_all: args.allow_all,
         sandbox,
         costly_review_cpu: (!args.costly_review_cpu.is_zero()).then_some(args.costly_review_cpu),
+        owner_trust: if args.exception_controller_users.is_empty() {
+            kanon_engine::OwnerTrust::default()
+        } else {
+            kanon_engine::OwnerTrust::WrittenBy(args.exception_controller_users.clone().into())
+        },
         ..defaults
     };
     if let Err(error) = crate::allocator::return_freed_memory() {

@@ -9,6 +9,7 @@ pub(crate) use scope::{NamespaceLabels, Scope};
 
 use crate::host::ProgramHost;
 use crate::lookup::Lookup;
+use crate::owners::OwnerTrust;
 use crate::request::Deadline;
 
 /// The context of one evaluation: lookups, the program host and the deadline. Built by the
@@ -21,6 +22,7 @@ pub struct Evaluation<'a> {
     programs: Option<&'a dyn ProgramHost>,
     deadline: Option<Deadline>,
     now: Option<i64>,
+    owner_trust: OwnerTrust,
 }
 
 impl<'a> Evaluation<'a> {
@@ -31,6 +33,7 @@ impl<'a> Evaluation<'a> {
             programs: None,
             deadline: None,
             now: None,
+            owner_trust: OwnerTrust::default(),
         }
     }
 
@@ -54,6 +57,18 @@ impl<'a> Evaluation<'a> {
     pub fn with_now(mut self, now: Option<i64>) -> Self {
         self.now = now;
         self
+    }
+
+    /// Whose objects a PolicyException selecting their owner reaches ([`OwnerTrust`]; by
+    /// default those kube-controller-manager's workload controllers write).
+    pub fn with_owner_trust(mut self, trust: OwnerTrust) -> Self {
+        self.owner_trust = trust;
+        self
+    }
+
+    /// [`Evaluation::with_owner_trust`].
+    pub fn owner_trust(&self) -> &OwnerTrust {
+        &self.owner_trust
     }
 
     /// The time of the request ([`Evaluation::with_now`]).

@@ -120,6 +120,9 @@ pub struct ServerConfig {
     /// threads wait for every other thread of their CPU group, which is kanon's own only in a
     /// container of its own (the chart turns it on).
     pub costly_review_cpu: Option<Duration>,
+    /// Whose objects a PolicyException selecting their owner reaches (by default, those
+    /// kube-controller-manager's workload controllers write).
+    pub owner_trust: kanon_engine::OwnerTrust,
 }
 
 /// The default of [`ServerConfig::body_buffer_bytes`]: four bodies of the largest size.
@@ -149,6 +152,7 @@ impl Default for ServerConfig {
             allow_all: false,
             sandbox: None,
             costly_review_cpu: None,
+            owner_trust: kanon_engine::OwnerTrust::default(),
         }
     }
 }
@@ -234,6 +238,7 @@ struct Shared {
     default_review_timeout: Duration,
     allow_all: bool,
     sandbox: Option<ProgramSandbox>,
+    owner_trust: kanon_engine::OwnerTrust,
     /// Where objects admitted under policies that audit go, when set.
     recorder: std::sync::OnceLock<Arc<dyn kanon_engine::AdmissionRecorder>>,
     /// Whether a review was answered 503 (not ready) yet: the first is logged as a warning,
@@ -297,6 +302,7 @@ impl Server {
             body_timeout: config.body_timeout,
             default_review_timeout: config.default_review_timeout,
             allow_all: config.allow_all,
+            owner_trust: config.owner_trust.clone(),
             sandbox: config.sandbox.clone().map(ProgramSandbox::new),
             recorder: std::sync::OnceLock::new(),
             warned_not_ready: AtomicBool::new(false),

@@ -421,7 +421,8 @@ impl Job {
             })))
             .with_now(Some(kanon_engine::unix_seconds(
                 std::time::SystemTime::now(),
-            )));
+            )))
+            .with_owner_trust(shared.owner_trust.clone());
         let recorder = shared.recorder.get().map(|r| r.as_ref());
         admission::answer_recording(request, webhook, &policies, &evaluation, recorder).await
     }
