@@ -205,13 +205,18 @@ pub fn desired_status(
                 }
             } else if let Some((reason, _)) = missing.first() {
                 let listed: Vec<&str> = missing.iter().map(|(_, m)| m.as_str()).collect();
+                let hint = if missing
+                    .iter()
+                    .any(|(reason, _)| *reason != "SelectsNothing")
+                {
+                    ": it exempts from nothing there (check the kind, name, namespace and rule names)"
+                } else {
+                    ""
+                };
                 Ready {
                     status: "False",
                     reason,
-                    message: format!(
-                        "{}: it exempts from nothing there (check the kind, name, namespace and rule names)",
-                        listed.join("; ")
-                    ),
+                    message: format!("{}{hint}", listed.join("; ")),
                 }
             } else {
                 Ready {

@@ -248,6 +248,9 @@ impl CompiledException {
                 missing.push(("PolicyNotFound", format!("{wanted} does not exist{hint}")));
                 continue;
             };
+            if let Some(message) = self.meets_nothing_of(policy) {
+                missing.push(("SelectsNothing", message));
+            }
             let names = rule_names(policy);
             let field = rules_field(policy.id.kind);
             let count = rule_count(policy);
@@ -291,6 +294,54 @@ impl CompiledException {
             }
         }
         missing
+    }
+
+    /// Why none of its selectors can select what `policy` judges, nor a workload whose pod
+    /// template it judges, nor an owner of what it judges; `None` when one can (or the policy
+    /// judges every kind).
+    fn meets_nothing_of(&self, policy: &CompiledPolicy) -> Option<String> {
+        if policy.selectors.is_empty() || policy.admission.is_some() {
+            return None;
+        }
+        let judged: Vec<(&str, &str)> = policy
+            .selectors
+            .iter()
+            .map(|s| (s.api_version.as_str(), s.kind.as_str()))
+            .collect();
+        let reaches = |selector: &ResourceMatcher| {
+            let kind = (selector.api_version.as_str(), selector.kind.as_str());
+            judged.iter().any(|judged| {
+                *judged == kind
+                    || judged.1 == "*"
+                    || kind.1 == "*"
+                    || crate::owners::owns(kind, *judged)
+                    || (policy.pod_templates
+                        && *judged == ("v1", "Pod")
+                        && crate::workload::WORKLOADS
+                            .iter()
+                            .any(|w| (w.api_version, w.kind) == kind))
+            })
+        };
+        if self.selectors.iter().any(reaches) {
+            return None;
+        }
+        let list = |kinds: &mut dyn Iterator<Item = (&str, &str)>| {
+            let mut kinds: Vec<String> = kinds.map(|(v, k)| format!("{v} {k}")).collect();
+            kinds.dedup();
+            kinds.join(", ")
+        };
+        Some(format!(
+            "its resourceSelectors ({}) select nothing {} judges ({}): not those kinds, a \
+             workload whose pod template it judges, nor an owner of them; it exempts nothing",
+            list(
+                &mut self
+                    .selectors
+                    .iter()
+                    .map(|s| (s.api_version.as_str(), s.kind.as_str()))
+            ),
+            policy.id,
+            list(&mut judged.iter().copied()),
+        ))
     }
 
     /// Whether it exempts the request's object (`view`): a selector selects it and every

@@ -47,6 +47,27 @@ impl Default for OwnerTrust {
     }
 }
 
+/// A kind: `(apiVersion, kind)`.
+type Kind = (&'static str, &'static str);
+
+/// Which kinds own which through their controllers: `(owner, owned)`.
+const OWNS: [(Kind, Kind); 7] = [
+    (("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")),
+    (("apps/v1", "ReplicaSet"), ("v1", "Pod")),
+    (("apps/v1", "StatefulSet"), ("v1", "Pod")),
+    (("apps/v1", "DaemonSet"), ("v1", "Pod")),
+    (("batch/v1", "CronJob"), ("batch/v1", "Job")),
+    (("batch/v1", "Job"), ("v1", "Pod")),
+    (("v1", "ReplicationController"), ("v1", "Pod")),
+];
+
+/// Whether objects of kind `owner` own, through their controllers, objects of kind `owned`,
+/// directly or further down (a Deployment owns Pods through its ReplicaSets).
+pub(crate) fn owns(owner: (&str, &str), owned: (&str, &str)) -> bool {
+    OWNS.iter()
+        .any(|(by, of)| *by == owner && (*of == owned || owns(*of, owned)))
+}
+
 /// The most owners followed up from an object: a Pod's ReplicaSet's Deployment, a Pod's Job's
 /// CronJob.
 const DEPTH: usize = 3;

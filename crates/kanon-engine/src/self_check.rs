@@ -65,6 +65,14 @@ impl PolicySet {
                     exception.label
                 ));
             }
+            // What its status would say: a policy or rule that does not exist, selectors that
+            // meet nothing the policy judges.
+            if let Ok(exception) = &compiled {
+                let known: Vec<&crate::PolicyId> = self.policies().iter().map(|p| &p.id).collect();
+                for (_, message) in exception.missing(|id| self.get(id), &known) {
+                    warnings.push(format!("{}: {message}", exception.label));
+                }
+            }
             return Some(PolicyCheck {
                 invalid: compiled.err().map(|invalid| invalid_message(&invalid)),
                 warnings,

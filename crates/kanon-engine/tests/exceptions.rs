@@ -641,3 +641,51 @@ fn an_exception_selecting_a_workload_reaches_what_its_controllers_create() {
         "{findings:#?}"
     );
 }
+
+#[test]
+fn an_exception_whose_selectors_meet_nothing_its_policy_judges_says_so() {
+    let set = set_of(&[policy()]);
+    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
+    let selecting = |selectors: Value| {
+        compiled_exception(json!({
+            "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+            "resourceSelectors": selectors,
+            "reason": "r",
+        }))
+        .missing(|id| set.get(id), &known)
+    };
+    // A Service is nothing a Pod policy judges, owns or templates.
+    assert_eq!(
+        selecting(json!([{"apiVersion": "v1", "kind": "Service", "name": "web"}])),
+        [(
+            "SelectsNothing",
+            "its resourceSelectors (v1 Service) select nothing ClusterValidatePolicy/pod-rules judges (v1 Pod): not those kinds, a workload whose pod template it judges, nor an owner of them; it exempts nothing".to_string()
+        )]
+    );
+    // Pods, a workload (its template), an owner further up (a CronJob's Jobs' Pods): each meets
+    // something.
+    for kind in [
+        json!({"apiVersion": "v1", "kind": "Pod"}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}),
+        json!({"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly"}),
+        json!({"apiVersion": "v1", "kind": "ReplicationController", "name": "old"}),
+    ] {
+        assert!(selecting(json!([kind])).is_empty(), "{kind}");
+    }
+    // The policy-check webhook warns when it is written.
+    let exception = exception(json!({
+        "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
+        "resourceSelectors": [{"apiVersion": "v1", "kind": "Service"}],
+        "reason": "r",
+    }));
+    let check = set
+        .check_policy_object(&create(&exception), &NoObjects)
+        .expect("an exception is checked");
+    assert!(check.invalid.is_none(), "{check:?}");
+    assert!(
+        check.warnings.iter().any(|w| w.starts_with(
+            "PolicyException/exceptions/legacy: its resourceSelectors (v1 Service) select nothing"
+        )),
+        "{check:?}"
+    );
+}

@@ -114,7 +114,17 @@ fn rfc3339(seconds_from_now: u64) -> String {
 fn pod_policies_reach_workloads_and_exceptions_exempt_until_they_expire(env: &mut Env) {
     env.namespace(APPS, json!({}));
     env.namespace(EXCEPTIONS, json!({}));
-    let restarted = Restarted::with(env, &["--exception-namespace", EXCEPTIONS]);
+    // This control plane's kube-controller-manager writes as the admin user (it runs without
+    // --use-service-account-credentials): its writes are the controllers' here.
+    let restarted = Restarted::with(
+        env,
+        &[
+            "--exception-namespace",
+            EXCEPTIONS,
+            "--exception-controller-user",
+            "kanon-admin",
+        ],
+    );
     let env = &mut *restarted.env;
     env.apply_policy(&policy()).expect("the policy is written");
     env.wait_policy_status("ClusterValidatePolicy", None, "kex-no-host-network");
@@ -184,6 +194,43 @@ fn pod_policies_reach_workloads_and_exceptions_exempt_until_they_expire(env: &mu
     });
     env.create(&deployment("legacy", "legacy"))
         .expect("the legacy Deployment's template is exempt too");
+
+    // An exception that selects a Deployment by name, as Kyverno users write it: the Deployment
+    // is admitted, and so are the ReplicaSet and the Pods its controllers create from it (their
+    // owner chain leads to it); other Deployments' Pods are not.
+    let mut netshoot = exception(EXCEPTIONS, "netshoot", "kex-no-host-network", None);
+    netshoot["spec"]["resourceSelectors"] = json!([{"apiVersion": "apps/v1", "kind": "Deployment",
+                                                   "namespace": APPS, "name": "netshoot"}]);
+    env.apply(&netshoot);
+    wait_ready(env, EXCEPTIONS, "netshoot", "Honoured");
+    let mut created = false;
+    env.wait_for(
+        "the netshoot exception in force",
+        Duration::from_secs(10),
+        || {
+            created = env.create(&deployment("netshoot", "netshoot")).is_ok();
+            created
+        },
+    );
+    env.wait_for(
+        "the netshoot Deployment's Pod, created by its controllers",
+        Duration::from_secs(60),
+        || {
+            let out = env.kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                APPS,
+                "-l",
+                "app=netshoot",
+                "-o",
+                "name",
+            ]);
+            !text(&out).trim().is_empty()
+        },
+    );
+    // A Pod written by hand with the same labels is judged as itself.
+    assert!(env.create(&pod("netshoot-by-hand", "netshoot")).is_err());
     assert!(env.create(&pod("other", "web")).is_err());
     let metrics = env.kanon.metrics();
     assert!(
@@ -220,9 +267,19 @@ fn pod_policies_reach_workloads_and_exceptions_exempt_until_they_expire(env: &mu
     assert!(refused.contains("hostNetwork is not allowed"), "{refused}");
 
     env.delete_policy("ClusterValidatePolicy", None, "kex-no-host-network");
+    let _ = env.kubectl(&[
+        "delete",
+        "-n",
+        APPS,
+        "deployment",
+        "netshoot",
+        "legacy",
+        "--ignore-not-found",
+    ]);
     for (namespace, name) in [
         (EXCEPTIONS, "typo"),
         (EXCEPTIONS, "legacy"),
+        (EXCEPTIONS, "netshoot"),
         (APPS, "self-service"),
     ] {
         let _ = env.kubectl(&[
