@@ -19,6 +19,7 @@
 // Every module is private: what other crates use is re-exported below, by what it is for.
 // The fuzz targets and the engine's own differential tests reach further, through the
 // `internals` feature.
+mod admission_plugins;
 mod admission_policy;
 mod decision;
 mod diff;
@@ -84,6 +85,7 @@ pub use exception::{
 };
 
 // One request: what it is, how it is evaluated, what comes of it.
+pub use admission_plugins::{TOKEN_VOLUME, apply_admission_plugins};
 pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
 pub use evaluation::Evaluation;
 pub use finding::Finding;

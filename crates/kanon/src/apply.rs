@@ -227,10 +227,16 @@ pub(crate) fn admitted_request(
     operation: Operation,
     object: Value,
     old: Option<Value>,
-    defaults: bool,
+    (defaults, context): (bool, &ObjectStore),
 ) -> Result<Request, kanon_engine::RequestError> {
     let old = old.map(|old| as_admitted(old, defaults));
-    let request = Request::from_objects(operation, Some(as_admitted(object, defaults)), old)?;
+    let mut object = as_admitted(object, defaults);
+    if defaults {
+        // What the apiserver's default admission plugins add before webhooks (a Pod's service
+        // account token, priority, default tolerations).
+        kanon_engine::apply_admission_plugins(operation, &mut object, old.as_ref(), context);
+    }
+    let request = Request::from_objects(operation, Some(object), old)?;
     Ok(if defaults {
         request
     } else {
@@ -242,14 +248,14 @@ pub(crate) fn build_request(
     doc: &Document,
     operation: Operation,
     old: &[Document],
-    defaults: bool,
+    admitted: (bool, &ObjectStore),
 ) -> Result<Request, String> {
     if is_review(doc) {
         return Request::from_admission_review(&doc.value)
             .map_err(|e| format!("{}: {e}", doc.origin()));
     }
     let old_object = paired_old(doc, old);
-    admitted_request(operation, doc.value.clone(), old_object, defaults).map_err(|e| {
+    admitted_request(operation, doc.value.clone(), old_object, admitted).map_err(|e| {
         let hint = if operation == Operation::Update {
             " (give it with --old-resource)"
         } else {
@@ -316,7 +322,7 @@ pub(crate) fn evaluate_documents(
     let mut problems = Vec::new();
     let mut requests = Vec::new();
     for doc in resources {
-        match build_request(doc, operation, old, defaults) {
+        match build_request(doc, operation, old, (defaults, context)) {
             Ok(request) => requests.push((request, doc.origin())),
             Err(e) => problems.push(e),
         }

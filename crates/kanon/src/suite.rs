@@ -647,8 +647,11 @@ struct SuiteInputs<'d> {
     candidates: Vec<Candidate<'d>>,
     old: &'d [Document],
     default_op: Operation,
-    /// Whether plain resources get the apiserver's defaults.
+    /// Whether plain resources get the apiserver's defaults (and its admission plugins'
+    /// changes).
     defaults: bool,
+    /// The suite's context objects (ServiceAccounts, PriorityClasses the plugins read).
+    context: &'d kanon_engine::ObjectStore,
 }
 
 /// The old object a case gives itself: the one document of a file relative to the suite, or
@@ -775,7 +778,7 @@ fn plan(
         Request::from_admission_review(&doc.value).map_err(|e| e.to_string())
     } else {
         let old = own_old.or_else(|| paired_old(doc, inputs.old));
-        admitted_request(op, doc.value.clone(), old, inputs.defaults).map_err(|e| {
+        admitted_request(op, doc.value.clone(), old, (inputs.defaults, inputs.context)).map_err(|e| {
             let hint = if op == Operation::Update {
                 " (give the case an `oldResource`, or the suite's `oldResources` a previous version of it)"
             } else {
@@ -985,6 +988,7 @@ fn run_suite(
         old: &old,
         default_op,
         defaults: suite.defaults && !no_defaults,
+        context: &context,
     };
     // Every case is checked before any runs, so a bad suite reports every problem and no
     // verdict.
