@@ -14,6 +14,12 @@
 //! values Go writes for a struct field the object leaves out (`resources: {}`,
 //! `creationTimestamp: null`).
 //!
+//! The same for every plain object of a built-in kind among the repository's examples and the
+//! library's tests (`examples/resources`, `examples/suites/*/resources`, `library/tests`), put
+//! in the test's namespace; those the apiserver refuses (a ServiceAccount or PriorityClass it
+//! does not have, a value of the wrong type on purpose) are left out, and at least eighty
+//! must be compared.
+//!
 //! `KANON_DEFAULTS_CASES` cases (default 60) from `KANON_DEFAULTS_SEED` (default fixed).
 
 use std::collections::BTreeMap;
@@ -281,6 +287,48 @@ fn leaves(value: &Value, at: &str, out: &mut BTreeMap<String, Value>) {
     }
 }
 
+/// The plain objects of built-in kinds among the repository's examples and the library's
+/// tests, in the test's namespace (each named after its place, so none collides).
+fn corpus() -> Vec<Value> {
+    let root = crate::env::repo();
+    let mut dirs = vec![root.join("examples/resources"), root.join("library/tests")];
+    if let Ok(suites) = std::fs::read_dir(root.join("examples/suites")) {
+        let mut suites: Vec<_> = suites.filter_map(Result::ok).map(|e| e.path()).collect();
+        suites.sort();
+        dirs.extend(
+            suites
+                .into_iter()
+                .map(|s| s.join("resources"))
+                .filter(|d| d.is_dir()),
+        );
+    }
+    let mut out = Vec::new();
+    for dir in dirs {
+        for mut object in crate::env::documents(&dir) {
+            let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+            let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
+            let plain = !kind.is_empty()
+                && kind != "AdmissionReview"
+                && !kind.ends_with("List")
+                && !api_version.starts_with("policy.kanon.dev")
+                && kanon_engine::apply_builtin_defaults(&mut object.clone());
+            if !plain || kind == "Namespace" {
+                continue;
+            }
+            if object.pointer("/metadata/namespace").is_some() {
+                object["metadata"]["namespace"] = json!(NAMESPACE);
+            }
+            let name = object["metadata"]["name"].as_str().unwrap_or("unnamed");
+            object["metadata"]["name"] = json!(format!("corpus-{}-{name}", out.len()));
+            object["metadata"]
+                .as_object_mut()
+                .map(|m| m.remove("generateName"));
+            out.push(object);
+        }
+    }
+    out
+}
+
 /// `object` with the service account token volume the apiserver named at random
 /// (`kube-api-access-` and five characters) named as kanon names it offline.
 fn offline_token_volume(object: Value) -> Value {
@@ -360,15 +408,27 @@ fn kanon_defaults_built_in_objects_as_kube_apiserver_does(env: &mut Env) {
     let mut objects: Vec<Value> = (0..count).map(|i| object(&mut random, i)).collect();
     objects.push(json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "defaults-probe"}}));
+    let corpus = corpus();
+    let generated = objects.len();
+    objects.extend(corpus);
 
     let mut differences = String::new();
     let mut defaulted_fields = 0;
-    for input in &objects {
+    let mut compared = 0;
+    for (index, input) in objects.iter().enumerate() {
         let out = env.kubectl_stdin(
             &["create", "--dry-run=server", "-o", "json", "-f", "-"],
             &input.to_string(),
         );
+        if index >= generated && !out.status.success() {
+            // A repository object this cluster refuses (what it names is not here): not
+            // compared.
+            continue;
+        }
         assert!(out.status.success(), "{input}: {}", text(&out));
+        if index >= generated {
+            compared += 1;
+        }
         let server: Value = serde_json::from_slice(&out.stdout).expect("an object");
         let server = offline_token_volume(server);
         let mut kanon = input.clone();
@@ -416,6 +476,10 @@ fn kanon_defaults_built_in_objects_as_kube_apiserver_does(env: &mut Env) {
     assert!(
         differences.is_empty(),
         "kanon's defaulting differs from kube-apiserver's (seed {seed}):\n{differences}"
+    );
+    assert!(
+        compared >= 80,
+        "only {compared} of the repository's objects were compared"
     );
     // The objects are not vacuous: many fields were defaulted, and the same on both sides.
     assert!(

@@ -170,14 +170,19 @@ fn zero(value: &Value) -> bool {
     }
 }
 
-/// `SetDefaults_ResourceList`: each quantity rounded up (away from zero) to a thousandth.
+/// `SetDefaults_ResourceList`: each quantity rounded up (away from zero) to a thousandth, and
+/// written as the apiserver writes back what it decoded, canonical (`0.5Gi` is `512Mi`).
 fn round_up(list: &mut Map<String, Value>) {
     const MILLI_NANOS: i128 = 1_000_000;
     for value in list.values_mut() {
         if let Some(quantity) = super::quantity_of(value) {
-            let rounded = quantity.rounded_away_from_zero(MILLI_NANOS);
-            if rounded != quantity {
-                *value = Value::String(rounded.canonical_text());
+            let written = Value::String(
+                quantity
+                    .rounded_away_from_zero(MILLI_NANOS)
+                    .canonical_text(),
+            );
+            if *value != written {
+                *value = written;
             }
         }
     }

@@ -256,3 +256,15 @@ fn a_template_seen_as_a_pod_gets_only_what_a_template_gets() {
     );
     assert_eq!(pod["spec"]["restartPolicy"], json!("Always"));
 }
+
+#[test]
+fn resource_quantities_are_written_canonical_as_the_apiserver_writes_them_back() {
+    let pod = defaulted(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1",
+            "resources": {"limits": {"memory": "0.5Gi", "cpu": 2}, "requests": {"cpu": "0.1"}}}]},
+    }));
+    let resources = &pod["spec"]["containers"][0]["resources"];
+    assert_eq!(resources["limits"], json!({"memory": "512Mi", "cpu": "2"}));
+    assert_eq!(resources["requests"]["cpu"], "100m");
+}
