@@ -164,25 +164,21 @@ mod tests {
             .compile("variables.v + variables.v == 12")
             .expect("compiles");
         let unread = env.compile("true || variables.v > 0").expect("compiles");
-        let object = serde_json::json!({"spec": {"replicas": 3}});
-        let mut lazy = Lazy {
-            object: Value::from_json(&object),
+        let lazy_over = |object| Lazy {
+            object: Value::from_json(object),
             program: &variable,
             computed: Computed::new(1, 1000),
             runs: 0,
         };
+        let object = serde_json::json!({"spec": {"replicas": 3}});
+        let mut lazy = lazy_over(&object);
         let mut budget = Budget::new(1_000_000);
         let value = reader.eval_with(&mut lazy, &mut budget).expect("evaluates");
         assert!(matches!(value, Value::Bool(true)));
         assert_eq!(lazy.runs, 1, "computed once, read twice");
 
         let object = serde_json::json!({"spec": {}});
-        let mut lazy = Lazy {
-            object: Value::from_json(&object),
-            program: &variable,
-            computed: Computed::new(1, 1000),
-            runs: 0,
-        };
+        let mut lazy = lazy_over(&object);
         let mut budget = Budget::new(1_000_000);
         let value = unread.eval_with(&mut lazy, &mut budget).expect("evaluates");
         assert!(matches!(value, Value::Bool(true)));

@@ -540,7 +540,13 @@ fn kanon_outcome(env: &Env, expr: &str, documents: &[&Json]) -> (Outcome, Option
         .map(|document| Value::from_json(document))
         .collect();
     let mut budget = Budget::new(COST_LIMIT);
-    let outcome = match program.eval(&variables, &mut budget) {
+    let result = program.eval(&variables, &mut budget);
+    (evaluated(result, &budget), checked)
+}
+
+/// The outcome of an evaluation that spent `budget`.
+fn evaluated(result: Result<Value<'_>, EvalError>, budget: &Budget<'_>) -> Outcome {
+    match result {
         Ok(value) => Outcome::Value {
             rendering: render::render(&value),
             type_name: value.type_of().runtime_name().to_owned(),
@@ -550,8 +556,7 @@ fn kanon_outcome(env: &Env, expr: &str, documents: &[&Json]) -> (Outcome, Option
             text: error.to_string(),
             cost: budget.spent,
         },
-    };
-    (outcome, checked)
+    }
 }
 
 /// [`kanon_outcome`] of an expression that reads an admission policy's variables, composed
@@ -591,18 +596,8 @@ fn composed_outcome(env: &Env, case: &Case, documents: &[&Json]) -> (Outcome, Op
         computed: composition::Computed::new(programs.len(), usize::MAX),
     };
     let mut budget = Budget::new(COST_LIMIT);
-    let outcome = match program.eval_with(&mut activation, &mut budget) {
-        Ok(value) => Outcome::Value {
-            rendering: render::render(&value),
-            type_name: value.type_of().runtime_name().to_owned(),
-            cost: budget.spent,
-        },
-        Err(error) => Outcome::Error {
-            text: error.to_string(),
-            cost: budget.spent,
-        },
-    };
-    (outcome, checked)
+    let result = program.eval_with(&mut activation, &mut budget);
+    (evaluated(result, &budget), checked)
 }
 
 /// The admission variables, then the policy's variables in the slots declared after them.

@@ -46,6 +46,18 @@ fn policy() -> Value {
     )
 }
 
+/// [`policy`] with rules that have no names, as the library's.
+fn unnamed_policy() -> Value {
+    let mut unnamed = policy();
+    for rule in unnamed["spec"]["validateRules"]
+        .as_array_mut()
+        .expect("rules")
+    {
+        rule.as_object_mut().expect("a rule").remove("name");
+    }
+    unnamed
+}
+
 fn bad_pod(name: &str, labels: Value) -> Value {
     let mut pod = pod("shop", name, labels);
     pod["spec"]["containers"] =
@@ -234,8 +246,9 @@ fn match_conditions_narrow_an_exception_and_an_error_keeps_it_from_applying() {
     );
 }
 
-#[test]
-fn an_exception_reaches_pod_templates_and_mutations() {
+/// `pod-rules` and an override policy `defaults` labelling Pods, both exempted for what
+/// `selectors` select.
+fn policies_exempted_for(selectors: Value, reason: &str) -> PolicySet {
     let defaults = cop(
         "defaults",
         json!({
@@ -244,14 +257,19 @@ fn an_exception_reaches_pod_templates_and_mutations() {
                 {"op": "add", "path": "/metadata/labels/defaulted", "value": "yes"}]}}],
         }),
     );
-    let set = set_of(&[policy(), defaults]).with_exceptions(vec![compiled_exception(json!({
+    set_of(&[policy(), defaults]).with_exceptions(vec![compiled_exception(json!({
         "policies": [
             {"kind": "ClusterValidatePolicy", "name": "pod-rules"},
             {"kind": "ClusterOverridePolicy", "name": "defaults"},
         ],
-        "resourceSelectors": legacy_pods(),
-        "reason": "legacy",
-    }))]);
+        "resourceSelectors": selectors,
+        "reason": reason,
+    }))])
+}
+
+#[test]
+fn an_exception_reaches_pod_templates_and_mutations() {
+    let set = policies_exempted_for(legacy_pods(), "legacy");
     let deployment = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "old", "namespace": "shop"},
@@ -420,13 +438,7 @@ fn the_exceptions_of_one_review_share_a_budget() {
 
 #[test]
 fn a_rule_named_of_a_policy_whose_rules_have_no_names_says_so() {
-    let mut unnamed = policy();
-    for rule in unnamed["spec"]["validateRules"]
-        .as_array_mut()
-        .expect("rules")
-    {
-        rule.as_object_mut().expect("a rule").remove("name");
-    }
+    let unnamed = unnamed_policy();
     let set = set_of(&[unnamed]);
     let exception = compiled_exception(json!({
         "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["capabilities"]}],
@@ -446,13 +458,7 @@ fn a_rule_named_of_a_policy_whose_rules_have_no_names_says_so() {
 
 #[test]
 fn a_rule_is_exempted_by_place_as_well_as_by_name() {
-    let mut unnamed = policy();
-    for rule in unnamed["spec"]["validateRules"]
-        .as_array_mut()
-        .expect("rules")
-    {
-        rule.as_object_mut().expect("a rule").remove("name");
-    }
+    let unnamed = unnamed_policy();
     let set = set_of(&[unnamed]).with_exceptions(vec![compiled_exception(json!({
         "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["validateRules[1]"]}],
         "resourceSelectors": legacy_pods(),
@@ -516,23 +522,11 @@ fn a_rule_is_exempted_by_place_as_well_as_by_name() {
 
 #[test]
 fn an_exception_selecting_a_workload_exempts_its_pod_template() {
-    let defaults = cop(
-        "defaults",
-        json!({
-            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
-            "overrideRules": [{"overriders": {"plaintext": [
-                {"op": "add", "path": "/metadata/labels/defaulted", "value": "yes"}]}}],
-        }),
-    );
     // Selected as Kyverno users write it: the Deployment by kind, namespace and name.
-    let set = set_of(&[policy(), defaults]).with_exceptions(vec![compiled_exception(json!({
-        "policies": [
-            {"kind": "ClusterValidatePolicy", "name": "pod-rules"},
-            {"kind": "ClusterOverridePolicy", "name": "defaults"},
-        ],
-        "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "debug", "name": "netshoot"}],
-        "reason": "a debugging tool",
-    }))]);
+    let set = policies_exempted_for(
+        json!([{"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "debug", "name": "netshoot"}]),
+        "a debugging tool",
+    );
     let deployment = |name: &str| {
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",

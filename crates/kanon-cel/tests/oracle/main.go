@@ -200,6 +200,12 @@ func compile(env *cel.Env, expr string) (ast *cel.Ast, message *string) {
 }
 
 func run(env *cel.Env, req input) output {
+	return compileAndRepeat(env, req, eval)
+}
+
+// compileAndRepeat compiles the case's expression and evaluates it with evaluateOnce as many
+// times as repeat needs.
+func compileAndRepeat(env *cel.Env, req input, evaluateOnce func(cel.Program, map[string]any) result) output {
 	ast, refused := compile(env, req.Expr)
 	if refused != nil {
 		return output{CompileError: refused}
@@ -212,7 +218,7 @@ func run(env *cel.Env, req input) output {
 		return output{ProgramError: str(err.Error()), Checked: checked}
 	}
 	vars := bindings(req)
-	return repeat(checked, func() result { return eval(prg, vars) })
+	return repeat(checked, func() result { return evaluateOnce(prg, vars) })
 }
 
 // runComposed is run for an expression that reads an admission policy's variables: each
@@ -234,17 +240,9 @@ func runComposed(env *cel.Env, composition *plugincel.CompositionEnv, req input)
 		composition.AddField(def.Name, ast.OutputType())
 		composition.CompiledVariables[def.Name] = plugincel.CompilationResult{Program: prg, OutputType: ast.OutputType()}
 	}
-	ast, refused := compile(env, req.Expr)
-	if refused != nil {
-		return output{CompileError: refused}
-	}
-	checked := str(ast.OutputType().String())
-	prg, err := env.Program(ast)
-	if err != nil {
-		return output{ProgramError: str(err.Error()), Checked: checked}
-	}
-	vars := bindings(req)
-	return repeat(checked, func() result { return evalComposed(prg, vars, composition) })
+	return compileAndRepeat(env, req, func(prg cel.Program, vars map[string]any) result {
+		return evalComposed(prg, vars, composition)
+	})
 }
 
 // composedActivation binds the admission variables and `variables`, whose fields are computed
@@ -266,25 +264,14 @@ func (a *composedActivation) Parent() interpreter.Activation { return nil }
 
 // evalComposed is eval with `variables`: the cost is the expression's and the variables' it
 // computed, as the admission plugins charge a request.
-func evalComposed(prg cel.Program, vars map[string]any, composition *plugincel.CompositionEnv) (res result) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = result{kind: "error", text: fmt.Sprintf("panic: %v", p)}
-		}
-	}()
+func evalComposed(prg cel.Program, vars map[string]any, composition *plugincel.CompositionEnv) result {
 	ctx := composition.CreateContext(context.Background())
 	activation := &composedActivation{vars: vars}
 	activation.variables = ctx.Variables(activation)
-	val, det, err := prg.ContextEval(ctx, activation)
-	var cost uint64
-	if det != nil && det.ActualCost() != nil {
-		cost = *det.ActualCost()
-	}
-	cost += uint64(ctx.GetAndResetCost())
-	if err != nil {
-		return result{kind: "error", text: err.Error(), cost: cost}
-	}
-	return result{kind: "value", text: render(val), typ: val.Type().TypeName(), cost: cost}
+	return evaluate(
+		func() (ref.Val, *cel.EvalDetails, error) { return prg.ContextEval(ctx, activation) },
+		ctx.GetAndResetCost,
+	)
 }
 
 // bindings are the case's admission variables, every one bound (oldObject is null on CREATE,
@@ -343,16 +330,25 @@ func (r result) output() output {
 	return o
 }
 
-func eval(prg cel.Program, vars map[string]any) (res result) {
+func eval(prg cel.Program, vars map[string]any) result {
+	return evaluate(func() (ref.Val, *cel.EvalDetails, error) { return prg.Eval(vars) }, nil)
+}
+
+// evaluate runs one evaluation: its value or error and its cost (with `more`'s, when given),
+// a panic of cel-go's as an error.
+func evaluate(run func() (ref.Val, *cel.EvalDetails, error), more func() int64) (res result) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = result{kind: "error", text: fmt.Sprintf("panic: %v", p)}
 		}
 	}()
-	val, det, err := prg.Eval(vars)
+	val, det, err := run()
 	var cost uint64
 	if det != nil && det.ActualCost() != nil {
 		cost = *det.ActualCost()
+	}
+	if more != nil {
+		cost += uint64(more())
 	}
 	if err != nil {
 		return result{kind: "error", text: err.Error(), cost: cost}
