@@ -1086,7 +1086,13 @@ async fn owners_of(
     if set.exceptions.all().is_empty() {
         return Vec::new();
     }
-    crate::owners::chain(request, object, evaluation).await
+    crate::owners::chain(
+        request,
+        object,
+        evaluation.lookup(),
+        evaluation.owner_trust(),
+    )
+    .await
 }
 
 /// [`validate`], keeping what each policy found ([`Decision::findings`]): what

@@ -13,8 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::evaluation::Evaluation;
-use crate::lookup::ObjectQuery;
+use crate::lookup::{Lookup, ObjectQuery};
 use crate::request::Request;
 
 /// The users kube-controller-manager's workload controllers write as, each with its own
@@ -79,13 +78,14 @@ const DEPTH: usize = 3;
 pub(crate) async fn chain(
     request: &Request,
     object: &Value,
-    evaluation: &Evaluation<'_>,
+    lookup: &dyn Lookup,
+    trust: &OwnerTrust,
 ) -> Vec<Arc<Value>> {
     let mut owners = Vec::new();
     if controller_of(object).is_none() {
         return owners;
     }
-    if let OwnerTrust::WrittenBy(users) = evaluation.owner_trust() {
+    if let OwnerTrust::WrittenBy(users) = trust {
         let user = request
             .info
             .pointer("/userInfo/username")
@@ -110,7 +110,7 @@ pub(crate) async fn chain(
             confined_to: None,
             label_selector: None,
         };
-        let found = match evaluation.lookup().get(query, owner.name).await {
+        let found = match lookup.get(query, owner.name).await {
             Ok(Some(found)) => found,
             Ok(None) | Err(_) => break,
         };
