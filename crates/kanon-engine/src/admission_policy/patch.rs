@@ -92,13 +92,19 @@ pub(crate) fn resolve(
                 unescape(key)
             )));
         }
-        if operation.op == "add"
+        // `replace` of an absent member adds it (below), so it meets the same nil map.
+        if matches!(operation.op.as_str(), "add" | "replace")
             && let Some((parent, _)) = operation.path.rsplit_once('/')
             && nulls.contains(&parent)
             && find(&scratch, &operation.path).is_none()
         {
+            let verb = if operation.op == "add" {
+                "adds"
+            } else {
+                "replaces"
+            };
             return Err(Refusal::Panics(format!(
-                "kube-apiserver's JSON patch library panics on this patch (assignment to entry in nil map: it adds '{}' into the null an earlier operation of the patch wrote at '{parent}'), and the apiserver answers the request with no response",
+                "kube-apiserver's JSON patch library panics on this patch (assignment to entry in nil map: it {verb} '{}' into the null an earlier operation of the patch wrote at '{parent}'), and the apiserver answers the request with no response",
                 operation.path
             )));
         }

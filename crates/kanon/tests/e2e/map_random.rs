@@ -137,16 +137,21 @@ fn deployment_operation(random: &mut Random) -> String {
         ),
         // What the kind's defaulting fills in: a container's pull policy and termination
         // message, a strategy, a probe's timings, a port's protocol.
-        13 => (
-            "/spec/template/spec/containers/-".into(),
-            (*random.pick(&[
-                "{'name': 'side', 'image': 'busybox'}",
-                "{'name': dyn('side'), 'image': dyn('busybox:1.36'), 'ports': dyn([{'containerPort': 9000}])}",
-                "{'name': 'side', 'image': 'Busybox'}",
-                "{'name': dyn('side'), 'image': dyn('busybox'), 'resources': dyn({})}",
-            ]))
-            .to_owned(),
-        ),
+        // Each added container has a name of its own: two of one name are refused by the
+        // apiserver's validation after admission (which kanon does not run).
+        13 => {
+            let shape = *random.pick(&[
+                "{'name': 'NAME', 'image': 'busybox'}",
+                "{'name': dyn('NAME'), 'image': dyn('busybox:1.36'), 'ports': dyn([{'containerPort': 9000}])}",
+                "{'name': 'NAME', 'image': 'Busybox'}",
+                "{'name': dyn('NAME'), 'image': dyn('busybox'), 'resources': dyn({})}",
+            ]);
+            let name = format!("side-{}", random.below(1_000_000_000));
+            (
+                "/spec/template/spec/containers/-".into(),
+                shape.replace("NAME", &name),
+            )
+        }
         14 => (
             "/spec/strategy".into(),
             (*random.pick(&["{'type': 'Recreate'}", "{}", "{'type': 'RollingUpdate'}"])).to_owned(),

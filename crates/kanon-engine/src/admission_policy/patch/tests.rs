@@ -360,4 +360,14 @@ fn a_null_written_by_the_patch_is_an_empty_object_to_remove_from_and_a_panic_to_
         matches!(&outcome, Err(Refusal::Panics(why)) if why.contains("'/data/extra'")),
         "{outcome:?}"
     );
+    // So does replacing into it, which adds an absent member (found by the random MAP run,
+    // seed 210397220033410).
+    let outcome = patched(
+        json!({"data": {"a": "b"}}),
+        json!([{"op": "add", "path": "/data", "value": null}, {"op": "replace", "path": "/data/extra", "value": {}}]),
+    );
+    assert!(
+        matches!(&outcome, Err(Refusal::Panics(why)) if why.contains("it replaces '/data/extra'")),
+        "{outcome:?}"
+    );
 }
