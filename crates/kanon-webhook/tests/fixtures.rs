@@ -956,8 +956,8 @@ fn an_exception_written_where_kanon_does_not_honour_it_is_warned_about() {
             "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "PolicyException",
             "metadata": {"name": "mine", "namespace": namespace},
             "spec": {
-                "policies": [{"kind": "ClusterValidatePolicy", "name": "p"}],
-                "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                "policies": [{"kind": "ClusterValidatePolicy", "name": "storage-class-notice"}],
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim"}],
                 "reason": "r",
             },
         })
@@ -986,6 +986,15 @@ fn an_exception_written_where_kanon_does_not_honour_it_is_warned_about() {
     assert!(
         honoured.allowed && honoured.warnings.is_empty(),
         "{honoured:?}"
+    );
+    // What its status would say is said too: a policy that does not exist.
+    let mut typo = exception("policy-exceptions");
+    typo["spec"]["policies"][0]["name"] = json!("storage-class-notise");
+    assert_eq!(
+        send(typo).warnings,
+        [
+            "PolicyException/policy-exceptions/mine: ClusterValidatePolicy/storage-class-notise does not exist; did you mean ClusterValidatePolicy/storage-class-notice?"
+        ]
     );
 }
 
