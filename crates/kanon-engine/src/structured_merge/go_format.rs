@@ -14,6 +14,9 @@ pub(super) fn sharp(value: &Value, nested: bool) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => number(n),
         Value::String(s) => kanon_cel::go_quote(s),
+        // The apiserver converts an `Object` field's list by appending to a nil slice: an empty
+        // one stays nil.
+        Value::Array(items) if items.is_empty() && !nested => "[]interface {}(nil)".to_owned(),
         Value::Array(items) => {
             let items: Vec<String> = items.iter().map(|item| sharp(item, true)).collect();
             let spelled = if nested {
@@ -127,6 +130,9 @@ mod tests {
             sharp(&json!({"a": "b"}), false),
             r#"map[string]interface {}{"a":"b"}"#
         );
+        // `image: []` (map_random seed 6302731802555): the empty list is a nil slice.
+        assert_eq!(sharp(&json!([]), false), "[]interface {}(nil)");
+        assert_eq!(sharp(&json!(["x"]), false), r#"[]interface {}{"x"}"#);
         assert_eq!(plain(&Value::Null), "NULL_VALUE");
         assert_eq!(plain(&json!("y")), "y");
         assert_eq!(type_name(&json!("x"), false), "string");
