@@ -152,15 +152,7 @@ fn mount_token(spec: &mut Spec) {
                 continue;
             }
             needed = true;
-            match container
-                .get_mut("volumeMounts")
-                .and_then(Value::as_array_mut)
-            {
-                Some(mounts) => mounts.push(mount.clone()),
-                None => {
-                    container.insert("volumeMounts".into(), json!([mount.clone()]));
-                }
-            }
+            append(container, "volumeMounts", vec![mount.clone()]);
         }
     }
     if existing.is_some() || !needed {
@@ -177,12 +169,7 @@ fn mount_token(spec: &mut Spec) {
             ],
         },
     });
-    match spec.get_mut("volumes").and_then(Value::as_array_mut) {
-        Some(volumes) => volumes.push(token),
-        None => {
-            spec.insert("volumes".into(), json!([token]));
-        }
-    }
+    append(spec, "volumes", vec![token]);
 }
 
 fn priority(spec: &mut Spec, context: &ObjectStore) {
@@ -276,10 +263,15 @@ fn toleration_seconds(spec: &mut Spec) {
     if missing.is_empty() {
         return;
     }
-    match spec.get_mut("tolerations").and_then(Value::as_array_mut) {
-        Some(tolerations) => tolerations.extend(missing),
+    append(spec, "tolerations", missing);
+}
+
+/// Appends `items` to the list at `field`, made when there is none.
+fn append(object: &mut Spec, field: &str, items: Vec<Value>) {
+    match object.get_mut(field).and_then(Value::as_array_mut) {
+        Some(list) => list.extend(items),
         None => {
-            spec.insert("tolerations".into(), Value::Array(missing));
+            object.insert(field.into(), Value::Array(items));
         }
     }
 }

@@ -1075,15 +1075,18 @@ pub(crate) async fn validate(
     decision
 }
 
-/// The owners of the request's object that exceptions may select (none when no exception is
-/// in force: nothing is looked up).
+/// The owners of the request's object that exceptions may select: none looked up unless some
+/// exception selects a kind that owns objects of the request's kind.
 async fn owners_of(
     set: Indexed<'_>,
     request: &Request,
     object: &Value,
     evaluation: &Evaluation<'_>,
 ) -> Vec<Arc<Value>> {
-    if set.exceptions.all().is_empty() {
+    if !set
+        .exceptions
+        .select_owners_of((&request.api_version, &request.kind))
+    {
         return Vec::new();
     }
     crate::owners::chain(

@@ -325,22 +325,12 @@ impl CompiledException {
         if self.selectors.iter().any(reaches) {
             return None;
         }
-        let list = |kinds: &mut dyn Iterator<Item = (&str, &str)>| {
-            let mut kinds: Vec<String> = kinds.map(|(v, k)| format!("{v} {k}")).collect();
-            kinds.dedup();
-            kinds.join(", ")
-        };
         Some(format!(
             "its resourceSelectors ({}) select nothing {} judges ({}): not those kinds, a \
              workload whose pod template it judges, nor an owner of them; it exempts nothing",
-            list(
-                &mut self
-                    .selectors
-                    .iter()
-                    .map(|s| (s.api_version.as_str(), s.kind.as_str()))
-            ),
+            kinds_text(&self.selectors),
             policy.id,
-            list(&mut judged.iter().copied()),
+            kinds_text(&policy.selectors),
         ))
     }
 
@@ -393,6 +383,16 @@ pub(crate) struct Beyond<'b> {
 /// What exceptions' match conditions spend from on one review, and when to stop: the review's
 /// ceiling for exceptions and the deadline.
 pub(crate) type Metered<'a> = (&'a Ceiling, &'a (dyn Fn() -> bool + Sync));
+
+/// `apiVersion kind` of each selector, in order, a kind named again left out.
+fn kinds_text(selectors: &[ResourceMatcher]) -> String {
+    let mut kinds: Vec<String> = selectors
+        .iter()
+        .map(|s| format!("{} {}", s.api_version, s.kind))
+        .collect();
+    kinds.dedup();
+    kinds.join(", ")
+}
 
 /// The field a policy of `kind` holds its rules in, by which a rule is named by place
 /// (`validateRules[0]`).
@@ -450,6 +450,9 @@ fn rule_names(policy: &CompiledPolicy) -> Vec<&str> {
 pub(crate) struct Exceptions {
     by_policy: HashMap<PolicyId, Vec<(Arc<CompiledException>, usize)>>,
     all: Vec<Arc<CompiledException>>,
+    /// The kinds the exceptions' selectors name (`apiVersion`, `kind`): whether an owner of a
+    /// request's object can matter is decided on them, before any owner is looked up.
+    selected_kinds: Vec<(String, String)>,
 }
 
 impl Exceptions {
@@ -464,11 +467,30 @@ impl Exceptions {
                     .push((exception.clone(), i));
             }
         }
-        Exceptions { by_policy, all }
+        let mut selected_kinds: Vec<(String, String)> = all
+            .iter()
+            .flat_map(|exception| &exception.selectors)
+            .map(|s| (s.api_version.clone(), s.kind.clone()))
+            .collect();
+        selected_kinds.sort();
+        selected_kinds.dedup();
+        Exceptions {
+            by_policy,
+            all,
+            selected_kinds,
+        }
     }
 
     pub(crate) fn all(&self) -> &[Arc<CompiledException>] {
         &self.all
+    }
+
+    /// Whether some exception selects a kind that owns objects of `kind` (`(apiVersion,
+    /// kind)`), so that a request's owners could decide whether it is exempt.
+    pub(crate) fn select_owners_of(&self, kind: (&str, &str)) -> bool {
+        self.selected_kinds.iter().any(|(api_version, selected)| {
+            selected == "*" || crate::owners::owns((api_version, selected), kind)
+        })
     }
 
     /// What the exceptions in force exempt `policy` from on this request: the exceptions that
@@ -493,30 +515,24 @@ impl Exceptions {
         let Some(candidates) = self.by_policy.get(&policy.id) else {
             return exemption;
         };
-        let outer = beyond
-            .workload
-            .map(|(request, object)| (request.view(object), request, object));
-        let owners: Vec<ObjectView<'_>> = beyond
-            .owners
-            .iter()
-            .filter_map(|owner| ObjectView::of_object(owner))
-            .collect();
-        // The object judged, the workload whose template it is, or one of its owners.
+        // The object judged, the workload whose template it is, and its owners: the first
+        // that an exception selects (or fails to match) decides.
+        let targets: Vec<(ObjectView<'_>, &Request, &Value)> =
+            std::iter::once((*view, request, object))
+                .chain(
+                    beyond
+                        .workload
+                        .map(|(request, object)| (request.view(object), request, object)),
+                )
+                .chain(beyond.owners.iter().filter_map(|owner| {
+                    ObjectView::of_object(owner).map(|view| (view, request, view.object))
+                }))
+                .collect();
         let selects = |exception: &CompiledException| {
-            let direct = exception.selects(view, request, object, metered);
-            if !matches!(direct, Ok(false)) {
-                return direct;
-            }
-            if let Some((view, request, object)) = &outer {
-                let found = exception.selects(view, request, object, metered);
-                if !matches!(found, Ok(false)) {
-                    return found;
-                }
-            }
-            for owner in &owners {
-                let found = exception.selects(owner, request, owner.object, metered);
-                if !matches!(found, Ok(false)) {
-                    return found;
+            for (view, request, object) in &targets {
+                match exception.selects(view, request, object, metered) {
+                    Ok(false) => {}
+                    decided => return decided,
                 }
             }
             Ok(false)

@@ -68,8 +68,7 @@ impl PolicySet {
             // What its status would say: a policy or rule that does not exist, selectors that
             // meet nothing the policy judges.
             if let Ok(exception) = &compiled {
-                let known: Vec<&crate::PolicyId> = self.policies().iter().map(|p| &p.id).collect();
-                for (_, message) in exception.missing(|id| self.get(id), &known) {
+                for (_, message) in self.exception_problems(exception) {
                     warnings.push(format!("{}: {message}", exception.label));
                 }
             }

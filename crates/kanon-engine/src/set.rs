@@ -132,6 +132,17 @@ impl PolicySet {
             .map(|i| self.policies[i].as_ref())
     }
 
+    /// What is wrong with `exception` against this set's policies, as its status says it
+    /// ([`CompiledException::missing`](crate::CompiledException::missing)): `(reason,
+    /// message)` pairs, none when it names only what exists and can select something.
+    pub fn exception_problems(
+        &self,
+        exception: &crate::CompiledException,
+    ) -> Vec<(&'static str, String)> {
+        let known: Vec<&PolicyId> = self.policies.iter().map(|p| &p.id).collect();
+        exception.missing(|id| self.get(id), &known)
+    }
+
     /// Override policies that may select an object of this type in this namespace, in
     /// evaluation order (the selectors still have to be checked).
     pub fn override_candidates<'a>(

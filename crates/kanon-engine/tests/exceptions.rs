@@ -347,9 +347,8 @@ fn an_exception_that_names_what_does_not_exist_says_so() {
         "resourceSelectors": legacy_pods(),
         "reason": "r",
     }));
-    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
     assert_eq!(
-        exception.missing(|id| set.get(id), &known),
+        set.exception_problems(&exception),
         [
             (
                 "RuleNotFound",
@@ -445,8 +444,7 @@ fn a_rule_named_of_a_policy_whose_rules_have_no_names_says_so() {
         "resourceSelectors": legacy_pods(),
         "reason": "r",
     }));
-    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
-    let missing = exception.missing(|id| set.get(id), &known);
+    let missing = set.exception_problems(&exception);
     assert_eq!(missing.len(), 1, "{missing:?}");
     assert!(
         missing[0]
@@ -482,14 +480,13 @@ fn a_rule_is_exempted_by_place_as_well_as_by_name() {
     );
 
     // A place past the policy's rules, or of the other family, is named.
-    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
     let past = compiled_exception(json!({
         "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules", "rules": ["validateRules[2]"]}],
         "resourceSelectors": legacy_pods(),
         "reason": "r",
     }));
     assert_eq!(
-        past.missing(|id| set.get(id), &known),
+        set.exception_problems(&past),
         [(
             "RuleNotFound",
             "ClusterValidatePolicy/pod-rules has no rule `validateRules[2]`: it has 2 rules (validateRules[0] to validateRules[1])".to_string()
@@ -511,7 +508,7 @@ fn a_rule_is_exempted_by_place_as_well_as_by_name() {
         "resourceSelectors": legacy_pods(),
         "reason": "r",
     }));
-    let missing = named.missing(|id| set.get(id), &known);
+    let missing = set.exception_problems(&named);
     assert!(
         missing[0]
             .1
@@ -639,14 +636,12 @@ fn an_exception_selecting_a_workload_reaches_what_its_controllers_create() {
 #[test]
 fn an_exception_whose_selectors_meet_nothing_its_policy_judges_says_so() {
     let set = set_of(&[policy()]);
-    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
     let selecting = |selectors: Value| {
-        compiled_exception(json!({
+        set.exception_problems(&compiled_exception(json!({
             "policies": [{"kind": "ClusterValidatePolicy", "name": "pod-rules"}],
             "resourceSelectors": selectors,
             "reason": "r",
-        }))
-        .missing(|id| set.get(id), &known)
+        })))
     };
     // A Service is nothing a Pod policy judges, owns or templates.
     assert_eq!(

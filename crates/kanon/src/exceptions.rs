@@ -35,9 +35,8 @@ pub fn honoured(set: PolicySet, namespaces: &[String]) -> PolicySet {
         eprintln!("warning: {}", not_honoured(exception));
     }
     // What its status would say in a cluster: a typo that exempts nothing.
-    let known: Vec<&kanon_engine::PolicyId> = set.policies().iter().map(|p| &p.id).collect();
     for exception in set.exceptions() {
-        for (_, missing) in exception.missing(|id| set.get(id), &known) {
+        for (_, missing) in set.exception_problems(exception) {
             eprintln!("warning: {}: {missing}", exception.label);
         }
     }

@@ -314,9 +314,17 @@ impl CaseResource {
         self.source.is_some() || (self.kind.is_some() && self.name.is_some())
     }
 
-    /// Whether the candidate is the case's resource. Without `source`, a missing namespace is
-    /// a cluster-scoped resource's; with it, what is left out does not narrow the choice.
-    fn selects(&self, candidate: &Candidate, dir: &Path) -> bool {
+    /// The file `source` names ([`file_of`]), relative to the suite's folder `dir`.
+    fn source_file(&self, dir: &Path) -> Option<PathBuf> {
+        self.source
+            .as_ref()
+            .map(|source| file_of(&dir.join(source)))
+    }
+
+    /// Whether the candidate is the case's resource, `source` being in `file` ([`Self::source_file`]).
+    /// Without `source`, a missing namespace is a cluster-scoped resource's; with it, what is
+    /// left out does not narrow the choice.
+    fn selects(&self, candidate: &Candidate, file: Option<&Path>) -> bool {
         let id = &candidate.id;
         let field =
             |wanted: &Option<String>, found: &str| wanted.as_ref().is_none_or(|w| w == found);
@@ -324,10 +332,7 @@ impl CaseResource {
             (Some(_), None) => true,
             (_, wanted) => *wanted == id.namespace,
         };
-        let source = self
-            .source
-            .as_ref()
-            .is_none_or(|source| same_file(&dir.join(source), Path::new(&candidate.doc.source)));
+        let source = file.is_none_or(|file| file == candidate.file);
         field(&self.kind, &id.kind)
             && field(&self.name, &id.name)
             && field(&self.api_version, &id.api_version)
@@ -336,13 +341,9 @@ impl CaseResource {
     }
 }
 
-/// Whether two paths name one file (as written, else once resolved).
-fn same_file(a: &Path, b: &Path) -> bool {
-    a == b
-        || matches!(
-            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
-            (Ok(a), Ok(b)) if a == b
-        )
+/// A file as cases compare it: resolved when it can be, else as written.
+fn file_of(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// `[apiVersion ]Kind [namespace/]name` of a resource.
@@ -546,6 +547,8 @@ struct Tally {
 struct Candidate<'d> {
     doc: &'d Document,
     id: ResourceId,
+    /// The file it was read from ([`file_of`]), resolved once.
+    file: PathBuf,
 }
 
 /// The identity of every resource document; a document that cannot be evaluated is a problem.
@@ -563,6 +566,7 @@ fn candidates(docs: &[Document]) -> Result<Vec<Candidate<'_>>, Vec<String>> {
             Ok(r) => found.push(Candidate {
                 doc,
                 id: ResourceId::of(&r),
+                file: file_of(Path::new(&doc.source)),
             }),
             Err(e) => problems.push(format!("{}: {e}", doc.origin())),
         }
@@ -579,13 +583,12 @@ const LISTED: usize = 10;
 
 /// Why no resource of the suite is `wanted`: what there is, nearest first, with a "did you
 /// mean" when one is a likely misspelling.
-fn not_found(wanted: &CaseResource, candidates: &[Candidate], dir: &Path) -> String {
+fn not_found(wanted: &CaseResource, candidates: &[Candidate], file: Option<&Path>) -> String {
     let target = wanted.describe();
-    if let Some(source) = &wanted.source {
-        let path = dir.join(source);
+    if let (Some(source), Some(file)) = (&wanted.source, file) {
         let in_file: Vec<String> = candidates
             .iter()
-            .filter(|c| same_file(&path, Path::new(&c.doc.source)))
+            .filter(|c| c.file == file)
             .map(|c| describe(&c.id, wanted.api_version.is_some()))
             .collect();
         if in_file.is_empty() {
@@ -715,10 +718,11 @@ fn plan(
     if !problems.is_empty() {
         return Err(problems);
     }
+    let file = case.resource.source_file(inputs.dir);
     let matching: Vec<&Candidate> = inputs
         .candidates
         .iter()
-        .filter(|c| case.resource.selects(c, inputs.dir))
+        .filter(|c| case.resource.selects(c, file.as_deref()))
         .collect();
     let doc = match matching.as_slice() {
         [one] => one.doc,
@@ -726,7 +730,11 @@ fn plan(
             return Ok((
                 op,
                 texts,
-                Planned::Fail(not_found(&case.resource, &inputs.candidates, inputs.dir)),
+                Planned::Fail(not_found(
+                    &case.resource,
+                    &inputs.candidates,
+                    file.as_deref(),
+                )),
             ));
         }
         several => {

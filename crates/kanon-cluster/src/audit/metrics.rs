@@ -194,7 +194,7 @@ impl AuditMetrics {
 
     /// Sets what the audit waits for: each of `labels` 1, the others it waited for before 0.
     pub fn blocked(&self, labels: &[&'static str]) {
-        for missing in ["lease_namespace", "openreports_crds"] {
+        for missing in super::prerequisites::LABELS {
             self.blocked
                 .get_or_create(&MissingLabels { missing })
                 .set(i64::from(labels.contains(&missing)));

@@ -16,6 +16,9 @@ pub const OPENREPORTS: &str = "openreports.io/v1alpha1";
 /// The resources of [`OPENREPORTS`] the audit writes.
 const REPORT_RESOURCES: [&str; 2] = ["reports", "clusterreports"];
 
+/// The values of `kanon_audit_blocked`'s `missing` label, one per kind of [`Missing`].
+pub const LABELS: [&str; 2] = ["lease_namespace", "openreports_crds"];
+
 /// Something the audit needs that the cluster lacks.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Missing {
@@ -29,8 +32,8 @@ impl Missing {
     /// The value of the metric's `missing` label.
     pub fn label(&self) -> &'static str {
         match self {
-            Missing::LeaseNamespace(_) => "lease_namespace",
-            Missing::ReportCrds(_) => "openreports_crds",
+            Missing::LeaseNamespace(_) => LABELS[0],
+            Missing::ReportCrds(_) => LABELS[1],
         }
     }
 

@@ -148,8 +148,9 @@ impl ReportWriter {
     pub fn know(&mut self, book: &Book, existing: &[WrittenReport]) {
         for report in existing {
             let content = book.report(&report.scope).filter(|content| {
-                let mut rendered = render(&report.scope, content, self.max_results);
-                !report.replaced && rendered.parts().1.as_slice() == report.results.as_slice()
+                !report.replaced
+                    && render(&report.scope, content, self.max_results).results()
+                        == report.results.as_slice()
             });
             self.written.insert(
                 report.scope.clone(),
@@ -442,6 +443,14 @@ impl Rendered {
         written.map_or(usize::MAX, |json| json.len())
     }
 
+    /// Its results.
+    fn results(&self) -> &[ReportResult] {
+        match self {
+            Rendered::Namespaced(_, report) => &report.results,
+            Rendered::Cluster(report) => &report.results,
+        }
+    }
+
     /// Its metadata, results and annotations, to change before it is written.
     fn parts(&mut self) -> (&mut ObjectMeta, &mut Vec<ReportResult>) {
         match self {
@@ -667,10 +676,7 @@ mod tests {
     }
 
     fn results(rendered: &Rendered) -> Vec<ReportResult> {
-        match rendered {
-            Rendered::Namespaced(_, report) => report.results.clone(),
-            Rendered::Cluster(report) => report.results.clone(),
-        }
+        rendered.results().to_vec()
     }
 
     #[test]
