@@ -123,7 +123,30 @@ pub fn parse_documents(
     source_name: &str,
     json: bool,
 ) -> Result<Vec<Value>, DocumentError> {
-    let raw: Vec<Value> = if json {
+    Ok(parse_located_documents(text, source_name, json)?
+        .into_iter()
+        .map(|located| located.value)
+        .collect())
+}
+
+/// A parsed document and the line it starts at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocatedDocument {
+    /// The document (an object).
+    pub value: Value,
+    /// The 1-based line of the document's first node in the text (for an item of a
+    /// `kind: List`, the list's), when known: YAML only.
+    pub line: Option<usize>,
+}
+
+/// [`parse_documents`], each document with the line it starts at, so that a message about
+/// it can point there (`policies.yaml:12`).
+pub fn parse_located_documents(
+    text: &str,
+    source_name: &str,
+    json: bool,
+) -> Result<Vec<LocatedDocument>, DocumentError> {
+    let raw: Vec<(Value, Option<usize>)> = if json {
         let value: Value = serde_json::from_str(text).map_err(|e| DocumentError::Json {
             source_name: source_name.to_string(),
             line: e.line(),
@@ -132,42 +155,29 @@ pub fn parse_documents(
         })?;
         match value {
             // A JSON array of objects is a common way to hand over several objects.
-            Value::Array(items) => items,
-            other => vec![other],
+            Value::Array(items) => items.into_iter().map(|item| (item, None)).collect(),
+            other => vec![(other, None)],
         }
     } else {
-        serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options()).map_err(|e| {
-            DocumentError::Yaml {
-                source_name: source_name.to_string(),
-                location: e
-                    .location()
-                    .map(|l| format!(" at line {} column {}", l.line(), l.column()))
-                    .unwrap_or_default(),
-                message: if let serde_saphyr::Error::Budget { breach, .. } = innermost(&e) {
-                    budget_message(breach)
-                } else {
-                    // The plain message; the location is given once, by `location`.
-                    let plain = e.without_snippet().to_string();
-                    let plain = plain.strip_prefix("error: ").unwrap_or(&plain).to_string();
-                    let plain = match plain.split_once(": ") {
-                        Some((head, rest)) if head.starts_with("line ") => rest,
-                        _ => plain.as_str(),
-                    };
-                    let plain = match plain.rfind(" at line ") {
-                        Some(at) => &plain[..at],
-                        None => plain,
-                    };
-                    if plain.contains("recursion limit exceeded") {
-                        format!("nested deeper than {MAX_YAML_DEPTH} levels")
-                    } else {
-                        plain.to_string()
-                    }
-                },
-            }
-        })?
+        serde_saphyr::from_multiple_with_options::<serde_saphyr::Spanned<Value>>(
+            text,
+            yaml_options(),
+        )
+        .map_err(|e| yaml_error(&e, source_name))?
+        .into_iter()
+        .map(|spanned| {
+            let line = spanned.referenced.line();
+            (spanned.value, (line > 0).then_some(line as usize))
+        })
+        .collect()
     };
     let mut out = Vec::with_capacity(raw.len());
-    for (i, doc) in raw.into_iter().enumerate() {
+    for (i, (doc, line)) in raw.into_iter().enumerate() {
+        let not_an_object = |found: &Value| DocumentError::NotAnObject {
+            source_name: source_name.to_string(),
+            index: i + 1,
+            found: type_name(found),
+        };
         match doc {
             Value::Null => {}
             Value::Object(mut map) => {
@@ -180,29 +190,54 @@ pub fn parse_documents(
                     if let Some(Value::Array(items)) = map.remove("items") {
                         for item in items {
                             if !item.is_object() {
-                                return Err(DocumentError::NotAnObject {
-                                    source_name: source_name.to_string(),
-                                    index: i + 1,
-                                    found: type_name(&item),
-                                });
+                                return Err(not_an_object(&item));
                             }
-                            out.push(item);
+                            out.push(LocatedDocument { value: item, line });
                         }
                     }
                 } else {
-                    out.push(Value::Object(map));
+                    out.push(LocatedDocument {
+                        value: Value::Object(map),
+                        line,
+                    });
                 }
             }
-            other => {
-                return Err(DocumentError::NotAnObject {
-                    source_name: source_name.to_string(),
-                    index: i + 1,
-                    found: type_name(&other),
-                });
-            }
+            other => return Err(not_an_object(&other)),
         }
     }
     Ok(out)
+}
+
+/// A YAML parse error as [`DocumentError::Yaml`]: the location once, the parser's bounds in
+/// words.
+fn yaml_error(e: &serde_saphyr::Error, source_name: &str) -> DocumentError {
+    DocumentError::Yaml {
+        source_name: source_name.to_string(),
+        location: e
+            .location()
+            .map(|l| format!(" at line {} column {}", l.line(), l.column()))
+            .unwrap_or_default(),
+        message: if let serde_saphyr::Error::Budget { breach, .. } = innermost(e) {
+            budget_message(breach)
+        } else {
+            // The plain message; the location is given once, by `location`.
+            let plain = e.without_snippet().to_string();
+            let plain = plain.strip_prefix("error: ").unwrap_or(&plain).to_string();
+            let plain = match plain.split_once(": ") {
+                Some((head, rest)) if head.starts_with("line ") => rest,
+                _ => plain.as_str(),
+            };
+            let plain = match plain.rfind(" at line ") {
+                Some(at) => &plain[..at],
+                None => plain,
+            };
+            if plain.contains("recursion limit exceeded") {
+                format!("nested deeper than {MAX_YAML_DEPTH} levels")
+            } else {
+                plain.to_string()
+            }
+        },
+    }
 }
 
 /// serde_json appends " at line L column C" to its messages; the error says it already.
@@ -216,6 +251,16 @@ fn strip_location(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn located_documents_carry_their_first_line() {
+        let text = "# a comment\na: 1\n---\n\n---\nkind: List\napiVersion: v1\nitems:\n- b: 2\n- c: 3\n---\n# lead\nd: 4\n";
+        let docs = parse_located_documents(text, "x.yaml", false).unwrap();
+        let lines: Vec<Option<usize>> = docs.iter().map(|d| d.line).collect();
+        assert_eq!(lines, vec![Some(2), Some(6), Some(6), Some(13)]);
+        let json = parse_located_documents("[{\"a\": 1}]", "x.json", true).unwrap();
+        assert_eq!(json[0].line, None);
+    }
 
     #[test]
     fn yaml_multi_document_skips_empty_and_expands_lists() {

@@ -59,7 +59,7 @@ mod workload;
 pub mod internals;
 
 // Policies: documents, compiling, the set and its checks.
-pub use document::{DocumentError, parse_documents};
+pub use document::{DocumentError, LocatedDocument, parse_documents, parse_located_documents};
 pub use error::{FieldError, InvalidPolicy};
 pub use kanon_schema::Kinds;
 pub use policy::{

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::exceptions::{ExceptionArgs, honoured};
-use crate::inputs::{Document, read_documents};
+use crate::inputs::{Document, LoadedPolicies, read_documents};
 use crate::objects::load_objects;
 use crate::programs::{DeadlineArgs, OfflineEvaluation, ProgramArgs};
 
@@ -145,30 +145,50 @@ pub fn run(args: &ApplyArgs) -> ExitCode {
 }
 
 /// The policies under `paths`, compiled; every problem found is bad input. Their warnings
-/// (likely mistakes that do not make a policy invalid) go to standard error.
+/// (likely mistakes that do not make a policy invalid) and a note on the documents skipped as
+/// not policies go to standard error.
 pub(crate) fn load_policies(paths: &[PathBuf]) -> Result<PolicySet, BadInput> {
-    load_policies_for(paths, &ObjectStore::new())
+    let loaded = load_policies_for(paths, &ObjectStore::new())?;
+    print_load_notes(&loaded);
+    Ok(loaded.set)
 }
 
-/// [`load_policies`], checked against the built-in kinds and the custom kinds of the
-/// CustomResourceDefinitions among `context` (a CRD kanon cannot read is bad input).
+/// The policies under `paths`, compiled and checked against the built-in kinds and the custom
+/// kinds of the CustomResourceDefinitions among `context` (a CRD kanon cannot read is bad
+/// input); nothing printed.
 pub(crate) fn load_policies_for(
     paths: &[PathBuf],
     context: &ObjectStore,
-) -> Result<PolicySet, BadInput> {
+) -> Result<LoadedPolicies, BadInput> {
     let problems = context.crd_problems();
     if !problems.is_empty() {
         return Err(BadInput(problems));
     }
-    let policies =
-        crate::inputs::load_policies_with(paths, context.custom_kinds()).map_err(BadInput)?;
-    for policy in policies.policies() {
+    crate::inputs::load_policies_with(paths, context.custom_kinds()).map_err(BadInput)
+}
+
+/// Each policy's warnings on standard error, naming the policy and where it is
+/// (`warning: ClusterValidatePolicy/x (policies/x.yaml:3): spec...`), then the note on
+/// skipped documents.
+pub(crate) fn print_load_notes(loaded: &LoadedPolicies) {
+    for policy in loaded.set.policies() {
+        let place = loaded
+            .origins
+            .of(policy)
+            .map(|place| format!(" ({place})"))
+            .unwrap_or_default();
         for warning in &policy.warnings {
             // A type-checking warning ends in a newline, as kube-controller-manager writes it.
-            eprintln!("warning: {}: {}", policy.id, warning.to_string().trim_end());
+            eprintln!(
+                "warning: {}{place}: {}",
+                policy.id,
+                warning.to_string().trim_end()
+            );
         }
     }
-    Ok(policies)
+    if let Some(note) = loaded.skipped_note() {
+        eprintln!("note: {note}");
+    }
 }
 
 /// The objects under `paths` that stand for the cluster ([`load_objects`]).
@@ -271,8 +291,9 @@ fn evaluate(args: &ApplyArgs) -> Result<Vec<Verdict>, BadInput> {
         evaluation.set_now(now);
     }
     let context = load_context(&args.context)?;
-    let policies = load_policies_for(&args.policies, &context)?;
-    let policies = honoured(policies, &args.exceptions.namespaces);
+    let loaded = load_policies_for(&args.policies, &context)?;
+    print_load_notes(&loaded);
+    let policies = honoured(loaded.set, &args.exceptions.namespaces);
     let old = read_documents(&args.old_resources).map_err(|e| e.to_string())?;
     let resources = read_documents(&args.resources).map_err(|e| e.to_string())?;
     if resources.is_empty() {

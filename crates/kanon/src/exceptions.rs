@@ -30,17 +30,59 @@ pub fn clock() -> i64 {
 /// `set` with only the exceptions of `namespaces`; each left out is reported on standard
 /// error, so that an exception nobody honours is not mistaken for one in force.
 pub fn honoured(set: PolicySet, namespaces: &[String]) -> PolicySet {
-    let (set, left) = set.honouring(namespaces);
-    for exception in &left {
-        eprintln!("warning: {}", not_honoured(exception));
+    let (set, warnings) = honoured_with_warnings(set, namespaces);
+    for warning in warnings {
+        eprintln!("warning: {}", warning.text());
     }
+    set
+}
+
+/// A warning about one exception: left out, or selecting nothing.
+pub struct ExceptionWarning {
+    /// The exception (`PolicyException/namespace/name`).
+    pub exception: Arc<CompiledException>,
+    /// What is wrong, without the exception's name when `named` is false.
+    pub message: String,
+    /// Whether `message` names the exception itself.
+    pub named: bool,
+}
+
+impl ExceptionWarning {
+    /// The warning as one line, naming the exception.
+    pub fn text(&self) -> String {
+        if self.named {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.exception.label, self.message)
+        }
+    }
+}
+
+/// [`honoured`], the warnings returned instead of printed.
+pub fn honoured_with_warnings(
+    set: PolicySet,
+    namespaces: &[String],
+) -> (PolicySet, Vec<ExceptionWarning>) {
+    let (set, left) = set.honouring(namespaces);
+    let mut warnings: Vec<ExceptionWarning> = left
+        .iter()
+        .map(|exception| ExceptionWarning {
+            exception: exception.clone(),
+            message: not_honoured(exception),
+            named: true,
+        })
+        .collect();
     // What its status would say in a cluster: a typo that exempts nothing.
     for exception in set.exceptions() {
         for (_, missing) in set.exception_problems(exception) {
-            eprintln!("warning: {}: {missing}", exception.label);
+            warnings.push(ExceptionWarning {
+                exception: exception.clone(),
+                message: missing.to_string(),
+                named: false,
+            });
         }
     }
-    set
+    (set, warnings)
 }
 
 /// Why an exception is left out.

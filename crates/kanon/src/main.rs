@@ -55,9 +55,11 @@ enum Command {
     /// policy finds an object failing, 1 when one does (or cannot judge it), 2 when the
     /// cluster cannot be read.
     Audit(Box<audit::AuditCommandArgs>),
-    /// Run policy test suites (`kanon-test.yaml` files) and report each case.
+    /// Run policy test suites (`kanon-test.yaml` files) and report each case, as text, JSON,
+    /// JUnit XML or GitHub annotations.
     ///
-    /// Exit status: 0 when every case passes, 1 when any fails, 2 on bad input.
+    /// Exit status: 0 when every case passes; 1 when a case fails (or, with `--strict`, a policy
+    /// has a warning); 2 when an input cannot be read or no case is selected.
     Test(suite::TestArgs),
     /// Print the rule programs that the policies' templates render to.
     Render(render::RenderArgs),

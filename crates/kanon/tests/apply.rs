@@ -288,7 +288,7 @@ fn bad_input_exits_2_with_the_reason() {
         (vec!["--policy".into(), p("missing.yaml"), "--resource".into(), p("pod.yaml")], format!("{}: No such file", p("missing.yaml"))),
         (vec!["--policy".into(), p("bad.yaml"), "--resource".into(), p("pod.yaml")], format!("{}: invalid YAML at line 3", p("bad.yaml"))),
         (vec!["--policy".into(), "examples/policies".into(), "--resource".into(), p("bad.yaml")], format!("{}: invalid YAML at line 3", p("bad.yaml"))),
-        (vec!["--policy".into(), p("notpolicy.yaml"), "--resource".into(), p("pod.yaml")], "v1 Pod is not a policy kanon reads".into()),
+        (vec!["--policy".into(), p("notpolicy.yaml"), "--resource".into(), p("pod.yaml")], "no policy found (skipped 1 document that is not a policy: Pod)".into()),
         (vec!["--policy".into(), p("cue.yaml"), "--resource".into(), p("pod.yaml")], "spec.overrideRules[0].overriders.cue: kinitiras CUE is not supported: rewrite it as a minijinja rule `program`".into()),
         (vec!["--policy".into(), p("template.yaml"), "--resource".into(), p("pod.yaml")], "ClusterOverridePolicy/t is invalid:\n  spec.overrideRules[0].overriders.program: line 2: syntax error: unexpected end of input, expected end of block".into()),
         (vec!["--policy".into(), p("unknown.yaml"), "--resource".into(), p("pod.yaml")], "spec.resourceSelector: unknown field".into()),
@@ -458,6 +458,78 @@ fn crds_command_prints_the_committed_crds() {
 }
 
 #[test]
+fn a_whole_manifest_is_read_for_the_policies_in_it() {
+    // What `helm template` prints: a chart's objects, with a policy among them.
+    let manifest = "\
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: app}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app}
+spec: {selector: {matchLabels: {app: a}}, template: {metadata: {labels: {app: a}}, spec: {containers: [{name: c, image: nginx}]}}}
+---
+# A policy of the chart
+apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: no-default}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - targetOperations: [CREATE]
+    cel:
+      validations: [{expression: \"object.metadata.namespace != 'default'\", message: not in default}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: other}
+spec: {selector: {matchLabels: {app: b}}, template: {metadata: {labels: {app: b}}, spec: {containers: [{name: c, image: nginx}]}}}
+";
+    let misspelt = "apiVersion: policy.kanon.dev/v1alpha1\nkind: ClusterValidatPolicy\nmetadata: {name: x}\nspec: {}\n";
+    let dir = temp_files(&[
+        ("chart.yaml", manifest),
+        ("pod.yaml", POD),
+        ("misspelt.yaml", misspelt),
+    ]);
+    let path = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    let out = kanon(&["apply", "-p", &path("chart.yaml"), "-r", &path("pod.yaml")]);
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the policy judges the Pod: {err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("ClusterValidatePolicy/no-default: not in default")
+    );
+    assert!(
+        err.contains(
+            "note: skipped 3 documents that are not a policy: ServiceAccount, Deployment (2)"
+        ),
+        "{err}"
+    );
+    // A kind of kanon's own API group that kanon does not read is a mistake, not skipped.
+    let out = kanon(&[
+        "apply",
+        "-p",
+        &path("misspelt.yaml"),
+        "-p",
+        &path("chart.yaml"),
+        "-r",
+        &path("pod.yaml"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("policy.kanon.dev/v1alpha1 ClusterValidatPolicy is not a policy kanon reads"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn likely_mistakes_in_a_policy_are_warned_about_on_stderr() {
     // A path Pods do not have, in a rule that also judges DELETE: in force, with two warnings.
     let policy = "apiVersion: policy.kanon.dev/v1alpha1
@@ -482,11 +554,12 @@ spec:
     // The rule is in force: the Pod has no nodeName, so it is denied.
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("warning: ClusterValidatePolicy/node: spec.validateRules[0].template.condition.dataRef.path: `/spec/nodename` does not exist in v1 Pod; did you mean `/spec/nodeName`?"),
+        err.contains(&format!("warning: ClusterValidatePolicy/node ({}:1): spec.validateRules[0].template.condition.dataRef.path:", path("policy.yaml")))
+            && err.contains("spec.validateRules[0].template.condition.dataRef.path: `/spec/nodename` does not exist in v1 Pod; did you mean `/spec/nodeName`?"),
         "{err}"
     );
     assert!(
-        err.contains("warning: ClusterValidatePolicy/node: spec.validateRules[0].targetOperations: is not set"),
+        err.contains(&format!("warning: ClusterValidatePolicy/node ({}:1): spec.validateRules[0].targetOperations: is not set", path("policy.yaml"))),
         "{err}"
     );
 }

@@ -825,8 +825,8 @@ fn the_example_suites_pass() {
     assert_eq!(
         warnings,
         [
-            "warning: ValidatingAdmissionPolicy/memory-limits with binding memory-limits-prod: spec.validations[0].expression: apps/v1, Kind=Deployment: ERROR: <input>:2:26: undefined field 'limits'",
-            "warning: PolicyException/shop/self-service is not honoured: namespace shop is not an exception namespace (--exception-namespace)"
+            "warning: admission-policies: ValidatingAdmissionPolicy/memory-limits with binding memory-limits-prod (examples/suites/admission-policies/policies/memory-limits.yaml:2): spec.validations[0].expression: apps/v1, Kind=Deployment: ERROR: <input>:2:26: undefined field 'limits'",
+            "warning: exceptions: PolicyException/shop/self-service (examples/suites/exceptions/policies/exceptions.yaml:56): not honoured: namespace shop is not an exception namespace (--exception-namespace)"
         ]
     );
     // Every template type, operator and suite folder is exercised.
@@ -844,4 +844,313 @@ fn the_example_suites_pass() {
             "no passing case from {suite}:\n{stdout}"
         );
     }
+}
+
+/// A suite with a named passing case, a failing one and one more passing case, for the CI
+/// outputs.
+fn ci_suite() -> tempfile::TempDir {
+    let dir = suite_dir();
+    write(
+        dir.path(),
+        "s/kanon-test.yaml",
+        "name: replicas
+policies: [policies/]
+resources: [resources.yaml]
+cases:
+  - name: big is refused
+    resource: {kind: Deployment, namespace: default, name: big}
+    allowed: false
+  - resource: {kind: Deployment, namespace: default, name: small}
+    allowed: false
+  - name: small is labelled
+    resource: {kind: Deployment, namespace: default, name: small}
+    patched: {metadata: {labels: {app.kubernetes.io/managed-by: kanon}}}
+",
+    );
+    dir
+}
+
+#[test]
+fn json_output_lists_every_case_with_its_line_and_the_counts() {
+    let dir = ci_suite();
+    let out = kanon(dir.path(), &["test", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["summary"],
+        serde_json::json!({"passed": 2, "failed": 1, "errors": 0})
+    );
+    let suite = &report["suites"][0];
+    assert_eq!(suite["name"], "replicas");
+    assert_eq!(suite["file"], "./s/kanon-test.yaml");
+    let cases = suite["cases"].as_array().unwrap();
+    let names: Vec<&str> = cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "big is refused",
+            "CREATE Deployment/default/small",
+            "small is labelled"
+        ]
+    );
+    // Each case points at its place in the suite file.
+    assert_eq!(cases[0]["place"], "./s/kanon-test.yaml:5");
+    assert_eq!(cases[1]["place"], "./s/kanon-test.yaml:8");
+    assert_eq!(
+        cases[1]["failures"][0],
+        "allowed: expected false, got true (messages: [])"
+    );
+    assert!(cases[0].get("failures").is_none());
+
+    // --fail-only keeps the failing case alone; the counts stay those of the whole run.
+    let out = kanon(dir.path(), &["test", "-o", "json", "--fail-only"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cases = report["suites"][0]["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1);
+    assert_eq!(cases[0]["name"], "CREATE Deployment/default/small");
+    assert_eq!(report["summary"]["passed"], 2);
+}
+
+#[test]
+fn cases_and_suites_are_selected_by_glob_and_a_selection_of_nothing_is_an_error() {
+    let dir = ci_suite();
+    let out = kanon(dir.path(), &["test", "--case", "*is*"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout,
+        "PASS replicas: big is refused\nPASS replicas: small is labelled\n2 passed, 0 failed\n"
+    );
+    let out = kanon(
+        dir.path(),
+        &[
+            "test",
+            "--suite",
+            "repl*",
+            "--case",
+            "CREATE Deployment/*/small",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        3,
+        "{}",
+        text(&out.stdout)
+    );
+    // The fail-only text leaves the passing cases out.
+    let out = kanon(dir.path(), &["test", "--fail-only"]);
+    assert_eq!(
+        text(&out.stdout),
+        "FAIL replicas: CREATE Deployment/default/small\n     allowed: expected false, got true (messages: [])\n2 passed, 1 failed\n"
+    );
+    // A filter with a typo must not pass a CI job by running nothing.
+    let out = kanon(dir.path(), &["test", "--suite", "replica"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("error: no case selected by --suite replica (0 suites matched)"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = kanon(dir.path(), &["test", "--case", "nothing*"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn detailed_output_shows_what_each_policy_did_and_said() {
+    let dir = ci_suite();
+    let out = kanon(dir.path(), &["test", "--detailed", "--case", "big*"]);
+    assert_eq!(
+        text(&out.stdout),
+        "PASS replicas: big is refused
+     ClusterOverridePolicy/managed-by mutated
+     ClusterValidatePolicy/max-replicas rejected
+       big wants 5 replicas
+1 passed, 0 failed
+"
+    );
+}
+
+#[test]
+fn github_output_annotates_the_failing_case_at_its_line() {
+    let dir = ci_suite();
+    let out = kanon(dir.path(), &["test", "--output", "github"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout.starts_with("PASS replicas: big is refused\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "::error file=./s/kanon-test.yaml,line=8,title=kanon test%3A replicas%3A CREATE Deployment/default/small::allowed: expected false, got true (messages: [])\n"
+        ),
+        "{stdout}"
+    );
+}
+
+/// A policy that reads a field Pods do not have: valid, but almost surely a typo.
+const TYPO: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata:
+  name: one-container
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - targetOperations: [CREATE]
+    cel:
+      validations:
+      - expression: \"!has(object.spec.containerz) || size(object.spec.containerz) == 1\"
+";
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: shop}
+spec:
+  containers: [{name: a, image: nginx}, {name: b, image: nginx}]
+";
+
+#[test]
+fn strict_makes_a_typod_field_fail_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "t/policies/typo.yaml", TYPO);
+    write(dir.path(), "t/pods.yaml", POD);
+    let suite = "name: typo
+policies: [policies/]
+resources: [pods.yaml]
+cases:
+  - resource: {kind: Pod, namespace: shop, name: web}
+    allowed: true
+";
+    write(dir.path(), "t/kanon-test.yaml", suite);
+    // Without strict the suite passes, and the warning names its suite, policy and place.
+    let out = kanon(dir.path(), &["test"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "warning: typo: ClusterValidatePolicy/one-container (./t/policies/typo.yaml:1): spec.validateRules[0].cel.validations[0].expression: "
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("undefined field 'containerz'"), "{stderr}");
+    // Strict, from the command line or the suite, the warning is a failing check.
+    let out = kanon(dir.path(), &["test", "--strict"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("FAIL typo: policy ClusterValidatePolicy/one-container has no warnings\n"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("1 passed, 1 failed\n"), "{stdout}");
+    write(
+        dir.path(),
+        "t/kanon-test.yaml",
+        &format!("strict: true\n{suite}"),
+    );
+    let out = kanon(dir.path(), &["test", "--output", "github"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stdout).contains(
+            "::error file=./t/policies/typo.yaml,line=1,title=kanon test%3A typo%3A policy ClusterValidatePolicy/one-container has no warnings::"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// Runs scripts/check-junit.sh (the JUnit schema and a JUnit reader) on `files`.
+fn check_junit(files: &[&Path]) -> Output {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    Command::new(repo.join("scripts/check-junit.sh"))
+        .args(files)
+        .output()
+        .expect("scripts/check-junit.sh runs")
+}
+
+#[test]
+fn junit_reports_validate_against_the_schema_ci_servers_read() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out_dir = tempfile::tempdir().unwrap();
+    // The repository's own suites, as a CI job would run them.
+    let green = out_dir.path().join("green.xml");
+    let out = kanon(
+        &repo,
+        &[
+            "test",
+            "examples",
+            "library",
+            "--output",
+            "junit",
+            "--output-file",
+            green.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The text still goes to standard output beside the file.
+    let summary = text(&out.stdout);
+    let passed: usize = summary
+        .lines()
+        .last()
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(passed > 100, "{summary}");
+    // A failing run, a strict check and a suite that cannot run.
+    let dir = ci_suite();
+    write(dir.path(), "t/policies/typo.yaml", TYPO);
+    write(dir.path(), "t/pods.yaml", POD);
+    write(
+        dir.path(),
+        "t/kanon-test.yaml",
+        "strict: true\npolicies: [policies/]\nresources: [pods.yaml]\ncases: [{resource: {kind: Pod, namespace: shop, name: web}, allowed: true}]\n",
+    );
+    write(
+        dir.path(),
+        "u/kanon-test.yaml",
+        "policies: [nowhere/]\nresources: []\ncases: []\n",
+    );
+    let red = out_dir.path().join("red.xml");
+    let out = kanon(dir.path(), &["test", "-o", "junit"]);
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::write(&red, &out.stdout).unwrap();
+    let xml = text(&out.stdout);
+    assert!(xml.contains("<failure message=\"allowed: expected false, got true (messages: [])\" type=\"expectation\">"), "{xml}");
+    assert!(xml.contains("<error message="), "{xml}");
+
+    let checked = check_junit(&[&green, &red]);
+    let report = text(&checked.stdout);
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "{report}{}",
+        text(&checked.stderr)
+    );
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!(
+            "{} tests={passed} failures=0 errors=0 skipped=0",
+            green.display()
+        )
+    );
+    // 3 cases and 1 strict check (1 failing each), and the suite that could not run.
+    assert_eq!(
+        lines[1],
+        format!("{} tests=6 failures=2 errors=1 skipped=0", red.display())
+    );
+    // The check can fail: an attribute the schema does not allow on a testcase.
+    let bad = out_dir.path().join("bad.xml");
+    std::fs::write(
+        &bad,
+        "<testsuites><testsuite name=\"s\" tests=\"1\" failures=\"0\" errors=\"0\"><testcase name=\"c\" line=\"3\"/></testsuite></testsuites>",
+    )
+    .unwrap();
+    let checked = check_junit(&[&bad]);
+    assert_eq!(checked.status.code(), Some(1));
+    assert!(
+        text(&checked.stderr).contains("does not validate against junit-10.xsd"),
+        "{}",
+        text(&checked.stderr)
+    );
 }

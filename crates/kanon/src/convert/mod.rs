@@ -363,6 +363,7 @@ fn self_check(converted: &[Converted]) -> Result<(), Vec<String>> {
         .map(|(index, c)| Document {
             source: "converted policies".to_owned(),
             index: index + 1,
+            line: None,
             value: c.policy.clone(),
         })
         .collect();
