@@ -31,6 +31,7 @@ variants=(
   "network-policy|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].ipBlock.cidr=10.0.0.10/32 --set networkPolicy.apiserver.from[1].ipBlock.cidr=10.0.0.11/32 --set networkPolicy.metrics.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring --set metrics.port=9090 --set networkPolicy.extraIngress[0].from[0].podSelector.matchLabels.app=debug --set networkPolicy.extraIngress[0].ports[0].port=8443"
   "library-restricted-warn|--set library.podSecurity=restricted --set library.validationActions={Warn} --set library.excludedNamespaces={ci,sandbox} --set library.bestPractices={disallow-latest-tag,require-probes,default-resources}"
   "library-baseline|--set library.podSecurity=baseline"
+  "library-rollout|--set library.podSecurity.enforce=baseline --set library.podSecurity.warn=restricted --set library.podSecurity.audit=restricted --set library.podSecurity.exemptions.namespaces={kube-system} --set library.podSecurity.exemptions.usernames={system:serviceaccount:ci:deployer} --set-json library.bestPractices=[\"disallow-latest-tag\",{\"name\":\"require-probes\",\"validationActions\":[\"Warn\"]}]"
   "exceptions|--set exceptions.namespaces={policy-exceptions}"
   "audit-disabled|--set audit.enabled=false --set metrics.prometheusRule.enabled=true"
   "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.pageMiB=2 --set audit.maxResults=50 --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
@@ -160,7 +161,7 @@ policies=$(library_policies "$render")
   -eq $((validations + mutations)) ] || fail "library: the excluded namespaces in every policy's namespaceSelector"
 [ "$(grep -c 'app.kubernetes.io/managed-by: Helm' <<<"$policies")" -eq $((validations + mutations)) ] \
   || fail "library: the chart's labels on every policy"
-grep -q 'name: pss-baseline-privileged$' "$render" || fail "library: restricted includes baseline's checks (links followed)"
+grep -q 'name: pss-baseline-privileged-warn$' "$render" || fail "library: restricted includes baseline's checks (links followed)"
 
 render="$out/library-baseline.yaml"
 validations=$(count_kind ClusterValidatePolicy "$library"/pod-security/baseline/*.yaml)
@@ -171,6 +172,17 @@ validations=$(count_kind ClusterValidatePolicy "$library"/pod-security/baseline/
 [ "$(validation_actions "$render" | sort -u)" = "Deny" ] || fail "library: [Deny] by default"
 grep -q 'namespaceSelector' <<<"$(library_policies "$render")" && fail "library: no namespaceSelector without excludedNamespaces"
 grep -q 'pss-restricted-' "$render" && fail "library: baseline without restricted's checks"
+
+# The usual rollout: each check once per mode, named by it, in that mode's action; a best practice
+# in the actions given with it. crates/kanon/tests/chart_library.rs judges Pods with every
+# combination of levels.
+render="$out/library-rollout.yaml"
+for mode in enforce warn audit; do
+  [ "$(grep -c "^  name: pss-.*-$mode\$" "$render")" -eq 19 ] || fail "library: 19 checks in mode $mode"
+done
+[ "$(validation_actions "$render" | sort | uniq -c | awk '{print $1 " " $2}' | tr '\n' ' ')" = "19 Audit 20 Deny 20 Warn " ] \
+  || fail "library: each mode's action, and the best practices' own ($(validation_actions "$render" | sort | uniq -c | tr '\n' ' '))"
+grep -q 'pod-security.kubernetes.io/enforce' "$render" || fail "library: the Namespaces' Pod Security labels read"
 
 # Refused, with the reason.
 refused() {
@@ -184,6 +196,8 @@ refused() {
 refused 'no best practice named no-such-practice; the library has: ' --set 'library.bestPractices={disallow-latest-tag,no-such-practice}'
 refused 'disallow-latest-tag, ' --set 'library.bestPractices={no-such-practice}'
 refused 'Deny and Warn may not be used together' --set library.podSecurity=baseline --set 'library.validationActions={Deny,Warn}'
+refused 'require-probes: Deny and Warn may not be used together' --set-json 'library.bestPractices=[{"name":"require-probes","validationActions":["Deny","Warn"]}]'
+refused "at '/library/podSecurity/enforce': value must be one of" --set library.podSecurity.enforce=strict
 refused 'the first install needs webhook.policyCheckFailurePolicy: Ignore' --set library.podSecurity=baseline --set webhook.policyCheckFailurePolicy=Fail
 "$helm" template kanon "$chart" --is-upgrade --set library.podSecurity=baseline \
   --set webhook.policyCheckFailurePolicy=Fail | grep -q '^kind: ClusterValidatePolicy$' \

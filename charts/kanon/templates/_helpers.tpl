@@ -144,3 +144,29 @@ The webhook container's resources: as given, with the derived memory limit when 
 {{- $_ := set $resources "limits" $limits }}
 {{- toYaml $resources }}
 {{- end }}
+
+{{/*
+library.podSecurity as a map of each mode's level (`enforce`, `warn`, `audit`: `none`, `baseline`
+or `restricted`) with `namespaceLabels` and `exemptions`, as JSON: a level alone (as earlier charts
+took it) is that level in the modes library.validationActions names (Deny: enforce, Warn: warn,
+Audit: audit), Namespace labels not read.
+*/}}
+{{- define "kanon.podSecurity" -}}
+{{- $library := .Values.library }}
+{{- $podSecurity := $library.podSecurity }}
+{{- if kindIs "string" $podSecurity }}
+{{- $level := $podSecurity }}
+{{- $podSecurity = dict "enforce" "none" "warn" "none" "audit" "none" "namespaceLabels" false }}
+{{- if ne $level "none" }}
+{{- range $mode, $action := dict "enforce" "Deny" "warn" "Warn" "audit" "Audit" }}
+{{- if has $action $library.validationActions }}
+{{- $_ := set $podSecurity $mode $level }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range $mode := list "enforce" "warn" "audit" }}
+{{- $_ := set $podSecurity $mode (get $podSecurity $mode | default "none") }}
+{{- end }}
+{{- toJson $podSecurity }}
+{{- end }}

@@ -352,7 +352,7 @@ fn library_pod(namespace: &str, name: &str, privileged: bool) -> Value {
                                     "securityContext": {"privileged": privileged}}]}})
 }
 
-/// `helm install` with `library.podSecurity=baseline` while no kanon of the release runs: Helm
+/// `helm install` with `library.podSecurity.enforce=baseline` while no kanon of the release runs: Helm
 /// creates the library's policies right after the webhook configurations, and the chart's
 /// policy check (`Ignore`) lets them in unchecked. kanon, started afterwards as the chart's
 /// ServiceAccount, has every one Ready, writes rules for Pods into the chart's configurations,
@@ -402,7 +402,11 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
             "--set",
             "replicaCount=1",
             "--set",
-            "library.podSecurity=baseline",
+            "library.podSecurity.enforce=baseline",
+            // The baseline level's checks alone (with the labels read, restricted's are
+            // installed too, for Namespaces labelled restricted).
+            "--set",
+            "library.podSecurity.namespaceLabels=false",
             "--set",
             &format!("library.excludedNamespaces={{{exempt}}}"),
             "--skip-crds", // the suite installed them
@@ -435,7 +439,7 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
         "one ClusterValidatePolicy per baseline file: {names:?}"
     );
     assert!(
-        names.iter().any(|n| n == "pss-baseline-privileged"),
+        names.iter().any(|n| n == "pss-baseline-privileged-enforce"),
         "{names:?}"
     );
 
@@ -481,7 +485,7 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
         .expect_err("a privileged Pod refused");
     assert!(
         refused.contains(
-            "ClusterValidatePolicy/pss-baseline-privileged: privileged (container \"app\" must not set securityContext.privileged=true)"
+            "ClusterValidatePolicy/pss-baseline-privileged-enforce: privileged (container \"app\" must not set securityContext.privileged=true)"
         ),
         "{refused}"
     );
@@ -504,7 +508,7 @@ fn the_charts_pod_security_library_refuses_a_privileged_pod(env: &mut Env) {
     let found_before_policies = |report: &Value| {
         report["results"].as_array().is_some_and(|results| {
             results.iter().any(|r| {
-                r["policy"] == "ClusterValidatePolicy/pss-baseline-privileged"
+                r["policy"] == "ClusterValidatePolicy/pss-baseline-privileged-enforce"
                     && r["result"] == "fail"
                     && r["resources"][0]["name"] == "before-policies"
             })
