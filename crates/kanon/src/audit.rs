@@ -2,36 +2,40 @@
 //! audit of `kanon serve` judges them ([`crate::auditor`]), what the policies find printed and
 //! nothing written.
 
-use std::collections::BTreeMap;
+mod filter;
+mod printer;
+mod table;
+
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use kanon_api::ResultStatus;
+use kanon_api::PolicyKind;
 use kanon_cluster::ClusterMetrics;
 use kanon_cluster::audit::AuditError;
-use kanon_cluster::audit::book::{Book, KindKey, Subject};
 use kanon_cluster::audit::pace::CpuBudget;
 use kanon_cluster::audit::reach::Reach;
-use kanon_cluster::audit::reports::render;
-use kanon_cluster::audit::scan::{self, Judge, Lister};
+use kanon_cluster::audit::scan::{self, AuditKind, Judge, Lister};
 use kanon_cluster::reflector::Reflector;
 use kanon_engine::ProgramHost;
-use kanon_engine::{Finding, PolicyPublisher, PolicySet};
+use kanon_engine::{PolicyPublisher, PolicySet};
 use tokio::sync::watch;
 
 use crate::auditor::{AuditPrograms, ReadingArgs};
 use crate::cluster::{ConnectionArgs, LookupArgs};
 use crate::exceptions::{ExceptionArgs, HonouringPublisher};
+use filter::Filter;
+use printer::Printer;
 
 /// What `kanon audit` prints.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum AuditOutput {
-    /// One line per finding that needs attention, then a count per policy.
+    /// A table of the findings that need attention, then one of the counts per policy.
     #[default]
     Text,
-    /// Every finding (passes included), as JSON lines: the object, then its findings.
+    /// Every finding the filters keep (passes included), as JSON lines: the object, then its
+    /// findings.
     Json,
     /// The reports the background audit would write, as YAML.
     Reports,
@@ -49,6 +53,8 @@ pub struct AuditCommandArgs {
     /// What to print.
     #[arg(short, long, value_enum, default_value_t = AuditOutput::Text)]
     output: AuditOutput,
+    #[command(flatten)]
+    filter: Filter,
     #[command(flatten)]
     reading: ReadingArgs,
     /// Judge only what kanon's ValidatingWebhookConfiguration of this name sends it (its
@@ -78,8 +84,9 @@ impl PolicyPublisher for FirstSet {
     }
 }
 
-/// Runs `kanon audit`. Exit status: 0 when nothing fails, 1 when a policy finds an object
-/// failing (or cannot judge it), 2 when the cluster cannot be read.
+/// Runs `kanon audit`. Exit status: 0 when nothing the filters keep fails, 1 when a policy finds
+/// an object failing (or cannot judge it, or a kind cannot be read), 2 when the cluster cannot
+/// be read.
 pub fn run(args: &AuditCommandArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -167,6 +174,46 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
     let metrics = ClusterMetrics::new();
     let lookups = crate::cluster::lookups(&client, &args.lookups, metrics.clone())
         .map_err(|e| e.to_string())?;
+    let set = read_policies(args, &client, &lookups, metrics).await?;
+    let programs = sandbox.map(|config| AuditPrograms::new(config, Duration::from_secs(10)));
+    let judging = Judging {
+        set: set.clone(),
+        judge: Judge {
+            lookup: lookups.lookup.as_ref(),
+            programs: programs.as_ref().map(|p| p as &dyn ProgramHost),
+            now: args.exceptions.now.unwrap_or_else(crate::exceptions::clock),
+            timeout: scan::OBJECT_TIMEOUT,
+        },
+        reach: match &args.webhook_configuration {
+            Some(name) => Reach::of(&client, name).await.map_err(|e| e.to_string())?,
+            None => Reach::everything(),
+        },
+        filter: &args.filter,
+    };
+    let kinds = kinds_to_read(&client, &set, &args.filter).await;
+    let reading = &args.reading;
+    // On demand, the audit is the only work: it is paced by `--audit-qps` alone.
+    let mut lister = Lister::new(
+        client.clone(),
+        reading.audit_page_size,
+        reading.page_bytes(),
+        reading.audit_qps,
+        CpuBudget::unlimited(),
+    );
+    let mut printer = Printer::new(args.output, reading.max_results(), &args.filter);
+    for kind in &kinds {
+        judging.kind(kind, &mut lister, &mut printer).await;
+    }
+    printer.finish()
+}
+
+/// The policies in the cluster, as the reflector first reads them.
+async fn read_policies(
+    args: &AuditCommandArgs,
+    client: &kube::Client,
+    lookups: &crate::cluster::Lookups,
+    metrics: ClusterMetrics,
+) -> Result<Arc<PolicySet>, String> {
     let (sender, mut policies) = watch::channel(None);
     let publisher = HonouringPublisher {
         inner: Arc::new(FirstSet(sender)),
@@ -191,34 +238,48 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
         .map_err(|_| format!("the policies were not read from the cluster within {timeout:?}"))?
         .map_err(|_| "the policy reflector stopped".to_string())?
         .clone()
-        .ok_or("no policy set")?;
+        .ok_or("no policy set");
     reflector.abort();
-    let programs = sandbox.map(|config| AuditPrograms::new(config, Duration::from_secs(10)));
-    let judge = Judge {
-        lookup: lookups.lookup.as_ref(),
-        programs: programs.as_ref().map(|p| p as &dyn ProgramHost),
-        now: args.exceptions.now.unwrap_or_else(crate::exceptions::clock),
-        timeout: scan::OBJECT_TIMEOUT,
-    };
-    let reach = match &args.webhook_configuration {
-        Some(name) => Reach::of(&client, name).await.map_err(|e| e.to_string())?,
-        None => Reach::everything(),
-    };
-    let (kinds, problems) = scan::kinds(&client, &set).await;
+    Ok(set?)
+}
+
+/// The kinds the validate policies of `set` judge that `filter` keeps, with a warning for
+/// each kind that cannot be read and each filter that matches nothing.
+async fn kinds_to_read(client: &kube::Client, set: &PolicySet, filter: &Filter) -> Vec<AuditKind> {
+    let (mut kinds, problems) = scan::kinds(client, set).await;
     for problem in &problems {
         eprintln!("warning: {problem}");
     }
-    let reading = &args.reading;
-    // On demand, the audit is the only work: it is paced by `--audit-qps` alone.
-    let mut lister = Lister::new(
-        client.clone(),
-        reading.audit_page_size,
-        reading.page_bytes(),
-        reading.audit_qps,
-        CpuBudget::unlimited(),
-    );
-    let mut printer = Printer::new(args.output, reading.max_results());
-    for kind in &kinds {
+    let policies: Vec<&str> = set
+        .policies()
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.id.kind,
+                PolicyKind::ClusterValidatePolicy | PolicyKind::ValidatePolicy
+            )
+        })
+        .map(|p| &*p.label)
+        .collect();
+    let judged: Vec<_> = kinds.iter().map(|k| &k.key).collect();
+    for warning in filter.unmatched(&policies, &judged) {
+        eprintln!("warning: {warning}");
+    }
+    kinds.retain(|kind| filter.reads_kind(&kind.key, kind.namespaced));
+    kinds
+}
+
+/// How the objects read are judged, and which.
+struct Judging<'a> {
+    set: Arc<PolicySet>,
+    judge: Judge<'a>,
+    reach: Reach,
+    filter: &'a Filter,
+}
+
+impl Judging<'_> {
+    /// Reads every object of `kind` and hands what the policies find to `printer`.
+    async fn kind(&self, kind: &AuditKind, lister: &mut Lister, printer: &mut Printer) {
         let mut token: Option<String> = None;
         let mut scan = printer.book.scan(kind.key.clone());
         loop {
@@ -233,21 +294,22 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
                 }
                 Err(error) => {
                     eprintln!("warning: {error}");
-                    printer.failed = true;
+                    printer.unread = true;
                     break;
                 }
             };
             let found = kanon_api::Timestamp {
-                seconds: judge.now,
+                seconds: self.judge.now,
                 nanos: 0,
             };
             let objects = page
                 .objects
                 .into_iter()
-                .filter(|o| reach.reaches(o))
+                .filter(|o| self.reach.reaches(o) && self.filter.judges(o))
                 .collect();
-            judge
-                .page(&set, objects, |subject, findings| {
+            self.judge
+                .page(&self.set, objects, |subject, findings| {
+                    let findings = self.filter.findings(findings);
                     scan.add(subject, &findings, found);
                     printer.object(subject, findings);
                 })
@@ -259,124 +321,31 @@ async fn audit(args: &AuditCommandArgs) -> Result<bool, String> {
         }
         printer.book.finish(scan);
     }
-    printer.finish()
 }
 
-/// Prints findings as they come, or reports at the end.
-struct Printer {
-    output: AuditOutput,
-    book: Book,
-    max_results: usize,
-    /// Findings that need attention, kept to print sorted (text), with their kind.
-    lines: Vec<(ResultStatus, String, KindKey)>,
-    counts: BTreeMap<String, [u64; 5]>,
-    failed: bool,
-}
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
 
-impl Printer {
-    fn new(output: AuditOutput, max_results: usize) -> Self {
-        Printer {
-            output,
-            book: Book::new(max_results),
-            max_results,
-            lines: Vec::new(),
-            counts: BTreeMap::new(),
-            failed: false,
-        }
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: super::AuditCommandArgs,
     }
 
-    fn object(&mut self, subject: &Subject, findings: Vec<Finding>) {
-        for finding in &findings {
-            let at = finding.result.urgency();
-            self.counts.entry(finding.policy.to_string()).or_default()[at] += 1;
-            if matches!(finding.result, ResultStatus::Fail | ResultStatus::Error) {
-                self.failed = true;
-            }
-        }
-        match self.output {
-            AuditOutput::Text => {
-                for finding in findings.iter().filter(|f| f.result != ResultStatus::Pass) {
-                    let rule = finding
-                        .rule
-                        .as_deref()
-                        .map(|r| format!(" rule {r}"))
-                        .unwrap_or_default();
-                    self.lines.push((
-                        finding.result,
-                        format!(
-                            "{:<5} {} {}: {}{rule}: {}",
-                            finding.result,
-                            subject.kind,
-                            object_name(subject),
-                            finding.policy,
-                            finding.message
-                        ),
-                        subject.kind.clone(),
-                    ));
-                }
-            }
-            AuditOutput::Json => {
-                let line = serde_json::json!({
-                    "object": {
-                        "apiVersion": subject.kind.api_version,
-                        "kind": subject.kind.kind,
-                        "namespace": subject.namespace,
-                        "name": subject.name,
-                    },
-                    "findings": findings,
-                });
-                println!("{line}");
-            }
-            AuditOutput::Reports => {}
-        }
-    }
-
-    /// Forgets the lines of `kind` (read again from its start).
-    fn forget(&mut self, kind: &KindKey) {
-        self.lines.retain(|(_, _, of)| of != kind);
-    }
-
-    fn finish(mut self) -> Result<bool, String> {
-        match self.output {
-            AuditOutput::Text => {
-                self.lines.sort();
-                for (_, line, _) in &self.lines {
-                    println!("{line}");
-                }
-                if !self.lines.is_empty() {
-                    println!();
-                }
-                println!(
-                    "{:<48} {:>6} {:>6} {:>6} {:>6} {:>6}",
-                    "POLICY", "PASS", "FAIL", "WARN", "ERROR", "SKIP"
-                );
-                for (policy, counts) in &self.counts {
-                    let [error, fail, warn, skip, pass] = *counts;
-                    println!("{policy:<48} {pass:>6} {fail:>6} {warn:>6} {error:>6} {skip:>6}");
-                }
-            }
-            AuditOutput::Json => {}
-            AuditOutput::Reports => {
-                let mut documents = Vec::new();
-                for scope in self.book.scopes() {
-                    let Some(content) = self.book.report(scope) else {
-                        continue;
-                    };
-                    let report = render(scope, &content, self.max_results)
-                        .to_value()
-                        .map_err(|e| e.to_string())?;
-                    documents.push(serde_saphyr::to_string(&report).map_err(|e| e.to_string())?);
-                }
-                print!("{}", documents.join("---\n"));
-            }
-        }
-        Ok(!self.failed)
-    }
-}
-
-fn object_name(subject: &Subject) -> String {
-    match &subject.namespace {
-        Some(namespace) => format!("{namespace}/{}", subject.name),
-        None => subject.name.clone(),
+    /// clap's own checks of `kanon audit`'s arguments (unique names among the flattened ones).
+    #[test]
+    fn the_arguments_are_well_formed() {
+        Command::command().debug_assert();
+        let parsed = Command::try_parse_from([
+            "audit",
+            "--exception-namespace",
+            "policies",
+            "-n",
+            "shop",
+            "--policy",
+            "no-debug",
+        ]);
+        assert!(parsed.is_ok(), "{parsed:?}");
     }
 }

@@ -51,9 +51,12 @@ enum Command {
     /// background audit of `kanon serve` does, and print what they find; writes nothing.
     ///
     /// Each object is judged as the CREATE that made it would be today: the same policies,
-    /// exceptions (`--exception-namespace`) and lookups as admission. Exit status: 0 when no
-    /// policy finds an object failing, 1 when one does (or cannot judge it), 2 when the
-    /// cluster cannot be read.
+    /// exceptions (`--exception-namespace`) and lookups as admission. `--policy`,
+    /// `--namespace`, `--kind` and `--result` narrow what every output prints (text, json,
+    /// reports), and the exit status follows what they leave.
+    ///
+    /// Exit status: 0 when no finding left is a failure, 1 when one is (or a policy cannot
+    /// judge an object, or a kind cannot be read), 2 when the cluster cannot be read.
     Audit(Box<audit::AuditCommandArgs>),
     /// Run policy test suites (`kanon-test.yaml` files) and report each case, as text, JSON,
     /// JUnit XML or GitHub annotations.

@@ -1,8 +1,9 @@
 //! Background audit against the real apiserver: objects that existed before a policy show up in
 //! the namespace's OpenReports Report within one audit, and drop out when fixed, exempted or
-//! deleted, with their policy or their namespace; `kanon audit` prints the same findings; the
-//! reports stay under their cap with more failing objects than it; a kanon restarted mid-audit
-//! resumes it from the checkpoint in the audit Lease and finishes it.
+//! deleted, with their policy or their namespace; `kanon audit` prints the same findings, and
+//! narrows them by policy, namespace, kind and result; the reports stay under their cap with
+//! more failing objects than it; a kanon restarted mid-audit resumes it from the checkpoint in
+//! the audit Lease and finishes it.
 
 use std::process::Command;
 use std::time::Duration;
@@ -296,6 +297,7 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
         );
     }
     assert!(!printed.contains("audit-shop/good"), "{printed}");
+    filtered_audits_print_and_fail_on_what_they_keep(env);
     let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
         .args(["audit", "-o", "reports", "--kubeconfig"])
         .arg(env.control_plane().kubeconfig())
@@ -448,6 +450,104 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
         "-n",
         EXCEPTIONS,
     ]);
+}
+
+/// `kanon audit` with `args`: its exit status, standard output and standard error.
+fn kanon_audit(env: &Env, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["audit", "--kubeconfig"])
+        .arg(env.control_plane().kubeconfig())
+        .args(args)
+        .output()
+        .expect("kanon audit runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// With bad-1 and bad-2 failing in the shop and bad-3 in the lab: `kanon audit`'s filters
+/// narrow every output, and the exit status follows what they leave.
+fn filtered_audits_print_and_fail_on_what_they_keep(env: &Env) {
+    // The lab's failure alone, the policy named with its kind: still a failure.
+    let policy = "ClusterValidatePolicy/audit-no-debug";
+    let (code, printed, stderr) = kanon_audit(env, &["--policy", policy, "--namespace", LAB]);
+    assert_eq!(code, Some(1), "{printed}{stderr}");
+    assert!(
+        printed.contains("audit-lab/bad-3") && !printed.contains("audit-shop/"),
+        "{printed}"
+    );
+
+    // The shop's passes of the policy, named by a glob: the failures are left out, and with
+    // them the exit status 1.
+    let (code, printed, stderr) = kanon_audit(
+        env,
+        &[
+            "-n",
+            SHOP,
+            "--kind",
+            "configmap",
+            "--result",
+            "pass",
+            "--policy",
+            "audit-no-*",
+        ],
+    );
+    assert_eq!(code, Some(0), "{printed}{stderr}");
+    assert!(!printed.contains("bad-"), "{printed}");
+    let rows: Vec<&str> = printed.lines().filter(|l| l.starts_with("pass")).collect();
+    assert_eq!(rows.len(), 2, "good and kube-root-ca.crt pass:\n{printed}");
+    assert!(
+        rows.iter().any(|r| r.contains("audit-shop/good")),
+        "{printed}"
+    );
+    // Columns sized to their content: each row's object starts under the header's OBJECT.
+    let header = printed.lines().next().unwrap_or_default();
+    assert!(header.starts_with("RESULT  KIND"), "{printed}");
+    let at = header.find("OBJECT").expect("an OBJECT column");
+    for row in &rows {
+        assert!(
+            row.get(at..).is_some_and(|r| r.starts_with("audit-shop/")),
+            "{printed}"
+        );
+    }
+    let counts: Vec<&str> = printed
+        .lines()
+        .find(|l| l.starts_with(policy))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_eq!(counts, [policy, "2", "0", "0", "0", "0"], "{printed}");
+
+    // JSON: only objects with a finding left; reports: only the lab's.
+    let (_, printed, _) = kanon_audit(
+        env,
+        &[
+            "-o", "json", "--policy", policy, "--result", "fail", "-n", LAB,
+        ],
+    );
+    let objects: Vec<Value> = printed
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(objects.len(), 1, "{printed}");
+    assert_eq!(objects[0]["object"]["name"], "bad-3", "{printed}");
+    assert_eq!(objects[0]["findings"][0]["result"], "fail", "{printed}");
+    let (_, yaml, _) = kanon_audit(env, &["-o", "reports", "--policy", policy, "-n", LAB]);
+    assert!(
+        yaml.contains("namespace: audit-lab") && !yaml.contains("namespace: audit-shop"),
+        "{yaml}"
+    );
+
+    // A policy that does not exist is named, with the nearest one that does.
+    let (_, _, stderr) = kanon_audit(env, &["--policy", "audit-no-debg", "--kind", "ConfigMap"]);
+    assert!(
+        stderr.contains(
+            "warning: --policy audit-no-debg matches no validate policy; did you mean \
+             `audit-no-debug`?"
+        ),
+        "{stderr}"
+    );
 }
 
 /// The audit Lease's checkpoint.
