@@ -17,10 +17,16 @@ use serde_json::{Value, json};
 use crate::Scenario;
 use crate::env::{Env, IGNORE_LABEL, documents, repo, text};
 
-pub const SCENARIOS: &[Scenario] = &[(
-    "library::pod_security_agrees_with_the_apiservers_pod_security_admission",
-    pod_security_agrees_with_the_apiservers_pod_security_admission,
-)];
+pub const SCENARIOS: &[Scenario] = &[
+    (
+        "library::pod_security_agrees_with_the_apiservers_pod_security_admission",
+        pod_security_agrees_with_the_apiservers_pod_security_admission,
+    ),
+    (
+        "library::the_charts_modes_read_namespace_labels_as_the_apiserver_does",
+        the_charts_modes_read_namespace_labels_as_the_apiserver_does,
+    ),
+];
 
 const PSA_MODULE: &str = "k8s.io/pod-security-admission@v0.35.8";
 const LEVELS: [&str; 2] = ["baseline", "restricted"];
@@ -267,5 +273,204 @@ fn pod_security_agrees_with_the_apiservers_pod_security_admission(env: &mut Env)
     assert!(
         denied > 100,
         "only {denied} denials: the levels were not enforced"
+    );
+}
+
+/// What a Pod meets in a Namespace: refused, and warned of (the apiserver's PodSecurity warnings,
+/// kanon's warn-mode policies).
+type Met = (bool, bool);
+
+/// What kube-apiserver's PodSecurity admission does with `pod` in `namespace` (a server-side
+/// dry run): refused, warned.
+fn apiserver_meets(env: &Env, namespace: &str, pod: &Value) -> Met {
+    let out = env.kubectl_stdin(
+        &[
+            "create",
+            "--dry-run=server",
+            "-o",
+            "name",
+            "-n",
+            namespace,
+            "-f",
+            "-",
+        ],
+        &pod.to_string(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        assert!(
+            stderr.contains("violates PodSecurity"),
+            "{}: refused for another reason: {}",
+            pod["metadata"]["name"],
+            text(&out)
+        );
+    }
+    (
+        !out.status.success(),
+        stderr.contains("would violate PodSecurity"),
+    )
+}
+
+/// The chart's Pod Security modes (`enforce`, `warn` and `audit` all at `baseline`, Namespace
+/// labels read) and kube-apiserver's PodSecurity admission, on the library's fixture Pods in
+/// Namespaces whose `pod-security.kubernetes.io/*` labels decide each mode's level (so that the
+/// apiserver's defaults, privileged, and the chart's do not matter): both must refuse the same
+/// Pods and warn of the same admitted ones, warn following enforce included.
+fn the_charts_modes_read_namespace_labels_as_the_apiserver_does(env: &mut Env) {
+    let rendered = env
+        .control_plane()
+        .helm()
+        .args(["template", "kanon", "--namespace", "kanon-system"])
+        .arg(repo().join("charts/kanon"))
+        .args(["--show-only", "templates/library.yaml"])
+        .args(["--set", "library.podSecurity.enforce=baseline"])
+        .args(["--set", "library.podSecurity.warn=baseline"])
+        .args(["--set", "library.podSecurity.audit=baseline"])
+        .output()
+        .expect("helm runs");
+    assert!(
+        rendered.status.success(),
+        "helm template: {}",
+        text(&rendered)
+    );
+    let work = tempfile::tempdir().expect("a work directory");
+    let policies = work.path().join("policies.yaml");
+    std::fs::write(&policies, &rendered.stdout).expect("writing the policies");
+
+    const ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+    const WARN: &str = "pod-security.kubernetes.io/warn";
+    // Each Namespace's labels; warn is absent only where enforce is at least baseline, where
+    // the apiserver (default privileged) and the chart (default baseline) both warn at the
+    // enforce level. (The apiserver refuses a Namespace with an invalid level, so invalid
+    // values, which the chart reads as PodSecurity admission does, are held to its reading
+    // offline: crates/kanon/tests/chart_library.rs.)
+    let label_sets: [(&str, &[(&str, &str)]); 7] = [
+        (
+            "pss-labels-restricted",
+            &[(ENFORCE, "restricted"), (WARN, "restricted")],
+        ),
+        (
+            "pss-labels-split",
+            &[(ENFORCE, "baseline"), (WARN, "restricted")],
+        ),
+        (
+            "pss-labels-warn-only",
+            &[(ENFORCE, "privileged"), (WARN, "baseline")],
+        ),
+        (
+            "pss-labels-warn-restricted",
+            &[(ENFORCE, "privileged"), (WARN, "restricted")],
+        ),
+        ("pss-labels-follow", &[(ENFORCE, "restricted")]),
+        ("pss-labels-follow-baseline", &[(ENFORCE, "baseline")]),
+        (
+            "pss-labels-privileged",
+            &[(ENFORCE, "privileged"), (WARN, "privileged")],
+        ),
+    ];
+    let text_pods = std::fs::read_to_string(repo().join("library/tests/pod-security/pods.yaml"))
+        .expect("the library's test Pods");
+    let fixtures: Vec<Value> = kanon_engine::parse_documents(&text_pods, "pods.yaml", false)
+        .expect("the library's test Pods parse")
+        .into_iter()
+        .filter(|pod| {
+            matches!(
+                pod["metadata"]["name"].as_str(),
+                Some("locked-down" | "plain" | "host-admin")
+            )
+        })
+        .collect();
+    assert_eq!(fixtures.len(), 3);
+
+    env.namespace("pss-labels-none", json!({IGNORE_LABEL: "ignore"}));
+    wait_for_service_account(env, "pss-labels-none");
+    let mut namespaces = Vec::new();
+    let mut pods = Vec::new();
+    let mut apiserver = Vec::new();
+    for (name, labels) in label_sets {
+        let mut all: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect();
+        all.insert(IGNORE_LABEL.to_owned(), json!("ignore"));
+        env.namespace(name, Value::Object(all.clone()));
+        wait_for_service_account(env, name);
+        all.insert("kubernetes.io/metadata.name".to_owned(), json!(name));
+        namespaces.push(json!({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": name, "labels": all}}));
+        for fixture in &fixtures {
+            let mut pod = fixture.clone();
+            pod["metadata"]["namespace"] = json!(name);
+            apiserver.push(apiserver_meets(env, name, &pod));
+            // kanon judges the Pod as admission saw it (defaulted, its token mounted).
+            let mut unplaced = fixture.clone();
+            if let Some(metadata) = unplaced["metadata"].as_object_mut() {
+                metadata.remove("namespace");
+            }
+            let seen = seen_by_admission(
+                env,
+                "pss-labels-none",
+                &BTreeMap::from([(String::new(), unplaced)]),
+            );
+            let mut seen = seen.into_values().next().expect("the Pod is valid");
+            seen["metadata"]["namespace"] = json!(name);
+            pods.push(seen);
+        }
+    }
+    let write = |file: &str, values: &[Value]| {
+        let texts: Vec<String> = values.iter().map(Value::to_string).collect();
+        let path = work.path().join(file);
+        std::fs::write(&path, texts.join("\n---\n")).expect("writing");
+        path
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .arg("apply")
+        .arg("--policy")
+        .arg(&policies)
+        .arg("--resource")
+        .arg(write("pods.yaml", &pods))
+        .arg("--context")
+        .arg(write("namespaces.yaml", &namespaces))
+        .args(["--no-defaults", "--output", "json"])
+        .output()
+        .expect("kanon runs");
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "kanon apply: {}",
+        text(&out)
+    );
+    let verdicts: Vec<Value> = serde_json::from_slice(&out.stdout).expect("kanon prints JSON");
+    let mut differences = Vec::new();
+    let (mut refused, mut warned) = (0, 0);
+    for ((pod, verdict), expected) in pods.iter().zip(&verdicts).zip(&apiserver) {
+        let refuses = verdict["allowed"] != Value::Bool(true);
+        // PodSecurity admission leaves its warnings out of a refusal; kube-apiserver passes on
+        // a webhook's warnings with its denial, so kanon's warn mode warns of a refused Pod too
+        // (README, "Policy library"): compared where the Pod is admitted.
+        let met: Met = (
+            refuses,
+            !refuses
+                && verdict["warnings"]
+                    .as_array()
+                    .is_some_and(|w| !w.is_empty()),
+        );
+        refused += usize::from(expected.0);
+        warned += usize::from(expected.1);
+        if met != *expected {
+            differences.push(format!(
+                "Pod {} in {}: (refused, warned) apiserver {expected:?}, kanon {met:?}: {}",
+                pod["metadata"]["name"], pod["metadata"]["namespace"], verdict
+            ));
+        }
+    }
+    for (name, _) in label_sets {
+        let _ = env.kubectl(&["delete", "namespace", name, "--wait=false"]);
+    }
+    let _ = env.kubectl(&["delete", "namespace", "pss-labels-none", "--wait=false"]);
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    // Both refusals and warnings were met, in several Namespaces.
+    assert!(
+        refused >= 4 && warned >= 4,
+        "refused {refused}, warned {warned}"
     );
 }
