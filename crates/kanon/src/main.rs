@@ -8,6 +8,7 @@ mod certificate_files;
 mod cluster;
 mod convert;
 mod exceptions;
+mod glob;
 mod inputs;
 mod namespaces;
 mod objects;

@@ -75,18 +75,11 @@ fn testsuite(out: &mut String, suite: &SuiteRun) {
             text(&body)
         );
     }
-    let mut said = Vec::new();
-    for warning in &suite.warnings {
-        let place = warning
-            .place
-            .as_ref()
-            .map(|p| format!(" ({p})"))
-            .unwrap_or_default();
-        said.push(format!(
-            "warning: {}{place}: {}",
-            warning.policy, warning.message
-        ));
-    }
+    let mut said: Vec<String> = suite
+        .warnings
+        .iter()
+        .map(|warning| format!("warning: {}", warning.line()))
+        .collect();
     said.extend(suite.notes.iter().map(|note| format!("note: {note}")));
     if !said.is_empty() {
         let _ = writeln!(
@@ -110,33 +103,27 @@ fn time(seconds: f64) -> String {
 
 /// Character data: markup escaped, characters XML 1.0 cannot carry replaced.
 fn text(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '\n' | '\t' | '\r' => out.push(c),
-            c if allowed(c) => out.push(c),
-            _ => out.push('\u{FFFD}'),
-        }
-    }
-    out
+    escape(value, false)
 }
 
 /// An attribute value: as [`text`], quotes and line breaks escaped too (a reader would
 /// otherwise fold them into spaces).
 fn attribute(value: &str) -> String {
+    escape(value, true)
+}
+
+fn escape(value: &str, in_attribute: bool) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' => out.push_str("&#9;"),
+            '"' if in_attribute => out.push_str("&quot;"),
+            '\n' if in_attribute => out.push_str("&#10;"),
+            '\r' if in_attribute => out.push_str("&#13;"),
+            '\t' if in_attribute => out.push_str("&#9;"),
+            '\n' | '\t' | '\r' => out.push(c),
             c if allowed(c) => out.push(c),
             _ => out.push('\u{FFFD}'),
         }

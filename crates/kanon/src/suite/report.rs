@@ -90,6 +90,16 @@ pub(crate) struct PolicyWarning {
     pub(crate) message: String,
 }
 
+impl PolicyWarning {
+    /// `<policy> (<file>:<line>): <message>`, as the text output and a JUnit report write it.
+    pub(crate) fn line(&self) -> String {
+        match &self.place {
+            Some(place) => format!("{} ({place}): {}", self.policy, self.message),
+            None => format!("{}: {}", self.policy, self.message),
+        }
+    }
+}
+
 fn place_text<S: serde::Serializer>(place: &Place, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(place)
 }

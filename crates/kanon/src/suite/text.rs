@@ -62,16 +62,7 @@ pub(super) fn diagnostics(run: &Run) -> String {
             let _ = writeln!(out, "error: {error}");
         }
         for warning in &suite.warnings {
-            let place = warning
-                .place
-                .as_ref()
-                .map(|p| format!(" ({p})"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "warning: {}: {}{place}: {}",
-                suite.name, warning.policy, warning.message
-            );
+            let _ = writeln!(out, "warning: {}: {}", suite.name, warning.line());
         }
         for note in &suite.notes {
             let _ = writeln!(out, "note: {}: {note}", suite.name);
