@@ -2,10 +2,12 @@
 
 use std::path::PathBuf;
 
+use std::fmt;
+
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
-use super::expect::Expect;
 use super::resource::CaseResource;
 
 /// The file name `kanon test` looks for in folders.
@@ -66,4 +68,55 @@ pub(super) struct Case {
     pub(super) audit_annotations: Option<serde_json::Map<String, Value>>,
     pub(super) patch: Option<Value>,
     pub(super) patched: Option<Value>,
+}
+
+/// An expected message or warning, as written in a suite.
+#[derive(Debug, Clone)]
+pub(super) enum Expect {
+    /// A string: the whole text.
+    Exact(String),
+    /// `{contains: TEXT}`: a part of the text.
+    Contains(String),
+    /// `{matches: REGEX}`: a regular expression found in the text.
+    Matches(String),
+}
+
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ExpectVisitor;
+
+        impl<'de> Visitor<'de> for ExpectVisitor {
+            type Value = Expect;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string (the whole text), {contains: TEXT} or {matches: REGEX}")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Expect, E> {
+                Ok(Expect::Exact(text.to_string()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Expect, A::Error> {
+                const KEYS: &[&str] = &["contains", "matches"];
+                let Some(key) = map.next_key::<String>()? else {
+                    return Err(de::Error::custom(
+                        "an empty map: give {contains: TEXT} or {matches: REGEX}",
+                    ));
+                };
+                let expect = match key.as_str() {
+                    "contains" => Expect::Contains(map.next_value()?),
+                    "matches" => Expect::Matches(map.next_value()?),
+                    other => return Err(de::Error::unknown_field(other, KEYS)),
+                };
+                if let Some(extra) = map.next_key::<String>()? {
+                    return Err(de::Error::custom(format!(
+                        "give one of `contains` and `matches` per entry, not `{key}` and `{extra}` (write two entries)"
+                    )));
+                }
+                Ok(expect)
+            }
+        }
+
+        deserializer.deserialize_any(ExpectVisitor)
+    }
 }
