@@ -34,7 +34,7 @@ variants=(
   "library-rollout|--set library.podSecurity.enforce=baseline --set library.podSecurity.warn=restricted --set library.podSecurity.audit=restricted --set library.podSecurity.exemptions.namespaces={kube-system} --set library.podSecurity.exemptions.usernames={system:serviceaccount:ci:deployer} --set-json library.bestPractices=[\"disallow-latest-tag\",{\"name\":\"require-probes\",\"validationActions\":[\"Warn\"]}]"
   "exceptions|--set exceptions.namespaces={policy-exceptions}"
   "audit-disabled|--set audit.enabled=false --set metrics.prometheusRule.enabled=true"
-  "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.pageMiB=2 --set audit.maxResults=50 --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
+  "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.pageMiB=2 --set audit.maxResults=50 --set audit.reportOwnedResults=true --set audit.reportPasses=true --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
@@ -248,6 +248,7 @@ for flag in --audit-interval=1h --audit-qps=10 --audit-cpu=0.05 --audit-checkpoi
   grep -q -- "- $flag\$" "$default" || fail "audit: $flag by default"
 done
 grep -q -- '--no-audit' "$default" && fail "audit: on by default"
+grep -Eq -- '- --report-(owned-results|passes)$' "$default" && fail "audit: owned results and passes counted, not listed, by default"
 grep -A3 -- '- name: POD_NAME$' "$default" | grep -q 'fieldPath: metadata.name$' \
   || fail "audit: POD_NAME from the Pod's name (the audit Lease's identity)"
 cluster_role=$(named "$default" ClusterRole kanon)
@@ -308,7 +309,7 @@ grep -q 'name: kanon-audit$' <<<"$(sed -n '/^roleRef:$/,$p' <<<"$binding")" || f
 grep -q 'namespace: kanon-system$' <<<"$(sed -n '/^subjects:$/,$p' <<<"$binding")" \
   || fail "audit: the Lease RoleBinding's subject is kanon's ServiceAccount"
 render="$out/audit-tuned.yaml"
-for flag in --audit-interval=0 --audit-qps=2.5 --audit-cpu=0.5 --audit-checkpoint-interval=5s --audit-page-size=100000 --audit-page-mib=2 --report-max-results=50; do
+for flag in --audit-interval=0 --audit-qps=2.5 --audit-cpu=0.5 --audit-checkpoint-interval=5s --audit-page-size=100000 --audit-page-mib=2 --report-max-results=50 --report-owned-results --report-passes; do
   grep -q -- "- $flag\$" "$render" || fail "audit: $flag from the values"
 done
 grep -A6 -- '- example.com$' <<<"$(named "$render" ClusterRole kanon)" | tr -d ' \n' | grep -q -- '-example.comresources:-widgetsverbs:-list' \
@@ -316,7 +317,7 @@ grep -A6 -- '- example.com$' <<<"$(named "$render" ClusterRole kanon)" | tr -d '
 grep -q -- '- pods$' <<<"$(named "$render" ClusterRole kanon)" && fail "audit: audit.listRules replaces the default rules"
 render="$out/audit-disabled.yaml"
 grep -q -- '- --no-audit$' "$render" || fail "audit disabled: kanon runs with --no-audit"
-grep -Eq -- '^ *- --(audit-|report-max-results)' "$render" && fail "audit disabled: no audit flag"
+grep -Eq -- '^ *- --(audit-|report-)' "$render" && fail "audit disabled: no audit flag"
 [ -z "$(named "$render" Role kanon-audit)$(named "$render" RoleBinding kanon-audit)" ] || fail "audit disabled: no Lease Role(Binding)"
 grep -Eq 'leases|openreports.io|- list$' "$render" && fail "audit disabled: no lease, report or audit list rule"
 grep -q 'alert: Kanon.*Audit' "$render" && fail "audit disabled: no audit alert"
@@ -348,7 +349,7 @@ for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.
            "exceptions.namespaces=ops" "exceptions.namespace=ops" \
            "audit.enabled=yes" "audit.interval=1d" "audit.interval=hourly" "audit.qps=-1" \
            "audit.pageSize=0" "audit.pageMiB=0" "audit.maxResults=0" "audit.unknown=1" "audit.cpu=0" "audit.cpu=2" \
-           "audit.checkpointInterval=often" \
+           "audit.checkpointInterval=often" "audit.reportOwnedResults=yes" "audit.reportPasses=1" \
            "audit.listRules[0].apiGroups={apps}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={deployments},audit.listRules[0].verbs={get}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={pods},audit.listRules[0].verbs={list},audit.listRules[0].resourceNames={a}"; do

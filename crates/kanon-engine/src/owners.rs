@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::lookup::{Lookup, ObjectQuery};
 use crate::request::Request;
+use crate::workload::Workload;
 
 /// The users kube-controller-manager's workload controllers write as, each with its own
 /// service account (`--use-service-account-credentials`, as kubeadm and most distributions
@@ -123,6 +124,21 @@ pub(crate) async fn chain(
     owners
 }
 
+/// The workload whose controller made `object` from its pod template, as its controller
+/// `ownerReference` names it: a ReplicaSet's Deployment, a Job's CronJob, a Pod's ReplicaSet,
+/// StatefulSet, DaemonSet or Job. The workload's kind, and its name and uid. `None` for an
+/// object no workload makes (a ReplicationController's Pods among them: kanon does not judge
+/// its template), or without a controller.
+pub fn made_from(object: &Value) -> Option<(&'static Workload, &str, &str)> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    let made = (text("/apiVersion")?, text("/kind")?);
+    let owner = controller_of(object)?;
+    let workload = Workload::of(owner.api_version, owner.kind)?;
+    OWNS.iter()
+        .any(|(by, of)| *by == (workload.api_version, workload.kind) && *of == made)
+        .then_some((workload, owner.name, owner.uid))
+}
+
 /// An object's controller `ownerReference`.
 struct Owner<'v> {
     api_version: &'v str,
@@ -143,4 +159,43 @@ fn controller_of(object: &Value) -> Option<Owner<'_>> {
         name: text("name")?,
         uid: text("uid")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn owned(api_version: &str, kind: &str, owner: (&str, &str), controller: bool) -> Value {
+        json!({
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"name": "child", "ownerReferences": [{
+                "apiVersion": owner.0, "kind": owner.1, "name": "parent", "uid": "u-1",
+                "controller": controller,
+            }]},
+        })
+    }
+
+    #[test]
+    fn objects_are_made_from_the_workloads_whose_controllers_make_their_kind() {
+        for (owner, made) in [
+            (("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")),
+            (("apps/v1", "ReplicaSet"), ("v1", "Pod")),
+            (("apps/v1", "StatefulSet"), ("v1", "Pod")),
+            (("apps/v1", "DaemonSet"), ("v1", "Pod")),
+            (("batch/v1", "Job"), ("v1", "Pod")),
+            (("batch/v1", "CronJob"), ("batch/v1", "Job")),
+        ] {
+            let object = owned(made.0, made.1, owner, true);
+            let (workload, name, uid) = made_from(&object).expect("made by its controller");
+            assert_eq!((workload.api_version, workload.kind), owner);
+            assert_eq!((name, uid), ("parent", "u-1"));
+        }
+        // Not the controller; a kind that controller does not make; a kind whose template
+        // kanon does not judge.
+        assert!(made_from(&owned("v1", "Pod", ("apps/v1", "ReplicaSet"), false)).is_none());
+        assert!(made_from(&owned("v1", "Pod", ("apps/v1", "Deployment"), true)).is_none());
+        assert!(made_from(&owned("v1", "Pod", ("v1", "ReplicationController"), true)).is_none());
+        assert!(made_from(&json!({"apiVersion": "v1", "kind": "Pod"})).is_none());
+    }
 }

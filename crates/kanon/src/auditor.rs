@@ -39,6 +39,17 @@ pub struct AuditArgs {
     audit_cpu: f64,
     #[command(flatten)]
     reading: ReadingArgs,
+    /// List in the reports the results of objects a controller made from a workload whose
+    /// result stands for them too (a Deployment's ReplicaSets and Pods, found as its pod
+    /// template was). Without it they are counted in the summary only, the workload's result
+    /// listed once.
+    #[arg(long)]
+    report_owned_results: bool,
+    /// List passes among the reports' results too (least urgent, within
+    /// `--report-max-results`), for dashboards that count listed results. Without it passes
+    /// are counted in the summary only.
+    #[arg(long)]
+    report_passes: bool,
     /// This replica's name in the audit Lease (the chart sets the Pod's name).
     #[arg(long, env = "POD_NAME", value_name = "NAME")]
     audit_identity: Option<String>,
@@ -102,6 +113,15 @@ pub struct AuditStart {
 }
 
 impl AuditArgs {
+    /// What the reports list.
+    fn listing(&self) -> kanon_cluster::audit::book::Listing {
+        kanon_cluster::audit::book::Listing {
+            max_results: self.reading.max_results(),
+            owned: self.report_owned_results,
+            passes: self.report_passes,
+        }
+    }
+
     /// Whether the audit is off.
     pub fn disabled(&self) -> bool {
         self.no_audit
@@ -132,6 +152,8 @@ impl AuditArgs {
                 page_size: self.reading.audit_page_size,
                 page_bytes: self.reading.page_bytes(),
                 max_results: self.reading.max_results(),
+                owned_results: self.report_owned_results,
+                passes: self.report_passes,
                 checkpoint_every: self.audit_checkpoint_interval,
                 webhook_configuration,
                 ..AuditConfig::default()
@@ -158,7 +180,7 @@ impl AuditArgs {
             policies: start.policies.clone(),
             lookup,
             programs: start.programs.clone(),
-            max_results: self.reading.max_results(),
+            listing: self.listing(),
             batch: Duration::from_secs(1),
         }
     }

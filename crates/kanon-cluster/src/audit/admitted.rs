@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use kanon_api::{Operation, Timestamp};
 use kanon_engine::ProgramHost;
-use kanon_engine::{AdmissionRecorder, Finding, Lookup, PolicySet};
+use kanon_engine::{AdmissionRecorder, Finding, Lookup, ObjectQuery, PolicySet};
 use kube::Client;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::AuditError;
-use super::book::{Book, ReportScope, Subject};
+use super::book::{Book, Lineage, Listing, MadeBy, ReportScope, Subject};
 use super::reports;
-use super::scan::Judge;
+use super::scan::{self, Judge};
 
 /// How many admitted objects may wait to be recorded; past it they are dropped (the next
 /// audit finds them).
@@ -49,8 +49,8 @@ pub struct AdmittedReports {
     pub lookup: Arc<dyn Lookup>,
     /// Where hand-written programs run.
     pub programs: Option<Arc<dyn ProgramHost>>,
-    /// The most results a report holds.
-    pub max_results: usize,
+    /// What reports list.
+    pub listing: Listing,
     /// How long admitted objects are gathered before they are recorded together.
     pub batch: Duration,
 }
@@ -92,21 +92,24 @@ impl AdmittedReports {
                 now: kanon_engine::unix_seconds(std::time::SystemTime::now()),
                 timeout: super::scan::OBJECT_TIMEOUT,
             };
-            let mut scopes: BTreeMap<ReportScope, Vec<(Subject, Vec<Finding>, bool)>> =
-                BTreeMap::new();
+            let mut scopes: BTreeMap<ReportScope, Vec<Admitted>> = BTreeMap::new();
             for (_, (object, existed)) in batch {
                 judge
-                    .page(&set, vec![object], |subject, findings| {
-                        scopes.entry(subject.namespace.clone()).or_default().push((
-                            subject.clone(),
-                            findings,
-                            existed,
-                        ));
+                    .page_judged(&set, vec![object], |subject, lineage, findings| {
+                        scopes
+                            .entry(subject.namespace.clone())
+                            .or_default()
+                            .push(Admitted {
+                                subject: subject.clone(),
+                                lineage: lineage.clone(),
+                                findings,
+                                existed,
+                            });
                     })
                     .await;
             }
-            for (scope, admitted) in scopes {
-                if let Err(error) = self.record(&scope, &admitted).await {
+            for (scope, mut admitted) in scopes {
+                if let Err(error) = self.record(&set, &scope, &mut admitted).await {
                     tracing::warn!(%error, "cannot record admitted objects in their report");
                 }
             }
@@ -117,10 +120,12 @@ impl AdmittedReports {
     /// it back if nobody wrote it meanwhile (else tries again, three times).
     async fn record(
         &self,
+        set: &PolicySet,
         scope: &ReportScope,
-        admitted: &[(Subject, Vec<Finding>, bool)],
+        admitted: &mut [Admitted],
     ) -> Result<(), AuditError> {
         let now = Timestamp::from(std::time::SystemTime::now());
+        let max_results = self.listing.max_results;
         for _ in 0..3 {
             let written = reports::read(&self.client, scope).await?;
             // A report that could not be written holds no findings to add to: the next audit
@@ -128,17 +133,25 @@ impl AdmittedReports {
             if written.as_ref().is_some_and(|w| w.replaced) {
                 return Ok(());
             }
-            let mut book = Book::new(self.max_results);
+            let mut book = Book::listing(self.listing);
             if let Some(written) = &written {
                 book.seed(scope, &written.results, written.tally.as_deref());
             }
-            for (subject, findings, existed) in admitted {
-                book.admit(subject, findings, now, *existed);
+            for object in admitted.iter_mut() {
+                self.trace_lineage(set, &book, scope, &mut object.lineage)
+                    .await;
+                book.admit_judged(
+                    &object.subject,
+                    &object.lineage,
+                    &object.findings,
+                    now,
+                    object.existed,
+                );
             }
             let Some(content) = book.report(scope) else {
                 return Ok(());
             };
-            let rendered = reports::render(scope, &content, self.max_results);
+            let rendered = reports::render(scope, &content, max_results);
             match written.and_then(|w| w.resource_version) {
                 None => {
                     reports::apply(&self.client, scope, &rendered).await?;
@@ -157,4 +170,55 @@ impl AdmittedReports {
                 .to_string(),
         })
     }
+
+    /// When the report says nothing of the workload an admitted object was made from (its
+    /// result is folded into its own workload's: a ReplicaSet's, whose Deployment's result
+    /// stands), the object is compared with that workload's workload instead, as the lookups
+    /// find it.
+    async fn trace_lineage(
+        &self,
+        set: &PolicySet,
+        book: &Book,
+        scope: &ReportScope,
+        lineage: &mut Lineage,
+    ) {
+        let Some(made) = &lineage.made_by else {
+            return;
+        };
+        if self.listing.owned || book.knows(scope, made) {
+            return;
+        }
+        let query = ObjectQuery {
+            api_version: &made.kind.api_version,
+            kind: &made.kind.kind,
+            namespace: scope.as_deref(),
+            policy: "",
+            confined_to: None,
+            label_selector: None,
+        };
+        let Ok(Some(owner)) = self.lookup.get(query, &made.name).await else {
+            return;
+        };
+        if owner.pointer("/metadata/uid").and_then(Value::as_str) != Some(made.uid.as_str()) {
+            return;
+        }
+        let Some(above) = scan::lineage(set, &owner).made_by else {
+            return;
+        };
+        let policies: Arc<[Arc<str>]> = made
+            .policies
+            .iter()
+            .filter(|p| above.policies.contains(p))
+            .cloned()
+            .collect();
+        lineage.made_by = Some(MadeBy { policies, ..above });
+    }
+}
+
+/// An admitted object, judged.
+struct Admitted {
+    subject: Subject,
+    lineage: Lineage,
+    findings: Vec<Finding>,
+    existed: bool,
 }

@@ -117,6 +117,12 @@ pub struct AuditConfig {
     pub page_bytes: usize,
     /// The most results a report holds.
     pub max_results: usize,
+    /// Whether reports list the results of objects a controller made from a workload whose
+    /// result stands for them (a Deployment's ReplicaSets and Pods) too; else the summary
+    /// alone counts them.
+    pub owned_results: bool,
+    /// Whether reports list passes too (within `max_results`).
+    pub passes: bool,
     /// How long after a policy change the audit starts (changes come in bursts).
     pub settle: Duration,
     /// How often an audit under way writes the reports of the namespaces it has read and
@@ -126,6 +132,17 @@ pub struct AuditConfig {
     /// kanon's ValidatingWebhookConfiguration, whose selectors say which objects admission
     /// reaches (and so the audit judges); `None`: every object.
     pub webhook_configuration: Option<String>,
+}
+
+impl AuditConfig {
+    /// What its reports list.
+    pub fn listing(&self) -> book::Listing {
+        book::Listing {
+            max_results: self.max_results,
+            owned: self.owned_results,
+            passes: self.passes,
+        }
+    }
 }
 
 impl Default for AuditConfig {
@@ -141,6 +158,8 @@ impl Default for AuditConfig {
             page_size: 500,
             page_bytes: 8 * 1024 * 1024,
             max_results: 1000,
+            owned_results: false,
+            passes: false,
             settle: Duration::from_secs(5),
             checkpoint_every: Duration::from_secs(30),
             webhook_configuration: None,
@@ -282,7 +301,7 @@ impl Auditor {
 
     /// Becomes the auditor: what the reports written before say seeds the book.
     async fn lead(&self, lease: AuditLease, checkpoint: Checkpoint) -> Leading {
-        let mut book = Book::new(self.config.max_results);
+        let mut book = Book::listing(self.config.listing());
         let mut writer = ReportWriter::new(self.client.clone(), self.config.max_results);
         match writer.existing().await {
             Ok(existing) => {
@@ -542,10 +561,11 @@ impl Auditor {
             };
             let found = Timestamp::from(now());
             let mut read = 0;
+            let book = &leading.book;
             judge
-                .page(&set, objects, |subject, findings| {
+                .page_judged(&set, objects, |subject, lineage, findings| {
                     read += 1;
-                    scan.add(subject, &findings, found);
+                    scan.add_judged(book, subject, lineage, &findings, found);
                 })
                 .await;
             self.metrics.scanned(read);

@@ -19,7 +19,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use super::AuditError;
 use super::book::{
-    Book, CUT_ANNOTATION, ReportContent, ReportScope, SOURCE, TALLY_ANNOTATION, cut_message,
+    Book, CUT_ANNOTATION, OWNED_ANNOTATION, ReportContent, ReportScope, SOURCE, TALLY_ANNOTATION,
+    cut_message,
 };
 
 /// The name of kanon's report in each namespace, and of its ClusterReport.
@@ -95,6 +96,45 @@ pub struct WrittenReport {
     /// Whether it is the replacement of a report that could not be written
     /// ([`NOT_WRITTEN_ANNOTATION`]): its results are not the findings.
     pub replaced: bool,
+    /// Its annotations of kanon's (`audit.kanon.dev/…`).
+    pub annotations: BTreeMap<String, String>,
+    /// Its configuration (the limits and the results it lists).
+    pub configuration: Option<ReportConfiguration>,
+}
+
+/// The prefix of the annotations kanon writes on its reports.
+const ANNOTATION_PREFIX: &str = "audit.kanon.dev/";
+
+impl WrittenReport {
+    fn of(
+        scope: ReportScope,
+        metadata: &ObjectMeta,
+        configuration: Option<ReportConfiguration>,
+        results: Vec<ReportResult>,
+    ) -> Self {
+        WrittenReport {
+            scope,
+            tally: tally_of(metadata),
+            replaced: replaced(metadata),
+            resource_version: metadata.resource_version.clone(),
+            annotations: kanon_annotations(metadata),
+            configuration,
+            results,
+        }
+    }
+
+    /// Whether it is what `rendered` writes: the same results, annotations and configuration.
+    /// One written under other settings (a larger `--report-max-results`, passes listed, an
+    /// earlier kanon's tally) is not.
+    pub fn is(&self, rendered: &Rendered) -> bool {
+        let (metadata, configuration) = match rendered {
+            Rendered::Namespaced(_, report) => (&report.metadata, &report.configuration),
+            Rendered::Cluster(report) => (&report.metadata, &report.configuration),
+        };
+        rendered.results() == self.results.as_slice()
+            && kanon_annotations(metadata) == self.annotations
+            && *configuration == self.configuration
+    }
 }
 
 impl ReportWriter {
@@ -112,31 +152,28 @@ impl ReportWriter {
         let params = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
         let reports: Api<Report> = Api::all(self.client.clone());
         let clusters: Api<ClusterReport> = Api::all(self.client.clone());
-        let tally = tally_of;
         let mut found = Vec::new();
         for report in reports.list(&params).await.map_err(read_error)?.items {
             if report.metadata.name.as_deref() != Some(REPORT_NAME) {
                 continue;
             }
-            found.push(WrittenReport {
-                scope: report.metadata.namespace.clone(),
-                tally: tally(&report.metadata),
-                replaced: replaced(&report.metadata),
-                resource_version: report.metadata.resource_version.clone(),
-                results: report.results,
-            });
+            found.push(WrittenReport::of(
+                report.metadata.namespace.clone(),
+                &report.metadata,
+                report.configuration,
+                report.results,
+            ));
         }
         for report in clusters.list(&params).await.map_err(read_error)?.items {
             if report.metadata.name.as_deref() != Some(REPORT_NAME) {
                 continue;
             }
-            found.push(WrittenReport {
-                scope: None,
-                tally: tally(&report.metadata),
-                replaced: replaced(&report.metadata),
-                resource_version: report.metadata.resource_version.clone(),
-                results: report.results,
-            });
+            found.push(WrittenReport::of(
+                None,
+                &report.metadata,
+                report.configuration,
+                report.results,
+            ));
         }
         Ok(found)
     }
@@ -144,13 +181,12 @@ impl ReportWriter {
     /// Remembers the reports found in the cluster as written, so that only changes are
     /// written and reports of scopes the book no longer has are deleted. A report that is not
     /// what this writer would write of the book (written under other settings, such as a
-    /// larger `--report-max-results`) is known as stale: the next audit writes it again.
+    /// larger `--report-max-results`, or by an earlier kanon) is known as stale: the next
+    /// audit writes it again.
     pub fn know(&mut self, book: &Book, existing: &[WrittenReport]) {
         for report in existing {
             let content = book.report(&report.scope).filter(|content| {
-                !report.replaced
-                    && render(&report.scope, content, self.max_results).results()
-                        == report.results.as_slice()
+                !report.replaced && report.is(&render(&report.scope, content, self.max_results))
             });
             self.written.insert(
                 report.scope.clone(),
@@ -391,28 +427,23 @@ pub async fn read(
     client: &Client,
     scope: &ReportScope,
 ) -> Result<Option<WrittenReport>, AuditError> {
-    let tally = tally_of;
     let found = match scope {
         Some(namespace) => {
             let api: Api<Report> = Api::namespaced(client.clone(), namespace);
             api.get_opt(REPORT_NAME)
                 .await
-                .map(|r| r.map(|r| (r.metadata, r.results)))
+                .map(|r| r.map(|r| (r.metadata, r.configuration, r.results)))
         }
         None => {
             let api: Api<ClusterReport> = Api::all(client.clone());
             api.get_opt(REPORT_NAME)
                 .await
-                .map(|r| r.map(|r| (r.metadata, r.results)))
+                .map(|r| r.map(|r| (r.metadata, r.configuration, r.results)))
         }
     };
     let found = found.map_err(|error| write_error(scope, error))?;
-    Ok(found.map(|(metadata, results)| WrittenReport {
-        scope: scope.clone(),
-        results,
-        tally: tally(&metadata),
-        replaced: replaced(&metadata),
-        resource_version: metadata.resource_version,
+    Ok(found.map(|(metadata, configuration, results)| {
+        WrittenReport::of(scope.clone(), &metadata, configuration, results)
     }))
 }
 
@@ -550,12 +581,16 @@ pub fn replacement(
 }
 
 /// The report kanon writes for `scope` with `content`: named [`REPORT_NAME`], labelled
-/// [`MANAGED_BY`], its tally (and, when cut, how many results there were) in annotations, its
-/// limits and status filter (passes are counted, not listed) in `configuration`.
+/// [`MANAGED_BY`], its tally (and, when cut, how many results there were; when some are
+/// counted only for their workload's, how many) in annotations, its limits and status filter
+/// (unless listed, passes are counted, not listed) in `configuration`.
 fn whole(scope: &ReportScope, content: &ReportContent, max_results: usize) -> Rendered {
     let mut annotations = BTreeMap::from([(TALLY_ANNOTATION.to_string(), content.tally.clone())]);
     if let Some(total) = content.cut_from {
         annotations.insert(CUT_ANNOTATION.to_string(), total.to_string());
+    }
+    if content.owned > 0 {
+        annotations.insert(OWNED_ANNOTATION.to_string(), content.owned.to_string());
     }
     let metadata = ObjectMeta {
         name: Some(REPORT_NAME.to_string()),
@@ -570,12 +605,10 @@ fn whole(scope: &ReportScope, content: &ReportContent, max_results: usize) -> Re
     let configuration = Some(ReportConfiguration {
         limits: ReportLimits {
             max_results: Some(i64::try_from(max_results).unwrap_or(i64::MAX)),
-            status_filter: vec![
-                ResultStatus::Error,
-                ResultStatus::Fail,
-                ResultStatus::Warn,
-                ResultStatus::Skip,
-            ],
+            status_filter: ResultStatus::BY_URGENCY
+                .into_iter()
+                .filter(|status| content.passes || *status != ResultStatus::Pass)
+                .collect(),
         },
     });
     match scope {
@@ -605,6 +638,15 @@ fn replaced(meta: &ObjectMeta) -> bool {
     meta.annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(NOT_WRITTEN_ANNOTATION))
+}
+
+fn kanon_annotations(meta: &ObjectMeta) -> BTreeMap<String, String> {
+    meta.annotations
+        .iter()
+        .flatten()
+        .filter(|(key, _)| key.starts_with(ANNOTATION_PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 fn tally_of(meta: &ObjectMeta) -> Option<String> {
@@ -773,5 +815,85 @@ mod tests {
         )));
         assert!(!refused_for_content(&status(403, "forbidden")));
         assert!(!refused_for_content(&status(429, "slow down")));
+    }
+
+    /// `rendered` as kanon reads it back.
+    fn read_back(rendered: &Rendered) -> WrittenReport {
+        match rendered {
+            Rendered::Namespaced(namespace, report) => WrittenReport::of(
+                Some(namespace.clone()),
+                &report.metadata,
+                report.configuration.clone(),
+                report.results.clone(),
+            ),
+            Rendered::Cluster(report) => WrittenReport::of(
+                None,
+                &report.metadata,
+                report.configuration.clone(),
+                report.results.clone(),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_report_written_otherwise_is_known_to_be_written_again() {
+        let scope = Some("shop".to_string());
+        let content = shop(3, "bad", 1000);
+        let rendered = render(&scope, &content, 1000);
+        let written = read_back(&rendered);
+        assert!(written.is(&rendered));
+        // The tally an earlier kanon wrote, 4 KB of JSON where this one writes less.
+        let mut earlier = written.clone();
+        earlier.annotations.insert(
+            TALLY_ANNOTATION.to_string(),
+            r#"{"v1 ConfigMap":{"ClusterValidatePolicy/echo":[0,3,0,0,0]}}"#.to_string(),
+        );
+        assert!(!earlier.is(&rendered));
+        // Another cap; passes listed (the same results: there are none to list).
+        assert!(!written.is(&render(&scope, &content, 50)));
+        let passes = ReportContent {
+            passes: true,
+            ..content.clone()
+        };
+        assert!(!written.is(&render(&scope, &passes, 1000)));
+        // Annotations of others' are not kanon's to compare.
+        let mut annotated = written.clone();
+        annotated.annotations.remove(TALLY_ANNOTATION);
+        assert!(!annotated.is(&rendered));
+        let mut others = rendered.clone();
+        others.annotate("example.com/note", "hello".to_string());
+        assert!(written.is(&others));
+    }
+
+    #[test]
+    fn a_report_says_what_it_lists_and_how_many_results_its_workloads_stand_for() {
+        let scope = Some("shop".to_string());
+        let content = shop(2, "bad", 1000);
+        let filter = |content: &ReportContent| {
+            let value = render(&scope, content, 1000).to_value().expect("JSON");
+            value["configuration"]["limits"]["statusFilter"].clone()
+        };
+        assert_eq!(
+            filter(&content),
+            serde_json::json!(["error", "fail", "warn", "skip"])
+        );
+        let listing_passes = ReportContent {
+            passes: true,
+            owned: 7,
+            ..content.clone()
+        };
+        assert_eq!(
+            filter(&listing_passes),
+            serde_json::json!(["error", "fail", "warn", "skip", "pass"])
+        );
+        let rendered = render(&scope, &listing_passes, 1000);
+        assert_eq!(
+            annotation(&rendered, OWNED_ANNOTATION).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            annotation(&render(&scope, &content, 1000), OWNED_ANNOTATION),
+            None
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kanon_api::Operation;
 use kanon_engine::ProgramHost;
-use kanon_engine::{Deadline, Evaluation, Finding, Lookup, PolicySet, WebhookKind};
+use kanon_engine::{Deadline, Evaluation, Finding, Lookup, PolicySet, WebhookKind, Workload};
 use kube::api::ListParams;
 use kube::core::ApiResource;
 use kube::discovery::{self, Scope};
@@ -16,7 +16,7 @@ use kube::{Client, Discovery};
 use serde_json::Value;
 
 use super::AuditError;
-use super::book::{KindKey, Subject};
+use super::book::{KindKey, Lineage, MadeBy, Subject};
 use super::pace::{CpuBudget, Pacer};
 use crate::documents::{self, BoundedList};
 
@@ -82,8 +82,42 @@ pub async fn kinds(client: &Client, set: &PolicySet) -> (Vec<AuditKind>, Vec<Aud
             }),
         }
     }
+    // In this order a workload's kind is read before the kinds its controller makes (apps/v1
+    // Deployment, ReplicaSet, then v1 Pod; batch/v1 CronJob, then Job): what is made from a
+    // workload is compared with what the workload was found to be.
     found.sort_by(|a, b| a.key.cmp(&b.key));
     (found, problems)
+}
+
+/// Where `object` stands among workloads as the policies of `set` judge it: when it is a
+/// workload, the policies that judge its pod template; when its controller made it from the
+/// controller's pod template, that workload and the policies that judge both alike (the
+/// workload's template, and the object as a Pod or by its own template).
+pub fn lineage(set: &PolicySet, object: &Value) -> Lineage {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    let (Some(api_version), Some(kind)) = (text("/apiVersion"), text("/kind")) else {
+        return Lineage::default();
+    };
+    let own = Workload::of(api_version, kind);
+    let judging = |workload: &Workload, also: Option<&Workload>| -> Arc<[Arc<str>]> {
+        set.policies()
+            .iter()
+            .filter(|p| p.reaches_template_of(workload))
+            .filter(|p| also.is_none_or(|also| p.reaches_template_of(also)))
+            .map(|p| p.label.clone())
+            .collect()
+    };
+    let template = own.map(|own| judging(own, None)).unwrap_or_default();
+    let made_by = kanon_engine::made_from(object).and_then(|(workload, name, uid)| {
+        let policies = judging(workload, own);
+        (!policies.is_empty()).then(|| MadeBy {
+            kind: KindKey::new(workload.api_version, workload.kind),
+            name: name.to_string(),
+            uid: uid.to_string(),
+            policies,
+        })
+    });
+    Lineage { template, made_by }
 }
 
 /// One page of a kind's objects.
@@ -287,10 +321,22 @@ impl Judge<'_> {
         objects: Vec<Value>,
         mut each: impl FnMut(&Subject, Vec<Finding>),
     ) {
+        self.page_judged(set, objects, |subject, _, findings| each(subject, findings))
+            .await
+    }
+
+    /// [`Judge::page`], handing `each` the [`lineage`] of each object too.
+    pub async fn page_judged(
+        &self,
+        set: &Arc<PolicySet>,
+        objects: Vec<Value>,
+        mut each: impl FnMut(&Subject, &Lineage, Vec<Finding>),
+    ) {
         for object in objects {
             let Some(subject) = Subject::of(&object) else {
                 continue;
             };
+            let lineage = lineage(set, &object);
             // As a review is bounded by its timeout: policies not run by then fail under
             // their failure policy (an error finding), and an evaluation that ignores even
             // that (a lookup that never answers) is given up.
@@ -309,7 +355,7 @@ impl Judge<'_> {
             )
             .await;
             match judged {
-                Ok(Ok(findings)) => each(&subject, findings),
+                Ok(Ok(findings)) => each(&subject, &lineage, findings),
                 Ok(Err(error)) => {
                     tracing::debug!(%error, object = %subject.name, "an object the audit cannot judge")
                 }
@@ -420,5 +466,90 @@ mod tests {
             .await;
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(judged, vec![("b".to_string(), 0)]);
+    }
+
+    fn compiled(name: &str, selectors: Value) -> kanon_engine::CompiledPolicy {
+        kanon_engine::compile_document(&json!({
+            "apiVersion": "policy.kanon.dev/v1alpha1", "kind": "ClusterValidatePolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "resourceSelectors": selectors,
+                "validateRules": [{"cel": {"validations": [{"expression": "true"}]}}],
+            },
+        }))
+        .expect("a valid policy")
+    }
+
+    fn made(api_version: &str, kind: &str, owner: (&str, &str)) -> Value {
+        json!({
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"name": "child", "namespace": "shop", "ownerReferences": [{
+                "apiVersion": owner.0, "kind": owner.1, "name": "parent", "uid": "u-1",
+                "controller": true,
+            }]},
+        })
+    }
+
+    fn labels(policies: &[Arc<str>]) -> Vec<&str> {
+        policies.iter().map(|p| &**p).collect()
+    }
+
+    #[test]
+    fn an_objects_lineage_names_the_policies_that_judge_it_as_its_workloads_template() {
+        let set = PolicySet::build(vec![
+            // Pods, and so the templates of every workload.
+            compiled("pods", json!([{"apiVersion": "v1", "kind": "Pod"}])),
+            // Pods, and ReplicaSets themselves: a ReplicaSet's findings are its own.
+            compiled(
+                "pods-and-replicasets",
+                json!([{"apiVersion": "v1", "kind": "Pod"},
+                       {"apiVersion": "apps/v1", "kind": "ReplicaSet"}]),
+            ),
+            compiled("config", json!([{"apiVersion": "v1", "kind": "ConfigMap"}])),
+        ])
+        .expect("a set");
+        let pods = "ClusterValidatePolicy/pods";
+        let both = "ClusterValidatePolicy/pods-and-replicasets";
+
+        let pod = lineage(&set, &made("v1", "Pod", ("apps/v1", "ReplicaSet")));
+        assert!(pod.template.is_empty());
+        let by = pod.made_by.expect("made by its ReplicaSet");
+        assert_eq!(by.kind, KindKey::new("apps/v1", "ReplicaSet"));
+        assert_eq!((by.name.as_str(), by.uid.as_str()), ("parent", "u-1"));
+        assert_eq!(labels(&by.policies), [pods]);
+
+        let replica_set = lineage(
+            &set,
+            &made("apps/v1", "ReplicaSet", ("apps/v1", "Deployment")),
+        );
+        assert_eq!(labels(&replica_set.template), [pods]);
+        let by = replica_set.made_by.expect("made by its Deployment");
+        assert_eq!(labels(&by.policies), [pods]);
+
+        let deployment = lineage(
+            &set,
+            &json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}),
+        );
+        assert_eq!(labels(&deployment.template), [pods, both]);
+        assert!(deployment.made_by.is_none());
+        // A Pod of a ReplicationController, whose template kanon does not judge.
+        let pod = lineage(&set, &made("v1", "Pod", ("v1", "ReplicationController")));
+        assert_eq!(pod, Lineage::default());
+    }
+
+    #[test]
+    fn a_workloads_kind_is_read_before_the_kinds_its_controller_makes() {
+        for (owner, kind) in [
+            (("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")),
+            (("apps/v1", "ReplicaSet"), ("v1", "Pod")),
+            (("apps/v1", "StatefulSet"), ("v1", "Pod")),
+            (("apps/v1", "DaemonSet"), ("v1", "Pod")),
+            (("batch/v1", "Job"), ("v1", "Pod")),
+            (("batch/v1", "CronJob"), ("batch/v1", "Job")),
+        ] {
+            assert!(kanon_engine::made_from(&made(kind.0, kind.1, owner)).is_some());
+            // `kinds` sorts by this.
+            assert!(KindKey::new(owner.0, owner.1) < KindKey::new(kind.0, kind.1));
+        }
     }
 }

@@ -11,6 +11,7 @@
 mod admission;
 mod admission_policies;
 mod audit;
+mod audit_owned;
 mod audit_reports;
 mod cel;
 mod chart;
@@ -100,6 +101,7 @@ fn main() {
         library::SCENARIOS,
         exceptions::SCENARIOS,
         audit::SCENARIOS,
+        audit_owned::SCENARIOS,
         audit_reports::SCENARIOS,
         limits::SCENARIOS,
         fairness::SCENARIOS,
