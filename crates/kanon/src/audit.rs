@@ -307,11 +307,14 @@ impl Judging<'_> {
                 .into_iter()
                 .filter(|o| self.reach.reaches(o) && self.filter.judges(o))
                 .collect();
+            // Placed among workloads as the background audit places them, so that the reports
+            // printed are the ones it would write (what a controller made from a workload,
+            // found as the workload was, counted and not listed).
             self.judge
-                .page(&self.set, objects, |subject, findings| {
+                .page_judged(&self.set, objects, |subject, lineage, findings| {
                     let findings = self.filter.findings(findings);
-                    scan.add(subject, &findings, found);
-                    printer.object(subject, findings);
+                    let folded = scan.add_judged(&printer.book, subject, lineage, &findings, found);
+                    printer.object(subject, findings, folded);
                 })
                 .await;
             match page.next {

@@ -328,30 +328,32 @@ impl KindScan {
     /// `lineage`: when a controller made it from a workload `book` has read (its kind is read
     /// before), and its findings under the policies that judge the workload's template are the
     /// workload's, they are counted and not listed (unless the book lists owned results).
-    pub fn add_judged(
+    ///
+    /// Returns the policies whose findings were counted and not listed, if any.
+    pub fn add_judged<'l>(
         &mut self,
         book: &Book,
         subject: &Subject,
-        lineage: &Lineage,
+        lineage: &'l Lineage,
         findings: &[Finding],
         now: Timestamp,
-    ) {
-        self.record(Some(book), subject, lineage, findings, now);
+    ) -> Option<&'l [Arc<str>]> {
+        self.record(Some(book), subject, lineage, findings, now)
     }
 
-    fn record(
+    fn record<'l>(
         &mut self,
         book: Option<&Book>,
         subject: &Subject,
-        lineage: &Lineage,
+        lineage: &'l Lineage,
         findings: &[Finding],
         now: Timestamp,
-    ) {
+    ) -> Option<&'l [Arc<str>]> {
         self.objects += 1;
         // An object no policy selects counts for no report: a namespace where no policy
         // selects anything gets none (not one full of zeros).
         if findings.is_empty() {
-            return;
+            return None;
         }
         let folded = book.and_then(|book| book.folded(subject, lineage, findings));
         let (cap, passes) = (self.listing.max_results, self.listing.passes);
@@ -381,6 +383,7 @@ impl KindScan {
         {
             self.made_room -= 1;
         }
+        folded
     }
 
     /// The objects added so far.

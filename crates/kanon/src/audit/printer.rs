@@ -25,6 +25,9 @@ pub struct Printer {
     prints_bare_objects: bool,
     /// The rows of the text output's findings table, kept to print sorted.
     rows: Vec<Row>,
+    /// Findings the text output counts and does not list: those of objects a controller made
+    /// from a workload, found as the workload was (as the reports fold them).
+    folded: usize,
     /// Some kind could not be read to its end.
     pub unread: bool,
 }
@@ -52,15 +55,31 @@ impl Printer {
             lists_passes: filter.lists_passes(),
             prints_bare_objects: !filter.narrows_findings(),
             rows: Vec::new(),
+            folded: 0,
             unread: false,
         }
     }
 
-    /// Takes the findings the filters kept of `subject` (the book has them already).
-    pub fn object(&mut self, subject: &Subject, findings: Vec<Finding>) {
+    /// Takes the findings the filters kept of `subject` (the book has them already); those of
+    /// the `folded` policies the book counted without listing, and the text output does too.
+    pub fn object(
+        &mut self,
+        subject: &Subject,
+        findings: Vec<Finding>,
+        folded: Option<&[Arc<str>]>,
+    ) {
         match self.output {
             AuditOutput::Text => {
-                let listed = findings
+                let folded = folded.unwrap_or_default();
+                let (hidden, kept): (Vec<Finding>, Vec<Finding>) = findings
+                    .into_iter()
+                    .partition(|f| folded.contains(&f.policy));
+                let lists_passes = self.lists_passes;
+                self.folded += hidden
+                    .iter()
+                    .filter(|f| lists_passes || f.result != ResultStatus::Pass)
+                    .count();
+                let listed = kept
                     .into_iter()
                     .filter(|f| self.lists_passes || f.result != ResultStatus::Pass);
                 let rows: Vec<Row> = listed.map(|f| row(subject, f)).collect();
@@ -87,6 +106,13 @@ impl Printer {
                 self.rows.sort();
                 for line in text(&self.rows, &tallies) {
                     println!("{line}");
+                }
+                if self.folded > 0 {
+                    println!(
+                        "{} result{} of objects a controller made from a workload above, found as the workload was, counted and not listed (as the reports do)",
+                        self.folded,
+                        if self.folded == 1 { "" } else { "s" }
+                    );
                 }
             }
             AuditOutput::Json => {}
@@ -325,6 +351,7 @@ mod tests {
                 finding("ClusterValidatePolicy/p", None, ResultStatus::Pass, ""),
                 finding("ClusterValidatePolicy/p", None, ResultStatus::Fail, "no"),
             ],
+            None,
         );
         assert_eq!(printer.rows.len(), 1);
         assert!(printer.prints_bare_objects);
@@ -337,8 +364,21 @@ mod tests {
                 ResultStatus::Pass,
                 "",
             )],
+            None,
         );
         assert_eq!(printer.rows.len(), 2);
+        // What the book folded into a workload's results is counted, not listed.
+        let folded: Vec<Arc<str>> = vec!["ClusterValidatePolicy/p".into()];
+        printer.object(
+            &shop,
+            vec![
+                finding("ClusterValidatePolicy/p", None, ResultStatus::Fail, "no"),
+                finding("ClusterValidatePolicy/q", None, ResultStatus::Fail, "no"),
+            ],
+            Some(&folded),
+        );
+        assert_eq!(printer.rows.len(), 3);
+        assert_eq!(printer.folded, 1);
         printer.forget(&KindKey::new("v1", "ConfigMap"));
         assert!(printer.rows.is_empty());
     }

@@ -453,7 +453,7 @@ fn existing_objects_are_reported_until_fixed_exempted_or_deleted(env: &mut Env) 
 }
 
 /// `kanon audit` with `args`: its exit status, standard output and standard error.
-fn kanon_audit(env: &Env, args: &[&str]) -> (Option<i32>, String, String) {
+pub(crate) fn kanon_audit(env: &Env, args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
         .args(["audit", "--kubeconfig"])
         .arg(env.control_plane().kubeconfig())

@@ -155,6 +155,37 @@ fn a_deployments_violation_is_listed_once_its_replica_set_and_pods_counted(env: 
     );
     first.stop();
 
+    // `kanon audit` lists what the reports list, and says what it counted without listing.
+    let (code, printed, stderr) = crate::audit::kanon_audit(env, &["-n", OWNED]);
+    assert_eq!(code, Some(1), "{printed}{stderr}");
+    let rows: Vec<&str> = printed.lines().filter(|l| l.starts_with("fail ")).collect();
+    assert_eq!(rows.len(), 2, "{printed}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("Deployment") && r.contains(&format!("{OWNED}/web "))),
+        "{printed}"
+    );
+    assert!(
+        rows.iter().any(|r| r.contains(&format!("{OWNED}/debug "))),
+        "{printed}"
+    );
+    assert!(!printed.contains("ReplicaSet"), "{printed}");
+    assert!(
+        printed.contains("3 results of objects a controller made from a workload above, found as the workload was, counted and not listed"),
+        "{printed}"
+    );
+    let (_, printed, stderr) = crate::audit::kanon_audit(env, &["-n", OWNED, "-o", "reports"]);
+    let printed_report: Value = kanon_engine::parse_documents(&printed, "kanon audit", false)
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"))
+        .into_iter()
+        .find(|r| r["metadata"]["namespace"] == OWNED)
+        .unwrap_or_else(|| panic!("no report of {OWNED}: {printed}"));
+    assert_eq!(listed(&printed_report), listed(&report), "{printed}");
+    assert_eq!(
+        annotation(&printed_report, "audit.kanon.dev/owned-results").as_deref(),
+        Some("3")
+    );
+
     // Passes listed too, within the cap: the good Deployment's stands for its ReplicaSet and Pod.
     let mut second = auditor(
         env,
