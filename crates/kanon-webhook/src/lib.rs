@@ -5,7 +5,8 @@
 //! ([`triage`]), evaluating the others on threads of their own within [`slot`]s shared fairly
 //! between namespaces), hand-written
 //! programs run in worker processes ([`sandbox`]), lookups bounded by the review's deadline
-//! ([`lookup`]), [`metrics`], and the [`state`] that publishes policy sets to requests.
+//! ([`lookup`]), [`metrics`], OpenTelemetry traces of reviews ([`trace`]), and the [`state`]
+//! that publishes policy sets to requests.
 //!
 //! What it serves comes from outside: policy sets through [`Publisher`] (the binary reads
 //! files, the cluster crate watches the apiserver), certificates made by kanon-certificates or
@@ -20,6 +21,7 @@ pub mod server;
 pub mod slot;
 pub mod state;
 pub mod tls;
+pub mod trace;
 pub mod triage;
 
 pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, decide, review};

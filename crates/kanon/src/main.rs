@@ -18,6 +18,7 @@ mod programs;
 mod render;
 mod serve;
 mod suite;
+mod traces;
 
 use std::process::ExitCode;
 

@@ -81,6 +81,8 @@ pub struct ServeArgs {
     log_format: LogFormat,
     #[command(flatten)]
     programs: crate::programs::ProgramArgs,
+    #[command(flatten)]
+    traces: crate::traces::TraceArgs,
     /// Require a client certificate on the webhook port, signed by a CA in this PEM file
     /// (kube-apiserver presents one when its admission configuration names a kubeconfig with a
     /// client certificate for kanon). Health probes then go to the metrics port.
@@ -132,19 +134,37 @@ pub fn run_worker() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+/// Logs on stderr (`RUST_LOG`, default `info`), and review spans to the trace exporter when
+/// there is one: each layer with its own filter, so that the log level neither hides spans
+/// from the exporter nor writes them as log lines.
+fn init_logging(format: LogFormat, tracer: Option<opentelemetry_sdk::trace::Tracer>) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, filter};
+    let trace_target = kanon_webhook::trace::TARGET;
+    let mut logged = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if let Ok(off) = format!("{trace_target}=off").parse() {
+        logged = logged.add_directive(off);
+    }
     use std::io::IsTerminal;
     // Colours only for a person at a terminal, never in a log file or collector.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let lines = match format {
+        LogFormat::Text => lines.with_filter(logged).boxed(),
+        LogFormat::Json => lines.json().with_filter(logged).boxed(),
     };
+    let spans = tracer.map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(filter::Targets::new().with_target(trace_target, tracing::Level::TRACE))
+    });
+    let _ = tracing_subscriber::registry()
+        .with(lines)
+        .with(spans)
+        .try_init();
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -202,7 +222,6 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     }
     // One crypto provider for the whole process, chosen before any TLS configuration exists.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    init_logging(args.log_format);
     let standalone_objects = match load_standalone_objects(&args.objects) {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -220,6 +239,26 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Trace export runs on this runtime; its metrics are served whether it is on or not.
+    let trace_metrics = kanon_webhook::trace::TraceMetrics::default();
+    let tracing_export = {
+        let _entered = runtime.enter();
+        match args.traces.start(trace_metrics.clone()) {
+            Ok(tracing) => tracing,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    init_logging(args.log_format, tracing_export.as_ref().map(|t| t.tracer()));
+    if let Some(tracing) = &tracing_export {
+        tracing::info!(
+            endpoint = %tracing.endpoint,
+            protocol = ?tracing.protocol,
+            "exporting traces of reviews over OTLP"
+        );
+    }
     let sandbox = match args.programs.sandbox_config() {
         Ok(sandbox) => sandbox,
         Err(e) => {
@@ -278,7 +317,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         match &args.policies {
             Some(dir) => {
                 kanon_certificates::directory::ensure(&args.cert_dir).map_err(|e| e.to_string())?;
-                metrics = Metrics::new();
+                metrics = Metrics::with(|registry| trace_metrics.register(registry));
                 let publisher = HonouringPublisher {
                     inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "directory")),
                     namespaces: args.exception_namespaces.clone(),
@@ -311,6 +350,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     cluster_metrics.register(registry);
                     certificate_metrics.register(registry);
                     audit_metrics.register(registry);
+                    trace_metrics.register(registry);
                 });
                 // The certificate the server starts with: kept in the Secret, or the files.
                 let ca_bundle = crate::cluster::prepare_certificates(
@@ -365,6 +405,9 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             .await
             .map_err(|e| e.to_string())
     });
+    if let Some(tracing) = tracing_export {
+        runtime.block_on(tracing.shutdown(Duration::from_secs(2)));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

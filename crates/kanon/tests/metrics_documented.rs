@@ -15,6 +15,7 @@ use kanon_engine::{LookupError, WebhookKind};
 use kanon_webhook::metrics::{Metrics, ReviewShed, Shed};
 
 const WEBHOOK: &str = include_str!("../../kanon-webhook/src/metrics/mod.rs");
+const TRACES: &str = include_str!("../../kanon-webhook/src/trace/queue.rs");
 const CLUSTER: &str = include_str!("../../kanon-cluster/src/metrics.rs");
 const CERTIFICATES: &str = include_str!("../../kanon-cluster/src/certificates.rs");
 const AUDIT: &str = include_str!("../../kanon-cluster/src/audit/metrics.rs");
@@ -66,11 +67,14 @@ fn scrape() -> String {
     let cluster = ClusterMetrics::new();
     let certificates = CertificateMetrics::new();
     let audit = AuditMetrics::new();
+    let traces = kanon_webhook::trace::TraceMetrics::default();
     let metrics = Metrics::with(|registry| {
         cluster.register(registry);
         certificates.register(registry);
         audit.register(registry);
+        traces.register(registry);
     });
+    traces.dropped.inc();
     metrics.reload_failed("cluster");
     metrics.connections_open("webhook", 1);
     metrics.connection_shed("webhook", Shed::Refused);
@@ -96,7 +100,7 @@ fn scrape() -> String {
 
 #[test]
 fn security_md_lists_every_metric_family_served() {
-    let registered: BTreeSet<String> = [WEBHOOK, CLUSTER, CERTIFICATES]
+    let registered: BTreeSet<String> = [WEBHOOK, CLUSTER, CERTIFICATES, TRACES]
         .into_iter()
         .flat_map(registered_in)
         .collect();

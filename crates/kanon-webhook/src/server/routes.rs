@@ -17,6 +17,8 @@ use super::Shared;
 use super::body::{self, BodyError, Reservation};
 use super::probes::Probes;
 use super::timeout::review_timeout;
+use tracing::Instrument;
+
 use crate::admission::{self, Reply};
 use crate::lookup::BoundedLookup;
 use crate::metrics;
@@ -73,7 +75,12 @@ async fn webhook(
         if !shared.allow_all && !shared.state.is_ready() {
             return not_ready(shared, webhook);
         }
-        return review(shared, webhook, request, arrived).await;
+        let span = crate::trace::review_span(webhook, request.headers());
+        let answered = review(shared, webhook, request, arrived)
+            .instrument(span.clone())
+            .await;
+        crate::trace::record_status(&span, answered.0.status().as_u16());
+        return answered;
     }
     let response = match path {
         "/healthz" => healthz(request.method(), Ok(())),
@@ -326,7 +333,8 @@ async fn review(
         flow,
         tokio::time::timeout_at(
             deadline + EVALUATION_GRACE,
-            job.evaluate(body, reservation, slot),
+            job.evaluate(body, reservation, slot)
+                .instrument(tracing::Span::current()),
         ),
     );
     let evaluated = evaluation.await;
@@ -357,6 +365,7 @@ fn observed(
     reply: Reply,
     started: Instant,
 ) -> (Response<Body>, Option<String>) {
+    crate::trace::record_reply(&reply);
     let (operation, kind) = match &reply.request {
         Some((operation, kind)) => (Some(*operation), Some(kind.as_str())),
         None => (None, None),
@@ -397,7 +406,10 @@ impl Job {
         drop(body);
         drop(reservation);
         let request = match read {
-            Ok(request) => request,
+            Ok(request) => {
+                crate::trace::record_namespace(request.namespace.as_deref());
+                request
+            }
             Err(reply) => {
                 tracing::debug!(
                     webhook = webhook.path(),

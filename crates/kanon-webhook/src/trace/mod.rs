@@ -1,0 +1,120 @@
+//! OpenTelemetry traces of reviews: a span per review, a child of the span kube-apiserver's
+//! webhook call sends in its W3C `traceparent` header (so kanon's work sits under the
+//! apiserver's request in one trace), exported over OTLP through a bounded [`queue`].
+//!
+//! Spans are `tracing` spans of the target [`TARGET`]; the `tracing-opentelemetry` layer the
+//! binary installs when export is on turns them into OpenTelemetry spans. With export off no
+//! layer wants them, and making one costs a check of a cached flag.
+
+pub mod export;
+pub mod queue;
+
+use hyper::HeaderMap;
+use kanon_engine::WebhookKind;
+
+use crate::admission::{Outcome, Reply};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+pub use export::{ExportError, Protocol, TraceSettings, Tracing};
+pub use queue::{QueueSettings, SpanQueue, TraceMetrics};
+
+/// The `tracing` target of the spans exported as traces.
+pub const TARGET: &str = "kanon::trace";
+
+/// A review's span, named as OpenTelemetry names HTTP server spans (`POST /validate`), the
+/// child of the apiserver's call when its headers carry a `traceparent`. The request's
+/// identity and verdict are recorded with the answer ([`record_reply`], [`record_status`]);
+/// never the object's contents.
+pub fn review_span(webhook: WebhookKind, headers: &HeaderMap) -> Span {
+    let span = tracing::info_span!(
+        target: TARGET,
+        "review",
+        otel.name = route_name(webhook),
+        otel.kind = "server",
+        http.request.method = "POST",
+        http.route = webhook.path(),
+        http.response.status_code = tracing::field::Empty,
+        kanon.request.uid = tracing::field::Empty,
+        kanon.request.operation = tracing::field::Empty,
+        kanon.request.kind = tracing::field::Empty,
+        kanon.request.namespace = tracing::field::Empty,
+        kanon.allowed = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() && headers.contains_key("traceparent") {
+        let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+        let _ = span.set_parent(parent);
+    }
+    span
+}
+
+/// `POST /mutate` or `POST /validate`.
+fn route_name(webhook: WebhookKind) -> &'static str {
+    match webhook {
+        WebhookKind::Mutating => "POST /mutate",
+        WebhookKind::Validating => "POST /validate",
+    }
+}
+
+/// Records the review's namespace on the current span, once the review is read.
+pub fn record_namespace(namespace: Option<&str>) {
+    let span = Span::current();
+    if let Some(namespace) = namespace
+        && !span.is_disabled()
+    {
+        span.record("kanon.request.namespace", namespace);
+    }
+}
+
+/// Records the answer on the current span: the request's uid, operation and kind when it was
+/// read, and whether it was allowed when it was judged.
+pub fn record_reply(reply: &Reply) {
+    let span = Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    if let Some(uid) = &reply.uid {
+        span.record("kanon.request.uid", uid.as_str());
+    }
+    if let Some((operation, kind)) = &reply.request {
+        span.record("kanon.request.operation", operation.as_str());
+        span.record("kanon.request.kind", kind.as_str());
+    }
+    match &reply.outcome {
+        Outcome::Decided(decision) => {
+            span.record("kanon.allowed", decision.allowed);
+        }
+        Outcome::Unevaluated => {
+            span.record("kanon.allowed", true);
+        }
+        Outcome::Invalid(_) | Outcome::NotReady => {}
+    }
+}
+
+/// Records the HTTP status of the answer on `span`; a 5xx is the span's error, as
+/// OpenTelemetry marks server spans.
+pub fn record_status(span: &Span, status: u16) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("http.response.status_code", status);
+    if status >= 500 {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
+/// Reads W3C trace context from HTTP headers.
+struct HeaderExtractor<'h>(&'h HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|value| value.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(|name| name.as_str()).collect()
+    }
+}

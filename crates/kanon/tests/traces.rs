@@ -1,0 +1,396 @@
+//! `kanon serve` exporting traces of reviews over OTLP/HTTP to a collector written for the
+//! test: a review's span is the child of the `traceparent` its caller sent (as kube-apiserver
+//! sends one to its webhooks), carries the request's identity, and a collector that is gone
+//! costs dropped spans, never an answer.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use prost::Message;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(["-s", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("curl runs")
+}
+
+/// A span as the collector received it, with its resource's attributes.
+#[derive(Debug, Clone)]
+struct Received {
+    name: String,
+    kind: i32,
+    trace_id: String,
+    parent_span_id: String,
+    attributes: Vec<KeyValue>,
+    resource: Vec<KeyValue>,
+}
+
+fn text_of(attributes: &[KeyValue], key: &str) -> Option<String> {
+    let value = attributes.iter().find(|kv| kv.key == key)?.value.as_ref()?;
+    match value {
+        AnyValue {
+            value: Some(any_value::Value::StringValue(text)),
+        } => Some(text.clone()),
+        AnyValue {
+            value: Some(any_value::Value::BoolValue(b)),
+        } => Some(b.to_string()),
+        AnyValue {
+            value: Some(any_value::Value::IntValue(i)),
+        } => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An OTLP/HTTP collector: each `POST /v1/traces` body decoded, its spans kept.
+struct Collector {
+    port: u16,
+    spans: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Collector {
+    fn start() -> Collector {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a port");
+        let port = listener.local_addr().expect("an address").port();
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let kept = spans.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let kept = kept.clone();
+                std::thread::spawn(move || serve(stream, &kept));
+            }
+        });
+        Collector { port, spans }
+    }
+
+    fn spans(&self) -> Vec<Received> {
+        self.spans.lock().expect("the spans").clone()
+    }
+
+    /// Waits for a span that `wanted` accepts.
+    fn wait_for(&self, wanted: impl Fn(&Received) -> bool) -> Received {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(span) = self.spans().into_iter().find(|s| wanted(s)) {
+                return span;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("no such span; received: {:#?}", self.spans());
+    }
+}
+
+/// Answers the HTTP/1.1 requests of one connection.
+fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Received>>) {
+    let mut writer = match stream.try_clone() {
+        Ok(writer) => writer,
+        Err(_) => return,
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        let mut first = true;
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if first {
+                assert!(line.starts_with("POST /v1/traces "), "{line}");
+                first = false;
+            }
+            let trimmed = line.trim_end();
+            if trimmed.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = trimmed.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let request = ExportTraceServiceRequest::decode(body.as_slice()).expect("OTLP protobuf");
+        let mut received = Vec::new();
+        for resource_spans in request.resource_spans {
+            let resource = resource_spans
+                .resource
+                .map(|r| r.attributes)
+                .unwrap_or_default();
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    received.push(Received {
+                        name: span.name,
+                        kind: span.kind,
+                        trace_id: hex(&span.trace_id),
+                        parent_span_id: hex(&span.parent_span_id),
+                        attributes: span.attributes,
+                        resource: resource.clone(),
+                    });
+                }
+            }
+        }
+        kept.lock().expect("the spans").extend(received);
+        let answer =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        if writer.write_all(answer.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+const LABEL_POLICY: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterOverridePolicy
+metadata: {name: mark}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  overrideRules:
+  - overriders:
+      plaintext:
+      - {op: add, path: /metadata/labels/served-by, value: kanon}
+";
+
+/// `kanon serve --policies` with `extra` flags and `env`.
+struct Serving {
+    child: Child,
+    https: String,
+    metrics: String,
+    ca: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Serving {
+    fn start(extra: &[&str], env: &[(&str, &str)]) -> Serving {
+        let dir = tempfile::tempdir().expect("a directory");
+        let policies = dir.path().join("policies");
+        std::fs::create_dir_all(&policies).expect("the policy directory");
+        std::fs::write(policies.join("mark.yaml"), LABEL_POLICY).expect("the policy");
+        let certs = dir.path().join("certs");
+        let (https, metrics) = (free_port(), free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_kanon"))
+            .args(["serve", "--policies"])
+            .arg(&policies)
+            .arg("--cert-dir")
+            .arg(&certs)
+            .args(["--listen", &format!("127.0.0.1:{https}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kanon serve starts");
+        let serving = Serving {
+            child,
+            https: format!("https://127.0.0.1:{https}"),
+            metrics: format!("http://127.0.0.1:{metrics}/metrics"),
+            ca: certs.join("ca.crt").display().to_string(),
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let out = curl(&[
+                "--cacert",
+                &serving.ca,
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &format!("{}/readyz", serving.https),
+            ]);
+            if out.stdout == b"200" {
+                return serving;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("kanon serve did not become ready");
+    }
+
+    /// POSTs the Pod-create review to `/mutate` with `headers`: the HTTP status.
+    fn review(&self, headers: &[&str]) -> String {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/admission-reviews/pod-create.json");
+        let data = format!("@{}", fixture.display());
+        let mut args = vec![
+            "--cacert",
+            &self.ca,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ];
+        for header in headers {
+            args.extend(["-H", header]);
+        }
+        let url = format!("{}/mutate?timeout=10s", self.https);
+        args.extend([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            &data,
+            &url,
+        ]);
+        String::from_utf8_lossy(&curl(&args).stdout).into_owned()
+    }
+
+    /// The value of a counter on `/metrics`.
+    fn counter(&self, name: &str) -> u64 {
+        let out = curl(&[&self.metrics]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name} ")))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} on /metrics"))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const TRACE_ID: &str = "0af7651916cd43dd8448eb211c80319c";
+const PARENT_SPAN: &str = "b7ad6b7169203331";
+
+#[test]
+fn a_reviews_span_is_the_child_of_the_callers_and_names_the_request() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.port);
+    let serving = Serving::start(
+        &[
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--cluster-name",
+            "test-cluster",
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
+    );
+    let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
+    assert_eq!(serving.review(&[&traceparent]), "200");
+    let span = collector.wait_for(|s| s.trace_id == TRACE_ID);
+    assert_eq!(span.name, "POST /mutate");
+    assert_eq!(span.parent_span_id, PARENT_SPAN, "{span:#?}");
+    // SPAN_KIND_SERVER.
+    assert_eq!(span.kind, 2);
+    let attribute = |key| text_of(&span.attributes, key);
+    assert_eq!(
+        attribute("kanon.request.uid").as_deref(),
+        Some("1299d386-525b-4032-98ae-1949f69f9cfc")
+    );
+    assert_eq!(
+        attribute("kanon.request.operation").as_deref(),
+        Some("CREATE")
+    );
+    assert_eq!(attribute("kanon.request.kind").as_deref(), Some("Pod"));
+    assert_eq!(attribute("kanon.allowed").as_deref(), Some("true"));
+    assert_eq!(
+        attribute("http.response.status_code").as_deref(),
+        Some("200")
+    );
+    assert_eq!(
+        text_of(&span.resource, "service.name").as_deref(),
+        Some("kanon")
+    );
+    assert_eq!(
+        text_of(&span.resource, "k8s.cluster.name").as_deref(),
+        Some("test-cluster")
+    );
+
+    // Without a trace context the review starts a trace of its own (sampled: no ratio set).
+    assert_eq!(serving.review(&[]), "200");
+    let own = collector.wait_for(|s| s.trace_id != TRACE_ID && s.name == "POST /mutate");
+    assert_eq!(own.parent_span_id, "", "{own:#?}");
+    assert!(serving.counter("kanon_trace_spans_exported_total") >= 2);
+    assert_eq!(serving.counter("kanon_trace_spans_dropped_total"), 0);
+
+    // A caller's context that says "not sampled" is followed.
+    let unsampled = format!("traceparent: 00-{}-{PARENT_SPAN}-00", "1".repeat(32));
+    assert_eq!(serving.review(&[&unsampled]), "200");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        collector
+            .spans()
+            .iter()
+            .all(|s| s.trace_id != "1".repeat(32)),
+        "an unsampled trace was exported"
+    );
+}
+
+#[test]
+fn a_collector_that_is_gone_costs_spans_not_answers() {
+    // Nothing listens there; one span waits at most, each export is tried alone.
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    let serving = Serving::start(
+        &[
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+        ],
+        &[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "1"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+        ],
+    );
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(serving.review(&[]), "200");
+    }
+    // The answers did not wait for the collector (its exports retry for seconds each).
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(serving.counter("kanon_trace_spans_dropped_total") > 0);
+    assert_eq!(serving.counter("kanon_trace_spans_exported_total"), 0);
+}
+
+#[test]
+fn a_protocol_kanon_does_not_export_with_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["serve", "--policies", ".", "--otlp-protocol", "http/json"])
+        .output()
+        .expect("kanon runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`http/json` is not one kanon exports with"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .args(["serve", "--policies", "."])
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")
+        .output()
+        .expect("kanon runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`thrift`"));
+}
