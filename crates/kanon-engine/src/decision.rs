@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kanon_api::{FailurePolicy, Operation, ResultStatus, ValidationAction};
 use serde::Serialize;
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::admission_policy;
 use crate::diff::Changes;
@@ -1023,12 +1024,15 @@ impl<'a> Overriding<'_, 'a> {
                 policy: &policy.label,
                 budget: PolicyBudget::new(self.cost.of(policy.id.namespace.is_some())),
             };
+            let span = crate::trace::policy_span(policy);
             if let Some((binding, rule)) = admission_mutation(policy) {
-                let mutated =
-                    admission_policy::mutate(binding, rule, &mut scope, object, changes).await;
+                let mutated = admission_policy::mutate(binding, rule, &mut scope, object, changes)
+                    .instrument(span.clone())
+                    .await;
                 if decision.admission_mutated(policy, mutated) {
                     return true;
                 }
+                record_last(&span, decision);
                 continue;
             }
             // Each step is atomic, so a policy of one step needs no copy to roll back.
@@ -1041,7 +1045,10 @@ impl<'a> Overriding<'_, 'a> {
                 PolicyRules::Validate { .. } => 0,
             };
             let before = (steps > 1).then(|| object.clone());
-            match run_override(policy, &mut scope, object, changes, &exemption).await {
+            let ran = run_override(policy, &mut scope, object, changes, &exemption)
+                .instrument(span.clone())
+                .await;
+            match ran {
                 Ok(applied) => {
                     decision.applied_policies.push(String::from(&*policy.label));
                     decision.record(
@@ -1058,8 +1065,16 @@ impl<'a> Overriding<'_, 'a> {
                     decision.policy_error(policy, within, &e);
                 }
             }
+            record_last(&span, decision);
         }
         false
+    }
+}
+
+/// Records on a policy's span the outcome the decision recorded for it last.
+fn record_last(span: &tracing::Span, decision: &Decision) {
+    if let Some(result) = decision.policy_results.last() {
+        crate::trace::record_outcome(span, result.outcome);
     }
 }
 
@@ -1224,6 +1239,7 @@ impl<'a> Judging<'_, 'a> {
                 policy: &policy.label,
                 budget: PolicyBudget::new(self.cost.of(policy.id.namespace.is_some())),
             };
+            let span = crate::trace::policy_span(policy);
             if let Some((binding, rule)) = admission_validation(policy) {
                 let validated = admission_policy::validate(
                     binding,
@@ -1232,19 +1248,25 @@ impl<'a> Judging<'_, 'a> {
                     &mut scope,
                     subject,
                 )
+                .instrument(span.clone())
                 .await;
                 decision.admission_validated(policy, validated);
+                record_last(&span, decision);
                 continue;
             }
+            let ran = run_validate(policy, &mut scope, subject, &exemption)
+                .instrument(span.clone())
+                .await;
             let Judged {
                 reasons,
                 status,
                 warnings,
                 annotations,
-            } = match run_validate(policy, &mut scope, subject, &exemption).await {
+            } = match ran {
                 Ok(found) => found,
                 Err(error) => {
                     decision.policy_error(policy, within, &error);
+                    record_last(&span, decision);
                     continue;
                 }
             };
@@ -1255,6 +1277,7 @@ impl<'a> Judging<'_, 'a> {
                 PolicyOutcome::Rejected
             };
             decision.record(policy, outcome);
+            crate::trace::record_outcome(&span, outcome);
             if decision.findings.is_some() {
                 if reasons.is_empty() {
                     decision.found(policy, None, ResultStatus::Pass, String::new, within);

@@ -51,6 +51,7 @@ mod set;
 mod shape;
 mod structured_merge;
 mod targets;
+mod trace;
 mod typed;
 mod workload;
 
@@ -69,6 +70,7 @@ pub use policy::{
 pub use self_check::PolicyCheck;
 pub use set::{DuplicatePolicy, PolicySet};
 pub use shape::{PathStep, ProblemKind, check as check_shape};
+pub use trace::TARGET as TRACE_TARGET;
 
 // ValidatingAdmissionPolicy and MutatingAdmissionPolicy: their manifests as kanon reads them.
 pub use admission_policy::manifest::{

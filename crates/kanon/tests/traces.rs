@@ -35,6 +35,7 @@ struct Received {
     name: String,
     kind: i32,
     trace_id: String,
+    span_id: String,
     parent_span_id: String,
     attributes: Vec<KeyValue>,
     resource: Vec<KeyValue>,
@@ -146,6 +147,7 @@ fn serve(stream: std::net::TcpStream, kept: &Mutex<Vec<Received>>) {
                         name: span.name,
                         kind: span.kind,
                         trace_id: hex(&span.trace_id),
+                        span_id: hex(&span.span_id),
                         parent_span_id: hex(&span.parent_span_id),
                         attributes: span.attributes,
                         resource: resource.clone(),
@@ -294,7 +296,7 @@ fn a_reviews_span_is_the_child_of_the_callers_and_names_the_request() {
     );
     let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
     assert_eq!(serving.review(&[&traceparent]), "200");
-    let span = collector.wait_for(|s| s.trace_id == TRACE_ID);
+    let span = collector.wait_for(|s| s.trace_id == TRACE_ID && s.kind == 2);
     assert_eq!(span.name, "POST /mutate");
     assert_eq!(span.parent_span_id, PARENT_SPAN, "{span:#?}");
     // SPAN_KIND_SERVER.
@@ -322,10 +324,23 @@ fn a_reviews_span_is_the_child_of_the_callers_and_names_the_request() {
         text_of(&span.resource, "k8s.cluster.name").as_deref(),
         Some("test-cluster")
     );
+    // The policy's run is the review span's child, with its outcome.
+    let policy = collector.wait_for(|s| s.parent_span_id == span.span_id);
+    assert_eq!(policy.name, "ClusterOverridePolicy/mark");
+    assert_eq!(policy.trace_id, TRACE_ID);
+    assert_eq!(
+        text_of(&policy.attributes, "kanon.outcome").as_deref(),
+        Some("mutated")
+    );
+    assert_eq!(
+        text_of(&policy.attributes, "kanon.policy.languages").as_deref(),
+        Some("plaintext")
+    );
 
     // Without a trace context the review starts a trace of its own (sampled: no ratio set).
     assert_eq!(serving.review(&[]), "200");
-    let own = collector.wait_for(|s| s.trace_id != TRACE_ID && s.name == "POST /mutate");
+    let own = collector.wait_for(|s| s.trace_id != TRACE_ID && s.kind == 2);
+    assert_eq!(own.name, "POST /mutate");
     assert_eq!(own.parent_span_id, "", "{own:#?}");
     assert!(serving.counter("kanon_trace_spans_exported_total") >= 2);
     assert_eq!(serving.counter("kanon_trace_spans_dropped_total"), 0);

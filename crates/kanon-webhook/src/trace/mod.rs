@@ -21,8 +21,9 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 pub use export::{ExportError, Protocol, TraceSettings, Tracing};
 pub use queue::{QueueSettings, SpanQueue, TraceMetrics};
 
-/// The `tracing` target of the spans exported as traces.
-pub const TARGET: &str = "kanon::trace";
+/// The `tracing` target of the spans exported as traces (the engine's too: a policy's run is
+/// a child of its review's span).
+pub const TARGET: &str = kanon_engine::TRACE_TARGET;
 
 /// A review's span, named as OpenTelemetry names HTTP server spans (`POST /validate`), the
 /// child of the apiserver's call when its headers carry a `traceparent`. The request's
