@@ -156,6 +156,8 @@ impl ClusterMetrics {
 
     /// A lookup answered from a cache.
     pub fn lookup_hit(&self, source: LookupSource) {
+        // On the lookup's trace span, when the review is traced (a no-op otherwise).
+        tracing::Span::current().record("kanon.lookup.cache", "hit");
         self.lookups
             .get_or_create(&LookupLabels {
                 source: source.label(),
@@ -171,6 +173,7 @@ impl ClusterMetrics {
         elapsed: Duration,
         result: &Result<T, LookupError>,
     ) {
+        tracing::Span::current().record("kanon.lookup.cache", "miss");
         self.lookups
             .get_or_create(&LookupLabels {
                 source: source.label(),

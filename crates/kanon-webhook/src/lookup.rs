@@ -15,6 +15,7 @@ use crate::slot::Slot;
 use kanon_engine::{Lookup, LookupError};
 use serde_json::Value;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// A [`Lookup`] whose every call ends by `deadline`, and whose hand-written programs, given a
 /// sandbox, run there by `deadline` too. Given the review's evaluation [`Slot`], it gives the
@@ -65,26 +66,61 @@ impl<'l> BoundedLookup<'l> {
         self.sandbox.map(|_| self as &dyn ProgramHost)
     }
 
+    /// `future` (made within `span`, so that what its source records lands there), ended by
+    /// the deadline, its outcome recorded on `span`.
     fn bound<'a, T: Send + 'a>(
         &'a self,
+        span: tracing::Span,
         what: impl FnOnce() -> String + Send + 'a,
         future: LookupFuture<'a, T>,
     ) -> LookupFuture<'a, T> {
         let deadline = self.deadline;
-        Box::pin(async move {
-            let given = deadline.saturating_duration_since(Instant::now());
-            match self
-                .waiting(tokio::time::timeout_at(deadline, future))
-                .await
-            {
-                Ok(result) => result,
-                Err(_) => Err(LookupError::TimedOut {
-                    what: what(),
-                    after: round_ms(given),
-                }),
+        let traced = span.clone();
+        Box::pin(
+            async move {
+                let given = deadline.saturating_duration_since(Instant::now());
+                let result = match self
+                    .waiting(tokio::time::timeout_at(deadline, future))
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(_) => Err(LookupError::TimedOut {
+                        what: what(),
+                        after: round_ms(given),
+                    }),
+                };
+                if let Err(error) = &result
+                    && !traced.is_disabled()
+                {
+                    traced.record("kanon.lookup.outcome", error.reason());
+                    traced.record("otel.status_code", "ERROR");
+                }
+                result
             }
-        })
+            .instrument(span),
+        )
     }
+}
+
+/// A lookup's span (`kanon.lookup.kind`: `get`, `list`, `http`; what it reads; whether a
+/// cache answered, when the source says; its outcome), a child of the policy's that made it.
+fn lookup_span(kind: &'static str, what: impl FnOnce() -> String) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: crate::trace::TARGET,
+        "lookup",
+        otel.name = tracing::field::Empty,
+        kanon.lookup.kind = kind,
+        kanon.lookup.target = tracing::field::Empty,
+        kanon.lookup.cache = tracing::field::Empty,
+        kanon.lookup.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        let what = what();
+        span.record("otel.name", format!("lookup {kind} {what}").as_str());
+        span.record("kanon.lookup.target", what.as_str());
+    }
+    span
 }
 
 /// Durations in messages to the millisecond: enough for a person, stable for a test.
@@ -98,18 +134,36 @@ impl Lookup for BoundedLookup<'_> {
         query: ObjectQuery<'a>,
         name: &'a str,
     ) -> LookupFuture<'a, Option<Arc<Value>>> {
-        self.bound(
-            move || query.describe(Some(name)),
-            self.inner.get(query, name),
-        )
+        let span = lookup_span("get", || query.describe(Some(name)));
+        let found = span.in_scope(|| self.inner.get(query, name));
+        let traced = span.clone();
+        let bounded = self.bound(span, move || query.describe(Some(name)), found);
+        Box::pin(async move {
+            let result = bounded.await;
+            if let Ok(found) = &result
+                && !traced.is_disabled()
+            {
+                let outcome = if found.is_some() {
+                    "found"
+                } else {
+                    "not_found"
+                };
+                traced.record("kanon.lookup.outcome", outcome);
+            }
+            result
+        })
     }
 
     fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
-        self.bound(move || query.describe(None), self.inner.list(query))
+        let span = lookup_span("list", || query.describe(None));
+        let listed = span.in_scope(|| self.inner.list(query));
+        self.bound(span, move || query.describe(None), listed)
     }
 
     fn http<'a>(&'a self, call: &'a HttpCall) -> LookupFuture<'a, HttpAnswer> {
-        self.bound(move || call.describe(), self.inner.http(call))
+        let span = lookup_span("http", || call.describe());
+        let answered = span.in_scope(|| self.inner.http(call));
+        self.bound(span, move || call.describe(), answered)
     }
 
     fn kinds(&self) -> Option<kanon_engine::Kinds> {

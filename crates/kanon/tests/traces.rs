@@ -169,6 +169,7 @@ kind: ClusterOverridePolicy
 metadata: {name: mark}
 spec:
   resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  namespaceSelector: {matchExpressions: [{key: team, operator: DoesNotExist}]}
   overrideRules:
   - overriders:
       plaintext:
@@ -190,11 +191,17 @@ impl Serving {
         let policies = dir.path().join("policies");
         std::fs::create_dir_all(&policies).expect("the policy directory");
         std::fs::write(policies.join("mark.yaml"), LABEL_POLICY).expect("the policy");
+        // The Namespace the policy's selector reads.
+        let objects = dir.path().join("namespaces.yaml");
+        let namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {kubernetes.io/metadata.name: default}}\n";
+        std::fs::write(&objects, namespace).expect("the Namespace");
         let certs = dir.path().join("certs");
         let (https, metrics) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_kanon"))
             .args(["serve", "--policies"])
             .arg(&policies)
+            .arg("--objects")
+            .arg(&objects)
             .arg("--cert-dir")
             .arg(&certs)
             .args(["--listen", &format!("127.0.0.1:{https}")])
@@ -324,9 +331,25 @@ fn a_reviews_span_is_the_child_of_the_callers_and_names_the_request() {
         text_of(&span.resource, "k8s.cluster.name").as_deref(),
         Some("test-cluster")
     );
+    // The Namespace the policy's selector reads was looked up within the review, while the
+    // policies that apply were chosen (before any ran).
+    let lookup = collector.wait_for(|s| {
+        s.trace_id == TRACE_ID
+            && text_of(&s.attributes, "kanon.lookup.kind").as_deref() == Some("get")
+    });
+    assert!(
+        text_of(&lookup.attributes, "kanon.lookup.target").is_some_and(|t| t.contains("Namespace")),
+        "{lookup:#?}"
+    );
+    assert_eq!(
+        text_of(&lookup.attributes, "kanon.lookup.outcome").as_deref(),
+        Some("found"),
+        "{lookup:#?}"
+    );
+    assert_eq!(lookup.parent_span_id, span.span_id);
     // The policy's run is the review span's child, with its outcome.
-    let policy = collector.wait_for(|s| s.parent_span_id == span.span_id);
-    assert_eq!(policy.name, "ClusterOverridePolicy/mark");
+    let policy = collector
+        .wait_for(|s| s.parent_span_id == span.span_id && s.name == "ClusterOverridePolicy/mark");
     assert_eq!(policy.trace_id, TRACE_ID);
     assert_eq!(
         text_of(&policy.attributes, "kanon.outcome").as_deref(),
