@@ -33,7 +33,7 @@ variants=(
   "library-baseline|--set library.podSecurity=baseline"
   "library-rollout|--set library.podSecurity.enforce=baseline --set library.podSecurity.warn=restricted --set library.podSecurity.audit=restricted --set library.podSecurity.exemptions.namespaces={kube-system} --set library.podSecurity.exemptions.usernames={system:serviceaccount:ci:deployer} --set-json library.bestPractices=[\"disallow-latest-tag\",{\"name\":\"require-probes\",\"validationActions\":[\"Warn\"]}]"
   "exceptions|--set exceptions.namespaces={policy-exceptions}"
-  "tracing|--set tracing.otlpEndpoint=http://otel-collector.monitoring:4318 --set tracing.protocol=http/protobuf --set-json tracing.samplingRatio=0.25 --set clusterName=prod-eu-1 --set tracing.env[0].name=OTEL_BSP_MAX_QUEUE_SIZE --set-string tracing.env[0].value=4096"
+  "tracing|--set tracing.otlpEndpoint=http://otel-collector.monitoring:4318 --set tracing.protocol=http/protobuf --set-json tracing.samplingRatio=0.25 --set clusterName=prod-eu-1 --set tracing.env[0].name=OTEL_BSP_MAX_QUEUE_SIZE --set-string tracing.env[0].value=4096 --set decisionLog=true"
   "audit-disabled|--set audit.enabled=false --set metrics.prometheusRule.enabled=true"
   "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.pageMiB=2 --set audit.maxResults=50 --set audit.reportOwnedResults=true --set audit.reportPasses=true --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
@@ -317,9 +317,9 @@ grep -A6 -- '- example.com$' <<<"$(named "$render" ClusterRole kanon)" | tr -d '
   || fail "audit: audit.listRules rendered as given"
 grep -q -- '- pods$' <<<"$(named "$render" ClusterRole kanon)" && fail "audit: audit.listRules replaces the default rules"
 # Traces: off by default; the collector, protocol, ratio, cluster name and OTEL_* variables as given.
-grep -Eq -- '- --(otlp-|trace-|cluster-name)' "$default" && fail "tracing: no trace flag by default"
+grep -Eq -- '- --(otlp-|trace-|cluster-name|decision-log)' "$default" && fail "tracing: no trace or decision-log flag by default"
 render="$out/tracing.yaml"
-for flag in --otlp-endpoint=http://otel-collector.monitoring:4318 --otlp-protocol=http/protobuf --trace-sampling-ratio=0.25 --cluster-name=prod-eu-1; do
+for flag in --otlp-endpoint=http://otel-collector.monitoring:4318 --otlp-protocol=http/protobuf --trace-sampling-ratio=0.25 --cluster-name=prod-eu-1 --decision-log=stdout; do
   grep -q -- "- $flag\$" "$render" || fail "tracing: $flag from the values"
 done
 grep -A1 -- '- name: OTEL_BSP_MAX_QUEUE_SIZE$' "$render" | grep -q 'value: "4096"' || fail "tracing: tracing.env passed to kanon"
@@ -359,7 +359,7 @@ for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.
            "audit.pageSize=0" "audit.pageMiB=0" "audit.maxResults=0" "audit.unknown=1" "audit.cpu=0" "audit.cpu=2" \
            "audit.checkpointInterval=often" "audit.reportOwnedResults=yes" "audit.reportPasses=1" \
            "tracing.protocol=thrift" "tracing.otlpEndpoint=collector:4317" "tracing.samplingRatio=2" \
-           "tracing.env[0].name=RUST_LOG" "clusterName=prod/eu" \
+           "tracing.env[0].name=RUST_LOG" "clusterName=prod/eu" "decisionLog=yes" \
            "audit.listRules[0].apiGroups={apps}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={deployments},audit.listRules[0].verbs={get}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={pods},audit.listRules[0].verbs={list},audit.listRules[0].resourceNames={a}"; do

@@ -380,15 +380,25 @@ pub async fn answer(
 
 /// [`answer`], handing the object to `recorder` when the validating webhook admits a CREATE
 /// or UPDATE (not a dry run) that a validate policy with the `Audit` action judged, so that
-/// the audit's reports show it before the next audit.
+/// the audit's reports show it before the next audit, and logging what the decision found to
+/// `decisions`.
 pub async fn answer_recording(
     mut request: Request,
     webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
     recorder: Option<&dyn kanon_engine::AdmissionRecorder>,
+    decisions: Option<&crate::decisions::DecisionLog>,
 ) -> Reply {
     let decision = decide_in(&mut request, webhook, policies, evaluation).await;
+    if let Some(decisions) = decisions {
+        decisions.record(
+            &request,
+            webhook,
+            &decision,
+            crate::trace::current_trace_id(),
+        );
+    }
     let record = recorder.is_some()
         && webhook == WebhookKind::Validating
         && decision.allowed

@@ -5,7 +5,8 @@
 //! ([`triage`]), evaluating the others on threads of their own within [`slot`]s shared fairly
 //! between namespaces), hand-written
 //! programs run in worker processes ([`sandbox`]), lookups bounded by the review's deadline
-//! ([`lookup`]), [`metrics`], OpenTelemetry traces of reviews ([`trace`]), and the [`state`]
+//! ([`lookup`]), [`metrics`], OpenTelemetry traces of reviews ([`trace`]), the [`decisions`]
+//! log, and the [`state`]
 //! that publishes policy sets to requests.
 //!
 //! What it serves comes from outside: policy sets through [`Publisher`] (the binary reads
@@ -14,6 +15,7 @@
 
 pub mod admission;
 pub mod budget;
+pub mod decisions;
 pub mod lookup;
 pub mod metrics;
 pub mod sandbox;

@@ -83,6 +83,11 @@ pub struct ServeArgs {
     programs: crate::programs::ProgramArgs,
     #[command(flatten)]
     traces: crate::traces::TraceArgs,
+    /// Log each denial, warning and audit-mode finding as a JSON line (the policy, the request's
+    /// uid, operation, kind, namespace and name, the user, the message, the trace id when
+    /// traced) to `stdout` or appended to this file, for a SIEM. Off by default.
+    #[arg(long, value_name = "stdout|PATH")]
+    decision_log: Option<String>,
     /// Require a client certificate on the webhook port, signed by a CA in this PEM file
     /// (kube-apiserver presents one when its admission configuration names a kubeconfig with a
     /// client certificate for kanon). Health probes then go to the metrics port.
@@ -165,6 +170,29 @@ fn init_logging(format: LogFormat, tracer: Option<opentelemetry_sdk::trace::Trac
         .with(lines)
         .with(spans)
         .try_init();
+}
+
+/// The decision log `--decision-log` names: standard output, or a file appended to.
+fn open_decision_log(
+    target: Option<&str>,
+    metrics: &kanon_webhook::decisions::DecisionLogMetrics,
+) -> Result<Option<Arc<kanon_webhook::decisions::DecisionLog>>, String> {
+    let Some(target) = target else {
+        return Ok(None);
+    };
+    let writer: Box<dyn std::io::Write + Send> = if target == "stdout" {
+        Box::new(std::io::stdout())
+    } else {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(target)
+            .map_err(|e| format!("--decision-log {target}: {e}"))?;
+        Box::new(file)
+    };
+    kanon_webhook::decisions::DecisionLog::to_writer(writer, metrics.clone())
+        .map(|log| Some(Arc::new(log)))
+        .map_err(|e| format!("--decision-log: cannot start its writer: {e}"))
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -252,6 +280,14 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         }
     };
     init_logging(args.log_format, tracing_export.as_ref().map(|t| t.tracer()));
+    let decision_metrics = kanon_webhook::decisions::DecisionLogMetrics::default();
+    let decision_log = match open_decision_log(args.decision_log.as_deref(), &decision_metrics) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if let Some(tracing) = &tracing_export {
         tracing::info!(
             endpoint = %tracing.endpoint,
@@ -291,6 +327,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         } else {
             kanon_engine::OwnerTrust::WrittenBy(args.exception_controller_users.clone().into())
         },
+        decision_log,
         ..defaults
     };
     if let Err(error) = crate::allocator::return_freed_memory() {
@@ -317,7 +354,10 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         match &args.policies {
             Some(dir) => {
                 kanon_certificates::directory::ensure(&args.cert_dir).map_err(|e| e.to_string())?;
-                metrics = Metrics::with(|registry| trace_metrics.register(registry));
+                metrics = Metrics::with(|registry| {
+                    trace_metrics.register(registry);
+                    decision_metrics.register(registry);
+                });
                 let publisher = HonouringPublisher {
                     inner: Arc::new(Publisher::new(state.clone(), metrics.clone(), "directory")),
                     namespaces: args.exception_namespaces.clone(),
@@ -351,6 +391,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     certificate_metrics.register(registry);
                     audit_metrics.register(registry);
                     trace_metrics.register(registry);
+                    decision_metrics.register(registry);
                 });
                 // The certificate the server starts with: kept in the Secret, or the files.
                 let ca_bundle = crate::cluster::prepare_certificates(

@@ -16,6 +16,7 @@ use kanon_webhook::metrics::{Metrics, ReviewShed, Shed};
 
 const WEBHOOK: &str = include_str!("../../kanon-webhook/src/metrics/mod.rs");
 const TRACES: &str = include_str!("../../kanon-webhook/src/trace/queue.rs");
+const DECISIONS: &str = include_str!("../../kanon-webhook/src/decisions.rs");
 const CLUSTER: &str = include_str!("../../kanon-cluster/src/metrics.rs");
 const CERTIFICATES: &str = include_str!("../../kanon-cluster/src/certificates.rs");
 const AUDIT: &str = include_str!("../../kanon-cluster/src/audit/metrics.rs");
@@ -68,13 +69,16 @@ fn scrape() -> String {
     let certificates = CertificateMetrics::new();
     let audit = AuditMetrics::new();
     let traces = kanon_webhook::trace::TraceMetrics::default();
+    let decisions = kanon_webhook::decisions::DecisionLogMetrics::default();
     let metrics = Metrics::with(|registry| {
         cluster.register(registry);
         certificates.register(registry);
         audit.register(registry);
         traces.register(registry);
+        decisions.register(registry);
     });
     traces.dropped.inc();
+    decisions.written.inc();
     metrics.reload_failed("cluster");
     metrics.connections_open("webhook", 1);
     metrics.connection_shed("webhook", Shed::Refused);
@@ -100,7 +104,7 @@ fn scrape() -> String {
 
 #[test]
 fn security_md_lists_every_metric_family_served() {
-    let registered: BTreeSet<String> = [WEBHOOK, CLUSTER, CERTIFICATES, TRACES]
+    let registered: BTreeSet<String> = [WEBHOOK, CLUSTER, CERTIFICATES, TRACES, DECISIONS]
         .into_iter()
         .flat_map(registered_in)
         .collect();

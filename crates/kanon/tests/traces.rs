@@ -1,7 +1,8 @@
 //! `kanon serve` exporting traces of reviews over OTLP/HTTP to a collector written for the
 //! test: a review's span is the child of the `traceparent` its caller sent (as kube-apiserver
 //! sends one to its webhooks), carries the request's identity, and a collector that is gone
-//! costs dropped spans, never an answer.
+//! costs dropped spans, never an answer. And the decision log, a JSON line per denial, warning
+//! and audit-mode finding, with the trace id.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -176,6 +177,29 @@ spec:
       - {op: add, path: /metadata/labels/served-by, value: kanon}
 ";
 
+/// Pods are refused in `default`, and warned of without a `team` label.
+const JUDGE_POLICIES: &str = "apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: not-in-default}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - targetOperations: [CREATE]
+    cel:
+      validations: [{expression: \"object.metadata.namespace != 'default'\", message: not in default}]
+---
+apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: team-label}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validationActions: [Warn, Audit]
+  validateRules:
+  - targetOperations: [CREATE]
+    cel:
+      validations: [{expression: \"has(object.metadata.labels) && 'team' in object.metadata.labels\", message: no team label}]
+";
+
 /// `kanon serve --policies` with `extra` flags and `env`.
 struct Serving {
     child: Child,
@@ -191,6 +215,7 @@ impl Serving {
         let policies = dir.path().join("policies");
         std::fs::create_dir_all(&policies).expect("the policy directory");
         std::fs::write(policies.join("mark.yaml"), LABEL_POLICY).expect("the policy");
+        std::fs::write(policies.join("judge.yaml"), JUDGE_POLICIES).expect("the policies");
         // The Namespace the policy's selector reads.
         let objects = dir.path().join("namespaces.yaml");
         let namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {kubernetes.io/metadata.name: default}}\n";
@@ -240,6 +265,11 @@ impl Serving {
 
     /// POSTs the Pod-create review to `/mutate` with `headers`: the HTTP status.
     fn review(&self, headers: &[&str]) -> String {
+        self.review_at("/mutate", headers)
+    }
+
+    /// POSTs the Pod-create review to `path` with `headers`: the HTTP status.
+    fn review_at(&self, path: &str, headers: &[&str]) -> String {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../fixtures/admission-reviews/pod-create.json");
         let data = format!("@{}", fixture.display());
@@ -254,7 +284,7 @@ impl Serving {
         for header in headers {
             args.extend(["-H", header]);
         }
-        let url = format!("{}/mutate?timeout=10s", self.https);
+        let url = format!("{}{path}?timeout=10s", self.https);
         args.extend([
             "-H",
             "Content-Type: application/json",
@@ -431,4 +461,78 @@ fn a_protocol_kanon_does_not_export_with_is_refused() {
         .expect("kanon runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`thrift`"));
+}
+
+#[test]
+fn each_denial_warning_and_audit_finding_is_a_decision_log_line_with_the_trace_id() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.port);
+    let log = tempfile::NamedTempFile::new().expect("a log file");
+    let path = log.path().display().to_string();
+    let serving = Serving::start(
+        &[
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--decision-log",
+            &path,
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
+    );
+    let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
+    assert_eq!(serving.review_at("/validate", &[&traceparent]), "200");
+    // A review that finds nothing to say leaves no line.
+    assert_eq!(serving.review_at("/mutate", &[]), "200");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines: Vec<serde_json::Value> = loop {
+        let text = std::fs::read_to_string(&path).expect("the log");
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        if lines.len() >= 3 || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let decisions: Vec<(&str, Option<&str>)> = lines
+        .iter()
+        .map(|l| (l["decision"].as_str().unwrap_or(""), l["policy"].as_str()))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("deny", Some("ClusterValidatePolicy/not-in-default")),
+            ("warn", Some("ClusterValidatePolicy/team-label")),
+            ("audit", None),
+        ],
+        "{lines:#?}"
+    );
+    let deny = &lines[0];
+    assert_eq!(
+        deny["message"],
+        "ClusterValidatePolicy/not-in-default: not in default"
+    );
+    assert_eq!(deny["webhook"], "validate");
+    assert_eq!(deny["allowed"], false);
+    assert_eq!(
+        deny["request"]["uid"],
+        "1299d386-525b-4032-98ae-1949f69f9cfc"
+    );
+    assert_eq!(deny["request"]["operation"], "CREATE");
+    assert_eq!(deny["request"]["kind"], "Pod");
+    assert_eq!(deny["request"]["namespace"], "default");
+    assert!(deny["user"]["username"].is_string(), "{deny:#}");
+    assert_eq!(deny["traceId"], TRACE_ID);
+    assert!(
+        deny["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{deny:#}"
+    );
+    assert!(
+        lines[2]["auditAnnotation"]["value"].is_string(),
+        "{lines:#?}"
+    );
+    assert_eq!(serving.counter("kanon_decision_log_lines_total"), 3);
+    assert_eq!(serving.counter("kanon_decision_log_dropped_total"), 0);
 }

@@ -123,6 +123,8 @@ pub struct ServerConfig {
     /// Whose objects a PolicyException selecting their owner reaches (by default, those
     /// kube-controller-manager's workload controllers write).
     pub owner_trust: kanon_engine::OwnerTrust,
+    /// Where each denial, warning and audit-mode finding is logged, when set.
+    pub decision_log: Option<Arc<crate::decisions::DecisionLog>>,
 }
 
 /// The default of [`ServerConfig::body_buffer_bytes`]: four bodies of the largest size.
@@ -153,6 +155,7 @@ impl Default for ServerConfig {
             sandbox: None,
             costly_review_cpu: None,
             owner_trust: kanon_engine::OwnerTrust::default(),
+            decision_log: None,
         }
     }
 }
@@ -239,6 +242,7 @@ struct Shared {
     allow_all: bool,
     sandbox: Option<ProgramSandbox>,
     owner_trust: kanon_engine::OwnerTrust,
+    decision_log: Option<Arc<crate::decisions::DecisionLog>>,
     /// Where objects admitted under policies that audit go, when set.
     recorder: std::sync::OnceLock<Arc<dyn kanon_engine::AdmissionRecorder>>,
     /// Whether a review was answered 503 (not ready) yet: the first is logged as a warning,
@@ -303,6 +307,7 @@ impl Server {
             default_review_timeout: config.default_review_timeout,
             allow_all: config.allow_all,
             owner_trust: config.owner_trust.clone(),
+            decision_log: config.decision_log.clone(),
             sandbox: config.sandbox.clone().map(ProgramSandbox::new),
             recorder: std::sync::OnceLock::new(),
             warned_not_ready: AtomicBool::new(false),

@@ -107,6 +107,20 @@ pub fn record_status(span: &Span, status: u16) {
     }
 }
 
+/// The trace id of the current span, when it is traced (for the decision log).
+pub fn current_trace_id() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt;
+    let span = Span::current();
+    if span.is_disabled() {
+        return None;
+    }
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context
+        .is_valid()
+        .then(|| span_context.trace_id().to_string())
+}
+
 /// Reads W3C trace context from HTTP headers.
 struct HeaderExtractor<'h>(&'h HeaderMap);
 
