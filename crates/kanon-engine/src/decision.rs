@@ -1074,8 +1074,29 @@ impl<'a> Overriding<'_, 'a> {
 /// Records on a policy's span the outcome the decision recorded for it last.
 fn record_last(span: &tracing::Span, decision: &Decision) {
     if let Some(result) = decision.policy_results.last() {
-        crate::trace::record_outcome(span, result.outcome);
+        record_outcome(span, result.outcome);
     }
+}
+
+/// Records `outcome` on a policy's span, in words.
+fn record_outcome(span: &tracing::Span, outcome: PolicyOutcome) {
+    if span.is_disabled() {
+        return;
+    }
+    let word = match outcome {
+        PolicyOutcome::Mutated { patched: true } => "mutated",
+        PolicyOutcome::Mutated { patched: false } => "unchanged",
+        PolicyOutcome::Passed => "passed",
+        PolicyOutcome::Rejected => "rejected",
+        PolicyOutcome::Exempted => "exempted",
+        PolicyOutcome::Failed { ignored, reason } => {
+            let ignored = if ignored { " (ignored)" } else { "" };
+            let text = format!("failed{ignored}: {reason}");
+            crate::trace::record_outcome(span, &text, true);
+            return;
+        }
+    };
+    crate::trace::record_outcome(span, word, false);
 }
 
 /// [`PolicySet::validate`](crate::PolicySet::validate).
@@ -1277,7 +1298,7 @@ impl<'a> Judging<'_, 'a> {
                 PolicyOutcome::Rejected
             };
             decision.record(policy, outcome);
-            crate::trace::record_outcome(&span, outcome);
+            record_outcome(&span, outcome);
             if decision.findings.is_some() {
                 if reasons.is_empty() {
                     decision.found(policy, None, ResultStatus::Pass, String::new, within);

@@ -5,7 +5,6 @@
 
 use tracing::Span;
 
-use crate::decision::PolicyOutcome;
 use crate::policy::{CompiledPolicy, PolicyRules};
 
 /// The `tracing` target of the spans exported as traces.
@@ -33,24 +32,15 @@ pub(crate) fn policy_span(policy: &CompiledPolicy) -> Span {
     span
 }
 
-/// Records what the policy did on its span; a failure to evaluate is the span's error.
-pub(crate) fn record_outcome(span: &Span, outcome: PolicyOutcome) {
+/// Records what the policy did on its span (`passed`, `mutated`, ...); a failure to evaluate
+/// (`failed: <reason>`) is the span's error.
+pub(crate) fn record_outcome(span: &Span, outcome: &str, failed: bool) {
     if span.is_disabled() {
         return;
     }
-    let word = match outcome {
-        PolicyOutcome::Mutated { patched: true } => "mutated",
-        PolicyOutcome::Mutated { patched: false } => "unchanged",
-        PolicyOutcome::Passed => "passed",
-        PolicyOutcome::Rejected => "rejected",
-        PolicyOutcome::Exempted => "exempted",
-        PolicyOutcome::Failed { ignored: true, .. } => "failed (ignored)",
-        PolicyOutcome::Failed { ignored: false, .. } => "failed",
-    };
-    span.record("kanon.outcome", word);
-    if let PolicyOutcome::Failed { reason, .. } = outcome {
+    span.record("kanon.outcome", outcome);
+    if failed {
         span.record("otel.status_code", "ERROR");
-        span.record("kanon.outcome", format!("{word}: {reason}").as_str());
     }
 }
 

@@ -365,7 +365,19 @@ fn observed(
     reply: Reply,
     started: Instant,
 ) -> (Response<Body>, Option<String>) {
-    crate::trace::record_reply(&reply);
+    let allowed = match &reply.outcome {
+        admission::Outcome::Decided(decision) => Some(decision.allowed),
+        admission::Outcome::Unevaluated => Some(true),
+        admission::Outcome::Invalid(_) | admission::Outcome::NotReady => None,
+    };
+    crate::trace::record_answer(
+        reply.uid.as_deref(),
+        reply
+            .request
+            .as_ref()
+            .map(|(operation, kind)| (operation.as_str(), kind.as_str())),
+        allowed,
+    );
     let (operation, kind) = match &reply.request {
         Some((operation, kind)) => (Some(*operation), Some(kind.as_str())),
         None => (None, None),

@@ -11,8 +11,6 @@ pub mod queue;
 
 use hyper::HeaderMap;
 use kanon_engine::WebhookKind;
-
-use crate::admission::{Outcome, Reply};
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing::Span;
@@ -27,7 +25,7 @@ pub const TARGET: &str = kanon_engine::TRACE_TARGET;
 
 /// A review's span, named as OpenTelemetry names HTTP server spans (`POST /validate`), the
 /// child of the apiserver's call when its headers carry a `traceparent`. The request's
-/// identity and verdict are recorded with the answer ([`record_reply`], [`record_status`]);
+/// identity and verdict are recorded with the answer ([`record_answer`], [`record_status`]);
 /// never the object's contents.
 pub fn review_span(webhook: WebhookKind, headers: &HeaderMap) -> Span {
     let span = tracing::info_span!(
@@ -70,28 +68,22 @@ pub fn record_namespace(namespace: Option<&str>) {
     }
 }
 
-/// Records the answer on the current span: the request's uid, operation and kind when it was
-/// read, and whether it was allowed when it was judged.
-pub fn record_reply(reply: &Reply) {
+/// Records the answer on the current span: the request's uid, and its operation and kind
+/// when it was read, and whether it was allowed when it was judged.
+pub fn record_answer(uid: Option<&str>, request: Option<(&str, &str)>, allowed: Option<bool>) {
     let span = Span::current();
     if span.is_disabled() {
         return;
     }
-    if let Some(uid) = &reply.uid {
-        span.record("kanon.request.uid", uid.as_str());
+    if let Some(uid) = uid {
+        span.record("kanon.request.uid", uid);
     }
-    if let Some((operation, kind)) = &reply.request {
-        span.record("kanon.request.operation", operation.as_str());
-        span.record("kanon.request.kind", kind.as_str());
+    if let Some((operation, kind)) = request {
+        span.record("kanon.request.operation", operation);
+        span.record("kanon.request.kind", kind);
     }
-    match &reply.outcome {
-        Outcome::Decided(decision) => {
-            span.record("kanon.allowed", decision.allowed);
-        }
-        Outcome::Unevaluated => {
-            span.record("kanon.allowed", true);
-        }
-        Outcome::Invalid(_) | Outcome::NotReady => {}
+    if let Some(allowed) = allowed {
+        span.record("kanon.allowed", allowed);
     }
 }
 
