@@ -390,6 +390,11 @@ const FAMILIES: &[&str] = &[
     "kanon_audit_leader",
     "kanon_audit_report_writes",
     "kanon_audit_report_cuts",
+    "kanon_trace_spans_exported",
+    "kanon_trace_spans_dropped",
+    "kanon_trace_spans_failed",
+    "kanon_decision_log_lines",
+    "kanon_decision_log_dropped",
 ];
 
 /// Checks every family and every label value of a scrape against the documented, bounded
