@@ -157,6 +157,29 @@ pub enum PolicyOutcome {
     },
 }
 
+impl std::fmt::Display for PolicyOutcome {
+    /// In words, as `kanon test --detailed` prints it and a trace span records it: `mutated`,
+    /// `unchanged`, `passed`, `rejected`, `exempted`, `failed: <reason>`,
+    /// `failed (ignored): <reason>`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyOutcome::Mutated { patched: true } => f.write_str("mutated"),
+            PolicyOutcome::Mutated { patched: false } => f.write_str("unchanged"),
+            PolicyOutcome::Passed => f.write_str("passed"),
+            PolicyOutcome::Rejected => f.write_str("rejected"),
+            PolicyOutcome::Exempted => f.write_str("exempted"),
+            PolicyOutcome::Failed {
+                ignored: false,
+                reason,
+            } => write!(f, "failed: {reason}"),
+            PolicyOutcome::Failed {
+                ignored: true,
+                reason,
+            } => write!(f, "failed (ignored): {reason}"),
+        }
+    }
+}
+
 impl Decision {
     /// Whether the answer to a review of `operation` sent to `webhook` carries this decision's
     /// patch: only the mutating webhook's, only when it allows and changed something, never
@@ -1078,25 +1101,13 @@ fn record_last(span: &tracing::Span, decision: &Decision) {
     }
 }
 
-/// Records `outcome` on a policy's span, in words.
+/// Records `outcome` on a policy's span, in words; a failure is the span's error.
 fn record_outcome(span: &tracing::Span, outcome: PolicyOutcome) {
     if span.is_disabled() {
         return;
     }
-    let word = match outcome {
-        PolicyOutcome::Mutated { patched: true } => "mutated",
-        PolicyOutcome::Mutated { patched: false } => "unchanged",
-        PolicyOutcome::Passed => "passed",
-        PolicyOutcome::Rejected => "rejected",
-        PolicyOutcome::Exempted => "exempted",
-        PolicyOutcome::Failed { ignored, reason } => {
-            let ignored = if ignored { " (ignored)" } else { "" };
-            let text = format!("failed{ignored}: {reason}");
-            crate::trace::record_outcome(span, &text, true);
-            return;
-        }
-    };
-    crate::trace::record_outcome(span, word, false);
+    let failed = matches!(outcome, PolicyOutcome::Failed { .. });
+    crate::trace::record_outcome(span, &outcome.to_string(), failed);
 }
 
 /// [`PolicySet::validate`](crate::PolicySet::validate).

@@ -64,7 +64,7 @@ use std::time::Instant;
 
 use clap::{Args, ValueEnum};
 use kanon_api::Operation;
-use kanon_engine::{PolicyOutcome, PolicySet};
+use kanon_engine::PolicySet;
 
 use crate::apply::{BadInput, Verdict, evaluate_request, load_context, load_policies_for};
 use crate::exceptions::ExceptionWarning;
@@ -422,29 +422,11 @@ fn policy_verdicts(verdict: &Verdict) -> Vec<PolicyVerdict> {
                 .collect();
             PolicyVerdict {
                 policy: result.policy.to_string(),
-                outcome: outcome_text(result.outcome),
+                outcome: result.outcome.to_string(),
                 said,
             }
         })
         .collect()
-}
-
-fn outcome_text(outcome: PolicyOutcome) -> String {
-    match outcome {
-        PolicyOutcome::Mutated { patched: true } => "mutated".into(),
-        PolicyOutcome::Mutated { patched: false } => "unchanged".into(),
-        PolicyOutcome::Passed => "passed".into(),
-        PolicyOutcome::Rejected => "rejected".into(),
-        PolicyOutcome::Exempted => "exempted".into(),
-        PolicyOutcome::Failed {
-            ignored: false,
-            reason,
-        } => format!("failed: {reason}"),
-        PolicyOutcome::Failed {
-            ignored: true,
-            reason,
-        } => format!("failed (ignored): {reason}"),
-    }
 }
 
 /// Runs `kanon test`: exit 0 when every case passes, 1 when any fails, 2 on bad input.
