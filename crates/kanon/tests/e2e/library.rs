@@ -69,11 +69,9 @@ fn pods() -> BTreeMap<String, Value> {
     pods
 }
 
-/// What kube-apiserver's PodSecurity admission says of `pod` in `namespace`; `None` when the
-/// apiserver refuses the Pod before PodSecurity sees it (a few fixtures are Pods the apiserver's
-/// validation refuses, such as `procMount: Unmasked` without `hostUsers: false`).
-fn apiserver_verdict(env: &Env, namespace: &str, level: &str, pod: &Value) -> Option<Verdict> {
-    let out = env.kubectl_stdin(
+/// `kubectl create --dry-run=server` of `pod` in `namespace`: its admission, nothing stored.
+fn dry_run_create(env: &Env, namespace: &str, pod: &Value) -> std::process::Output {
+    env.kubectl_stdin(
         &[
             "create",
             "--dry-run=server",
@@ -85,7 +83,14 @@ fn apiserver_verdict(env: &Env, namespace: &str, level: &str, pod: &Value) -> Op
             "-",
         ],
         &pod.to_string(),
-    );
+    )
+}
+
+/// What kube-apiserver's PodSecurity admission says of `pod` in `namespace`; `None` when the
+/// apiserver refuses the Pod before PodSecurity sees it (a few fixtures are Pods the apiserver's
+/// validation refuses, such as `procMount: Unmasked` without `hostUsers: false`).
+fn apiserver_verdict(env: &Env, namespace: &str, level: &str, pod: &Value) -> Option<Verdict> {
+    let out = dry_run_create(env, namespace, pod);
     if out.status.success() {
         return Some(None);
     }
@@ -283,19 +288,7 @@ type Met = (bool, bool);
 /// What kube-apiserver's PodSecurity admission does with `pod` in `namespace` (a server-side
 /// dry run): refused, warned.
 fn apiserver_meets(env: &Env, namespace: &str, pod: &Value) -> Met {
-    let out = env.kubectl_stdin(
-        &[
-            "create",
-            "--dry-run=server",
-            "-o",
-            "name",
-            "-n",
-            namespace,
-            "-f",
-            "-",
-        ],
-        &pod.to_string(),
-    );
+    let out = dry_run_create(env, namespace, pod);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         assert!(
