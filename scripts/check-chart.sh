@@ -36,6 +36,7 @@ variants=(
   "tracing|--set tracing.otlpEndpoint=http://otel-collector.monitoring:4318 --set tracing.protocol=http/protobuf --set-json tracing.samplingRatio=0.25 --set clusterName=prod-eu-1 --set tracing.env[0].name=OTEL_BSP_MAX_QUEUE_SIZE --set-string tracing.env[0].value=4096 --set decisionLog=true"
   "audit-disabled|--set audit.enabled=false --set metrics.prometheusRule.enabled=true"
   "audit-tuned|--set audit.interval=0 --set-json audit.qps=2.5 --set-json audit.cpu=0.5 --set audit.checkpointInterval=5s --set audit.pageSize=100000 --set audit.pageMiB=2 --set audit.maxResults=50 --set audit.reportOwnedResults=true --set audit.reportPasses=true --set audit.listRules[0].apiGroups={example.com} --set audit.listRules[0].resources={widgets} --set audit.listRules[0].verbs={list}"
+  "events|--set events.enabled=true --set events.kinds={deny,warn} --set-json events.qps=2.5 --set events.burst=10"
   "network-policy-no-metrics|--set networkPolicy.enabled=true --set networkPolicy.apiserver.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system --set networkPolicy.apiserver.from[0].podSelector.matchLabels.component=kube-apiserver"
 )
 for variant in "${variants[@]}"; do
@@ -333,6 +334,18 @@ grep -q 'alert: KanonNoAuditor' "$out/monitoring.yaml" || fail "audit: the Kanon
 grep -q 'alert: KanonAuditFailing' "$out/monitoring.yaml" || fail "audit: the KanonAuditFailing alert"
 grep -q 'alert: KanonAuditReportReplaced' "$out/monitoring.yaml" || fail "audit: the KanonAuditReportReplaced alert"
 
+# Kubernetes Events (events.*): off by default, no flag and no Event RBAC; on, the kinds, rate and
+# burst as given, and create and patch on events.events.k8s.io in the ClusterRole.
+grep -q -- '--events' "$default" && fail "events: no --events flag by default"
+grep -q 'events.k8s.io' "$default" && fail "events: no Event RBAC by default"
+render="$out/events.yaml"
+for flag in --events=deny,warn --events-qps=2.5 --events-burst=10; do
+  grep -q -- "- $flag\$" "$render" || fail "events: $flag from the values"
+done
+grep -A2 'apiGroups: \["events.k8s.io"\]' <<<"$(named "$render" ClusterRole kanon)" | tr -d ' \n' \
+  | grep -q 'resources:\["events"\]verbs:\["create","patch"\]$' \
+  || fail "events: the ClusterRole grants create and patch on events.events.k8s.io"
+
 # The dashboard is valid JSON with an Audit row, and every kanon_ metric it and the alerts query
 # is one kanon names in its sources (`_total`, `_bucket`, `_sum`, `_count` are the exposition's
 # suffixes).
@@ -360,6 +373,8 @@ for bad in "webhook.failurePolicy=Sometimes" "webhook.rules=some" "certificates.
            "audit.checkpointInterval=often" "audit.reportOwnedResults=yes" "audit.reportPasses=1" \
            "tracing.protocol=thrift" "tracing.otlpEndpoint=collector:4317" "tracing.samplingRatio=2" \
            "tracing.env[0].name=RUST_LOG" "clusterName=prod/eu" "decisionLog=yes" \
+           "events.enabled=yes" "events.kinds={block}" "events.kinds={deny,deny}" "events.qps=0" \
+           "events.burst=0" "events.unknown=1" \
            "audit.listRules[0].apiGroups={apps}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={deployments},audit.listRules[0].verbs={get}" \
            "audit.listRules[0].apiGroups={apps},audit.listRules[0].resources={pods},audit.listRules[0].verbs={list},audit.listRules[0].resourceNames={a}"; do

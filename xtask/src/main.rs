@@ -46,6 +46,7 @@ tasks:
                               names, omitempty and embedded structs of the built-in kinds)
                               with Go, from the pinned k8s.io/api module
   cluster build               build (first time: 5-15 min) or find the control-plane binaries
+                              and Jaeger (the traces scenario's trace backend)
   cluster up [--dir DIR] [--no-controller-manager]
                               start etcd, kube-apiserver and kube-controller-manager on
                               127.0.0.1 in the background; prints `export KUBECONFIG=...`
@@ -199,6 +200,7 @@ fn write_schema() -> Result<()> {
             state_dir: None,
             controller_manager: false,
             detached: false,
+            tracing_endpoint: None,
         },
     )?;
     eprintln!(
@@ -321,6 +323,10 @@ fn cluster_build() -> Result<()> {
     println!("etcd                    {}", toolchain.etcd.display());
     println!("kubectl                 {}", toolchain.kubectl.display());
     println!("helm                    {}", toolchain.helm.display());
+    // The trace backend of the end-to-end traces scenario, built here too so that the suite
+    // finds everything it needs.
+    let jaeger = kanon_control_plane::ensure_jaeger(&mut std::io::stderr())?;
+    println!("jaeger                  {}", jaeger.display());
     println!("ready in {:.1?}", started.elapsed());
     Ok(())
 }
@@ -335,6 +341,7 @@ fn cluster_up(dir: PathBuf, controller_manager: bool) -> Result<()> {
             state_dir: Some(dir),
             controller_manager,
             detached: true,
+            tracing_endpoint: None,
         },
     )?;
     let server = control_plane.server();

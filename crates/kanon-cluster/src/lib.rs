@@ -16,9 +16,11 @@
 //! - [`webhooks`]: the `caBundle` and generated `rules` of kanon's webhook configurations.
 //! - [`metrics`]: lookups, compilations, watches and status writes.
 //! - [`audit`]: background audit of existing objects, its reports, its Lease and metrics.
+//! - [`events`]: Kubernetes Events (opt in) on policies that deny and on objects the audit
+//!   finds failing, aggregated into series and rate-limited.
 //!
-//! Nothing here serves HTTP: the webhook meets this crate only through the publisher and the
-//! lookup.
+//! Nothing here serves HTTP: the webhook meets this crate only through the publisher, the
+//! lookup and (glued by the binary) the Events recorder it hands decisions to.
 
 pub mod apiserver_error;
 pub mod audit;
@@ -27,6 +29,7 @@ pub mod certificates;
 pub mod custom_kinds;
 pub mod discovery;
 mod documents;
+pub mod events;
 pub mod exceptions;
 pub mod http;
 pub mod lookup;

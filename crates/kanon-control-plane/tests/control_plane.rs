@@ -246,6 +246,7 @@ fn a_detached_control_plane_is_stopped_through_its_pids_file() {
         state_dir: Some(state_dir.clone()),
         controller_manager: false,
         detached: true,
+        tracing_endpoint: None,
     });
     let pids = control_plane.pids();
     let handed_off = control_plane.detach();

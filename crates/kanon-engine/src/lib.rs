@@ -113,7 +113,7 @@ pub use publish::{AdmissionRecorder, PolicyPublisher};
 pub use pointer::{escape as escape_pointer_token, find as find_pointer};
 pub use quantity::{Decimal, Quantity};
 pub use references::{RefScope, parse_jsonpath};
-pub use selector::{LabelMatcher, labels_of};
+pub use selector::{LabelMatcher, is_label_value, labels_of};
 pub use workload::{WORKLOADS, Workload};
 
 /// Defaults a built-in kind's object in place as kube-apiserver 1.35 defaults it when it

@@ -10,6 +10,8 @@ use crate::pointer;
 
 mod query;
 
+pub use query::is_label_value;
+
 /// The identity of an object as selectors see it.
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectView<'a> {

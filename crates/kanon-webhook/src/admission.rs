@@ -380,25 +380,18 @@ pub async fn answer(
 
 /// [`answer`], handing the object to `recorder` when the validating webhook admits a CREATE
 /// or UPDATE (not a dry run) that a validate policy with the `Audit` action judged, so that
-/// the audit's reports show it before the next audit, and logging what the decision found to
-/// `decisions`.
+/// the audit's reports show it before the next audit, and telling `observers` (the decision
+/// log, Kubernetes Events) what the decision found.
 pub async fn answer_recording(
     mut request: Request,
     webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
     recorder: Option<&dyn kanon_engine::AdmissionRecorder>,
-    decisions: Option<&crate::decisions::DecisionLog>,
+    observers: &crate::observer::DecisionObservers,
 ) -> Reply {
     let decision = decide_in(&mut request, webhook, policies, evaluation).await;
-    if let Some(decisions) = decisions {
-        decisions.record(
-            &request,
-            webhook,
-            &decision,
-            crate::trace::current_trace_id(),
-        );
-    }
+    observers.notify(&request, webhook, &decision);
     let record = recorder.is_some()
         && webhook == WebhookKind::Validating
         && decision.allowed

@@ -2,12 +2,15 @@
 //! (`kanon serve --decision-log`), so that a SIEM collects decisions without parsing free text.
 //!
 //! Lines go through a bounded queue to a writer thread: a slow disk or a stopped reader costs
-//! dropped lines (counted), never a review's time.
+//! dropped lines (counted), never a review's time. The log is one of the server's
+//! [`DecisionObserver`]s.
 
 use std::io::Write;
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 
 use kanon_engine::{Decision, Request, WebhookKind};
+
+use crate::observer::{Decided, DecisionObserver};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -103,6 +106,17 @@ impl DecisionLog {
                 }
             }
         }
+    }
+}
+
+impl DecisionObserver for DecisionLog {
+    fn decided(&self, decided: &Decided<'_>) {
+        self.record(
+            decided.request,
+            decided.webhook,
+            decided.decision,
+            decided.trace_id.map(str::to_owned),
+        );
     }
 }
 

@@ -6,8 +6,8 @@
 //! between namespaces), hand-written
 //! programs run in worker processes ([`sandbox`]), lookups bounded by the review's deadline
 //! ([`lookup`]), [`metrics`], OpenTelemetry traces of reviews ([`trace`]), the [`decisions`]
-//! log, and the [`state`]
-//! that publishes policy sets to requests.
+//! log and the other [`observer`]s of decisions (Kubernetes Events in a cluster), and the
+//! [`state`] that publishes policy sets to requests.
 //!
 //! What it serves comes from outside: policy sets through [`Publisher`] (the binary reads
 //! files, the cluster crate watches the apiserver), certificates made by kanon-certificates or
@@ -18,6 +18,7 @@ pub mod budget;
 pub mod decisions;
 pub mod lookup;
 pub mod metrics;
+pub mod observer;
 pub mod sandbox;
 pub mod server;
 pub mod slot;

@@ -123,6 +123,31 @@ fn lookup_span(kind: &'static str, what: impl FnOnce() -> String) -> tracing::Sp
     span
 }
 
+/// A sandboxed program run's span (`program override|validate|message|reference`): the
+/// worker's round trip, its outcome, the error when it failed; a child of the policy's.
+fn program_span(program: &Program) -> tracing::Span {
+    let kind = match program.kind() {
+        kanon_engine::ProgramKind::Override => "override",
+        kanon_engine::ProgramKind::Validate => "validate",
+        kanon_engine::ProgramKind::Message => "message",
+        kanon_engine::ProgramKind::Reference => "reference",
+    };
+    let span = tracing::info_span!(
+        target: crate::trace::TARGET,
+        "program",
+        otel.name = tracing::field::Empty,
+        kanon.program.kind = kind,
+        kanon.program.runner = "sandbox",
+        kanon.program.outcome = tracing::field::Empty,
+        kanon.program.error = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("program {kind}").as_str());
+    }
+    span
+}
+
 /// Durations in messages to the millisecond: enough for a person, stable for a test.
 fn round_ms(duration: Duration) -> Duration {
     Duration::from_millis(duration.as_millis().min(u64::MAX as u128) as u64)
@@ -175,7 +200,28 @@ impl ProgramHost for BoundedLookup<'_> {
     fn run<'a>(&'a self, program: &'a Program, input: ProgramInput) -> ProgramFuture<'a> {
         match self.sandbox {
             Some(sandbox) => {
-                Box::pin(self.waiting(sandbox.run_until(program, input, self.deadline)))
+                let span = program_span(program);
+                let traced = span.clone();
+                Box::pin(
+                    async move {
+                        let result = self
+                            .waiting(sandbox.run_until(program, input, self.deadline))
+                            .await;
+                        if !traced.is_disabled() {
+                            match &result {
+                                Ok(Some(_)) => traced.record("kanon.program.outcome", "returned"),
+                                Ok(None) => traced.record("kanon.program.outcome", "no_result"),
+                                Err(error) => {
+                                    traced.record("kanon.program.outcome", "failed");
+                                    traced.record("kanon.program.error", error.message.as_str());
+                                    traced.record("otel.status_code", "ERROR")
+                                }
+                            };
+                        }
+                        result
+                    }
+                    .instrument(span),
+                )
             }
             // Not offered by `program_host` without a sandbox; run in place all the same.
             None => Box::pin(std::future::ready(program.run(&input.context()))),

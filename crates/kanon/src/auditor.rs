@@ -110,21 +110,29 @@ pub struct AuditStart {
     pub programs: Option<Arc<dyn ProgramHost>>,
     /// The audit's metrics.
     pub metrics: AuditMetrics,
+    /// The cluster's name (`--cluster-name`), labelled on the reports.
+    pub cluster: Option<Arc<str>>,
 }
 
 impl AuditArgs {
     /// What the reports list.
-    fn listing(&self) -> kanon_cluster::audit::book::Listing {
+    fn listing(&self, cluster: Option<Arc<str>>) -> kanon_cluster::audit::book::Listing {
         kanon_cluster::audit::book::Listing {
             max_results: self.reading.max_results(),
             owned: self.report_owned_results,
             passes: self.report_passes,
+            cluster,
         }
     }
 
     /// Whether the audit is off.
     pub fn disabled(&self) -> bool {
         self.no_audit
+    }
+
+    /// How often the existing objects are audited; `None`: only when policies change.
+    pub fn interval(&self) -> Option<Duration> {
+        (!self.audit_interval.is_zero()).then_some(self.audit_interval)
     }
 
     /// The auditor these flags describe, holding its Lease in `namespace`, judging what the
@@ -154,6 +162,7 @@ impl AuditArgs {
                 max_results: self.reading.max_results(),
                 owned_results: self.report_owned_results,
                 passes: self.report_passes,
+                cluster: start.cluster.clone(),
                 checkpoint_every: self.audit_checkpoint_interval,
                 webhook_configuration,
                 ..AuditConfig::default()
@@ -162,6 +171,7 @@ impl AuditArgs {
             lookup,
             programs: start.programs,
             metrics: start.metrics,
+            events: None,
         }
     }
 }
@@ -180,7 +190,7 @@ impl AuditArgs {
             policies: start.policies.clone(),
             lookup,
             programs: start.programs.clone(),
-            listing: self.listing(),
+            listing: self.listing(start.cluster.clone()),
             batch: Duration::from_secs(1),
         }
     }

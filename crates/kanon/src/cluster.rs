@@ -124,6 +124,8 @@ pub struct ClusterArgs {
     webhook_rules: WebhookRules,
     #[command(flatten)]
     audit: crate::auditor::AuditArgs,
+    #[command(flatten)]
+    events: crate::events::EventsArgs,
 }
 
 /// How the webhook rules are chosen.
@@ -210,6 +212,7 @@ async fn check_permissions(
         webhook_configuration: args.webhook_configuration.clone(),
         exception_namespaces: exception_namespaces.to_vec(),
         audit: (!args.audit.disabled()).then(|| args.namespace.clone()),
+        events: args.events.kinds().any(),
     };
     match permissions::missing(client, &needs.permissions()).await {
         Ok(missing) if missing.is_empty() => {
@@ -274,6 +277,8 @@ pub struct Started {
     pub lookup: Arc<dyn Lookup>,
     /// Where admitted objects go into the audit's reports (unless `--no-audit`).
     pub recorder: Option<Arc<dyn kanon_engine::AdmissionRecorder>>,
+    /// The Kubernetes Events recorder (with `--events`).
+    pub events: Option<kanon_cluster::events::Events>,
 }
 
 /// Prepares the certificates before the server starts: with `--cert-secret`, the Secret's
@@ -360,8 +365,8 @@ pub fn lookups(
 /// Starts the cluster sources on the current runtime: the reflector publishes into
 /// `publisher` once every watch has synced; the webhook configurations (with
 /// `--webhook-configuration`) follow the policies and `ca_bundle`; the auditor (unless
-/// `--no-audit`) audits with the sets `audit_policies` receives; the returned lookup serves
-/// the policies' reads.
+/// `--no-audit`) audits with the sets `audit_policies` receives; the Events recorder (with
+/// `--events`) writes with `event_metrics`; the returned lookup serves the policies' reads.
 pub async fn start(
     args: &ClusterArgs,
     exception_namespaces: &[String],
@@ -369,6 +374,7 @@ pub async fn start(
     ca_bundle: watch::Receiver<Vec<u8>>,
     metrics: ClusterMetrics,
     audit: crate::auditor::AuditStart,
+    event_metrics: kanon_cluster::events::EventMetrics,
 ) -> Result<Started, ClusterError> {
     let config = config(&args.connection).await?;
     let client =
@@ -380,6 +386,9 @@ pub async fn start(
         lookup,
     } = lookups(&client, &args.lookups, metrics.clone())?;
     let status = (!args.no_status).then(|| StatusWriter::start(client.clone(), metrics.clone()));
+    let events = args
+        .events
+        .start(&client, args.audit.interval(), event_metrics);
     let targets = match &args.webhook_configuration {
         Some(name) => {
             let (sender, mut receiver) = watch::channel((Targets::default(), Targets::default()));
@@ -411,12 +420,14 @@ pub async fn start(
         let namespace = args.namespace.clone();
         let webhook_configuration = args.webhook_configuration.clone();
         let lookup = lookup.clone();
+        let events = events.clone().filter(|events| events.kinds().audit);
         // The audit's own client, on the audit's thread: the connections, TLS and decoding of
         // every page it reads stay off the runtime that answers reviews.
         crate::auditor::in_background(config, move |client| async move {
             let reports = audit_args.admitted_reports(client.clone(), lookup.clone(), &audit);
-            let auditor =
+            let mut auditor =
                 audit_args.auditor(client, &namespace, webhook_configuration, lookup, audit);
+            auditor.events = events;
             tokio::join!(reports.run(admitted), auditor.run());
         });
         Arc::new(queue) as Arc<dyn kanon_engine::AdmissionRecorder>
@@ -434,5 +445,9 @@ pub async fn start(
         }
         .run(),
     );
-    Ok(Started { lookup, recorder })
+    Ok(Started {
+        lookup,
+        recorder,
+        events,
+    })
 }

@@ -7,6 +7,7 @@ mod auditor;
 mod certificate_files;
 mod cluster;
 mod convert;
+mod events;
 mod exceptions;
 mod glob;
 mod inputs;

@@ -83,6 +83,15 @@ pub struct ServeArgs {
     programs: crate::programs::ProgramArgs,
     #[command(flatten)]
     traces: crate::traces::TraceArgs,
+    /// The cluster's name, so that a fleet's data can be merged: on every span
+    /// (`k8s.cluster.name`), as the label `kanon.dev/cluster` on the audit's reports, and with
+    /// `--metrics-cluster-label` on every metric.
+    #[arg(long, value_name = "NAME", value_parser = cluster_name)]
+    cluster_name: Option<String>,
+    /// Put `cluster="<--cluster-name>"` on every metric (for a Prometheus that gathers several
+    /// clusters without adding a label of its own).
+    #[arg(long, requires = "cluster_name")]
+    metrics_cluster_label: bool,
     /// Log each denial, warning and audit-mode finding as a JSON line (the policy, the request's
     /// uid, operation, kind, namespace and name, the user, the message, the trace id when
     /// traced) to `stdout` or appended to this file, for a SIEM. Off by default.
@@ -162,14 +171,30 @@ fn init_logging(format: LogFormat, tracer: Option<opentelemetry_sdk::trace::Trac
         LogFormat::Json => lines.json().with_filter(logged).boxed(),
     };
     let spans = tracer.map(|tracer| {
+        // Without the source location and busy/idle times of every span: attributes no one
+        // reading a review's trace needs, each costing bytes per span.
         tracing_opentelemetry::layer()
             .with_tracer(tracer)
+            .with_location(false)
+            .with_tracked_inactivity(false)
+            .with_threads(false)
             .with_filter(filter::Targets::new().with_target(trace_target, tracing::Level::TRACE))
     });
     let _ = tracing_subscriber::registry()
         .with(lines)
         .with(spans)
         .try_init();
+}
+
+/// `--cluster-name`: a label value, since reports carry it as one.
+fn cluster_name(text: &str) -> Result<String, String> {
+    if !text.is_empty() && kanon_engine::is_label_value(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "`{text}` is not a label value (1 to 63 letters, digits, `-`, `_` or `.`, beginning and ending with a letter or digit)"
+        ))
+    }
 }
 
 /// The decision log `--decision-log` names: standard output, or a file appended to.
@@ -271,7 +296,10 @@ pub fn run(args: &ServeArgs) -> ExitCode {
     let trace_metrics = kanon_webhook::trace::TraceMetrics::default();
     let tracing_export = {
         let _entered = runtime.enter();
-        match args.traces.start(trace_metrics.clone()) {
+        match args
+            .traces
+            .start(args.cluster_name.as_deref(), trace_metrics.clone())
+        {
             Ok(tracing) => tracing,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -345,8 +373,14 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
     }
+    let metric_labels: Vec<(String, String)> =
+        match (&args.cluster_name, args.metrics_cluster_label) {
+            (Some(name), true) => vec![("cluster".to_owned(), name.clone())],
+            _ => Vec::new(),
+        };
     let interval = Duration::from_millis(args.reload_interval_ms.max(50));
     let result = runtime.block_on(async move {
+        let mut config = config;
         let state = PolicyState::new();
         let lookup: Arc<dyn Lookup>;
         let metrics;
@@ -354,7 +388,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         match &args.policies {
             Some(dir) => {
                 kanon_certificates::directory::ensure(&args.cert_dir).map_err(|e| e.to_string())?;
-                metrics = Metrics::with(|registry| {
+                metrics = Metrics::labelled(metric_labels.clone(), |registry| {
                     trace_metrics.register(registry);
                     decision_metrics.register(registry);
                 });
@@ -386,12 +420,14 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                 let cluster_metrics = ClusterMetrics::new();
                 let certificate_metrics = CertificateMetrics::new();
                 let audit_metrics = AuditMetrics::new();
-                metrics = Metrics::with(|registry| {
+                let event_metrics = kanon_cluster::events::EventMetrics::new();
+                metrics = Metrics::labelled(metric_labels.clone(), |registry| {
                     cluster_metrics.register(registry);
                     certificate_metrics.register(registry);
                     audit_metrics.register(registry);
                     trace_metrics.register(registry);
                     decision_metrics.register(registry);
+                    event_metrics.register(registry);
                 });
                 // The certificate the server starts with: kept in the Secret, or the files.
                 let ca_bundle = crate::cluster::prepare_certificates(
@@ -417,6 +453,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                             as Arc<dyn kanon_engine::ProgramHost>
                     }),
                     metrics: audit_metrics,
+                    cluster: args.cluster_name.as_deref().map(Arc::from),
                 };
                 let started = crate::cluster::start(
                     &args.cluster,
@@ -425,11 +462,20 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                     ca_bundle,
                     cluster_metrics,
                     audit,
+                    event_metrics,
                 )
                 .await
                 .map_err(|e| e.to_string())?;
                 lookup = started.lookup;
                 recorder = started.recorder;
+                if let Some(events) = started.events {
+                    let kinds = events.kinds();
+                    if kinds.deny || kinds.warn {
+                        config
+                            .decision_observers
+                            .push(Arc::new(crate::events::AdmissionEvents(events)));
+                    }
+                }
             }
         }
         // Written above, by kanon or by whoever keeps them (cert-manager).

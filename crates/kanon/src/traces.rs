@@ -22,9 +22,6 @@ pub struct TraceArgs {
     /// with one follow its sampled flag. Default: `OTEL_TRACES_SAMPLER`/`_ARG`, else all.
     #[arg(long, value_name = "RATIO")]
     trace_sampling_ratio: Option<f64>,
-    /// The cluster's name, on every span as `k8s.cluster.name`.
-    #[arg(long, value_name = "NAME")]
-    cluster_name: Option<String>,
 }
 
 fn parse_protocol(text: &str) -> Result<Protocol, String> {
@@ -32,13 +29,18 @@ fn parse_protocol(text: &str) -> Result<Protocol, String> {
 }
 
 impl TraceArgs {
-    /// Starts export on the current tokio runtime when asked for.
-    pub fn start(&self, metrics: TraceMetrics) -> Result<Option<Tracing>, String> {
+    /// Starts export on the current tokio runtime when asked for; `cluster_name` goes on every
+    /// span as `k8s.cluster.name`.
+    pub fn start(
+        &self,
+        cluster_name: Option<&str>,
+        metrics: TraceMetrics,
+    ) -> Result<Option<Tracing>, String> {
         let settings = TraceSettings {
             endpoint: self.otlp_endpoint.clone(),
             protocol: self.otlp_protocol,
             sampling_ratio: self.trace_sampling_ratio,
-            cluster_name: self.cluster_name.clone(),
+            cluster_name: cluster_name.map(str::to_owned),
         };
         let env = |key: &str| std::env::var(key).ok().filter(|v| !v.is_empty());
         Tracing::start(&settings, &env, metrics).map_err(|e| e.to_string())

@@ -20,6 +20,7 @@ const DECISIONS: &str = include_str!("../../kanon-webhook/src/decisions.rs");
 const CLUSTER: &str = include_str!("../../kanon-cluster/src/metrics.rs");
 const CERTIFICATES: &str = include_str!("../../kanon-cluster/src/certificates.rs");
 const AUDIT: &str = include_str!("../../kanon-cluster/src/audit/metrics.rs");
+const EVENTS: &str = include_str!("../../kanon-cluster/src/events/metrics.rs");
 const SECURITY: &str = include_str!("../../../SECURITY.md");
 
 /// The family names `source` registers: the first string literal after each `register(`
@@ -70,14 +71,19 @@ fn scrape() -> String {
     let audit = AuditMetrics::new();
     let traces = kanon_webhook::trace::TraceMetrics::default();
     let decisions = kanon_webhook::decisions::DecisionLogMetrics::default();
+    let events = kanon_cluster::events::EventMetrics::new();
     let metrics = Metrics::with(|registry| {
         cluster.register(registry);
         certificates.register(registry);
         audit.register(registry);
         traces.register(registry);
         decisions.register(registry);
+        events.register(registry);
     });
     traces.dropped.inc();
+    events.written(kanon_cluster::events::Action::Denied);
+    events.aggregated(kanon_cluster::events::Action::Audited);
+    events.dropped(kanon_cluster::events::metrics::Dropped::QueueFull, 1);
     decisions.written.inc();
     metrics.reload_failed("cluster");
     metrics.connections_open("webhook", 1);
@@ -104,7 +110,7 @@ fn scrape() -> String {
 
 #[test]
 fn security_md_lists_every_metric_family_served() {
-    let registered: BTreeSet<String> = [WEBHOOK, CLUSTER, CERTIFICATES, TRACES, DECISIONS]
+    let registered: BTreeSet<String> = [WEBHOOK, CLUSTER, CERTIFICATES, TRACES, DECISIONS, EVENTS]
         .into_iter()
         .flat_map(registered_in)
         .collect();

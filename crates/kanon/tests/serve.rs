@@ -923,3 +923,66 @@ fn every_bound_hit_at_once_stays_within_the_charts_memory_limit() {
     assert_eq!(server.get("/readyz").0, "200");
     server.stop();
 }
+
+#[test]
+fn kubernetes_events_are_refused_in_standalone_mode() {
+    let policies = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("prod.yaml"), PROD_TEAM_POLICY).unwrap();
+    for flag in ["--events", "--events=deny,audit"] {
+        let (code, stderr) = serve_until_exit(policies.path(), certs.path(), &[flag]);
+        assert_eq!(code, Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains("--events")
+                && stderr.contains("cannot be used with")
+                && stderr.contains("--policies"),
+            "{flag}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn the_cluster_name_labels_every_metric_when_asked_and_must_be_a_label_value() {
+    let policies = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let server = Server::start_with(
+        policies.path(),
+        certs.path(),
+        &["--cluster-name", "eu-west-1", "--metrics-cluster-label"],
+    );
+    let out = curl(&[&format!("{}/metrics", server.metrics)]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let samples: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    assert!(samples.len() > 5, "{text}");
+    for sample in &samples {
+        assert!(sample.contains("cluster=\"eu-west-1\""), "{sample}");
+    }
+    server.stop();
+
+    // Without the flag, no metric carries it.
+    let server = Server::start_with(
+        policies.path(),
+        certs.path(),
+        &["--cluster-name", "eu-west-1"],
+    );
+    let out = curl(&[&format!("{}/metrics", server.metrics)]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("cluster=\""));
+    server.stop();
+
+    // Reports carry it as a label, so it must be a label value; the metric label needs a name.
+    for (extra, says) in [
+        (&["--cluster-name", "eu west"][..], "is not a label value"),
+        (
+            &["--cluster-name", &"a".repeat(64)][..],
+            "is not a label value",
+        ),
+        (&["--metrics-cluster-label"][..], "--cluster-name"),
+    ] {
+        let (code, stderr) = serve_until_exit(policies.path(), certs.path(), extra);
+        assert_eq!(code, Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+    }
+}

@@ -177,7 +177,8 @@ spec:
       - {op: add, path: /metadata/labels/served-by, value: kanon}
 ";
 
-/// Pods are refused in `default`, and warned of without a `team` label.
+/// Pods are refused in `default`, warned of without a `team` label, and passed by a
+/// hand-written program (run in a worker process).
 const JUDGE_POLICIES: &str = "apiVersion: policy.kanon.dev/v1alpha1
 kind: ClusterValidatePolicy
 metadata: {name: not-in-default}
@@ -198,6 +199,17 @@ spec:
   - targetOperations: [CREATE]
     cel:
       validations: [{expression: \"has(object.metadata.labels) && 'team' in object.metadata.labels\", message: no team label}]
+---
+apiVersion: policy.kanon.dev/v1alpha1
+kind: ClusterValidatePolicy
+metadata: {name: program-check}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: Pod}]
+  validateRules:
+  - targetOperations: [CREATE]
+    program: |
+      {% set l = namespace(v=[1]) %}{% for i in range(3) %}{% set l.v = l.v + l.v %}{% endfor %}
+      valid: true
 ";
 
 /// `kanon serve --policies` with `extra` flags and `env`.
@@ -461,6 +473,42 @@ fn a_protocol_kanon_does_not_export_with_is_refused() {
         .expect("kanon runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`thrift`"));
+}
+
+#[test]
+fn a_sandboxed_programs_run_is_a_span_beneath_its_policys() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.port);
+    let serving = Serving::start(
+        &[
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--program-workers",
+            "1",
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
+    );
+    let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
+    assert_eq!(serving.review_at("/validate", &[&traceparent]), "200");
+    let policy = collector
+        .wait_for(|s| s.trace_id == TRACE_ID && s.name == "ClusterValidatePolicy/program-check");
+    assert_eq!(
+        text_of(&policy.attributes, "kanon.policy.languages").as_deref(),
+        Some("program")
+    );
+    let program = collector.wait_for(|s| s.parent_span_id == policy.span_id);
+    assert_eq!(program.name, "program validate", "{program:#?}");
+    assert_eq!(
+        text_of(&program.attributes, "kanon.program.runner").as_deref(),
+        Some("sandbox")
+    );
+    assert_eq!(
+        text_of(&program.attributes, "kanon.program.outcome").as_deref(),
+        Some("returned"),
+        "{program:#?}"
+    );
 }
 
 #[test]

@@ -133,7 +133,7 @@ impl AdmittedReports {
             if written.as_ref().is_some_and(|w| w.replaced) {
                 return Ok(());
             }
-            let mut book = Book::listing(self.listing);
+            let mut book = Book::listing(self.listing.clone());
             if let Some(written) = &written {
                 book.seed(scope, &written.results, written.tally.as_deref());
             }

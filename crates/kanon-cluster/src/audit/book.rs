@@ -43,7 +43,7 @@ pub const OWNED_ANNOTATION: &str = "audit.kanon.dev/owned-results";
 pub const MAX_MADE: usize = 1 << 18;
 
 /// What a report lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {
     /// The most results a report holds (its summary counts every finding).
     pub max_results: usize,
@@ -53,6 +53,8 @@ pub struct Listing {
     /// Whether passes are listed too (`--report-passes`), least urgent, within
     /// `max_results`; else they are counted in the summary only.
     pub passes: bool,
+    /// The cluster's name (`--cluster-name`), the reports' `kanon.dev/cluster` label.
+    pub cluster: Option<Arc<str>>,
 }
 
 impl Listing {
@@ -62,6 +64,7 @@ impl Listing {
             max_results,
             owned: false,
             passes: false,
+            cluster: None,
         }
     }
 }
@@ -427,6 +430,8 @@ pub struct ReportContent {
     /// How many findings that would be listed are not, being of objects made from a workload
     /// whose result stands for them ([`OWNED_ANNOTATION`]).
     pub owned: u64,
+    /// The cluster's name, labelled on the report.
+    pub cluster: Option<Arc<str>>,
 }
 
 impl Book {
@@ -455,7 +460,7 @@ impl Book {
             .sum();
         KindScan {
             kind,
-            listing: self.listing,
+            listing: self.listing.clone(),
             ledgers: BTreeMap::new(),
             objects: 0,
             from: None,
@@ -590,7 +595,7 @@ impl Book {
         now: Timestamp,
         existed: bool,
     ) {
-        let listing = self.listing;
+        let listing = self.listing.clone();
         let folded: Option<Arc<[Arc<str>]>> = self
             .folded(subject, lineage, findings)
             .map(|policies| policies.into());
@@ -768,6 +773,7 @@ impl Book {
             tally: tally::write(kinds),
             passes,
             owned,
+            cluster: self.listing.cluster.clone(),
         })
     }
 
@@ -781,7 +787,7 @@ impl Book {
         tally_annotation: Option<&str>,
     ) {
         let tallies = tally_annotation.map(tally::read).unwrap_or_default();
-        let listing = self.listing;
+        let listing = self.listing.clone();
         let kinds = self.scopes.entry(scope.clone()).or_default();
         for (kind, (counted, folded)) in tallies {
             let ledger = kinds.entry(kind).or_default();
@@ -1657,7 +1663,7 @@ mod tests {
             passes: true,
             ..Listing::new(3)
         };
-        let mut book = Book::listing(listing);
+        let mut book = Book::listing(listing.clone());
         let scan = {
             let mut scan = book.scan(pods());
             scan.add(

@@ -32,12 +32,13 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kanon_api::Timestamp;
+use kanon_api::{ResultStatus, Timestamp};
 use kanon_engine::ProgramHost;
 use kanon_engine::{Lookup, PolicySet};
 use kube::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use book::{Book, KindKey, ReportScope};
 use lease::{AuditLease, Checkpoint, Held, Reading};
@@ -121,6 +122,8 @@ pub struct AuditConfig {
     /// result stands for them (a Deployment's ReplicaSets and Pods) too; else the summary
     /// alone counts them.
     pub owned_results: bool,
+    /// The cluster's name, the reports' `kanon.dev/cluster` label.
+    pub cluster: Option<Arc<str>>,
     /// Whether reports list passes too (within `max_results`).
     pub passes: bool,
     /// How long after a policy change the audit starts (changes come in bursts).
@@ -141,6 +144,7 @@ impl AuditConfig {
             max_results: self.max_results,
             owned: self.owned_results,
             passes: self.passes,
+            cluster: self.cluster.clone(),
         }
     }
 }
@@ -159,6 +163,7 @@ impl Default for AuditConfig {
             page_bytes: 8 * 1024 * 1024,
             max_results: 1000,
             owned_results: false,
+            cluster: None,
             passes: false,
             settle: Duration::from_secs(5),
             checkpoint_every: Duration::from_secs(30),
@@ -181,9 +186,30 @@ pub struct Auditor {
     pub programs: Option<Arc<dyn ProgramHost>>,
     /// Metrics.
     pub metrics: AuditMetrics,
+    /// Where the objects found failing are told as Kubernetes Events, when they are.
+    pub events: Option<crate::events::Events>,
 }
 
 /// The clock's time.
+/// The trace span of one audit page of `kind`; its counts are recorded once judged.
+fn page_span(kind: &str) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: kanon_engine::TRACE_TARGET,
+        "audit page",
+        otel.name = tracing::field::Empty,
+        kanon.audit.kind = kind,
+        kanon.audit.objects = tracing::field::Empty,
+        kanon.audit.judged = tracing::field::Empty,
+        kanon.audit.failing = tracing::field::Empty,
+        kanon.audit.error = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("audit page {kind}").as_str());
+    }
+    span
+}
+
 fn now() -> SystemTime {
     SystemTime::now()
 }
@@ -514,7 +540,15 @@ impl Auditor {
         let lookup = self.lookup.as_ref();
         let programs = self.programs.as_deref();
         loop {
-            let page = match lister.page(kind, token.as_deref()).await {
+            // A root span per page (the audit answers no one's request): its read and its
+            // judging, counted. The policies' runs are not traced beneath it: a page of
+            // hundreds of objects would be thousands of spans every pass.
+            let page_span = page_span(&kind.key.to_string());
+            let page = match lister
+                .page(kind, token.as_deref())
+                .instrument(page_span.clone())
+                .await
+            {
                 Ok(page) => page,
                 Err(AuditError::Expired { .. }) => {
                     tracing::info!(kind = %kind.key, "the continue token expired; reading the kind again");
@@ -523,6 +557,10 @@ impl Auditor {
                     continue;
                 }
                 Err(error) => {
+                    if !page_span.is_disabled() {
+                        page_span.record("otel.status_code", "ERROR");
+                        page_span.record("kanon.audit.error", error.to_string().as_str());
+                    }
                     tracing::warn!(%error, "the audit skips a kind it cannot read");
                     leading.errors += 1;
                     return Ok(());
@@ -560,14 +598,34 @@ impl Auditor {
                 timeout: scan::OBJECT_TIMEOUT,
             };
             let found = Timestamp::from(now());
-            let mut read = 0;
+            let (mut read, mut failing) = (0u64, 0u64);
+            let listed = objects.len();
             let book = &leading.book;
+            let events = self.events.as_ref();
             judge
                 .page_judged(&set, objects, |subject, lineage, findings| {
                     read += 1;
+                    failing += findings
+                        .iter()
+                        .filter(|f| {
+                            matches!(
+                                f.result,
+                                ResultStatus::Fail | ResultStatus::Warn | ResultStatus::Error
+                            )
+                        })
+                        .count() as u64;
+                    if let Some(events) = events {
+                        events.audited(subject, lineage, &findings);
+                    }
                     scan.add_judged(book, subject, lineage, &findings, found);
                 })
                 .await;
+            if !page_span.is_disabled() {
+                page_span.record("kanon.audit.objects", listed as u64);
+                page_span.record("kanon.audit.judged", read);
+                page_span.record("kanon.audit.failing", failing);
+            }
+            drop(page_span);
             self.metrics.scanned(read);
             if kind.namespaced && last.is_some() && last != current {
                 began_at = page_token;

@@ -27,6 +27,9 @@ use super::book::{
 pub const REPORT_NAME: &str = "kanon";
 /// The label on kanon's reports.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "kanon");
+/// The label that names the cluster a report is of (`--cluster-name`), so that a fleet's
+/// reports can be gathered in one place and told apart.
+pub const CLUSTER_LABEL: &str = "kanon.dev/cluster";
 /// The field manager of report writes.
 const FIELD_MANAGER: &str = "kanon-audit";
 
@@ -100,6 +103,8 @@ pub struct WrittenReport {
     pub annotations: BTreeMap<String, String>,
     /// Its configuration (the limits and the results it lists).
     pub configuration: Option<ReportConfiguration>,
+    /// Its [`CLUSTER_LABEL`].
+    pub cluster: Option<String>,
 }
 
 /// The prefix of the annotations kanon writes on its reports.
@@ -119,6 +124,7 @@ impl WrittenReport {
             resource_version: metadata.resource_version.clone(),
             annotations: kanon_annotations(metadata),
             configuration,
+            cluster: cluster_of(metadata),
             results,
         }
     }
@@ -134,7 +140,12 @@ impl WrittenReport {
         rendered.results() == self.results.as_slice()
             && kanon_annotations(metadata) == self.annotations
             && *configuration == self.configuration
+            && cluster_of(metadata) == self.cluster
     }
+}
+
+fn cluster_of(metadata: &ObjectMeta) -> Option<String> {
+    metadata.labels.as_ref()?.get(CLUSTER_LABEL).cloned()
 }
 
 impl ReportWriter {
@@ -595,10 +606,13 @@ fn whole(scope: &ReportScope, content: &ReportContent, max_results: usize) -> Re
     let metadata = ObjectMeta {
         name: Some(REPORT_NAME.to_string()),
         namespace: scope.clone(),
-        labels: Some(BTreeMap::from([(
-            MANAGED_BY.0.to_string(),
-            MANAGED_BY.1.to_string(),
-        )])),
+        labels: Some(
+            [(MANAGED_BY.0, MANAGED_BY.1)]
+                .into_iter()
+                .chain(content.cluster.as_deref().map(|name| (CLUSTER_LABEL, name)))
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+        ),
         annotations: Some(annotations),
         ..ObjectMeta::default()
     };
@@ -833,6 +847,32 @@ mod tests {
                 report.results.clone(),
             ),
         }
+    }
+
+    #[test]
+    fn a_report_names_its_cluster_and_one_of_no_or_another_cluster_is_written_again() {
+        let scope = Some("shop".to_string());
+        let content = shop(1, "bad", 1000);
+        let named = ReportContent {
+            cluster: Some(Arc::from("eu-west-1")),
+            ..content.clone()
+        };
+        let rendered = render(&scope, &named, 1000);
+        let value = rendered.to_value().expect("JSON");
+        assert_eq!(value["metadata"]["labels"][CLUSTER_LABEL], "eu-west-1");
+        assert_eq!(value["metadata"]["labels"][MANAGED_BY.0], MANAGED_BY.1);
+        let written = read_back(&rendered);
+        assert_eq!(written.cluster.as_deref(), Some("eu-west-1"));
+        assert!(written.is(&rendered));
+        // Written before the cluster had a name, or under another: written again.
+        let unnamed = render(&scope, &content, 1000);
+        assert!(unnamed.to_value().expect("JSON")["metadata"]["labels"][CLUSTER_LABEL].is_null());
+        assert!(!read_back(&unnamed).is(&rendered));
+        let other = ReportContent {
+            cluster: Some(Arc::from("us-east-1")),
+            ..content
+        };
+        assert!(!read_back(&render(&scope, &other, 1000)).is(&rendered));
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn is_label_key(key: &str) -> bool {
 
 /// A label value: empty, or at most 63 alphanumerics, `-`, `_` and `.`, beginning and ending
 /// with an alphanumeric.
-fn is_label_value(value: &str) -> bool {
+pub fn is_label_value(value: &str) -> bool {
     let bytes = value.as_bytes();
     let alphanumeric = |b: &u8| b.is_ascii_alphanumeric();
     value.is_empty()

@@ -199,7 +199,17 @@ impl Metrics {
     /// [`Metrics::new`], with more families registered by `more` (e.g. the cluster runtime's),
     /// served on the same `/metrics`.
     pub fn with(more: impl FnOnce(&mut Registry)) -> Arc<Self> {
-        let mut registry = Registry::default();
+        Self::labelled(Vec::new(), more)
+    }
+
+    /// [`Metrics::with`], every sample carrying the constant `labels` too (a fleet's
+    /// `cluster="…"`, so that dashboards can merge clusters).
+    pub fn labelled(labels: Vec<(String, String)>, more: impl FnOnce(&mut Registry)) -> Arc<Self> {
+        let mut registry = Registry::with_labels(
+            labels
+                .into_iter()
+                .map(|(key, value)| (key.into(), value.into())),
+        );
         let requests = Family::<RequestLabels, Counter>::default();
         let duration = Family::<WebhookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             duration_histogram,

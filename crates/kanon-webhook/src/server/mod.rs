@@ -125,6 +125,9 @@ pub struct ServerConfig {
     pub owner_trust: kanon_engine::OwnerTrust,
     /// Where each denial, warning and audit-mode finding is logged, when set.
     pub decision_log: Option<Arc<crate::decisions::DecisionLog>>,
+    /// Who else hears of each decision (Kubernetes Events in a cluster), after the decision
+    /// log.
+    pub decision_observers: crate::observer::DecisionObservers,
 }
 
 /// The default of [`ServerConfig::body_buffer_bytes`]: four bodies of the largest size.
@@ -156,6 +159,7 @@ impl Default for ServerConfig {
             costly_review_cpu: None,
             owner_trust: kanon_engine::OwnerTrust::default(),
             decision_log: None,
+            decision_observers: crate::observer::DecisionObservers::new(),
         }
     }
 }
@@ -242,7 +246,8 @@ struct Shared {
     allow_all: bool,
     sandbox: Option<ProgramSandbox>,
     owner_trust: kanon_engine::OwnerTrust,
-    decision_log: Option<Arc<crate::decisions::DecisionLog>>,
+    /// Who hears of each decision: the decision log, then the configuration's observers.
+    observers: crate::observer::DecisionObservers,
     /// Where objects admitted under policies that audit go, when set.
     recorder: std::sync::OnceLock<Arc<dyn kanon_engine::AdmissionRecorder>>,
     /// Whether a review was answered 503 (not ready) yet: the first is logged as a warning,
@@ -307,7 +312,16 @@ impl Server {
             default_review_timeout: config.default_review_timeout,
             allow_all: config.allow_all,
             owner_trust: config.owner_trust.clone(),
-            decision_log: config.decision_log.clone(),
+            observers: {
+                let mut observers = crate::observer::DecisionObservers::new();
+                if let Some(log) = &config.decision_log {
+                    observers.push(log.clone());
+                }
+                for observer in config.decision_observers.iter() {
+                    observers.push(observer.clone());
+                }
+                observers
+            },
             sandbox: config.sandbox.clone().map(ProgramSandbox::new),
             recorder: std::sync::OnceLock::new(),
             warned_not_ready: AtomicBool::new(false),

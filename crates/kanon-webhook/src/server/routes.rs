@@ -448,14 +448,13 @@ impl Job {
             )))
             .with_owner_trust(shared.owner_trust.clone());
         let recorder = shared.recorder.get().map(|r| r.as_ref());
-        let decisions = shared.decision_log.as_deref();
         admission::answer_recording(
             request,
             webhook,
             &policies,
             &evaluation,
             recorder,
-            decisions,
+            &shared.observers,
         )
         .await
     }

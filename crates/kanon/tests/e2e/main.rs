@@ -18,6 +18,7 @@ mod chart;
 mod custom_kinds;
 mod defaults;
 mod env;
+mod events;
 mod exceptions;
 mod fairness;
 mod faults;
@@ -31,6 +32,7 @@ mod references;
 mod schema;
 mod security;
 mod tenants;
+mod traces;
 mod type_checking;
 
 use std::sync::Mutex;
@@ -103,10 +105,12 @@ fn main() {
         audit::SCENARIOS,
         audit_owned::SCENARIOS,
         audit_reports::SCENARIOS,
+        events::SCENARIOS,
         limits::SCENARIOS,
         fairness::SCENARIOS,
         schema::SCENARIOS,
         chart::SCENARIOS,
+        traces::SCENARIOS,
         faults::SCENARIOS,
     ]
     .concat();

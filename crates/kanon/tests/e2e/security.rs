@@ -395,6 +395,10 @@ const FAMILIES: &[&str] = &[
     "kanon_trace_spans_failed",
     "kanon_decision_log_lines",
     "kanon_decision_log_dropped",
+    "kanon_events_written",
+    "kanon_events_series_updates",
+    "kanon_events_aggregated",
+    "kanon_events_dropped",
 ];
 
 /// Checks every family and every label value of a scrape against the documented, bounded
@@ -493,8 +497,14 @@ fn check_exposition(metrics: &str) -> BTreeSet<String> {
                     "cel",
                     "patch",
                     "defect",
+                    // Kubernetes Events not written.
+                    "queue_full",
+                    "backlog_full",
+                    "rate_limited",
+                    "cache_full",
                 ]
                 .contains(&value),
+                "action" => ["denied", "warned", "audited"].contains(&value),
                 "certificate" => ["ca", "serving"].contains(&value),
                 // One of the first (exception, policy) pairs counted, else `other`.
                 "exception" => value == "other" || value.starts_with("PolicyException/"),
