@@ -14,6 +14,13 @@
 #                  mutation adding its label (POST /mutate)
 #   100 CEL validate  100 ClusterValidatePolicies, 10 of them select the Pod, each the CEL
 #                  memory-limit rule (POST /validate, a Pod whose containers have limits)
+#   CONFIG-traceN  CONFIG's policies with OpenTelemetry traces exported for N% of the reviews
+#                  (celvalidate100-trace1 and celvalidate100-trace100 by default): kanon started
+#                  with --otlp-endpoint --otlp-protocol http/protobuf --trace-sampling-ratio N/100,
+#                  exporting to an OTLP/HTTP sink started beside it (a Python server on
+#                  127.0.0.1 that reads each POST /v1/traces and answers 200, empty); at the end
+#                  kanon's kanon_trace_spans_{exported,dropped,failed}_total are read from its
+#                  metrics port, after the queue's 5 s batch delay
 #
 # a fresh kanon and a fresh ceiling are started side by side and driven in turn, ROUNDS times
 # (the order swapped every round, so drift and noise hit both), each with
@@ -22,7 +29,12 @@
 #   - a fixed 1,000 req/s: oha -q 1000 --latency-correction (an open-loop schedule: a late
 #     answer delays the measurement of the requests behind it), 32 connections (p50, p99).
 # It prints a Markdown table: the medians over the rounds, kanon/ceiling per configuration
-# (median of the per-round ratios), kanon's peak RSS (VmHWM) per configuration.
+# (median of the per-round ratios), kanon's peak RSS (VmHWM) per configuration, and for traced
+# configurations the spans exported and dropped. Below the table: kanon's CPU time per review
+# answered in each configuration (all of its measurements and warm-ups together: a figure the
+# machine's other load moves less than req/s), and a line per traced configuration (reviews
+# kanon answered, spans failed, what the sink received and its CPU time: the sink shares the 2
+# cores with kanon, the ceiling and the client).
 #
 #   scripts/load-bench.sh [SECONDS] [ROUNDS]     (default 10 s per measurement, 3 rounds)
 #   LOAD_BENCH_CONFIGS="plain100 labels100" scripts/load-bench.sh 6 3     (some configurations)
@@ -59,13 +71,13 @@ cargo build --release -q -p kanon -p kanon-ceiling
 kanon=$PWD/target/release/kanon
 ceiling=$PWD/target/release/kanon-ceiling
 work=$(mktemp -d)
-kanon_pid= ceiling_pid=
+kanon_pid='' ceiling_pid='' sink_pid=''
 stop() { # pid
   [ -n "$1" ] || return 0
   kill -TERM "$1" 2>/dev/null || true
   wait "$1" 2>/dev/null || true
 }
-trap 'stop "$kanon_pid"; stop "$ceiling_pid"; rm -rf "$work"' EXIT
+trap 'stop "$kanon_pid"; stop "$ceiling_pid"; stop "$sink_pid"; rm -rf "$work"' EXIT
 
 # N policies: 10 select every Pod (v1/Pod), the rest select other kinds, spread over 168
 # apiVersion/kind pairs. ClusterOverridePolicies adding a label each (plaintext, a `labels`
@@ -150,6 +162,45 @@ function done(summary, latency, requests)
 end
 LUA
 
+# The OTLP/HTTP sink of the traced configurations: HTTP/1.1 keep-alive, each POST's body read
+# (Content-Length) and answered 200 with an empty protobuf body, nothing decoded; GET /stats
+# says how many requests and bytes it took.
+cat >"$work/otlp-sink.py" <<'PY'
+import http.server, signal, sys, threading
+lock, taken = threading.Lock(), [0, 0]
+class Sink(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        while n > 0:
+            chunk = self.rfile.read(min(n, 1 << 20))
+            if not chunk:
+                return
+            n -= len(chunk)
+            with lock:
+                taken[1] += len(chunk)
+        with lock:
+            taken[0] += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def do_GET(self):
+        with lock:
+            body = f"{taken[0]} {taken[1]}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Sink)
+server.daemon_threads = True
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+server.serve_forever()
+PY
+
 saturate() { # url out body
   KANON_BENCH_BODY=$3 wrk -t1 -c32 -d"${seconds}s" --latency -s "$work/post.lua" "$1" >"$2"
 }
@@ -160,7 +211,8 @@ fixed_rate() { # url out body
 
 
 # LOAD_BENCH_CONFIGS="plain100 labels100" measures only those (e.g. to compare two commits).
-read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000 cel100 celvalidate100}"
+# CONFIG-traceN: CONFIG's policies, N% of the reviews traced (celvalidate100-trace1, ...).
+read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000 cel100 celvalidate100 celvalidate100-trace1 celvalidate100-trace100}"
 mkdir -p "$work/empty"
 make_policies "$work/plain100" 100 plaintext
 make_policies "$work/labels100" 100 labels
@@ -180,15 +232,29 @@ PY
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $seconds s per measurement, $rounds rounds" >&2
 for config in "${configs[@]}"; do
   kport=$(free_port); mport=$(free_port); cport=$(free_port)
-  "$kanon" serve --policies "$work/$config" --cert-dir "$work/certs" --listen "127.0.0.1:$kport" \
-    --metrics-listen "127.0.0.1:$mport" 2>"$work/$config.kanon.log" &
+  policies=${config%-trace*} trace=()
+  [ -d "$work/$policies" ] || { echo "error: unknown configuration $config" >&2; exit 2; }
+  if [ "$policies" != "$config" ]; then
+    percent=${config##*-trace}
+    if ! [[ $percent =~ ^[0-9]+$ ]] || [ "$percent" -gt 100 ]; then
+      echo "error: $config: the N of -traceN is a percentage (0 to 100)" >&2; exit 2
+    fi
+    sport=$(free_port)
+    python3 "$work/otlp-sink.py" "$sport" 2>"$work/$config.sink.log" &
+    sink_pid=$!
+    wait_ready "http://127.0.0.1:$sport/stats" "$sink_pid" "the OTLP sink"
+    trace=(--otlp-endpoint "http://127.0.0.1:$sport" --otlp-protocol http/protobuf
+           --trace-sampling-ratio "$(awk -v n="$percent" 'BEGIN { print n / 100 }')")
+  fi
+  "$kanon" serve --policies "$work/$policies" --cert-dir "$work/certs" --listen "127.0.0.1:$kport" \
+    --metrics-listen "127.0.0.1:$mport" "${trace[@]}" 2>"$work/$config.kanon.log" &
   kanon_pid=$!
   "$ceiling" "127.0.0.1:$cport" >"$work/$config.ceiling.log" &
   ceiling_pid=$!
   wait_ready "https://127.0.0.1:$kport/readyz" "$kanon_pid" kanon
   wait_ready "https://127.0.0.1:$cport/" "$ceiling_pid" kanon-ceiling
   endpoint=mutate body=$fixture
-  if [ "$config" = celvalidate100 ]; then endpoint=validate body=$work/pod-limited.json; fi
+  if [ "$policies" = celvalidate100 ]; then endpoint=validate body=$work/pod-limited.json; fi
   declare -A url=([kanon]="https://127.0.0.1:$kport/$endpoint?timeout=10s"
                   [ceiling]="https://127.0.0.1:$cport/$endpoint?timeout=10s")
   # Every kanon answer must be the full mutation (10 labels) or, with no policy or validate
@@ -210,14 +276,24 @@ for config in "${configs[@]}"; do
   done
   awk '/VmHWM/ {print $2}' "/proc/$kanon_pid/status" >"$work/$config.kanon.rss"
   awk '/VmHWM/ {print $2}' "/proc/$ceiling_pid/status" >"$work/$config.ceiling.rss"
+  # CPU time (utime + stime), in clock ticks, since the process started.
+  awk '{print $14 + $15}' "/proc/$kanon_pid/stat" >"$work/$config.kanon.cpu"
+  if [ -n "$sink_pid" ]; then
+    # The last batch waits up to the queue's 5 s delay before it is exported.
+    sleep 6
+    curl -sf "http://127.0.0.1:$sport/stats" >"$work/$config.sink.stats"
+    awk '{print $14 + $15}' "/proc/$sink_pid/stat" >"$work/$config.sink.cpu"
+  fi
+  curl -sf "http://127.0.0.1:$mport/metrics" >"$work/$config.kanon.metrics"
   stop "$kanon_pid"; kanon_pid=
   stop "$ceiling_pid"; ceiling_pid=
+  stop "$sink_pid"; sink_pid=
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-python3 - "$work" "$rounds" "${configs[@]}" <<'PY'
+python3 - "$work" "$rounds" "$(getconf CLK_TCK)" "${configs[@]}" <<'PY'
 import base64, json, re, statistics, sys
-work, rounds, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+work, rounds, tck, configs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 titles = {"empty": "empty policy dir", "plain100": "100 COPs, plaintext",
           "labels100": "100 COPs, labels template", "labels1000": "1,000 COPs, labels template",
           "labels10000": "10,000 COPs, labels template",
@@ -243,29 +319,71 @@ def oha(path):
 
 def med(xs): return statistics.median(xs)
 
+def base(c): return c.split("-trace")[0]
+def percent(c): return int(c.split("-trace")[1]) if "-trace" in c else None
+def title(c):
+    return titles[base(c)] + (f", {percent(c)}% traced" if percent(c) is not None else "")
+
+def metric(text, name):  # the sum over a family's series, 0 when absent
+    return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+traced = [c for c in configs if percent(c) is not None]
+spans = {}
+for c in traced:
+    text = open(f"{work}/{c}.kanon.metrics").read()
+    requests, received = map(int, open(f"{work}/{c}.sink.stats").read().split())
+    spans[c] = {"exported": metric(text, "kanon_trace_spans_exported_total"),
+                "dropped": metric(text, "kanon_trace_spans_dropped_total"),
+                "failed": metric(text, "kanon_trace_spans_failed_total"),
+                "reviews": metric(text, "kanon_admission_requests_total"),
+                "posts": requests, "bytes": received,
+                "cpu": int(open(f"{work}/{c}.sink.cpu").read()) / tck}
+
 print("| configuration | ceiling req/s | kanon req/s | kanon / ceiling (median; rounds) | target "
-      "| ceiling p50 / p99 at 1,000/s | kanon p50 / p99 at 1,000/s | kanon peak RSS |")
-print("|---|---|---|---|---|---|---|---|")
-kanon_rps = {}
+      "| ceiling p50 / p99 at 1,000/s | kanon p50 / p99 at 1,000/s | kanon peak RSS |"
+      + (" spans exported / dropped |" if traced else ""))
+print("|---|---|---|---|---|---|---|---|" + ("---|" if traced else ""))
+kanon_rps, kanon_ratio = {}, {}
 for c in configs:
     rps = {s: [wrk(f"{work}/{c}.{r}.{s}.wrk") for r in range(1, rounds + 1)] for s in ("ceiling", "kanon")}
     lat = {s: [oha(f"{work}/{c}.{r}.{s}.oha.json") for r in range(1, rounds + 1)] for s in ("ceiling", "kanon")}
     ratios = [k / c_ for k, c_ in zip(rps["kanon"], rps["ceiling"])]
-    kanon_rps[c] = med(rps["kanon"])
+    kanon_rps[c], kanon_ratio[c] = med(rps["kanon"]), med(ratios)
     rss = int(open(f"{work}/{c}.kanon.rss").read()) / 1024
     answer = json.load(open(f"{work}/{c}.answer.json"))["response"]
     patch = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
-    if not answer.get("allowed") or len(patch) != (0 if c in ("empty", "celvalidate100") else 10):
+    if not answer.get("allowed") or len(patch) != (0 if base(c) in ("empty", "celvalidate100") else 10):
         sys.exit(f"error: kanon's answer in {c} is not the expected one: {answer} {patch}")
     def latency(s):
         return f"{med([l[0] for l in lat[s]]):.2f} / {med([l[1] for l in lat[s]]):.2f} ms"
-    print(f"| {titles[c]} | {med(rps['ceiling']):,.0f} | {med(rps['kanon']):,.0f} "
-          f"| **{med(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}) | {targets[c]} "
-          f"| {latency('ceiling')} | {latency('kanon')} | {rss:.1f} MiB |")
+    target = "—" if percent(c) is not None else targets[c]
+    exported = ""
+    if traced:
+        exported = (f" {spans[c]['exported']:,.0f} / {spans[c]['dropped']:,.0f} |" if c in spans else " — |")
+    print(f"| {title(c)} | {med(rps['ceiling']):,.0f} | {med(rps['kanon']):,.0f} "
+          f"| **{med(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}) | {target} "
+          f"| {latency('ceiling')} | {latency('kanon')} | {rss:.1f} MiB |{exported}")
 if "labels100" in kanon_rps:
     for c in ("labels1000", "labels10000"):
         if c in kanon_rps:
             print(f"\n{titles[c]}: kanon req/s / 100 COPs labels template = "
                   f"{kanon_rps[c] / kanon_rps['labels100']:.2f}", end="")
     print()
+for c in traced:
+    t = spans[c]
+    made = t["exported"] + t["dropped"] + t["failed"]
+    print(f"\n{title(c)}: {t['reviews']:,.0f} reviews answered, {made:,.0f} spans ended "
+          f"({made / max(t['reviews'], 1):.2f} a review): {t['exported']:,.0f} exported, "
+          f"{t['dropped']:,.0f} dropped, {t['failed']:,.0f} failed; the sink took "
+          f"{t['posts']:,} POSTs, {t['bytes'] / 2**20:,.1f} MiB, {t['cpu']:.1f} s of CPU", end="")
+    if base(c) in kanon_rps:
+        print(f"; against untraced, kanon req/s {kanon_rps[c] / kanon_rps[base(c)]:.2f}, "
+              f"kanon / ceiling {kanon_ratio[c] / kanon_ratio[base(c)]:.2f}", end="")
+if traced:
+    print()
+reviews = {c: metric(open(f"{work}/{c}.kanon.metrics").read(), "kanon_admission_requests_total")
+           for c in configs}
+print("\nkanon's CPU time per review answered: " + ", ".join(
+    f"{c} {int(open(f'{work}/{c}.kanon.cpu').read()) / tck / max(reviews[c], 1) * 1e6:.0f} µs"
+    for c in configs))
 PY
