@@ -105,6 +105,10 @@ impl<'l> BoundedLookup<'l> {
 /// A lookup's span (`kanon.lookup.kind`: `get`, `list`, `http`; what it reads; whether a
 /// cache answered, when the source says; its outcome), a child of the policy's that made it.
 fn lookup_span(kind: &'static str, what: impl FnOnce() -> String) -> tracing::Span {
+    // Only within a review's span: an untraced review's lookups start no trace of their own.
+    if tracing::Span::current().is_none() {
+        return tracing::Span::none();
+    }
     let span = tracing::info_span!(
         target: crate::trace::TARGET,
         "lookup",
@@ -126,6 +130,9 @@ fn lookup_span(kind: &'static str, what: impl FnOnce() -> String) -> tracing::Sp
 /// A sandboxed program run's span (`program override|validate|message|reference`): the
 /// worker's round trip, its outcome, the error when it failed; a child of the policy's.
 fn program_span(program: &Program) -> tracing::Span {
+    if tracing::Span::current().is_none() {
+        return tracing::Span::none();
+    }
     let kind = match program.kind() {
         kanon_engine::ProgramKind::Override => "override",
         kanon_engine::ProgramKind::Validate => "validate",

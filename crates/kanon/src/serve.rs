@@ -356,6 +356,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             kanon_engine::OwnerTrust::WrittenBy(args.exception_controller_users.clone().into())
         },
         decision_log,
+        review_sampling: tracing_export.as_ref().map(|tracing| tracing.sampling),
         ..defaults
     };
     if let Err(error) = crate::allocator::return_freed_memory() {

@@ -19,7 +19,8 @@ pub struct TraceArgs {
     #[arg(long, value_name = "PROTOCOL", value_parser = parse_protocol)]
     otlp_protocol: Option<Protocol>,
     /// The share of reviews arriving without a trace context that are traced (0 to 1); those
-    /// with one follow its sampled flag. Default: `OTEL_TRACES_SAMPLER`/`_ARG`, else all.
+    /// with one follow its sampled flag. Default: `OTEL_TRACES_SAMPLER`/`_ARG` (`always_on`,
+    /// `always_off`, `traceidratio`, or their `parentbased_` forms), else all.
     #[arg(long, value_name = "RATIO")]
     trace_sampling_ratio: Option<f64>,
 }

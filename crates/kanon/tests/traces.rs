@@ -476,6 +476,39 @@ fn a_protocol_kanon_does_not_export_with_is_refused() {
 }
 
 #[test]
+fn a_review_left_out_by_the_ratio_makes_no_span_at_all() {
+    let collector = Collector::start();
+    let endpoint = format!("http://127.0.0.1:{}", collector.port);
+    let serving = Serving::start(
+        &[
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+            "--trace-sampling-ratio",
+            "0",
+        ],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
+    );
+    // Reviews without a context (their lookups of the Namespace and their programs included)
+    // leave nothing, while one whose caller samples it is traced whole.
+    for path in ["/mutate", "/validate", "/mutate"] {
+        assert_eq!(serving.review_at(path, &[]), "200");
+    }
+    let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
+    assert_eq!(serving.review_at("/validate", &[&traceparent]), "200");
+    collector.wait_for(|s| s.trace_id == TRACE_ID && s.name == "program validate");
+    std::thread::sleep(Duration::from_millis(300));
+    let strays: Vec<String> = collector
+        .spans()
+        .iter()
+        .filter(|s| s.trace_id != TRACE_ID)
+        .map(|s| s.name.clone())
+        .collect();
+    assert!(strays.is_empty(), "spans of untraced reviews: {strays:?}");
+}
+
+#[test]
 fn a_sandboxed_programs_run_is_a_span_beneath_its_policys() {
     let collector = Collector::start();
     let endpoint = format!("http://127.0.0.1:{}", collector.port);

@@ -128,6 +128,8 @@ pub struct ServerConfig {
     /// Who else hears of each decision (Kubernetes Events in a cluster), after the decision
     /// log.
     pub decision_observers: crate::observer::DecisionObservers,
+    /// Which reviews are traced, when trace export is on ([`crate::trace::Tracing::sampling`]).
+    pub review_sampling: Option<crate::trace::ReviewSampling>,
 }
 
 /// The default of [`ServerConfig::body_buffer_bytes`]: four bodies of the largest size.
@@ -160,6 +162,7 @@ impl Default for ServerConfig {
             owner_trust: kanon_engine::OwnerTrust::default(),
             decision_log: None,
             decision_observers: crate::observer::DecisionObservers::new(),
+            review_sampling: None,
         }
     }
 }
@@ -248,6 +251,8 @@ struct Shared {
     owner_trust: kanon_engine::OwnerTrust,
     /// Who hears of each decision: the decision log, then the configuration's observers.
     observers: crate::observer::DecisionObservers,
+    /// Which reviews are traced.
+    pub(crate) review_sampling: Option<crate::trace::ReviewSampling>,
     /// Where objects admitted under policies that audit go, when set.
     recorder: std::sync::OnceLock<Arc<dyn kanon_engine::AdmissionRecorder>>,
     /// Whether a review was answered 503 (not ready) yet: the first is logged as a warning,
@@ -311,6 +316,7 @@ impl Server {
             body_timeout: config.body_timeout,
             default_review_timeout: config.default_review_timeout,
             allow_all: config.allow_all,
+            review_sampling: config.review_sampling,
             owner_trust: config.owner_trust.clone(),
             observers: {
                 let mut observers = crate::observer::DecisionObservers::new();

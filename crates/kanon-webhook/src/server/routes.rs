@@ -75,7 +75,8 @@ async fn webhook(
         if !shared.allow_all && !shared.state.is_ready() {
             return not_ready(shared, webhook);
         }
-        let span = crate::trace::review_span(webhook, request.headers());
+        let span =
+            crate::trace::review_span(webhook, request.headers(), shared.review_sampling.as_ref());
         let answered = review(shared, webhook, request, arrived)
             .instrument(span.clone())
             .await;

@@ -11,6 +11,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanExporter as _, Tracer};
 
 use super::queue::{QueueSettings, SpanQueue, TraceMetrics};
+use super::sampling::ReviewSampling;
 
 /// The OTLP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,9 +41,14 @@ pub enum ExportError {
         "OTLP protocol `{0}` is not one kanon exports with: use `grpc` or `http/protobuf` (`http/json` is not supported)"
     )]
     Protocol(String),
-    /// A sampling ratio outside 0..=1.
-    #[error("trace sampling ratio {0} is not between 0 and 1")]
+    /// A sampling ratio outside 0..=1, or not a number.
+    #[error("trace sampling ratio {0} is not a number between 0 and 1")]
     Ratio(String),
+    /// An `OTEL_TRACES_SAMPLER` kanon does not implement.
+    #[error(
+        "OTEL_TRACES_SAMPLER={0} is not a sampler kanon implements: use always_on, always_off, traceidratio or their parentbased_ forms"
+    )]
+    Sampler(String),
     /// A number in an `OTEL_*` variable that is not one.
     #[error("{variable}={value}: not a number")]
     Number {
@@ -88,6 +94,8 @@ pub struct Tracing {
     pub endpoint: String,
     /// How.
     pub protocol: Protocol,
+    /// Which reviews are traced: the server decides before making a review's span.
+    pub sampling: ReviewSampling,
 }
 
 impl Tracing {
@@ -137,16 +145,15 @@ impl Tracing {
         let mut provider = SdkTracerProvider::builder()
             .with_span_processor(queue)
             .with_resource(resource);
-        // A flag decides; else OTEL_TRACES_SAMPLER as the SDK reads it; else every review
-        // without a parent, and those with one as their parent says.
-        if let Some(ratio) = settings.sampling_ratio {
-            if !(0.0..=1.0).contains(&ratio) {
-                return Err(ExportError::Ratio(ratio.to_string()));
-            }
-            provider = provider.with_sampler(Sampler::ParentBased(Box::new(
-                Sampler::TraceIdRatioBased(ratio),
-            )));
-        }
+        // A flag decides; else OTEL_TRACES_SAMPLER as the SDKs read it; else every review
+        // without a parent, and those with one as their parent says. The server decides
+        // before it makes a span (see `sampling`), so the SDK keeps every span it is given
+        // (and the audit's pages, which have no caller, are all traced).
+        let sampling = match settings.sampling_ratio {
+            Some(ratio) => ReviewSampling::parent_based(ratio)?,
+            None => ReviewSampling::from_env(env)?,
+        };
+        provider = provider.with_sampler(Sampler::AlwaysOn);
         let provider = provider.build();
         let tracer = provider.tracer("kanon");
         Ok(Some(Tracing {
@@ -155,6 +162,7 @@ impl Tracing {
             export,
             endpoint,
             protocol,
+            sampling,
         }))
     }
 

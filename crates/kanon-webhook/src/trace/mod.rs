@@ -8,6 +8,7 @@
 
 pub mod export;
 pub mod queue;
+pub mod sampling;
 
 use hyper::HeaderMap;
 use kanon_engine::WebhookKind;
@@ -18,6 +19,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 pub use export::{ExportError, Protocol, TraceSettings, Tracing};
 pub use queue::{QueueSettings, SpanQueue, TraceMetrics};
+pub use sampling::ReviewSampling;
 
 /// The `tracing` target of the spans exported as traces (the engine's too: a policy's run is
 /// a child of its review's span).
@@ -26,8 +28,16 @@ pub const TARGET: &str = kanon_engine::TRACE_TARGET;
 /// A review's span, named as OpenTelemetry names HTTP server spans (`POST /validate`), the
 /// child of the apiserver's call when its headers carry a `traceparent`. The request's
 /// identity and verdict are recorded with the answer ([`record_answer`], [`record_status`]);
-/// never the object's contents.
-pub fn review_span(webhook: WebhookKind, headers: &HeaderMap) -> Span {
+/// never the object's contents. With `sampling` given (export on), a review it leaves out gets
+/// no span at all, nor do its policies, lookups and programs.
+pub fn review_span(
+    webhook: WebhookKind,
+    headers: &HeaderMap,
+    sampling: Option<&ReviewSampling>,
+) -> Span {
+    if sampling.is_some_and(|sampling| !sampling.traced(headers)) {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         target: TARGET,
         "review",
