@@ -379,6 +379,11 @@ pub fn run(args: &ServeArgs) -> ExitCode {
             (Some(name), true) => vec![("cluster".to_owned(), name.clone())],
             _ => Vec::new(),
         };
+    let metric_options = kanon_webhook::metrics::MetricsOptions {
+        labels: metric_labels,
+        // Review durations link a traced review's trace (exemplars) when traces are exported.
+        trace_exemplars: tracing_export.is_some(),
+    };
     let interval = Duration::from_millis(args.reload_interval_ms.max(50));
     let result = runtime.block_on(async move {
         let mut config = config;
@@ -389,7 +394,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
         match &args.policies {
             Some(dir) => {
                 kanon_certificates::directory::ensure(&args.cert_dir).map_err(|e| e.to_string())?;
-                metrics = Metrics::labelled(metric_labels.clone(), |registry| {
+                metrics = Metrics::configured(metric_options.clone(), |registry| {
                     trace_metrics.register(registry);
                     decision_metrics.register(registry);
                 });
@@ -422,7 +427,7 @@ pub fn run(args: &ServeArgs) -> ExitCode {
                 let certificate_metrics = CertificateMetrics::new();
                 let audit_metrics = AuditMetrics::new();
                 let event_metrics = kanon_cluster::events::EventMetrics::new();
-                metrics = Metrics::labelled(metric_labels.clone(), |registry| {
+                metrics = Metrics::configured(metric_options.clone(), |registry| {
                     cluster_metrics.register(registry);
                     certificate_metrics.register(registry);
                     audit_metrics.register(registry);

@@ -402,6 +402,17 @@ fn a_reviews_span_is_the_child_of_the_callers_and_names_the_request() {
         Some("plaintext")
     );
 
+    // The review's duration links its trace: an exemplar on the bucket it fell in.
+    let metrics = String::from_utf8_lossy(&curl(&[&serving.metrics]).stdout).into_owned();
+    let exemplar = format!("# {{trace_id=\"{TRACE_ID}\"}}");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("kanon_admission_duration_seconds_bucket")
+                && l.contains(&exemplar)),
+        "{metrics}"
+    );
+
     // Without a trace context the review starts a trace of its own (sampled: no ratio set).
     assert_eq!(serving.review(&[]), "200");
     let own = collector.wait_for(|s| s.trace_id != TRACE_ID && s.kind == 2);

@@ -34,6 +34,7 @@ use kanon_api::Operation;
 use kanon_engine::WebhookKind;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -163,12 +164,48 @@ fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
+fn duration_histogram_with_exemplars() -> HistogramWithExemplars<TraceLabels> {
+    HistogramWithExemplars::new(DURATION_BUCKETS.iter().copied())
+}
+
+/// An exemplar's labels: the trace of a review that fell in a bucket.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TraceLabels {
+    trace_id: String,
+}
+
+/// `kanon_admission_duration_seconds`: plain, or with the trace id of a review per bucket
+/// (exemplars, which Grafana links to the trace) when traces are exported. The exemplar
+/// histogram takes a lock per observation, so it is used only when there are traces to link.
+#[derive(Debug)]
+enum Durations {
+    Plain(Family<WebhookLabels, Histogram, fn() -> Histogram>),
+    Exemplars(
+        Family<
+            WebhookLabels,
+            HistogramWithExemplars<TraceLabels>,
+            fn() -> HistogramWithExemplars<TraceLabels>,
+        >,
+    ),
+}
+
+/// How [`Metrics`] are made besides their families.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsOptions {
+    /// Constant labels on every sample (a fleet's `cluster="…"`, so that dashboards can merge
+    /// clusters).
+    pub labels: Vec<(String, String)>,
+    /// Whether review durations carry the trace id of a traced review as an exemplar (when
+    /// traces are exported).
+    pub trace_exemplars: bool,
+}
+
 /// The registry and every metric family kanon exports.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    duration: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    duration: Durations,
     evaluations: Family<PolicyLabels, Counter>,
     patches: Family<PolicyLabels, Counter>,
     rejections: Family<PolicyLabels, Counter>,
@@ -199,21 +236,18 @@ impl Metrics {
     /// [`Metrics::new`], with more families registered by `more` (e.g. the cluster runtime's),
     /// served on the same `/metrics`.
     pub fn with(more: impl FnOnce(&mut Registry)) -> Arc<Self> {
-        Self::labelled(Vec::new(), more)
+        Self::configured(MetricsOptions::default(), more)
     }
 
-    /// [`Metrics::with`], every sample carrying the constant `labels` too (a fleet's
-    /// `cluster="…"`, so that dashboards can merge clusters).
-    pub fn labelled(labels: Vec<(String, String)>, more: impl FnOnce(&mut Registry)) -> Arc<Self> {
+    /// [`Metrics::with`], made as `options` say.
+    pub fn configured(options: MetricsOptions, more: impl FnOnce(&mut Registry)) -> Arc<Self> {
         let mut registry = Registry::with_labels(
-            labels
+            options
+                .labels
                 .into_iter()
                 .map(|(key, value)| (key.into(), value.into())),
         );
         let requests = Family::<RequestLabels, Counter>::default();
-        let duration = Family::<WebhookLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            duration_histogram,
-        );
         let evaluations = Family::<PolicyLabels, Counter>::default();
         let patches = Family::<PolicyLabels, Counter>::default();
         let rejections = Family::<PolicyLabels, Counter>::default();
@@ -234,11 +268,26 @@ impl Metrics {
             "Admission reviews answered, by webhook, operation, kind and result",
             requests.clone(),
         );
-        registry.register(
-            "kanon_admission_duration_seconds",
-            "Time to answer an admission review",
-            duration.clone(),
-        );
+        const DURATION_HELP: &str = "Time to answer an admission review";
+        let duration = if options.trace_exemplars {
+            let family = Family::new_with_constructor(
+                duration_histogram_with_exemplars as fn() -> HistogramWithExemplars<TraceLabels>,
+            );
+            registry.register(
+                "kanon_admission_duration_seconds",
+                DURATION_HELP,
+                family.clone(),
+            );
+            Durations::Exemplars(family)
+        } else {
+            let family = Family::new_with_constructor(duration_histogram as fn() -> Histogram);
+            registry.register(
+                "kanon_admission_duration_seconds",
+                DURATION_HELP,
+                family.clone(),
+            );
+            Durations::Plain(family)
+        };
         registry.register(
             "kanon_policy_evaluations",
             "Times a policy met a request",
@@ -362,11 +411,17 @@ impl Metrics {
             })
             .inc();
         if seconds.is_finite() && seconds >= 0.0 {
-            self.duration
-                .get_or_create(&WebhookLabels {
-                    webhook: webhook_name,
-                })
-                .observe(seconds);
+            let labels = WebhookLabels {
+                webhook: webhook_name,
+            };
+            match &self.duration {
+                Durations::Plain(family) => family.get_or_create(&labels).observe(seconds),
+                Durations::Exemplars(family) => family.get_or_create(&labels).observe(
+                    seconds,
+                    crate::trace::current_trace_id().map(|trace_id| TraceLabels { trace_id }),
+                    None,
+                ),
+            }
         }
         let Outcome::Decided(decision) = &reply.outcome else {
             return;
