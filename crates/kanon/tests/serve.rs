@@ -84,6 +84,10 @@ impl Server {
     fn post_within(&self, path: &str, file: &Path, timeout: &str) -> (String, serde_json::Value) {
         let data = format!("@{}", file.display());
         let out = curl(&[
+            // Longer than any review's timeout here (the last `--max-time` counts): kanon, not
+            // curl, must be what ends a slow review.
+            "--max-time",
+            "40",
             "--cacert",
             &self.ca,
             "-H",
@@ -808,6 +812,14 @@ fn every_bound_hit_at_once_stays_within_the_charts_memory_limit() {
             &serving.body_buffer_mib.to_string(),
             "--max-connections",
             &serving.max_connections.to_string(),
+            // Every review traced, to a collector that is not there: the spans wait in the
+            // export queue, which holds at most its 2,048, and the rest are dropped.
+            "--otlp-endpoint",
+            "http://127.0.0.1:9",
+            "--otlp-protocol",
+            "http/protobuf",
+            "--trace-sampling-ratio",
+            "1",
         ],
     );
     let pid = server.child.id();
@@ -816,7 +828,9 @@ fn every_bound_hit_at_once_stays_within_the_charts_memory_limit() {
     let idle = status_kib(pid, "VmRSS");
     let bound = serving.body_buffer_mib * MIB
         + serving.max_concurrent_reviews * 2 * serving.max_review_memory_mib * MIB
-        + serving.max_connections * 64;
+        + serving.max_connections * 64
+        // The span export queue: 2,048 spans of a few hundred bytes each, and a batch in flight.
+        + 4 * MIB;
 
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let running = |stop: &Arc<std::sync::atomic::AtomicBool>| {
