@@ -11,7 +11,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanExporter as _, Tracer};
 
 use super::queue::{QueueSettings, SpanQueue, TraceMetrics};
-use super::sampling::ReviewSampling;
+use super::sampling::{ReviewSampling, SamplingError};
 
 /// The OTLP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,14 +41,9 @@ pub enum ExportError {
         "OTLP protocol `{0}` is not one kanon exports with: use `grpc` or `http/protobuf` (`http/json` is not supported)"
     )]
     Protocol(String),
-    /// A sampling ratio outside 0..=1, or not a number.
-    #[error("trace sampling ratio {0} is not a number between 0 and 1")]
-    Ratio(String),
-    /// An `OTEL_TRACES_SAMPLER` kanon does not implement.
-    #[error(
-        "OTEL_TRACES_SAMPLER={0} is not a sampler kanon implements: use always_on, always_off, traceidratio or their parentbased_ forms"
-    )]
-    Sampler(String),
+    /// The sampling asked for (a ratio, `OTEL_TRACES_SAMPLER`).
+    #[error(transparent)]
+    Sampling(#[from] SamplingError),
     /// A number in an `OTEL_*` variable that is not one.
     #[error("{variable}={value}: not a number")]
     Number {

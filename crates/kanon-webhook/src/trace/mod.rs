@@ -19,7 +19,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 pub use export::{ExportError, Protocol, TraceSettings, Tracing};
 pub use queue::{QueueSettings, SpanQueue, TraceMetrics};
-pub use sampling::ReviewSampling;
+pub use sampling::{ReviewSampling, SamplingError};
 
 /// The `tracing` target of the spans exported as traces (the engine's too: a policy's run is
 /// a child of its review's span).

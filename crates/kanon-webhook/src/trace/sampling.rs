@@ -11,7 +11,21 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 
 use hyper::HeaderMap;
 
-use super::export::{Env, ExportError};
+/// Reads an environment variable (a seam for tests).
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Why the sampling asked for cannot be done.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplingError {
+    /// A sampling ratio outside 0..=1, or not a number.
+    #[error("trace sampling ratio {0} is not a number between 0 and 1")]
+    Ratio(String),
+    /// An `OTEL_TRACES_SAMPLER` kanon does not implement.
+    #[error(
+        "OTEL_TRACES_SAMPLER={0} is not a sampler kanon implements: use always_on, always_off, traceidratio or their parentbased_ forms"
+    )]
+    Sampler(String),
+}
 
 /// How reviews are chosen for tracing, as OpenTelemetry's samplers choose
 /// (`OTEL_TRACES_SAMPLER`): a ratio for reviews without a trace context, and whether a caller's
@@ -37,7 +51,7 @@ impl Default for ReviewSampling {
 
 impl ReviewSampling {
     /// A caller's sampled flag decides; reviews without one are traced at `ratio` (0 to 1).
-    pub fn parent_based(ratio: f64) -> Result<Self, ExportError> {
+    pub fn parent_based(ratio: f64) -> Result<Self, SamplingError> {
         Ok(ReviewSampling {
             below: threshold(ratio)?,
             follow_parent: true,
@@ -47,17 +61,17 @@ impl ReviewSampling {
     /// The sampler `OTEL_TRACES_SAMPLER` (and `OTEL_TRACES_SAMPLER_ARG`, the ratio) name, as
     /// OpenTelemetry's SDKs read them; the default when unset. A sampler kanon does not
     /// implement (`jaeger_remote`, `xray`) is an error, not a silent default.
-    pub fn from_env(env: Env<'_>) -> Result<Self, ExportError> {
+    pub fn from_env(env: Env<'_>) -> Result<Self, SamplingError> {
         let Some(name) = env("OTEL_TRACES_SAMPLER") else {
             return Ok(ReviewSampling::default());
         };
-        let ratio = || -> Result<f64, ExportError> {
+        let ratio = || -> Result<f64, SamplingError> {
             match env("OTEL_TRACES_SAMPLER_ARG") {
                 None => Ok(1.0),
                 Some(text) => text
                     .trim()
                     .parse::<f64>()
-                    .map_err(|_| ExportError::Ratio(text.clone())),
+                    .map_err(|_| SamplingError::Ratio(text.clone())),
             }
         };
         let (below, follow_parent) = match name.trim() {
@@ -67,7 +81,7 @@ impl ReviewSampling {
             "parentbased_always_on" => (None, true),
             "parentbased_always_off" => (Some(0), true),
             "parentbased_traceidratio" => (threshold(ratio()?)?, true),
-            other => return Err(ExportError::Sampler(other.to_owned())),
+            other => return Err(SamplingError::Sampler(other.to_owned())),
         };
         Ok(ReviewSampling {
             below,
@@ -94,9 +108,9 @@ impl ReviewSampling {
 }
 
 /// The draw a ratio is compared with: `None` for 1 (always), out of 2^64 otherwise.
-fn threshold(ratio: f64) -> Result<Option<u64>, ExportError> {
+fn threshold(ratio: f64) -> Result<Option<u64>, SamplingError> {
     if !(0.0..=1.0).contains(&ratio) {
-        return Err(ExportError::Ratio(ratio.to_string()));
+        return Err(SamplingError::Ratio(ratio.to_string()));
     }
     Ok((ratio < 1.0).then_some((ratio * u64::MAX as f64) as u64))
 }
@@ -216,11 +230,11 @@ mod tests {
         assert_eq!(ratio, ReviewSampling::parent_based(0.0).unwrap());
 
         let unknown = ReviewSampling::from_env(&env_of(&[("OTEL_TRACES_SAMPLER", "xray")]));
-        assert!(matches!(unknown, Err(ExportError::Sampler(s)) if s == "xray"));
+        assert!(matches!(unknown, Err(SamplingError::Sampler(s)) if s == "xray"));
         let bad = ReviewSampling::from_env(&env_of(&[
             ("OTEL_TRACES_SAMPLER", "traceidratio"),
             ("OTEL_TRACES_SAMPLER_ARG", "half"),
         ]));
-        assert!(matches!(bad, Err(ExportError::Ratio(_))));
+        assert!(matches!(bad, Err(SamplingError::Ratio(_))));
     }
 }
