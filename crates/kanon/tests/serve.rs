@@ -1,16 +1,13 @@
 //! `kanon serve --policies DIR` end to end: the binary, real TLS, curl as the client.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// A loopback port no other test of this binary is given (the kit's).
+fn port() -> u16 {
+    kanon_control_plane::kanon::free_port().expect("a free port")
 }
 
 fn curl(args: &[&str]) -> Output {
@@ -34,7 +31,7 @@ impl Server {
     }
 
     fn start_with(policies: &Path, certs: &Path, extra: &[&str]) -> Server {
-        let (https, metrics) = (free_port(), free_port());
+        let (https, metrics) = (port(), port());
         let child = Command::new(env!("CARGO_BIN_EXE_kanon"))
             .args(["serve", "--policies"])
             .arg(policies)
@@ -385,8 +382,8 @@ fn serve_until_exit(policies: &Path, certs: &Path, extra: &[&str]) -> (Option<i3
         .arg(policies)
         .arg("--cert-dir")
         .arg(certs)
-        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
-        .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())])
+        .args(["--listen", &format!("127.0.0.1:{}", port())])
+        .args(["--metrics-listen", &format!("127.0.0.1:{}", port())])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

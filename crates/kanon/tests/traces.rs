@@ -15,11 +15,9 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use prost::Message;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// A loopback port no other test of this binary is given (the kit's).
+fn port() -> u16 {
+    kanon_control_plane::kanon::free_port().expect("a free port")
 }
 
 fn curl(args: &[&str]) -> Output {
@@ -233,7 +231,7 @@ impl Serving {
         let namespace = "apiVersion: v1\nkind: Namespace\nmetadata: {name: default, labels: {kubernetes.io/metadata.name: default}}\n";
         std::fs::write(&objects, namespace).expect("the Namespace");
         let certs = dir.path().join("certs");
-        let (https, metrics) = (free_port(), free_port());
+        let (https, metrics) = (port(), port());
         let child = Command::new(env!("CARGO_BIN_EXE_kanon"))
             .args(["serve", "--policies"])
             .arg(&policies)
@@ -437,7 +435,7 @@ fn a_reviews_span_is_the_child_of_the_callers_and_names_the_request() {
 #[test]
 fn a_collector_that_is_gone_costs_spans_not_answers() {
     // Nothing listens there; one span waits at most, each export is tried alone.
-    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    let endpoint = format!("http://127.0.0.1:{}", port());
     let serving = Serving::start(
         &[
             "--otlp-endpoint",
