@@ -222,7 +222,7 @@ fn merge_untyped(lhs: Option<&Value>, rhs: Option<&Value>) -> Option<Value> {
 /// one, is left out of the key; an item with no key field at all cannot be told apart.
 fn item_key(schema: &Schema, list: &List, item: &Value) -> Result<String, String> {
     let Some(ListType::Map(keys)) = &list.list_type else {
-        return Ok(format!("[={item}]"));
+        return Ok(format!("[={}]", go_format::key_text(item)));
     };
     let fields = match item {
         Value::Object(fields) => fields,
@@ -248,7 +248,7 @@ fn item_key(schema: &Schema, list: &List, item: &Value) -> Result<String, String
             // cannot write as a key value.
             match value {
                 Value::Null => parts.push(format!("{key}={{{{undefined}}}}")),
-                value => parts.push(format!("{key}={value}")),
+                value => parts.push(format!("{key}={}", go_format::key_text(&value))),
             }
         }
     }
