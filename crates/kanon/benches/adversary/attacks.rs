@@ -16,8 +16,9 @@ use tokio::time::{Instant, sleep, sleep_until, timeout, timeout_at};
 use crate::ctx::{Ctx, secs};
 use crate::http::{Response, Stream, answer_text, exchange, get, tcp_connect, tls_handshake};
 use crate::kanon::stderr_lines;
+use crate::percentile::percentile;
 use crate::sampler::kanon_side_open;
-use crate::{Attack, FD_LIMIT, MAX_BODY, STALLED_SENT, percentile};
+use crate::{Attack, FD_LIMIT, MAX_BODY, STALLED_SENT};
 
 /// A connection held open by an attack.
 struct HoldSpec {

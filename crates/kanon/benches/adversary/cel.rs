@@ -43,7 +43,8 @@ use tokio::time::{Instant, timeout_at};
 
 use crate::ctx::{Ctx, secs};
 use crate::http::exchange;
-use crate::{Attack, ms, percentile};
+use crate::percentile::percentile;
+use crate::{Attack, ms};
 
 /// Concurrent clients sending the labelled review: four times the default slots on 2 CPUs.
 const CLIENTS: usize = 16;

@@ -56,11 +56,14 @@ mod ctx;
 mod http;
 mod kanon;
 mod legit;
+#[path = "../common/percentile.rs"]
+mod percentile;
 mod reviews;
 mod sampler;
 #[path = "../common/tls.rs"]
 mod tls;
 
+use percentile::percentile;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -330,15 +333,6 @@ fn raise_descriptor_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-}
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 fn ms(d: Duration) -> String {

@@ -24,6 +24,10 @@
 //! Run: `cargo bench -p kanon --bench events` (about 3 minutes). Environment:
 //! `KANON_EVENTS_DENIALS` (default 10000), `KANON_EVENTS_CLIENTS` (default 8).
 
+#[path = "../common/percentile.rs"]
+mod percentile;
+
+use percentile::percentile;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -138,14 +142,6 @@ fn creates(
     }
     out.latencies.sort();
     out
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 fn ms(d: Duration) -> String {

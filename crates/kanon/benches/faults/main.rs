@@ -59,6 +59,10 @@ mod report;
 mod soak;
 mod world;
 
+#[path = "../common/percentile.rs"]
+mod percentile;
+
+use percentile::percentile;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
@@ -153,15 +157,6 @@ fn offset(origin: Instant, at: Instant) -> String {
     } else {
         format!("-{:.2} s", (origin - at).as_secs_f64())
     }
-}
-
-/// Nearest-rank percentile.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 fn sleep(d: Duration) {
