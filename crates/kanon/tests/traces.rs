@@ -273,6 +273,20 @@ impl Serving {
         panic!("kanon serve did not become ready");
     }
 
+    /// [`Serving::start`] exporting to `collector` over OTLP/HTTP, each span within 50 ms,
+    /// with `extra` flags.
+    fn exporting_to(collector: &Collector, extra: &[&str]) -> Serving {
+        let endpoint = format!("http://127.0.0.1:{}", collector.port);
+        let mut args = vec![
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-protocol",
+            "http/protobuf",
+        ];
+        args.extend_from_slice(extra);
+        Serving::start(&args, &[("OTEL_BSP_SCHEDULE_DELAY", "50")])
+    }
+
     /// POSTs the Pod-create review to `/mutate` with `headers`: the HTTP status.
     fn review(&self, headers: &[&str]) -> String {
         self.review_at("/mutate", headers)
@@ -329,18 +343,7 @@ const PARENT_SPAN: &str = "b7ad6b7169203331";
 #[test]
 fn a_reviews_span_is_the_child_of_the_callers_and_names_the_request() {
     let collector = Collector::start();
-    let endpoint = format!("http://127.0.0.1:{}", collector.port);
-    let serving = Serving::start(
-        &[
-            "--otlp-endpoint",
-            &endpoint,
-            "--otlp-protocol",
-            "http/protobuf",
-            "--cluster-name",
-            "test-cluster",
-        ],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
-    );
+    let serving = Serving::exporting_to(&collector, &["--cluster-name", "test-cluster"]);
     let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
     assert_eq!(serving.review(&[&traceparent]), "200");
     let span = collector.wait_for(|s| s.trace_id == TRACE_ID && s.kind == 2);
@@ -487,18 +490,7 @@ fn a_protocol_kanon_does_not_export_with_is_refused() {
 #[test]
 fn a_review_left_out_by_the_ratio_makes_no_span_at_all() {
     let collector = Collector::start();
-    let endpoint = format!("http://127.0.0.1:{}", collector.port);
-    let serving = Serving::start(
-        &[
-            "--otlp-endpoint",
-            &endpoint,
-            "--otlp-protocol",
-            "http/protobuf",
-            "--trace-sampling-ratio",
-            "0",
-        ],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
-    );
+    let serving = Serving::exporting_to(&collector, &["--trace-sampling-ratio", "0"]);
     // Reviews without a context (their lookups of the Namespace and their programs included)
     // leave nothing, while one whose caller samples it is traced whole.
     for path in ["/mutate", "/validate", "/mutate"] {
@@ -520,18 +512,7 @@ fn a_review_left_out_by_the_ratio_makes_no_span_at_all() {
 #[test]
 fn a_sandboxed_programs_run_is_a_span_beneath_its_policys() {
     let collector = Collector::start();
-    let endpoint = format!("http://127.0.0.1:{}", collector.port);
-    let serving = Serving::start(
-        &[
-            "--otlp-endpoint",
-            &endpoint,
-            "--otlp-protocol",
-            "http/protobuf",
-            "--program-workers",
-            "1",
-        ],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
-    );
+    let serving = Serving::exporting_to(&collector, &["--program-workers", "1"]);
     let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
     assert_eq!(serving.review_at("/validate", &[&traceparent]), "200");
     let policy = collector
@@ -556,20 +537,9 @@ fn a_sandboxed_programs_run_is_a_span_beneath_its_policys() {
 #[test]
 fn each_denial_warning_and_audit_finding_is_a_decision_log_line_with_the_trace_id() {
     let collector = Collector::start();
-    let endpoint = format!("http://127.0.0.1:{}", collector.port);
     let log = tempfile::NamedTempFile::new().expect("a log file");
     let path = log.path().display().to_string();
-    let serving = Serving::start(
-        &[
-            "--otlp-endpoint",
-            &endpoint,
-            "--otlp-protocol",
-            "http/protobuf",
-            "--decision-log",
-            &path,
-        ],
-        &[("OTEL_BSP_SCHEDULE_DELAY", "50")],
-    );
+    let serving = Serving::exporting_to(&collector, &["--decision-log", &path]);
     let traceparent = format!("traceparent: 00-{TRACE_ID}-{PARENT_SPAN}-01");
     assert_eq!(serving.review_at("/validate", &[&traceparent]), "200");
     // A review that finds nothing to say leaves no line.

@@ -244,15 +244,7 @@ fn queue_settings(env: Env<'_>) -> Result<QueueSettings, ExportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |key| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    }
+    use crate::trace::env_of;
 
     #[test]
     fn the_endpoint_comes_from_the_flag_then_the_variables_as_the_specification_says() {

@@ -135,3 +135,14 @@ impl Extractor for HeaderExtractor<'_> {
         self.0.keys().map(|name| name.as_str()).collect()
     }
 }
+
+/// An environment of fixed `pairs`, for the tests of what `OTEL_*` variables say.
+#[cfg(test)]
+fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |key| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| (*v).to_owned())
+    }
+}

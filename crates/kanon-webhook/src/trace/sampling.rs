@@ -157,6 +157,7 @@ fn draw() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::env_of;
     use hyper::header::HeaderValue;
 
     fn headers(traceparent: Option<&'static str>) -> HeaderMap {
@@ -169,15 +170,6 @@ mod tests {
 
     const SAMPLED: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const UNSAMPLED: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
-
-    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |key| {
-            pairs
-                .iter()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    }
 
     #[test]
     fn a_callers_flag_decides_and_a_ratio_chooses_among_the_rest() {
