@@ -59,9 +59,15 @@ impl DecisionObservers {
         self.0.iter()
     }
 
-    /// Tells every observer what `decision` found of `request` in `webhook`.
+    /// Tells every observer what `decision` found of `request` in `webhook`, when it found
+    /// something to say (a denial, a warning, an audit annotation): what allows without a word
+    /// is of no observer's concern, and costs the review nothing here.
     pub fn notify(&self, request: &Request, webhook: WebhookKind, decision: &Decision) {
-        if self.0.is_empty() {
+        if self.0.is_empty()
+            || (decision.messages.is_empty()
+                && decision.warnings.is_empty()
+                && decision.audit_annotations.is_empty())
+        {
             return;
         }
         let trace_id = crate::trace::current_trace_id();
@@ -149,6 +155,14 @@ mod tests {
         observers.notify(&request, WebhookKind::Validating, &decision);
         assert_eq!(*first.0.lock().unwrap(), vec![(false, 1)]);
         assert_eq!(*second.0.lock().unwrap(), vec![(false, 1)]);
+        // An allowance without a word is no one's concern.
+        let silent = Decision {
+            allowed: true,
+            messages: vec![],
+            ..decision.clone()
+        };
+        observers.notify(&request, WebhookKind::Validating, &silent);
+        assert_eq!(first.0.lock().unwrap().len(), 1);
 
         assert_eq!(observers, observers.clone());
         let mut other = DecisionObservers::new();
