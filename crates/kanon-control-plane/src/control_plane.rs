@@ -1,12 +1,10 @@
 //! A running etcd + kube-apiserver (+ kube-controller-manager) on 127.0.0.1.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
-use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,6 +13,7 @@ use base64::Engine as _;
 
 use crate::logs::tail_lines;
 use crate::pki::{self, ADMIN_USER, Pki};
+use crate::ports::free_port;
 use crate::process::{self, Lifetime, STOP_GRACE};
 use crate::toolchain::Toolchain;
 
@@ -87,31 +86,11 @@ struct Ports {
 }
 
 impl Ports {
-    /// Free ports: bound (with port 0, so the kernel picks them) all at once so they differ,
-    /// then released for the processes to bind. A process-wide record keeps two control planes
-    /// of one test run from ever being handed the same port, even one whose apiserver is
-    /// stopped for a moment; another process could still take one in the short gap, which the
-    /// kernel's randomized choice makes unlikely.
+    /// Three free ports, from the one record of ports handed out in this process
+    /// ([`free_port`]): two control planes of one test run never share a port, even one whose
+    /// apiserver is stopped for a moment.
     fn pick() -> Result<Ports> {
-        static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-        let mut listeners = Vec::new();
-        let mut ports = Vec::new();
-        while ports.len() < 3 {
-            if listeners.len() >= 64 {
-                bail!("found no three free loopback ports");
-            }
-            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                .context("binding a free port on 127.0.0.1")?;
-            let port = listener
-                .local_addr()
-                .context("reading a bound port")?
-                .port();
-            if handed_out.insert(port) {
-                ports.push(port);
-            }
-            listeners.push(listener);
-        }
+        let ports = [free_port()?, free_port()?, free_port()?];
         Ok(Ports {
             etcd_client: ports[0],
             etcd_peer: ports[1],

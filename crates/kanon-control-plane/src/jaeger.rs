@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::logs::tail_lines;
+use crate::ports::free_port;
 use crate::process::{Lifetime, STOP_GRACE, spawn, stop_child};
 
 /// A running Jaeger: OTLP receivers (gRPC and HTTP) and the query API, all on 127.0.0.1.
@@ -35,7 +36,8 @@ impl Jaeger {
             .prefix("kanon-jaeger-")
             .tempdir()
             .context("creating Jaeger's temporary directory")?;
-        let [otlp_grpc, otlp_http, query_http, query_grpc] = free_ports()?;
+        let [otlp_grpc, otlp_http, query_http, query_grpc] =
+            [free_port()?, free_port()?, free_port()?, free_port()?];
         let config = dir.path().join("config.yaml");
         fs::write(
             &config,
@@ -185,24 +187,6 @@ exporters:
     trace_storage: memory_store
 "
     )
-}
-
-/// Four distinct free loopback ports, held together while chosen so that they differ.
-fn free_ports() -> Result<[u16; 4]> {
-    let mut listeners = Vec::new();
-    for _ in 0..4 {
-        listeners.push(
-            TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a free loopback port")?,
-        );
-    }
-    let mut ports = [0; 4];
-    for (port, listener) in ports.iter_mut().zip(&listeners) {
-        *port = listener
-            .local_addr()
-            .context("reading a bound port")?
-            .port();
-    }
-    Ok(ports)
 }
 
 /// A plain HTTP/1.0 GET (the query API is plain HTTP on loopback; 1.0 so that the body is not

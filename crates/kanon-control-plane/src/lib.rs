@@ -52,6 +52,7 @@ mod jaeger;
 pub mod kanon;
 mod logs;
 mod pki;
+mod ports;
 mod process;
 mod toolchain;
 

@@ -32,11 +32,8 @@
 mod cluster;
 mod process;
 
-use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
@@ -54,25 +51,7 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on now, and that no earlier call in this
-/// process handed out: tests running side by side each get ports of their own (another process
-/// could still take one in the gap before it is bound, which the kernel's random choice makes
-/// unlikely).
-pub fn free_port() -> Result<u16> {
-    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
-    // Held until a new port is found, so the kernel cannot offer the same one twice.
-    let mut held = Vec::new();
-    for _ in 0..64 {
-        let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
-        let port = listener.local_addr()?.port();
-        if handed_out.insert(port) {
-            return Ok(port);
-        }
-        held.push(listener);
-    }
-    anyhow::bail!("found no loopback port not handed out before in 64 tries")
-}
+pub use crate::ports::free_port;
 
 /// stdout and stderr of a finished command, for messages.
 pub fn output_text(out: &Output) -> String {
