@@ -694,6 +694,7 @@ async fn run_override(
         .filter(|(i, r)| !exemption.exempts_rule(r.name.as_deref(), *i))
     {
         for step in rule.parts() {
+            scope.evaluation.pause_point().await;
             applied += language::apply(step, scope, working, changes).await?;
         }
     }
@@ -734,6 +735,7 @@ async fn run_validate(
         .filter(|(i, r)| !exemption.exempts_rule(r.name.as_deref(), *i))
     {
         for step in rule.parts() {
+            scope.evaluation.pause_point().await;
             let verdict = language::verdict(step, scope, object).await?;
             warnings.extend(verdict.warnings);
             annotations.extend(verdict.audit_annotations);
@@ -1014,6 +1016,7 @@ impl<'a> Overriding<'_, 'a> {
         {
             let view = request.view(working);
             for policy in candidates {
+                evaluation.pause_point().await;
                 let applies =
                     applies(policy, &view, request, evaluation, &mut *self.namespaces).await;
                 let exemption = match applies {
@@ -1033,6 +1036,7 @@ impl<'a> Overriding<'_, 'a> {
         }
         let decision = &mut *self.decision;
         for (policy, applies, exemption) in selected {
+            evaluation.pause_point().await;
             if !decision.settle(policy, applies, evaluation, within) {
                 continue;
             }
@@ -1246,6 +1250,7 @@ impl<'a> Judging<'_, 'a> {
         let view = request.view(subject);
         let decision = &mut *self.decision;
         for policy in candidates {
+            evaluation.pause_point().await;
             if !decision
                 .runs(policy, &view, request, evaluation, self.namespaces, within)
                 .await

@@ -89,7 +89,7 @@ pub use exception::{
 // One request: what it is, how it is evaluated, what comes of it.
 pub use admission_plugins::{TOKEN_VOLUME, apply_admission_plugins};
 pub use decision::{AppliedException, Decision, PolicyOutcome, PolicyResult, StatusReason};
-pub use evaluation::Evaluation;
+pub use evaluation::{Evaluation, Pause};
 pub use finding::Finding;
 pub use owners::{DEFAULT_CONTROLLERS, OwnerTrust, made_from};
 pub use request::{Deadline, Request, RequestError, parse_operation};

@@ -880,3 +880,57 @@ fn policies_not_run_by_the_deadline_fail_under_their_own_failure_policy() {
     let d = kanon_engine::block_on(set.mutate(&create(&object), &kanon_engine::NoObjects));
     assert!(d.allowed && d.applied_policies.len() == 3, "{d:?}");
 }
+
+/// Polls `future` to its end with a waker that does nothing: how many times it was pending, and
+/// its output.
+fn poll_counting<F: std::future::Future>(future: F) -> (usize, F::Output) {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut pending = 0;
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(output) => return (pending, output),
+            std::task::Poll::Pending => pending += 1,
+        }
+    }
+}
+
+#[test]
+fn an_evaluation_pauses_where_its_caller_asks_and_decides_the_same() {
+    use kanon_engine::{Evaluation, Pause};
+    let set = set_of(&[
+        cop(
+            "a",
+            json!({"overrideRules": [plaintext_rule(json!([{"op": "add", "path": "/metadata/labels/a", "value": "1"}]))]}),
+        ),
+        cop(
+            "b",
+            json!({"overrideRules": [
+                plaintext_rule(json!([{"op": "add", "path": "/metadata/labels/b", "value": "1"}])),
+                plaintext_rule(json!([{"op": "add", "path": "/metadata/labels/c", "value": "1"}])),
+            ]}),
+        ),
+        cvp(
+            "d",
+            json!({"validateRules": [{"cel": {"validations": [{"expression": "object.metadata.name == 'p'"}]}}]}),
+        ),
+    ]);
+    let object = pod("default", "p", json!({"app": "web"}));
+    let request = create(&object);
+    let review = |pause: Option<Pause>| {
+        let evaluation = Evaluation::new(&NoObjects).with_pause(pause);
+        poll_counting(set.review_in(&request, &evaluation))
+    };
+    let (never, unpaused) = review(Some(Pause::new(|| false)));
+    let (none, plain) = review(None);
+    let (always, paused) = review(Some(Pause::new(|| true)));
+    assert_eq!((never, none), (0, 0), "no pause asked, none taken");
+    // Before each policy is selected and run, and before each of their steps.
+    assert!(always >= 3 + 3 + 3, "{always} pauses");
+    assert_eq!(format!("{unpaused:?}"), format!("{plain:?}"));
+    assert_eq!(format!("{paused:?}"), format!("{plain:?}"));
+    assert!(
+        plain.allowed && plain.applied_policies.len() == 3,
+        "{plain:?}"
+    );
+}

@@ -3,8 +3,10 @@
 //! programs run, and when the caller stops waiting ([`Evaluation`]); and where one policy's rules
 //! run on one request (`Scope`).
 
+mod pause;
 mod scope;
 
+pub use pause::Pause;
 pub(crate) use scope::{NamespaceLabels, Scope};
 
 use crate::host::ProgramHost;
@@ -21,6 +23,7 @@ pub struct Evaluation<'a> {
     lookup: &'a dyn Lookup,
     programs: Option<&'a dyn ProgramHost>,
     deadline: Option<Deadline>,
+    pause: Option<Pause>,
     now: Option<i64>,
     owner_trust: OwnerTrust,
 }
@@ -32,6 +35,7 @@ impl<'a> Evaluation<'a> {
             lookup,
             programs: None,
             deadline: None,
+            pause: None,
             now: None,
             owner_trust: OwnerTrust::default(),
         }
@@ -48,6 +52,13 @@ impl<'a> Evaluation<'a> {
     /// failure policy. `None`: no deadline.
     pub fn with_deadline(mut self, deadline: Option<Deadline>) -> Self {
         self.deadline = deadline;
+        self
+    }
+
+    /// Asks `pause`, between policies and between a policy's steps, whether to let the
+    /// caller's executor run something else for a moment ([`Pause`]). `None`: never paused.
+    pub fn with_pause(mut self, pause: Option<Pause>) -> Self {
+        self.pause = pause;
         self
     }
 
@@ -84,6 +95,13 @@ impl<'a> Evaluation<'a> {
     /// Where hand-written programs run; `None`: in the calling thread.
     pub fn programs(&self) -> Option<&'a dyn ProgramHost> {
         self.programs
+    }
+
+    /// Pauses once if the caller's [`Pause`] says so (see [`Evaluation::with_pause`]).
+    pub(crate) async fn pause_point(&self) {
+        if self.pause.as_ref().is_some_and(Pause::due) {
+            pause::YieldOnce::new().await;
+        }
     }
 
     /// Whether the deadline (if any) has passed.

@@ -1,8 +1,10 @@
 //! What the reviews of each flow (a namespace; see [`crate::slot`]) have cost lately: the CPU
 //! time of their evaluations, averaged over the flow's last few reviews. A flow whose reviews
-//! cost more than a threshold each (the server's `costly_review_cpu`; the chart's 10 ms) is
-//! *costly*, and the pool evaluates its next reviews at the idle priority, so that a tenant's
-//! costly policies compute on what the other namespaces' reviews leave of the cores.
+//! cost more than a book's threshold each is *costly* in that book. The evaluation pool keeps
+//! two: flows costly past its inline share (1 ms) start their reviews on the pool rather than on
+//! a worker; flows costly past the server's `costly_review_cpu` (the chart's 10 ms) compute in
+//! the idle class, so that a tenant's costly policies compute on what the other namespaces'
+//! reviews leave of the cores.
 //!
 //! Only flows that have been costly are remembered (at most [`MAX_FLOWS`]): a flow's record goes
 //! once its average falls under half the threshold, so the book stays small whatever the number

@@ -20,10 +20,12 @@
 //!   share up to one that is waiting, [`body`]), what a body's JSON takes once read up to
 //!   `review_budget` ([`crate::budget`]), and `max_concurrent_reviews` reviews read and
 //!   evaluated at once;
-//! - CPU: reviews are evaluated on threads of their own at a lower priority ([`pool`]), never
-//!   on the runtime's workers that accept connections, complete handshakes and read bodies, and
-//!   (with `costly_review_cpu`) the reviews of a namespace whose recent reviews were costly in
-//!   the idle class ([`cost`]); a
+//! - CPU: a review is evaluated on the worker that read it for at most a millisecond, the rest
+//!   (and all of a large review, or of a namespace whose reviews took longer) on threads of
+//!   their own at a lower priority ([`pool`]), so the runtime's workers go on accepting
+//!   connections, completing handshakes and reading bodies; with `costly_review_cpu`, the
+//!   reviews of a namespace whose recent reviews were costly run in the idle class
+//!   ([`cost`]); a
 //!   review no policy may select is answered without evaluation ([`crate::triage`]); the
 //!   evaluation slots are shared between namespaces in turn, one taking at most half
 //!   ([`crate::slot`]), so one tenant's costly policies slow only the reviews they select.

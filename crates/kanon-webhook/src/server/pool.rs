@@ -1,14 +1,26 @@
-//! The evaluation pool: the threads reviews are evaluated on, apart from the runtime's workers.
+//! Where reviews are evaluated: on the runtime's worker while they are cheap, on the threads of
+//! the evaluation pool once they prove costly.
 //!
 //! The runtime's workers accept connections, complete TLS handshakes, read bodies, answer
-//! reviews that need no evaluation ([`crate::triage`]) and write answers; a review's evaluation
-//! (its JSON read, its policies run: CEL, templates, the engine's own work) runs on a thread of
-//! this pool, one review per thread, driven by the runtime for its lookups and timers. However
-//! long a tenant's policies compute, the workers go on doing I/O: the kernel shares the cores
-//! between the pool's threads and the workers, and the pool's threads run at a lower priority
-//! ([`priority::EVALUATION_NICE`]). How many reviews compute at once is bounded by the
-//! evaluation slots ([`crate::slot`]); a review waiting on a lookup keeps its thread but gives
-//! its slot back.
+//! reviews that need no evaluation ([`crate::triage`]) and write answers. Most reviews' whole
+//! evaluation (their JSON read, their policies run) takes tens of microseconds, less than
+//! handing them to another thread and back would (two wake-ups of a sleeping thread, each a
+//! trip through the scheduler and, on a virtual machine, an interrupt between cores: measured at
+//! ~100 µs of CPU per review, two thirds of the request path's cost). So a review's evaluation
+//! is first polled on the worker that read it, for at most [`INLINE_SHARE`] of its time: the
+//! engine asks, between policies and between a policy's steps, whether that share is used up
+//! ([`pause`]), and if so yields, and the rest of the evaluation moves to a thread of the pool.
+//! A review whose body is large ([`INLINE_BODY_MAX`]) — its JSON read alone would take the
+//! share — and the reviews of a namespace whose recent reviews took longer than the share
+//! ([`cost`]) start on the pool. So however long a tenant's policies compute, the workers go
+//! on doing I/O: at most one share, plus what one policy step computes before its next pause,
+//! of a first costly review is taken from them.
+//!
+//! On the pool, one review per thread, driven by the runtime for its lookups and timers, the
+//! kernel shares the cores between the pool's threads and the workers, and the pool's threads
+//! run at a lower priority ([`priority::EVALUATION_NICE`]). How many reviews compute at once is
+//! bounded by the evaluation slots ([`crate::slot`]); a review waiting on a lookup keeps its
+//! thread but gives its slot back.
 //!
 //! A nicer thread still gets its time slice once it runs, and on a busy machine those slices
 //! showed in other namespaces' tails. So, when the server is given a threshold, the reviews of
@@ -19,10 +31,14 @@
 //! with other programs (a laptop, a test beside kube-apiserver), a costly flow's reviews would
 //! wait for those programs too, which is why it is off unless asked for.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io;
-use std::time::Duration;
+use std::pin::pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
+use kanon_engine::Pause;
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinError;
 
@@ -32,10 +48,54 @@ use super::priority;
 /// How long an idle thread of the pool is kept for the next review.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
+/// How long a review's evaluation may run on the worker that read it before the rest moves to
+/// the pool: several times what a review of ten matching policies costs, and short enough that
+/// the connections it delays do not notice.
+pub(super) const INLINE_SHARE: Duration = Duration::from_millis(1);
+
+/// The largest body whose review starts on the worker: reading a larger one's JSON alone would
+/// take more than [`INLINE_SHARE`], and the engine cannot pause within it.
+pub(super) const INLINE_BODY_MAX: usize = 128 * 1024;
+
+thread_local! {
+    /// While a worker polls an evaluation: when the evaluation's share of the worker ends.
+    static INLINE_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// The engine's [`Pause`] for the reviews of this server: due once an evaluation polled on a
+/// worker has used its [`INLINE_SHARE`]; never on a thread of the pool.
+pub(super) fn pause() -> Pause {
+    Pause::new(share_used)
+}
+
+/// Whether the evaluation being polled on this thread has used its share of a worker.
+fn share_used() -> bool {
+    INLINE_UNTIL
+        .get()
+        .is_some_and(|until| Instant::now() >= until)
+}
+
+/// Sets [`INLINE_UNTIL`] for one poll, and puts back what was there however the poll ends.
+struct InlineShare(Option<Instant>);
+
+impl InlineShare {
+    fn begin(until: Instant) -> Self {
+        InlineShare(INLINE_UNTIL.replace(Some(until)))
+    }
+}
+
+impl Drop for InlineShare {
+    fn drop(&mut self) {
+        INLINE_UNTIL.set(self.0);
+    }
+}
+
 /// Threads of their own for evaluations (see the module's doc).
 pub(super) struct EvaluationPool {
     /// A runtime used only for its pool of blocking threads; `None` once shut down.
     threads: Option<Runtime>,
+    /// The flows whose recent reviews took longer than [`INLINE_SHARE`]: they start on the pool.
+    long: Costs,
     /// The threads of costly flows, and what flows cost, when asked for.
     costly: Option<Costly>,
 }
@@ -76,52 +136,102 @@ impl EvaluationPool {
         };
         Ok(EvaluationPool {
             threads: Some(threads("kanon-evaluation", priority::lower)?),
+            long: Costs::new(INLINE_SHARE),
             costly,
         })
     }
 
-    /// Runs `future`, a review of `flow`, to its end on a thread of the pool, its I/O and
-    /// timers driven by `io` (the runtime of the workers), and (when costly flows are told
-    /// apart) records its CPU time for the flow.
+    /// Runs `future`, the evaluation of a review of `flow` whose body had `body_bytes`, to its
+    /// end: on the calling worker for its first [`INLINE_SHARE`], the rest on a thread of the
+    /// pool, its I/O and timers driven by `io` (the runtime of the workers); or all of it on
+    /// the pool when its body is large or its flow's reviews are long (or costly: then in the
+    /// idle class). What it took is recorded for its flow.
     pub(super) async fn run<F>(
         &self,
         io: Handle,
         flow: &str,
+        body_bytes: usize,
         future: F,
     ) -> Result<Evaluated<F::Output>, JoinError>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let normal = match &self.threads {
-            Some(threads) => threads.handle().clone(),
-            // Only after shutdown: on the caller's own thread pool, not lost.
-            None => io.clone(),
-        };
-        // Nothing measured where costly flows are not told apart (or after shutdown).
-        let Some(costly) = self.costly.as_ref().filter(|_| self.threads.is_some()) else {
-            let output = normal.spawn_blocking(move || io.block_on(future)).await?;
+        let Some(threads) = &self.threads else {
+            // Only after shutdown: on the caller's worker, not lost.
             return Ok(Evaluated {
-                output,
+                output: future.await,
                 demoted: false,
             });
         };
-        let demoted = costly.costs.costly(flow);
-        let threads = if demoted {
-            costly.threads.handle().clone()
-        } else {
-            normal
-        };
-        let (output, cpu) = threads
-            .spawn_blocking(move || {
-                let start = priority::cpu_time();
-                let output = io.block_on(future);
-                (output, priority::cpu_time().saturating_sub(start))
-            })
-            .await?;
-        costly.costs.record(flow, cpu);
-        Ok(Evaluated { output, demoted })
+        if let Some(costly) = self.costly.as_ref().filter(|c| c.costs.costly(flow)) {
+            let (output, cpu) = on_thread(costly.threads.handle(), io, future).await?;
+            self.record(flow, cpu);
+            return Ok(Evaluated {
+                output,
+                demoted: true,
+            });
+        }
+        let mut future = Box::pin(future);
+        let mut inline = Duration::ZERO;
+        if body_bytes <= INLINE_BODY_MAX && !self.long.costly(flow) {
+            let mut evaluating = pin!(std::future::poll_fn(|cx| {
+                let start = Instant::now();
+                let polled = {
+                    let _share = InlineShare::begin(start + INLINE_SHARE.saturating_sub(inline));
+                    future.as_mut().poll(cx)
+                };
+                inline += start.elapsed();
+                match polled {
+                    Poll::Ready(output) => Poll::Ready(Some(output)),
+                    // Paused (or waiting) with its share used up: the rest goes to the pool.
+                    Poll::Pending if inline >= INLINE_SHARE => Poll::Ready(None),
+                    Poll::Pending => Poll::Pending,
+                }
+            }));
+            if let Some(output) = evaluating.as_mut().await {
+                self.record(flow, inline);
+                return Ok(Evaluated {
+                    output,
+                    demoted: false,
+                });
+            }
+        }
+        let (output, cpu) = on_thread(threads.handle(), io, future).await?;
+        self.record(flow, inline + cpu);
+        Ok(Evaluated {
+            output,
+            demoted: false,
+        })
     }
+
+    /// Records that a review of `flow` took `cpu`.
+    fn record(&self, flow: &str, cpu: Duration) {
+        self.long.record(flow, cpu);
+        if let Some(costly) = &self.costly {
+            costly.costs.record(flow, cpu);
+        }
+    }
+}
+
+/// Runs `future` to its end on a thread of `threads`, driven by `io`: its output and the CPU
+/// time it took there.
+async fn on_thread<F>(
+    threads: &Handle,
+    io: Handle,
+    future: F,
+) -> Result<(F::Output, Duration), JoinError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    threads
+        .spawn_blocking(move || {
+            let start = priority::cpu_time();
+            let output = io.block_on(future);
+            (output, priority::cpu_time().saturating_sub(start))
+        })
+        .await
 }
 
 impl Drop for EvaluationPool {
@@ -160,24 +270,88 @@ mod tests {
         (std::thread::current().id(), nice(), class())
     }
 
+    /// Pends once when the share is used, as the engine's pause points do.
+    async fn pause_point() {
+        if share_used() {
+            let mut yielded = false;
+            std::future::poll_fn(|cx| {
+                if yielded {
+                    return Poll::Ready(());
+                }
+                yielded = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            })
+            .await;
+        }
+    }
+
+    /// Where it ran: its thread, nice value and class.
+    fn here() -> (std::thread::ThreadId, i32, libc::c_int) {
+        (std::thread::current().id(), nice(), class())
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_future_runs_on_a_thread_of_its_own_at_a_lower_priority() {
+    async fn a_cheap_evaluation_runs_on_its_worker_even_across_a_wait() {
         let pool = EvaluationPool::start(2, None).expect("a pool");
-        let worker = std::thread::current().id();
-        let before = nice();
+        let worker = here();
         let evaluated = pool
-            .run(Handle::current(), "apps", async move {
-                // The runtime's timers work there.
+            .run(Handle::current(), "apps", 10_000, async move {
+                pause_point().await;
+                // The runtime's timers work there; waiting is not computing.
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                (std::thread::current().id(), nice(), class())
+                pause_point().await;
+                here()
             })
             .await
             .expect("joined");
-        let (thread, nice, class) = evaluated.output;
-        assert_ne!(thread, worker);
-        assert_eq!(nice, (before + priority::EVALUATION_NICE).min(19));
-        assert_eq!(class, libc::SCHED_OTHER);
+        assert_eq!(evaluated.output, worker);
         assert!(!evaluated.demoted);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn an_evaluation_past_its_share_moves_to_a_thread_of_the_pool_at_a_lower_priority() {
+        let pool = EvaluationPool::start(2, None).expect("a pool");
+        let worker = here();
+        let evaluated = pool
+            .run(Handle::current(), "apps", 10_000, async move {
+                let first = compute(INLINE_SHARE * 2).await;
+                pause_point().await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                (first, here())
+            })
+            .await
+            .expect("joined");
+        let (first, rest) = evaluated.output;
+        assert_eq!(first, worker, "it starts on its worker");
+        assert_ne!(rest.0, worker.0, "the rest moved at its pause");
+        assert_eq!(rest.1, (worker.1 + priority::EVALUATION_NICE).min(19));
+        assert_eq!(rest.2, libc::SCHED_OTHER);
+
+        // Its namespace's next review starts on the pool; another namespace's does not.
+        let next = pool
+            .run(Handle::current(), "apps", 10_000, async { here() })
+            .await
+            .expect("joined");
+        assert_ne!(next.output.0, worker.0);
+        let other = pool
+            .run(Handle::current(), "web", 10_000, async { here() })
+            .await
+            .expect("joined");
+        assert_eq!(other.output, worker);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_large_review_starts_on_the_pool() {
+        let pool = EvaluationPool::start(2, None).expect("a pool");
+        let worker = here();
+        let evaluated = pool
+            .run(Handle::current(), "apps", INLINE_BODY_MAX + 1, async {
+                here()
+            })
+            .await
+            .expect("joined");
+        assert_ne!(evaluated.output.0, worker.0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
@@ -185,7 +359,7 @@ mod tests {
         let pool = EvaluationPool::start(2, Some(Duration::from_millis(5))).expect("a pool");
         let io = Handle::current();
         let first = pool
-            .run(io.clone(), "tenant", compute(Duration::from_millis(20)))
+            .run(io.clone(), "tenant", 0, compute(Duration::from_millis(20)))
             .await
             .expect("joined");
         assert!(
@@ -195,14 +369,14 @@ mod tests {
         assert_eq!(first.output.2, libc::SCHED_OTHER);
 
         let next = pool
-            .run(io.clone(), "tenant", compute(Duration::ZERO))
+            .run(io.clone(), "tenant", 0, compute(Duration::ZERO))
             .await
             .expect("joined");
         assert!(next.demoted);
         assert_eq!(next.output.2, libc::SCHED_IDLE);
 
         let other = pool
-            .run(io.clone(), "apps", compute(Duration::ZERO))
+            .run(io.clone(), "apps", 0, compute(Duration::ZERO))
             .await
             .expect("joined");
         assert!(!other.demoted, "another namespace keeps its priority");
@@ -210,12 +384,12 @@ mod tests {
 
         // Cheap reviews bring the tenant back: (20 + 0) / 2 = 10, then 5, then 2.5.
         for _ in 0..3 {
-            pool.run(io.clone(), "tenant", compute(Duration::ZERO))
+            pool.run(io.clone(), "tenant", 0, compute(Duration::ZERO))
                 .await
                 .expect("joined");
         }
         let mended = pool
-            .run(io, "tenant", compute(Duration::ZERO))
+            .run(io, "tenant", 0, compute(Duration::ZERO))
             .await
             .expect("joined");
         assert!(!mended.demoted);

@@ -1,7 +1,8 @@
 //! What each path answers, and the path of one review: its bound in time (from its arrival), its
 //! body within the shared budget, its triage (a review no policy may select is answered at
 //! once), its namespace's turn among the evaluation slots, its JSON read within the memory
-//! budget (the body let go) and its evaluation on a thread of the evaluation pool, its answer.
+//! budget (the body let go) and its evaluation (on its worker while cheap, else on a thread of
+//! the evaluation pool), its answer.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -174,8 +175,8 @@ fn not_ready(shared: &Shared, webhook: WebhookKind) -> (Response<Body>, Option<S
 
 /// One review: its body (within the shared budget and its own deadline), its triage (answered
 /// at once when no policy may select it), an evaluation slot in its namespace's turn, its JSON
-/// read within the memory budget and its evaluation on a thread of the evaluation pool, all
-/// within the review's timeout, counted from its arrival.
+/// read within the memory budget and its evaluation (on this worker while cheap, else on a
+/// thread of the evaluation pool), all within the review's timeout, counted from its arrival.
 async fn review(
     shared: &Arc<Shared>,
     webhook: WebhookKind,
@@ -326,12 +327,15 @@ async fn review(
         deadline,
         timeout,
     };
-    // On a thread of the evaluation pool, apart from the workers that do I/O (`pool`). The
-    // hard stop is for an evaluation that does not return: past the deadline its lookups
-    // fail, so this fires only if something ignores them.
+    // On this worker while it is cheap, else on a thread of the evaluation pool, apart from
+    // the workers that do I/O (`pool`). The hard stop is for an evaluation that does not
+    // return: past the deadline its lookups fail, so this fires only if something ignores
+    // them.
+    let body_bytes = body.len();
     let evaluation = shared.pool.run(
         tokio::runtime::Handle::current(),
         flow,
+        body_bytes,
         tokio::time::timeout_at(
             deadline + EVALUATION_GRACE,
             job.evaluate(body, reservation, slot)
@@ -393,8 +397,8 @@ fn observed(
     (reply_response(reply.status, reply.body), reply.uid)
 }
 
-/// What a review's evaluation needs besides its body and slot, owned: it runs on a thread of
-/// the evaluation pool.
+/// What a review's evaluation needs besides its body and slot, owned: it may move to a thread
+/// of the evaluation pool.
 struct Job {
     shared: Arc<Shared>,
     webhook: WebhookKind,
@@ -447,7 +451,8 @@ impl Job {
             .with_now(Some(kanon_engine::unix_seconds(
                 std::time::SystemTime::now(),
             )))
-            .with_owner_trust(shared.owner_trust.clone());
+            .with_owner_trust(shared.owner_trust.clone())
+            .with_pause(Some(super::pool::pause()));
         let recorder = shared.recorder.get().map(|r| r.as_ref());
         admission::answer_recording(
             request,
