@@ -3,8 +3,9 @@
 //! apiserver's request in one trace), exported over OTLP through a bounded [`queue`].
 //!
 //! Spans are `tracing` spans of the target [`TARGET`]; the `tracing-opentelemetry` layer the
-//! binary installs when export is on turns them into OpenTelemetry spans. With export off no
-//! layer wants them, and making one costs a check of a cached flag.
+//! binary installs when export is on turns them into OpenTelemetry spans. With export off the
+//! binary installs no span layer, no layer wants them, and making one costs a check of a cached
+//! flag.
 
 pub mod export;
 pub mod queue;
