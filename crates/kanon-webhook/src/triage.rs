@@ -88,11 +88,9 @@ struct Metadata<'a> {
 const MAX_DEPTH: usize = 100;
 
 /// What the review in `body` is about, when it reads as a review kanon can answer; `None`
-/// leaves it to the full reading.
+/// leaves it to the full reading. Its nesting is not measured here ([`unselected`] does,
+/// before answering): a review that is evaluated is read in full anyway.
 pub fn identify(body: &[u8]) -> Option<Identity> {
-    if nesting(body) > MAX_DEPTH {
-        return None;
-    }
     let review: Review<'_> = serde_json::from_slice(body).ok()?;
     if review.api_version != Some(admission::REVIEW_API_VERSION)
         || review.kind != Some(admission::REVIEW_KIND)
@@ -175,8 +173,10 @@ fn nesting(body: &[u8]) -> usize {
 
 /// The answer to a review no policy may select (`policies` give `webhook` nothing to
 /// evaluate for its type and namespace): allowed, as its evaluation would decide, without it.
+/// A `body` nested deeper than the full reading may accept is left to it, to be refused.
 pub fn unselected(
     identity: &Identity,
+    body: &[u8],
     webhook: WebhookKind,
     policies: &PolicySet,
 ) -> Option<Reply> {
@@ -185,7 +185,8 @@ pub fn unselected(
         &identity.api_version,
         &identity.kind,
         identity.namespace.as_deref(),
-    ) {
+    ) || nesting(body) > MAX_DEPTH
+    {
         return None;
     }
     Some(admission::allowed_unevaluated(

@@ -299,7 +299,7 @@ async fn review(
     let identity = triage::identify(&body);
     if let Some(reply) = identity
         .as_ref()
-        .and_then(|identity| triage::unselected(identity, webhook, &policies))
+        .and_then(|identity| triage::unselected(identity, &body, webhook, &policies))
     {
         return observed(shared, webhook, reply, started);
     }

@@ -66,7 +66,16 @@ fn what_the_full_reading_refuses_is_left_to_it() {
     let mut deep = configmap("b");
     deep["object"]["data"] =
         serde_json::from_str(&format!("{}{}", "[".repeat(120), "]".repeat(120))).expect("JSON");
-    assert_eq!(identify(&body(deep)), None);
+    let deep = body(deep);
+    let identity = identify(&deep).expect("read, its nesting not measured");
+    let none = PolicySet::build(Vec::new()).expect("an empty set");
+    assert!(
+        unselected(&identity, &deep, WebhookKind::Validating, &none).is_none(),
+        "too deep to be answered without the full reading"
+    );
+    let shallow = body(configmap("b"));
+    let identity = identify(&shallow).expect("a review");
+    assert!(unselected(&identity, &shallow, WebhookKind::Validating, &none).is_some());
     assert_eq!(identify(b"{\"apiVersion\": \"v1\"}"), None);
     assert_eq!(identify(b"not json"), None);
 }
