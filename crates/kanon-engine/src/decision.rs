@@ -883,11 +883,7 @@ async fn override_object<'v>(
     let cost = &ReviewCost::new();
     let owners = owners_of(set, request, &working, evaluation).await;
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
-    let candidates = set.override_candidates(
-        &request.api_version,
-        &request.kind,
-        request.namespace.as_deref(),
-    );
+    let candidates = set.override_narrowed(&request.view(&working));
     let mut run = Overriding {
         decision: &mut decision,
         exceptions: set.exceptions,
@@ -1176,11 +1172,7 @@ async fn judge(
     let cost = &ReviewCost::new();
     let owners = owners_of(set, request, subject, evaluation).await;
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
-    let candidates = set.validate_candidates(
-        &request.api_version,
-        &request.kind,
-        request.namespace.as_deref(),
-    );
+    let candidates = set.validate_narrowed(&request.view(subject));
     let mut judging = Judging {
         decision: &mut *decision,
         exceptions: set.exceptions,

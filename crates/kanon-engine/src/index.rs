@@ -1,28 +1,127 @@
 //! The index of a [`PolicySet`](crate::PolicySet): built once per policy change, it hands each
 //! request the policies that can select its type, in evaluation order, so that the cost of a
-//! request depends on the policies for its kind and namespace, not on all policies.
+//! request depends on the policies for its kind and namespace, not on all policies. Within a
+//! type, policies are also filed by the name, namespace or label value their selectors
+//! require, so that a policy selecting another Pod by name (or another namespace, or another
+//! `app` label) costs a request nothing.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use kanon_api::PolicyKind;
 
 use crate::policy::CompiledPolicy;
+use crate::selector::{ObjectView, Required, labels_of};
 
-/// Candidates by type: `apiVersion` → `kind` → policy positions (already merged with `any`),
-/// and the policies whose selectors accept every type.
+/// Candidates by type: `apiVersion` → `kind` → the policies that may select it, and the
+/// policies whose selectors accept every type.
 #[derive(Debug, Default)]
 struct TypeIndex {
-    by_type: HashMap<String, HashMap<String, Vec<u32>>>,
+    by_type: HashMap<String, HashMap<String, TypeEntry>>,
     any: Vec<u32>,
 }
 
+/// The policies that may select objects of one type (positions, in evaluation order): all of
+/// them, and the same filed by what their selectors require, so that a policy selecting
+/// another name, namespace or label value costs a request of that type nothing.
+#[derive(Debug, Default)]
+struct TypeEntry {
+    all: Vec<u32>,
+    /// Policies with a selector of this type that requires nothing an index can look up
+    /// (and the policies of every type).
+    open: Vec<u32>,
+    by_name: HashMap<String, Vec<u32>>,
+    by_namespace: HashMap<String, Vec<u32>>,
+    /// Label key → value → policies.
+    by_label: HashMap<String, HashMap<String, Vec<u32>>>,
+}
+
+impl TypeEntry {
+    /// Files `pos` under what `required` asks.
+    fn file(&mut self, pos: u32, required: Required<'_>) {
+        let list = match required {
+            Required::Name(name) => self.by_name.entry(name.to_owned()).or_default(),
+            Required::Namespace(ns) => self.by_namespace.entry(ns.to_owned()).or_default(),
+            Required::Label(key, value) => self
+                .by_label
+                .entry(key.to_owned())
+                .or_default()
+                .entry(value.to_owned())
+                .or_default(),
+            Required::Nothing => &mut self.open,
+        };
+        if list.last() != Some(&pos) {
+            list.push(pos);
+        }
+        if self.all.last() != Some(&pos) {
+            self.all.push(pos);
+        }
+    }
+
+    /// Whether some policy is filed by name, namespace or label.
+    fn filed(&self) -> bool {
+        !(self.by_name.is_empty() && self.by_namespace.is_empty() && self.by_label.is_empty())
+    }
+
+    /// The positions that may select `view`, in evaluation order: the open ones and those
+    /// filed under its name, namespace or one of its labels.
+    fn narrowed(&self, view: &ObjectView<'_>) -> Cow<'_, [u32]> {
+        if !self.filed() {
+            return Cow::Borrowed(&self.all);
+        }
+        let mut found: Vec<&[u32]> = Vec::new();
+        if let Some(list) = self.by_name.get(view.name) {
+            found.push(list);
+        }
+        if let Some(list) = view.namespace.and_then(|ns| self.by_namespace.get(ns)) {
+            found.push(list);
+        }
+        if !self.by_label.is_empty()
+            && let Some(labels) = labels_of(view.object)
+        {
+            for (key, value) in labels {
+                if let Some(list) = self
+                    .by_label
+                    .get(key)
+                    .and_then(|values| values.get(value.as_str()?))
+                {
+                    found.push(list);
+                }
+            }
+        }
+        if found.is_empty() {
+            return Cow::Borrowed(&self.open);
+        }
+        let mut merged: Vec<u32> = self.open.clone();
+        for list in found {
+            merged.extend_from_slice(list);
+        }
+        merged.sort_unstable();
+        merged.dedup();
+        Cow::Owned(merged)
+    }
+}
+
 impl TypeIndex {
-    fn candidates(&self, api_version: &str, kind: &str) -> &[u32] {
+    fn entry(&self, api_version: &str, kind: &str) -> Option<&TypeEntry> {
         self.by_type
             .get(api_version)
             .and_then(|kinds| kinds.get(kind))
-            .map_or(self.any.as_slice(), Vec::as_slice)
+    }
+
+    /// Every policy that may select this type.
+    fn candidates(&self, api_version: &str, kind: &str) -> &[u32] {
+        self.entry(api_version, kind)
+            .map_or(self.any.as_slice(), |entry| entry.all.as_slice())
+    }
+
+    /// The policies that may select `view`.
+    fn narrowed(&self, view: &ObjectView<'_>) -> Cow<'_, [u32]> {
+        match self.entry(view.api_version, view.kind) {
+            Some(entry) => entry.narrowed(view),
+            None => Cow::Borrowed(&self.any),
+        }
     }
 
     /// Builds the index from `(position, policy)` pairs given in evaluation order.
@@ -47,28 +146,48 @@ impl TypeIndex {
                     continue;
                 };
                 if !kinds.contains_key(s.kind.as_str()) {
-                    kinds.insert(s.kind.clone(), Vec::new());
+                    kinds.insert(s.kind.clone(), TypeEntry::default());
                 }
-                let Some(list) = kinds.get_mut(s.kind.as_str()) else {
+                let Some(entry) = kinds.get_mut(s.kind.as_str()) else {
                     continue;
                 };
-                if list.last() != Some(&pos) {
-                    list.push(pos);
-                }
+                entry.file(pos, s.required());
             }
         }
-        // Merge the any-type policies into every typed list, keeping evaluation order (the
+        // Merge the any-type policies into every type's lists, keeping evaluation order (the
         // typed lists are already in order: positions only grow).
         if !index.any.is_empty() {
             for kinds in index.by_type.values_mut() {
-                for list in kinds.values_mut() {
-                    list.extend_from_slice(&index.any);
-                    list.sort_unstable();
-                    list.dedup();
+                for entry in kinds.values_mut() {
+                    for list in [&mut entry.all, &mut entry.open] {
+                        list.extend_from_slice(&index.any);
+                        list.sort_unstable();
+                        list.dedup();
+                    }
                 }
             }
         }
         index
+    }
+}
+
+/// Positions of candidates: the cluster's, then the namespace's.
+pub(crate) struct Candidates<'a> {
+    cluster: Cow<'a, [u32]>,
+    namespaced: Cow<'a, [u32]>,
+    next: usize,
+}
+
+impl Iterator for Candidates<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        let at = self.next;
+        self.next += 1;
+        match self.cluster.get(at) {
+            Some(pos) => Some(*pos),
+            None => self.namespaced.get(at - self.cluster.len()).copied(),
+        }
     }
 }
 
@@ -118,12 +237,31 @@ impl WebhookIndex {
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
-    ) -> impl Iterator<Item = u32> + use<'a> {
+    ) -> Candidates<'a> {
         let cluster = self.cluster.candidates(api_version, kind);
         let namespaced = namespace
             .and_then(|ns| self.namespaced.get(ns))
             .map_or(&[][..], |idx| idx.candidates(api_version, kind));
-        cluster.iter().chain(namespaced.iter()).copied()
+        Candidates {
+            cluster: Cow::Borrowed(cluster),
+            namespaced: Cow::Borrowed(namespaced),
+            next: 0,
+        }
+    }
+
+    /// Positions of the policies that may select `view`, in evaluation order: those of its
+    /// type and namespace whose selectors do not require another name, namespace or label
+    /// value than it has.
+    pub(crate) fn narrowed<'a>(&'a self, view: &ObjectView<'_>) -> Candidates<'a> {
+        let namespaced = view
+            .namespace
+            .and_then(|ns| self.namespaced.get(ns))
+            .map_or(Cow::Borrowed(&[][..]), |idx| idx.narrowed(view));
+        Candidates {
+            cluster: self.cluster.narrowed(view),
+            namespaced,
+            next: 0,
+        }
     }
 }
 
@@ -156,6 +294,30 @@ impl<'a> Indexed<'a> {
             .map(move |i| policies[i as usize].as_ref())
     }
 
+    /// Override policies that may select `view` ([`WebhookIndex::narrowed`]), in evaluation
+    /// order (the selectors still have to be checked).
+    pub(crate) fn override_narrowed(
+        self,
+        view: &ObjectView<'_>,
+    ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        let policies = self.policies;
+        self.overrides
+            .narrowed(view)
+            .map(move |i| policies[i as usize].as_ref())
+    }
+
+    /// Validate policies that may select `view` ([`WebhookIndex::narrowed`]), in evaluation
+    /// order.
+    pub(crate) fn validate_narrowed(
+        self,
+        view: &ObjectView<'_>,
+    ) -> impl Iterator<Item = &'a CompiledPolicy> + use<'a> {
+        let policies = self.policies;
+        self.validates
+            .narrowed(view)
+            .map(move |i| policies[i as usize].as_ref())
+    }
+
     /// Validate policies that may select an object of this type in this namespace, in
     /// evaluation order.
     pub(crate) fn validate_candidates(
@@ -168,5 +330,122 @@ impl<'a> Indexed<'a> {
         self.validates
             .candidates(api_version, kind, namespace)
             .map(move |i| policies[i as usize].as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn policy(name: &str, selectors: Value) -> Arc<CompiledPolicy> {
+        let document = json!({
+            "apiVersion": "policy.kanon.dev/v1alpha1",
+            "kind": "ClusterValidatePolicy",
+            "metadata": {"name": name},
+            "spec": {"resourceSelectors": selectors, "validateRules": [{"cel": {"validations": [{"expression": "true"}]}}]},
+        });
+        Arc::new(crate::compile_document(&document).expect("compiles"))
+    }
+
+    fn pod_selector(extra: Value) -> Value {
+        let mut selector = json!({"apiVersion": "v1", "kind": "Pod"});
+        if let (Some(s), Some(extra)) = (selector.as_object_mut(), extra.as_object()) {
+            s.extend(extra.clone());
+        }
+        selector
+    }
+
+    /// Policies selecting Pods every way an index can file them, and some it cannot.
+    fn policies() -> Vec<Arc<CompiledPolicy>> {
+        let mut policies = Vec::new();
+        for i in 0..40 {
+            let extra = match i % 8 {
+                0 => json!({"name": format!("pod-{}", i % 5)}),
+                1 => json!({"namespace": format!("ns-{}", i % 3)}),
+                2 => json!({"labelSelector": {"matchLabels": {"app": format!("app-{}", i % 4)}}}),
+                3 => {
+                    json!({"labelSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}})
+                }
+                4 => {
+                    json!({"labelSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]}})
+                }
+                5 => {
+                    json!({"labelSelector": {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["app-1"]}]}})
+                }
+                6 => json!({"namespace": "ns-1", "name": format!("pod-{}", i % 5)}),
+                _ => json!({}),
+            };
+            let selectors = if i % 11 == 0 {
+                // Two selectors of the type, filed twice.
+                json!([pod_selector(extra), pod_selector(json!({"name": "pod-9"}))])
+            } else {
+                json!([pod_selector(extra)])
+            };
+            policies.push(policy(&format!("p{i:02}"), selectors));
+        }
+        policies.push(policy("every-type", json!([])));
+        policies.push(policy(
+            "configmaps",
+            json!([{"apiVersion": "v1", "kind": "ConfigMap"}]),
+        ));
+        policies
+    }
+
+    #[test]
+    fn narrowed_candidates_are_those_whose_selectors_may_select_the_object_in_order() {
+        let policies = policies();
+        let index = WebhookIndex::build(
+            &policies,
+            PolicyKind::ClusterValidatePolicy,
+            PolicyKind::ValidatePolicy,
+        );
+        let mut narrowed_total = 0;
+        for name in ["pod-0", "pod-3", "pod-9", "other", ""] {
+            for namespace in [None, Some("ns-1"), Some("ns-2"), Some("elsewhere")] {
+                for labels in [
+                    json!(null),
+                    json!({"app": "app-1"}),
+                    json!({"app": "app-2", "tier": "a"}),
+                    json!({"tier": "b", "app": 7}),
+                ] {
+                    let object = json!({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                    });
+                    let view = ObjectView {
+                        api_version: "v1",
+                        kind: "Pod",
+                        namespace,
+                        name,
+                        object: &object,
+                    };
+                    let all: Vec<u32> = index.candidates("v1", "Pod", namespace).collect();
+                    let narrowed: Vec<u32> = index.narrowed(&view).collect();
+                    let selecting: Vec<u32> = all
+                        .iter()
+                        .copied()
+                        .filter(|&i| policies[i as usize].selects_resource(&view))
+                        .collect();
+                    assert!(narrowed.is_sorted(), "{narrowed:?}");
+                    assert!(narrowed.iter().all(|i| all.contains(i)));
+                    assert!(
+                        selecting.iter().all(|i| narrowed.contains(i)),
+                        "{name} {namespace:?} {labels}: {selecting:?} not all in {narrowed:?}"
+                    );
+                    narrowed_total += narrowed.len();
+                }
+            }
+        }
+        // Most policies require a name, namespace or label the objects do not have.
+        assert!(narrowed_total < 80 * 42 / 2, "{narrowed_total}");
+        // Another type: the policies of every type only.
+        let object = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}});
+        let view = ObjectView::of_object(&object).expect("a view");
+        let narrowed: Vec<&str> = index
+            .narrowed(&view)
+            .map(|i| &*policies[i as usize].label)
+            .collect();
+        assert_eq!(narrowed, ["ClusterValidatePolicy/every-type"]);
     }
 }

@@ -149,6 +149,17 @@ impl LabelMatcher {
         LabelMatcher { requirements }
     }
 
+    /// A label the selector requires to have one value (`matchLabels`, or `In` with one
+    /// value): its key and value.
+    fn required_label(&self) -> Option<(&str, &str)> {
+        self.requirements
+            .iter()
+            .find_map(|r| match (&r.op, r.values.as_slice()) {
+                (SetOp::In, [value]) => Some((r.key.as_str(), value.as_str())),
+                _ => None,
+            })
+    }
+
     /// Whether the selector has no requirements, and so matches every set of labels.
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
@@ -333,4 +344,33 @@ impl ResourceMatcher {
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
     }
+
+    /// The most telling equality an object must meet to be selected (beyond its type): its
+    /// name, else its namespace, else one label's value; what an index files the selector
+    /// under.
+    pub(crate) fn required(&self) -> Required<'_> {
+        if let Some(name) = &self.name {
+            return Required::Name(name);
+        }
+        if let Some(namespace) = &self.namespace {
+            return Required::Namespace(namespace);
+        }
+        match self.labels.as_ref().and_then(LabelMatcher::required_label) {
+            Some((key, value)) => Required::Label(key, value),
+            None => Required::Nothing,
+        }
+    }
+}
+
+/// What an object must carry for a selector to select it ([`ResourceMatcher::required`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Required<'a> {
+    /// This name (`metadata.name`).
+    Name(&'a str),
+    /// This namespace.
+    Namespace(&'a str),
+    /// This label, with this value.
+    Label(&'a str, &'a str),
+    /// Nothing an index can look up.
+    Nothing,
 }
