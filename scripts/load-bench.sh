@@ -5,16 +5,23 @@
 # benchmark and sharing no code with kanon, that parses each review into a serde_json::Value and
 # answers it allowed with its uid. In one run, for each configuration of kanon
 #
-#   empty          an empty policy directory
-#   100 plaintext  100 ClusterOverridePolicies, 10 of them select the Pod (each a plaintext add)
-#   100 labels     the same, each of the 10 adding its label with a `labels` template
-#   1,000 labels   1,000 policies, 10 matching, labels template
-#   10,000 labels  10,000 policies, 10 matching, labels template
-#   100 CEL mutate 100 ClusterOverridePolicies, 10 of them select the Pod, each a CEL JSONPatch
-#                  mutation adding its label (POST /mutate)
-#   100 CEL validate  100 ClusterValidatePolicies, 10 of them select the Pod, each the CEL
-#                  memory-limit rule (POST /validate, a Pod whose containers have limits)
-#   CONFIG-traceN  CONFIG's policies with OpenTelemetry traces exported for N% of the reviews
+#   empty             an empty policy directory
+#   plainN            N ClusterOverridePolicies, each a plaintext add of its own label
+#   labelsN           the same, each adding its label with a `labels` template
+#   celN              the same, each a CEL JSONPatch mutation (POST /mutate)
+#   celapplyN         the same, each a CEL ApplyConfiguration mutation
+#   conditionN        N ClusterValidatePolicies, each a template condition the Pod meets
+#                     (POST /validate, a Pod whose containers have memory limits)
+#   programN          the same, each a validate program
+#   celvalidateN      the same, each the CEL memory-limit rule with a message
+#   celmessageN       the same rule with a messageExpression
+#   vapN / mapN       N ValidatingAdmissionPolicies (the memory-limit rule, messageExpression)
+#                     or MutatingAdmissionPolicies (a JSONPatch label), each with its binding,
+#                     served from the policy directory as kanon serve --policies reads them
+#   In every configuration 10 policies select the Pod; of the others, half select Pods by a
+#   name the Pod does not have (resourceNames for admission policies), half another kind.
+#   By default N is 100 for each language, and 1,000 and 10,000 for labels and celvalidate.
+#   CONFIG-traceN     CONFIG's policies with OpenTelemetry traces exported for N% of the reviews
 #                  (celvalidate100-trace1 and celvalidate100-trace100 by default): kanon started
 #                  with --otlp-endpoint --otlp-protocol http/protobuf --trace-sampling-ratio N/100,
 #                  exporting to an OTLP/HTTP sink started beside it (a Python server on
@@ -83,7 +90,7 @@ trap 'stop "$kanon_pid"; stop "$ceiling_pid"; stop "$sink_pid"; rm -rf "$work"' 
 # apiVersion/kind pairs. ClusterOverridePolicies adding a label each (plaintext, a `labels`
 # template or a CEL JSONPatch mutation), or ClusterValidatePolicies with the CEL memory-limit
 # rule (cel-validate).
-make_policies() { # dir count plaintext|labels|cel-mutate|cel-validate
+make_policies() { # dir count MODE (see the header)
   python3 - "$@" <<'PY'
 import os, sys
 d, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -91,24 +98,91 @@ os.makedirs(d, exist_ok=True)
 kinds = [("apps/v1", k) for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")] + \
         [("v1", k) for k in ("ConfigMap", "Service", "Secret", "ServiceAccount")] + \
         [(f"g{i}.example.com/v1", f"Thing{j}") for i in range(40) for j in range(4)]
+
+def target(i):
+    """The first 10 select the Pod; of the others, half select Pods by a name the Pod does not
+    have, half another kind."""
+    if i < 10:
+        return "v1", "Pod", None
+    if i % 2 == 0:
+        return "v1", "Pod", f"other-{i}"
+    api, kind = kinds[i % len(kinds)]
+    return api, kind, None
+
+def selector(i):
+    api, kind, name = target(i)
+    return f'{{apiVersion: "{api}", kind: {kind}' + (f", name: {name}}}" if name else "}")
+
+def resource_rule(i):
+    """The same choice as `selector`, as an admission policy's resourceRules."""
+    api, kind, name = target(i)
+    group, _, version = api.rpartition("/")
+    names = f"\n      resourceNames: [{name}]" if name else ""
+    return (f"- apiGroups: [\"{group}\"]\n      apiVersions: [{version}]\n"
+            f"      operations: [CREATE, UPDATE]\n      resources: [{kind.lower()}s]{names}")
+
+LIMITS = "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)"
 # 500 policies per file: one YAML file holds at most 10,000 documents.
 for i in range(n):
     if i % 500 == 0:
         f = open(os.path.join(d, f"policies-{i // 500:03}.yaml"), "w")
-    api, kind = ("v1", "Pod") if i < 10 else kinds[i % len(kinds)]
-    if mode == "cel-validate":
+    if mode in ("vap", "map"):
+        if mode == "vap":
+            kind, version, binding = "ValidatingAdmissionPolicy", "v1", "  validationActions: [Deny]\n"
+            body = f"""  validations:
+  - expression: "{LIMITS}"
+    messageExpression: "'container without a memory limit in ' + object.metadata.name"
+"""
+        else:
+            kind, version, binding = "MutatingAdmissionPolicy", "v1beta1", ""
+            body = f"""  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: "[JSONPatch{{op: 'add', path: '/metadata/labels/bench-p{i}', value: 'v{i}'}}]"
+"""
+        f.write(f"""---
+apiVersion: admissionregistration.k8s.io/{version}
+kind: {kind}
+metadata: {{name: p{i:05d}}}
+spec:
+  matchConstraints:
+    resourceRules:
+    {resource_rule(i)}
+{body}---
+apiVersion: admissionregistration.k8s.io/{version}
+kind: {kind}Binding
+metadata: {{name: p{i:05d}}}
+spec:
+  policyName: p{i:05d}
+{binding}""")
+        continue
+    if mode in ("cel-validate", "cel-message", "condition", "program"):
+        if mode == "cel-validate":
+            rule = f"""cel:
+      validations:
+      - expression: "{LIMITS}"
+        message: every container needs a memory limit"""
+        elif mode == "cel-message":
+            rule = f"""cel:
+      validations:
+      - expression: "{LIMITS}"
+        messageExpression: \"'container without a memory limit in ' + object.metadata.name\""""
+        elif mode == "condition":
+            rule = """template:
+      type: condition
+      condition: {cond: NotExist, dataRef: {from: current, path: /metadata/name}, message: a Pod needs a name}"""
+        else:
+            rule = """program: '{"valid": {{ (object.metadata.name != "") | tojson }}}'"""
         f.write(f"""---
 apiVersion: policy.kanon.dev/v1alpha1
 kind: ClusterValidatePolicy
 metadata: {{name: p{i:05d}}}
 spec:
-  resourceSelectors: [{{apiVersion: "{api}", kind: {kind}}}]
+  resourceSelectors: [{selector(i)}]
   validateRules:
   - targetOperations: [CREATE, UPDATE]
-    cel:
-      validations:
-      - expression: "object.spec.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)"
-        message: every container needs a memory limit
+    {rule}
 """)
         continue
     if mode == "plaintext":
@@ -118,6 +192,10 @@ spec:
         overriders = (
             "cel:\n        mutations:\n        - patchType: JSONPatch\n          jsonPatch:\n"
             f"            expression: \"[JSONPatch{{op: 'add', path: '/metadata/labels/bench-p{i}', value: 'v{i}'}}]\"")
+    elif mode == "cel-apply":
+        overriders = (
+            "cel:\n        mutations:\n        - patchType: ApplyConfiguration\n          applyConfiguration:\n"
+            f"            expression: \"Object{{metadata: Object.metadata{{labels: {{'bench-p{i}': 'v{i}'}}}}}}\"")
     else:
         overriders = f"""template: {{type: labels, operation: add, path: bench-p{i}, value: {{string: "v{i}"}}}}"""
     f.write(f"""---
@@ -125,7 +203,7 @@ apiVersion: policy.kanon.dev/v1alpha1
 kind: ClusterOverridePolicy
 metadata: {{name: p{i:05d}}}
 spec:
-  resourceSelectors: [{{apiVersion: "{api}", kind: {kind}}}]
+  resourceSelectors: [{selector(i)}]
   overrideRules:
   - overriders:
       {overriders}
@@ -212,14 +290,33 @@ fixed_rate() { # url out body
 
 # LOAD_BENCH_CONFIGS="plain100 labels100" measures only those (e.g. to compare two commits).
 # CONFIG-traceN: CONFIG's policies, N% of the reviews traced (celvalidate100-trace1, ...).
-read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000 cel100 celvalidate100 celvalidate100-trace1 celvalidate100-trace100}"
-mkdir -p "$work/empty"
-make_policies "$work/plain100" 100 plaintext
-make_policies "$work/labels100" 100 labels
-make_policies "$work/labels1000" 1000 labels
-make_policies "$work/labels10000" 10000 labels
-make_policies "$work/cel100" 100 cel-mutate
-make_policies "$work/celvalidate100" 100 cel-validate
+read -r -a configs <<<"${LOAD_BENCH_CONFIGS:-empty plain100 labels100 labels1000 labels10000 condition100 program100 cel100 celapply100 celvalidate100 celmessage100 celvalidate1000 celvalidate10000 vap100 map100 celvalidate100-trace1 celvalidate100-trace100}"
+
+# What a configuration is: "COUNT MODE ENDPOINT" (MODE as make_policies takes it).
+config_of() { # config (without -traceN)
+  local count=${1##*[a-z]} name=${1%%[0-9]*}
+  case $name in
+    empty) echo "0 none mutate" ;;
+    plain) echo "$count plaintext mutate" ;;
+    labels) echo "$count labels mutate" ;;
+    cel) echo "$count cel-mutate mutate" ;;
+    celapply) echo "$count cel-apply mutate" ;;
+    celvalidate) echo "$count cel-validate validate" ;;
+    celmessage) echo "$count cel-message validate" ;;
+    condition) echo "$count condition validate" ;;
+    program) echo "$count program validate" ;;
+    vap) echo "$count vap validate" ;;
+    map) echo "$count map mutate" ;;
+    *) return 1 ;;
+  esac
+}
+for config in "${configs[@]}"; do
+  policies=${config%-trace*}
+  read -r count mode _ <<<"$(config_of "$policies")" || { echo "error: unknown configuration $config" >&2; exit 2; }
+  if [ ! -d "$work/$policies" ]; then
+    if [ "$mode" = none ]; then mkdir -p "$work/$policies"; else make_policies "$work/$policies" "$count" "$mode"; fi
+  fi
+done
 # The memory-limit rule's Pod: the fixture with a memory limit on every container.
 python3 - "$fixture" "$work/pod-limited.json" <<'PY'
 import json, sys
@@ -233,7 +330,7 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $seconds s per meas
 for config in "${configs[@]}"; do
   kport=$(free_port); mport=$(free_port); cport=$(free_port)
   policies=${config%-trace*} trace=()
-  [ -d "$work/$policies" ] || { echo "error: unknown configuration $config" >&2; exit 2; }
+  read -r _ _ endpoint <<<"$(config_of "$policies")"
   if [ "$policies" != "$config" ]; then
     percent=${config##*-trace}
     if ! [[ $percent =~ ^[0-9]+$ ]] || [ "$percent" -gt 100 ]; then
@@ -253,8 +350,8 @@ for config in "${configs[@]}"; do
   ceiling_pid=$!
   wait_ready "https://127.0.0.1:$kport/readyz" "$kanon_pid" kanon
   wait_ready "https://127.0.0.1:$cport/" "$ceiling_pid" kanon-ceiling
-  endpoint=mutate body=$fixture
-  if [ "$policies" = celvalidate100 ]; then endpoint=validate body=$work/pod-limited.json; fi
+  body=$fixture
+  if [ "$endpoint" = validate ]; then body=$work/pod-limited.json; fi
   declare -A url=([kanon]="https://127.0.0.1:$kport/$endpoint?timeout=10s"
                   [ceiling]="https://127.0.0.1:$cport/$endpoint?timeout=10s")
   # Every kanon answer must be the full mutation (10 labels) or, with no policy or validate
@@ -294,13 +391,21 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 python3 - "$work" "$rounds" "$(getconf CLK_TCK)" "${configs[@]}" <<'PY'
 import base64, json, re, statistics, sys
 work, rounds, tck, configs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-titles = {"empty": "empty policy dir", "plain100": "100 COPs, plaintext",
-          "labels100": "100 COPs, labels template", "labels1000": "1,000 COPs, labels template",
-          "labels10000": "10,000 COPs, labels template",
-          "cel100": "100 COPs, CEL JSONPatch", "celvalidate100": "100 CVPs, CEL memory-limit rule"}
-targets = {"empty": "≥ 0.9", "plain100": "≥ 0.8", "labels100": "≥ 0.7",
-           "labels1000": "≥ 0.7, within 10% of 100", "labels10000": "≥ 0.7, within 10% of 100",
-           "cel100": "≥ 0.8, p99 ≤ 1 ms", "celvalidate100": "≥ 0.8, p99 ≤ 1 ms"}
+modes = {"plain": "COPs, plaintext", "labels": "COPs, labels template",
+         "cel": "COPs, CEL JSONPatch", "celapply": "COPs, CEL ApplyConfiguration",
+         "celvalidate": "CVPs, CEL memory-limit rule", "celmessage": "CVPs, CEL rule with messageExpression",
+         "condition": "CVPs, template condition", "program": "CVPs, program",
+         "vap": "ValidatingAdmissionPolicies (with bindings)", "map": "MutatingAdmissionPolicies (with bindings), JSONPatch"}
+mutating = {"plain", "labels", "cel", "celapply", "map"}
+
+def name(c): return re.sub(r"\d+$", "", c)
+def count(c): return int(re.search(r"(\d+)$", c).group(1)) if re.search(r"\d+$", c) else 0
+def titles(c):
+    return "empty policy dir" if c == "empty" else f"{count(c):,} {modes[name(c)]}"
+def targets(c):
+    if c == "empty" or count(c) == 100:
+        return "≥ 0.9, p99 ≤ 1 ms"
+    return "within 10% of 100, p99 ≤ 1 ms"
 
 def wrk(path):
     text = open(path).read()
@@ -322,7 +427,7 @@ def med(xs): return statistics.median(xs)
 def base(c): return c.split("-trace")[0]
 def percent(c): return int(c.split("-trace")[1]) if "-trace" in c else None
 def title(c):
-    return titles[base(c)] + (f", {percent(c)}% traced" if percent(c) is not None else "")
+    return titles(base(c)) + (f", {percent(c)}% traced" if percent(c) is not None else "")
 
 def metric(text, name):  # the sum over a family's series, 0 when absent
     return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
@@ -352,23 +457,32 @@ for c in configs:
     rss = int(open(f"{work}/{c}.kanon.rss").read()) / 1024
     answer = json.load(open(f"{work}/{c}.answer.json"))["response"]
     patch = json.loads(base64.b64decode(answer["patch"])) if "patch" in answer else []
-    if not answer.get("allowed") or len(patch) != (0 if base(c) in ("empty", "celvalidate100") else 10):
+    # The 10 selecting policies' labels, no other policy's; a CEL mutation's patch may also
+    # carry what the apiserver's defaulting adds between mutations.
+    added = set()
+    for op in patch:
+        if op.get("op") == "add" and op.get("path", "").startswith("/metadata/labels/"):
+            added.add(op["path"].split("/")[-1])
+        elif op.get("op") == "add" and op.get("path") == "/metadata/labels":
+            added.update(op.get("value", {}))
+    added = {k for k in added if k.startswith("bench-p")}
+    wanted = {f"bench-p{i}" for i in range(10)} if name(base(c)) in mutating else set()
+    if not answer.get("allowed") or added != wanted or (not wanted and patch):
         sys.exit(f"error: kanon's answer in {c} is not the expected one: {answer} {patch}")
     def latency(s):
         return f"{med([l[0] for l in lat[s]]):.2f} / {med([l[1] for l in lat[s]]):.2f} ms"
-    target = "—" if percent(c) is not None else targets[c]
+    target = "—" if percent(c) is not None else targets(c)
     exported = ""
     if traced:
         exported = (f" {spans[c]['exported']:,.0f} / {spans[c]['dropped']:,.0f} |" if c in spans else " — |")
     print(f"| {title(c)} | {med(rps['ceiling']):,.0f} | {med(rps['kanon']):,.0f} "
           f"| **{med(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}) | {target} "
           f"| {latency('ceiling')} | {latency('kanon')} | {rss:.1f} MiB |{exported}")
-if "labels100" in kanon_rps:
-    for c in ("labels1000", "labels10000"):
-        if c in kanon_rps:
-            print(f"\n{titles[c]}: kanon req/s / 100 COPs labels template = "
-                  f"{kanon_rps[c] / kanon_rps['labels100']:.2f}", end="")
-    print()
+for c in configs:
+    hundred = re.sub(r"\d+$", "100", c)
+    if count(c) > 100 and hundred in kanon_rps:
+        print(f"\n{titles(c)}: kanon req/s / {titles(hundred)} = {kanon_rps[c] / kanon_rps[hundred]:.2f}", end="")
+print()
 for c in traced:
     t = spans[c]
     made = t["exported"] + t["dropped"] + t["failed"]

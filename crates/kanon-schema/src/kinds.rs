@@ -96,7 +96,7 @@ impl Kinds {
 
     /// Whether the built-in schema serves `group` (empty for the core group).
     fn builtin_serves(&self, group: &str) -> bool {
-        self.builtin.kinds().iter().any(|k| k.group() == group)
+        self.builtin.serves_group(group)
     }
 
     /// Whether `api_version`'s group is served by a custom kind (and is not built in).
@@ -141,8 +141,7 @@ impl Kinds {
         };
         schema
             .into_iter()
-            .flat_map(|schema| schema.kinds())
-            .filter(|k| k.group() == group && k.resource == resource)
+            .flat_map(|schema| schema.kinds_of_resource(group, resource))
             .map(Kind::version)
             .collect()
     }
@@ -159,5 +158,37 @@ impl Kinds {
         let group = group_of(api_version);
         let same_group = custom.kinds().iter().filter(|k| k.group() == group);
         suggest_among(same_group, api_version, kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_versions_serving_a_resource_are_every_version_of_its_group_and_no_other() {
+        let kinds = Kinds::builtin().expect("the embedded schema");
+        let mut hpa = kinds.versions_of("autoscaling", "horizontalpodautoscalers");
+        hpa.sort_unstable();
+        assert_eq!(hpa, ["v1", "v2"]);
+        assert_eq!(kinds.versions_of("", "pods"), ["v1"]);
+        assert_eq!(kinds.versions_of("apps", "pods"), Vec::<&str>::new());
+        assert_eq!(kinds.versions_of("", "deployments"), Vec::<&str>::new());
+        // The same as a walk over every kind finds.
+        for kind in kinds.builtin_schema().kinds() {
+            let mut walked: Vec<&str> = kinds
+                .builtin_schema()
+                .kinds()
+                .iter()
+                .filter(|k| k.group() == kind.group() && k.resource == kind.resource)
+                .map(Kind::version)
+                .collect();
+            let mut indexed = kinds.versions_of(kind.group(), &kind.resource);
+            walked.sort_unstable();
+            indexed.sort_unstable();
+            assert_eq!(indexed, walked, "{} {}", kind.api_version, kind.resource);
+        }
+        assert!(kinds.is_builtin_group("apps/v1") && kinds.is_builtin_group("v1"));
+        assert!(!kinds.is_builtin_group("example.com/v1"));
     }
 }

@@ -98,6 +98,9 @@ pub struct Schema {
     /// Kind name to the indexes in `file.kinds` of the kinds of that name (one per apiVersion
     /// that serves it), so a lookup needs no allocation.
     by_name: HashMap<String, Vec<usize>>,
+    /// Group → resource (plural) → the indexes of the kinds serving it, one per version: what
+    /// an admission policy's `matchPolicy: Equivalent` asks for every request.
+    by_resource: HashMap<String, HashMap<String, Vec<usize>>>,
 }
 
 impl PartialEq for Schema {
@@ -162,7 +165,39 @@ impl Schema {
                 ))
             })?;
         }
-        Ok(Schema { file, by_name })
+        let mut by_resource: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
+        for (index, kind) in file.kinds.iter().enumerate() {
+            by_resource
+                .entry(kind.group().to_owned())
+                .or_default()
+                .entry(kind.resource.clone())
+                .or_default()
+                .push(index);
+        }
+        Ok(Schema {
+            file,
+            by_name,
+            by_resource,
+        })
+    }
+
+    /// Whether some kind is served in `group` (empty for the core group).
+    pub fn serves_group(&self, group: &str) -> bool {
+        self.by_resource.contains_key(group)
+    }
+
+    /// The kinds serving `resource` (plural) in `group`, one per version, in the schema's order.
+    pub fn kinds_of_resource<'s>(
+        &'s self,
+        group: &str,
+        resource: &str,
+    ) -> impl Iterator<Item = &'s Kind> + use<'s> {
+        self.by_resource
+            .get(group)
+            .and_then(|resources| resources.get(resource))
+            .into_iter()
+            .flatten()
+            .filter_map(|&index| self.file.kinds.get(index))
     }
 
     /// The `gitVersion` of the kube-apiserver the data was read from, such as `v1.35.8`.

@@ -139,10 +139,15 @@ impl Rule {
     /// Whether the rule matches the request's resource at `version`, names aside (the
     /// apiserver does not read them when it matches an equivalent resource).
     fn matches_at(&self, request: &Attributes<'_>, version: &str) -> bool {
+        self.versions.iter().any(|v| v == "*" || v == version) && self.matches_but_version(request)
+    }
+
+    /// Whether the rule matches the request's resource at some version, names aside: only
+    /// then may an equivalent version match it.
+    fn matches_but_version(&self, request: &Attributes<'_>) -> bool {
         let any = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
         any(&self.operations, request.operation.as_str())
             && any(&self.groups, request.group)
-            && any(&self.versions, version)
             && self.resources.iter().any(|written| {
                 let (resource, sub) = written.split_once('/').unwrap_or((written, ""));
                 (resource == "*" || resource == request.resource)
@@ -240,7 +245,8 @@ impl Matcher {
         let mut others: Option<Vec<String>> = None;
         // The versions are looked up only when some rule could match through one of them.
         let mut equivalent = |rules: &[Rule]| -> Option<String> {
-            if !self.equivalent || rules.is_empty() {
+            // The versions are read only for a rule naming the request's resource.
+            if !self.equivalent || !rules.iter().any(|rule| rule.matches_but_version(request)) {
                 return None;
             }
             let others = others.get_or_insert_with(&mut *versions);
