@@ -28,6 +28,7 @@ impl Program {
         let mut planner = Planner {
             env,
             locals: Vec::new(),
+            read: Vec::new(),
             issues: Vec::new(),
             checked: checked.is_some(),
             ambiguous: checked.map(|checked| &checked.ambiguous),
@@ -37,13 +38,23 @@ impl Program {
         if !planner.issues.is_empty() {
             return Err(CompileError::new(source, planner.issues));
         }
-        Ok(Program::new(source, root))
+        let mut program = Program::new(source, root);
+        planner.read.sort_unstable();
+        planner.read.dedup();
+        program.reads = planner
+            .read
+            .iter()
+            .filter_map(|&slot| env.variables.get(slot).map(|(name, _)| name.clone()))
+            .collect();
+        Ok(program)
     }
 }
 
 struct Planner<'e> {
     env: &'e Env,
     locals: Vec<Arc<str>>,
+    /// The slots of the declared variables the expression names.
+    read: Vec<usize>,
     issues: Vec<Issue>,
     checked: bool,
     ambiguous: Option<&'e std::collections::HashSet<u32>>,
@@ -198,7 +209,7 @@ impl Planner<'_> {
 
     /// A dotted name as a declared variable or type, unless a comprehension variable shadows its
     /// first part.
-    fn resolve_qualified(&self, name: &str) -> Option<Node> {
+    fn resolve_qualified(&mut self, name: &str) -> Option<Node> {
         let name = name.strip_prefix('.').unwrap_or(name);
         let root = name.split('.').next().unwrap_or(name);
         if self.locals.iter().any(|local| &**local == root) {
@@ -210,6 +221,7 @@ impl Planner<'_> {
             .iter()
             .position(|(known, _)| &**known == name)
         {
+            self.read.push(slot);
             return Some(attr_node(Root::Variable(slot)));
         }
         Type::denoted(name)

@@ -20,6 +20,8 @@ pub struct Program {
     pub(crate) result_type: Type,
     pub(crate) root: Node,
     pub(crate) regexes: RegexCache,
+    /// The declared variables the expression names, sorted by their slots.
+    pub(crate) reads: Box<[Arc<str>]>,
 }
 
 impl Clone for Program {
@@ -29,6 +31,7 @@ impl Clone for Program {
             result_type: self.result_type.clone(),
             root: self.root.clone(),
             regexes: RegexCache::default(),
+            reads: self.reads.clone(),
         }
     }
 }
@@ -41,7 +44,15 @@ impl Program {
             result_type: Type::Dyn,
             root,
             regexes: RegexCache::default(),
+            reads: Box::default(),
         }
+    }
+
+    /// Whether the expression names the declared variable `name` (`namespaceObject`,
+    /// `params`): a caller may leave out what no program of a rule reads. A name a
+    /// comprehension variable shadows is not the variable.
+    pub fn reads(&self, name: &str) -> bool {
+        self.reads.iter().any(|read| &**read == name)
     }
 
     /// The type the checker gave the whole expression (`dyn` when compiled unchecked).

@@ -540,3 +540,45 @@ fn object_store_keys_objects_by_identity() {
         assert_eq!(e.to_string(), format!("object has no {missing}"));
     }
 }
+
+#[test]
+fn a_cel_rule_reads_the_namespace_only_when_an_expression_names_it() {
+    let lookup = CountingLookup {
+        calls: AtomicUsize::new(0),
+        fail: false,
+        inner: store(),
+    };
+    let rule = |expression: &str, variables: Value| json!({"validateRules": [{"cel": {"variables": variables, "validations": [{"expression": expression}]}}]});
+    let object = pod("prod", "x", json!({}));
+    let judge = |set: &kanon_engine::PolicySet| {
+        kanon_engine::block_on(set.validate(&create(&object), None, &lookup))
+    };
+    // Neither the validation nor a variable names it: not read.
+    let set = set_of(&[cvp(
+        "blind",
+        rule(
+            "object.metadata.name == variables.name",
+            json!([{"name": "name", "expression": "object.metadata.name"}]),
+        ),
+    )]);
+    assert!(judge(&set).allowed);
+    assert_eq!(lookup.calls.load(AtomicOrdering::SeqCst), 0);
+    // A comprehension variable of that name is not the namespace.
+    let set = set_of(&[cvp(
+        "shadowed",
+        rule("[1].all(namespaceObject, namespaceObject == 1)", json!([])),
+    )]);
+    assert!(judge(&set).allowed);
+    assert_eq!(lookup.calls.load(AtomicOrdering::SeqCst), 0);
+    // Named by a variable the validation reads: read once, and seen.
+    let set = set_of(&[cvp(
+        "env",
+        rule(
+            "variables.env == 'prod'",
+            json!([{"name": "env", "expression": "namespaceObject.metadata.labels.env"}]),
+        ),
+    )]);
+    let d = judge(&set);
+    assert!(d.allowed, "{d:?}");
+    assert_eq!(lookup.calls.load(AtomicOrdering::SeqCst), 1);
+}

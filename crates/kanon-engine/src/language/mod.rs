@@ -116,13 +116,21 @@ struct CelData {
     references: Value,
 }
 
+/// The rule's data: its namespace only when one of its expressions names `namespaceObject`
+/// (else the variable is null, which nothing reads).
 async fn cel_data(
     scope: &mut Scope<'_, '_>,
     references: &[(String, crate::references::CompiledRef)],
+    reads_namespace: bool,
     object: &Value,
 ) -> Result<CelData, RuleError> {
+    let namespace_object = if reads_namespace {
+        scope.namespaces.object().await
+    } else {
+        None
+    };
     Ok(CelData {
-        namespace_object: scope.namespaces.object().await,
+        namespace_object,
         references: Value::Object(scope.resolve(references, object).await?),
     })
 }
@@ -152,7 +160,7 @@ async fn cel_verdict(
     scope: &mut Scope<'_, '_>,
     object: &Value,
 ) -> Result<Verdict, RuleError> {
-    let data = cel_data(scope, &rule.references, object).await?;
+    let data = cel_data(scope, &rule.references, rule.reads_namespace, object).await?;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let inputs = cel_inputs(scope.request, &data, object);
@@ -208,7 +216,7 @@ async fn apply_cel(
     working: &mut Value,
     changes: &mut Changes,
 ) -> Result<usize, RuleError> {
-    let data = cel_data(scope, &rule.references, working).await?;
+    let data = cel_data(scope, &rule.references, rule.reads_namespace, working).await?;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let (request, lookup) = (scope.request, scope.evaluation.lookup());

@@ -9,6 +9,9 @@ use kanon_cel::{Env, Program, Type};
 
 use crate::error::FieldError;
 
+/// The variable holding the request's Namespace, read only for rules that name it.
+const NAMESPACE_OBJECT: &str = "namespaceObject";
+
 /// The variables every CEL rule of kanon's kinds sees, in slot order.
 pub(crate) const BASE_VARIABLES: [&str; 5] = [
     "object",
@@ -107,6 +110,8 @@ pub(crate) type CelError = FieldError;
 pub(crate) struct RuleEnv {
     env: Env,
     site: Site,
+    /// Whether an expression compiled here names `namespaceObject`.
+    reads_namespace: std::cell::Cell<bool>,
 }
 
 /// What a field's expression must give.
@@ -133,6 +138,7 @@ impl RuleEnv {
         RuleEnv {
             env: LazyLock::force(env).clone(),
             site,
+            reads_namespace: std::cell::Cell::new(false),
         }
     }
 
@@ -145,7 +151,14 @@ impl RuleEnv {
         RuleEnv {
             env: LazyLock::force(env).clone(),
             site,
+            reads_namespace: std::cell::Cell::new(false),
         }
+    }
+
+    /// Whether some expression compiled so far names `namespaceObject`: a rule none of whose
+    /// expressions does runs without its namespace being read.
+    pub(crate) fn reads_namespace(&self) -> bool {
+        self.reads_namespace.get()
     }
 
     /// Changes the environment (the schema checks type `object` as a kind).
@@ -177,6 +190,9 @@ impl RuleEnv {
                 return None;
             }
         };
+        if program.reads(NAMESPACE_OBJECT) {
+            self.reads_namespace.set(true);
+        }
         // The result's static type must be exactly the one wanted, as kube-apiserver checks it
         // when a policy is written (`IsExactType`): `dyn` is not `bool`, so a rule reading a
         // field of an untyped object (`object.spec.hostNetwork`) must compare it.

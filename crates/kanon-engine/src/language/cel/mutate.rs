@@ -34,6 +34,8 @@ pub(crate) struct CelOverrideRule {
     mutations: Vec<Mutation>,
     /// The kanon references, resolved before the rule runs.
     pub(crate) references: Vec<(String, CompiledRef)>,
+    /// Whether an expression names `namespaceObject` (else the namespace is not read).
+    pub(crate) reads_namespace: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +127,7 @@ pub(crate) fn compile(
         variables,
         mutations,
         references,
+        reads_namespace: env.reads_namespace(),
     })
 }
 

@@ -29,6 +29,8 @@ pub(crate) struct CelValidateRule {
     audit_annotations: Vec<(String, Expression)>,
     /// The kanon references, resolved before the rule runs.
     pub(crate) references: Vec<(String, CompiledRef)>,
+    /// Whether an expression names `namespaceObject` (else the namespace is not read).
+    pub(crate) reads_namespace: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -166,6 +168,7 @@ pub(crate) fn compile(
         validations,
         audit_annotations,
         references,
+        reads_namespace: env.reads_namespace(),
     })
 }
 
