@@ -103,7 +103,34 @@ impl TypeEntry {
     }
 }
 
+/// What a policy is filed under in a [`TypeIndex`].
+enum Filed<'a> {
+    Selectors(&'a CompiledPolicy),
+    Types(Vec<(String, String)>),
+}
+
 impl TypeIndex {
+    /// Files `pos` under each of `policy`'s selectors.
+    fn file_selectors(&mut self, pos: u32, policy: &CompiledPolicy) {
+        for s in &policy.selectors {
+            // Keys are cloned once per type, not once per selector: with thousands of
+            // policies over a few hundred types, most selectors find their type there.
+            if !self.by_type.contains_key(s.api_version.as_str()) {
+                self.by_type.insert(s.api_version.clone(), HashMap::new());
+            }
+            let Some(kinds) = self.by_type.get_mut(s.api_version.as_str()) else {
+                continue;
+            };
+            if !kinds.contains_key(s.kind.as_str()) {
+                kinds.insert(s.kind.clone(), TypeEntry::default());
+            }
+            let Some(entry) = kinds.get_mut(s.kind.as_str()) else {
+                continue;
+            };
+            entry.file(pos, s.required());
+        }
+    }
+
     fn entry(&self, api_version: &str, kind: &str) -> Option<&TypeEntry> {
         self.by_type
             .get(api_version)
@@ -127,31 +154,37 @@ impl TypeIndex {
     /// Builds the index from `(position, policy)` pairs given in evaluation order.
     fn build<'a>(entries: impl Iterator<Item = (u32, &'a CompiledPolicy)>) -> Self {
         let mut index = TypeIndex::default();
-        let mut typed: Vec<(u32, &CompiledPolicy)> = Vec::new();
+        // In evaluation order, each with what it is filed under: its selectors, or for an
+        // admission policy (which selects by its resource rules, not by selectors) the
+        // built-in types its rules name, when the schema can tell them.
+        let mut typed: Vec<(u32, Filed<'_>)> = Vec::new();
         for (pos, policy) in entries {
-            if policy.selectors.is_empty() {
-                index.any.push(pos);
+            if !policy.selectors.is_empty() {
+                typed.push((pos, Filed::Selectors(policy)));
+            } else if let Some(types) = policy
+                .admission
+                .as_ref()
+                .and_then(|b| b.constraints.types())
+            {
+                typed.push((pos, Filed::Types(types)));
             } else {
-                typed.push((pos, policy));
+                index.any.push(pos);
             }
         }
-        for (pos, policy) in typed {
-            for s in &policy.selectors {
-                // Keys are cloned once per type, not once per selector: with thousands of
-                // policies over a few hundred types, most selectors find their type there.
-                if !index.by_type.contains_key(s.api_version.as_str()) {
-                    index.by_type.insert(s.api_version.clone(), HashMap::new());
+        for (pos, filed) in typed {
+            match filed {
+                Filed::Types(types) => {
+                    for (api_version, kind) in types {
+                        index
+                            .by_type
+                            .entry(api_version)
+                            .or_default()
+                            .entry(kind)
+                            .or_default()
+                            .file(pos, Required::Nothing);
+                    }
                 }
-                let Some(kinds) = index.by_type.get_mut(s.api_version.as_str()) else {
-                    continue;
-                };
-                if !kinds.contains_key(s.kind.as_str()) {
-                    kinds.insert(s.kind.clone(), TypeEntry::default());
-                }
-                let Some(entry) = kinds.get_mut(s.kind.as_str()) else {
-                    continue;
-                };
-                entry.file(pos, s.required());
+                Filed::Selectors(policy) => index.file_selectors(pos, policy),
             }
         }
         // Merge the any-type policies into every type's lists, keeping evaluation order (the

@@ -1702,3 +1702,52 @@ fn a_bindings_match_conditions_have_a_budget_of_their_own() {
         three.messages
     );
 }
+
+#[test]
+fn an_admission_policy_is_a_candidate_only_for_the_types_its_resource_rules_name() {
+    use kanon_engine::WebhookKind::Validating;
+    let rule = |group: &str, versions: Value, resources: Value| {
+        json!({"apiGroups": [group], "apiVersions": versions, "resources": resources,
+               "operations": ["CREATE", "UPDATE"]})
+    };
+    let evaluated = |rules: Value, api_version: &str, kind: &str| {
+        set(&[denying_vap(constraints(rules)), deny_binding()]).evaluates(
+            Validating,
+            api_version,
+            kind,
+            Some("shop"),
+        )
+    };
+    // Pods: Pods, and nothing else.
+    let pods = json!([rule("", json!(["v1"]), json!(["pods"]))]);
+    assert!(evaluated(pods.clone(), "v1", "Pod"));
+    assert!(!evaluated(pods.clone(), "v1", "ConfigMap"));
+    assert!(!evaluated(pods, "apps/v1", "Deployment"));
+    // Every served version of the resource: an equivalent request is matched at another.
+    let hpa = json!([rule(
+        "autoscaling",
+        json!(["v2"]),
+        json!(["horizontalpodautoscalers"])
+    )]);
+    assert!(evaluated(
+        hpa.clone(),
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler"
+    ));
+    assert!(evaluated(hpa, "autoscaling/v2", "HorizontalPodAutoscaler"));
+    // What the built-in schema cannot tell reaches every type: wildcards, subresources, custom
+    // groups, versions it does not serve.
+    for rules in [
+        json!([rule("", json!(["v1"]), json!(["*"]))]),
+        json!([rule("", json!(["*"]), json!(["pods"]))]),
+        json!([rule("", json!(["v1"]), json!(["pods/status"]))]),
+        json!([rule("example.com", json!(["v1"]), json!(["widgets"]))]),
+        json!([rule("apps", json!(["v1beta9"]), json!(["deployments"]))]),
+        json!([
+            rule("", json!(["v1"]), json!(["pods"])),
+            rule("example.com", json!(["v1"]), json!(["widgets"]))
+        ]),
+    ] {
+        assert!(evaluated(rules.clone(), "v1", "ConfigMap"), "{rules}");
+    }
+}

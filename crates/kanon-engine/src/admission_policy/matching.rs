@@ -142,6 +142,36 @@ impl Rule {
         self.versions.iter().any(|v| v == "*" || v == version) && self.matches_but_version(request)
     }
 
+    /// The built-in types (`apiVersion`, `kind`) whose requests the rule may match, at any
+    /// version of its resources (`matchPolicy: Equivalent` reaches them all); `None` when the
+    /// built-in schema cannot say: a wildcard, a subresource, or a group, resource or version
+    /// it does not serve (a custom resource, another Kubernetes version's API).
+    fn types(&self, schema: &kanon_schema::Schema, into: &mut Vec<(String, String)>) -> Option<()> {
+        let concrete = |list: &[String]| !list.iter().any(|item| item == "*");
+        if !concrete(&self.groups) || !concrete(&self.versions) || !concrete(&self.resources) {
+            return None;
+        }
+        for group in &self.groups {
+            for resource in &self.resources {
+                if resource.contains('/') {
+                    return None;
+                }
+                let kinds: Vec<&kanon_schema::Kind> =
+                    schema.kinds_of_resource(group, resource).collect();
+                let served = |version: &String| kinds.iter().any(|k| k.version() == version);
+                if kinds.is_empty() || !self.versions.iter().all(served) {
+                    return None;
+                }
+                into.extend(
+                    kinds
+                        .iter()
+                        .map(|k| (k.api_version.clone(), k.kind.clone())),
+                );
+            }
+        }
+        Some(())
+    }
+
     /// Whether the rule matches the request's resource at some version, names aside: only
     /// then may an equivalent version match it.
     fn matches_but_version(&self, request: &Attributes<'_>) -> bool {
@@ -305,6 +335,22 @@ impl Matcher {
             }
         }
         true
+    }
+
+    /// The built-in types whose requests its rules may select, each once ([`Rule::types`]);
+    /// `None` when some rule's cannot be told (then any type may be).
+    pub(crate) fn types(&self) -> Option<Vec<(String, String)>> {
+        let schema = kanon_schema::Schema::builtin().ok()?;
+        if self.rules.is_empty() {
+            return None;
+        }
+        let mut types = Vec::new();
+        for rule in &self.rules {
+            rule.types(schema, &mut types)?;
+        }
+        types.sort_unstable();
+        types.dedup();
+        Some(types)
     }
 
     /// The operations its rules can match (for the webhook's rules), as kanon's operation set.
