@@ -15,8 +15,14 @@ pub fn source_dir() -> PathBuf {
 }
 
 /// The cached binary, built first if missing. Panics with a message saying what to do when it
-/// cannot be built (no `go`, a failed build).
+/// cannot be built (no `go`, a failed build). The tests of one process build it once: they run
+/// on threads of one process, whose builds would share a temporary name.
 pub fn oracle_binary() -> PathBuf {
+    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(build).clone()
+}
+
+fn build() -> PathBuf {
     let sources = source_dir();
     let mut hash = Fnv::new();
     for name in SOURCES {
@@ -79,6 +85,11 @@ pub fn oracle_binary() -> PathBuf {
         );
     }
     fs::rename(&partial, &binary).unwrap_or_else(|error| {
+        // Another test run built it at the same time: its binary is as good.
+        if binary.is_file() {
+            let _ = fs::remove_file(&partial);
+            return;
+        }
         panic!(
             "renaming {} to {}: {error}",
             partial.display(),
