@@ -103,12 +103,6 @@ impl TypeEntry {
     }
 }
 
-/// What a policy is filed under in a [`TypeIndex`].
-enum Filed<'a> {
-    Selectors(&'a CompiledPolicy),
-    Types(Vec<(String, String)>),
-}
-
 impl TypeIndex {
     /// Files `pos` under each of `policy`'s selectors.
     fn file_selectors(&mut self, pos: u32, policy: &CompiledPolicy) {
@@ -128,6 +122,18 @@ impl TypeIndex {
                 continue;
             };
             entry.file(pos, s.required());
+        }
+    }
+
+    /// Files `pos` under each of `types` (`apiVersion`, `kind`), requiring nothing else.
+    fn file_types(&mut self, pos: u32, types: Vec<(String, String)>) {
+        for (api_version, kind) in types {
+            self.by_type
+                .entry(api_version)
+                .or_default()
+                .entry(kind)
+                .or_default()
+                .file(pos, Required::Nothing);
         }
     }
 
@@ -154,37 +160,19 @@ impl TypeIndex {
     /// Builds the index from `(position, policy)` pairs given in evaluation order.
     fn build<'a>(entries: impl Iterator<Item = (u32, &'a CompiledPolicy)>) -> Self {
         let mut index = TypeIndex::default();
-        // In evaluation order, each with what it is filed under: its selectors, or for an
-        // admission policy (which selects by its resource rules, not by selectors) the
-        // built-in types its rules name, when the schema can tell them.
-        let mut typed: Vec<(u32, Filed<'_>)> = Vec::new();
         for (pos, policy) in entries {
             if !policy.selectors.is_empty() {
-                typed.push((pos, Filed::Selectors(policy)));
+                index.file_selectors(pos, policy);
             } else if let Some(types) = policy
                 .admission
                 .as_ref()
                 .and_then(|b| b.constraints.types())
             {
-                typed.push((pos, Filed::Types(types)));
+                // An admission policy selects by its resource rules, not by selectors: filed
+                // under the built-in types they name, when the schema can tell them.
+                index.file_types(pos, types);
             } else {
                 index.any.push(pos);
-            }
-        }
-        for (pos, filed) in typed {
-            match filed {
-                Filed::Types(types) => {
-                    for (api_version, kind) in types {
-                        index
-                            .by_type
-                            .entry(api_version)
-                            .or_default()
-                            .entry(kind)
-                            .or_default()
-                            .file(pos, Required::Nothing);
-                    }
-                }
-                Filed::Selectors(policy) => index.file_selectors(pos, policy),
             }
         }
         // Merge the any-type policies into every type's lists, keeping evaluation order (the

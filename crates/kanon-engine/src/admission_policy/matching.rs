@@ -273,9 +273,9 @@ impl Matcher {
             return Selection::No;
         }
         let mut others: Option<Vec<String>> = None;
-        // The versions are looked up only when some rule could match through one of them.
+        // The versions are looked up only when some rule names the request's resource, so
+        // that it could match through one of them.
         let mut equivalent = |rules: &[Rule]| -> Option<String> {
-            // The versions are read only for a rule naming the request's resource.
             if !self.equivalent || !rules.iter().any(|rule| rule.matches_but_version(request)) {
                 return None;
             }

@@ -34,7 +34,6 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::io;
-use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -175,7 +174,7 @@ impl EvaluationPool {
         let mut future = Box::pin(future);
         let mut inline = Duration::ZERO;
         if body_bytes <= INLINE_BODY_MAX && !self.long.costly(flow) {
-            let mut evaluating = pin!(std::future::poll_fn(|cx| {
+            let evaluated = std::future::poll_fn(|cx| {
                 let start = Instant::now();
                 let polled = {
                     let _share = InlineShare::begin(start + INLINE_SHARE.saturating_sub(inline));
@@ -188,8 +187,9 @@ impl EvaluationPool {
                     Poll::Pending if inline >= INLINE_SHARE => Poll::Ready(None),
                     Poll::Pending => Poll::Pending,
                 }
-            }));
-            if let Some(output) = evaluating.as_mut().await {
+            })
+            .await;
+            if let Some(output) = evaluated {
                 self.record(flow, inline);
                 return Ok(Evaluated {
                     output,
