@@ -76,53 +76,75 @@ pub(crate) fn resolve(
     let mut scratch = doc.clone();
     let mut resolved = Vec::with_capacity(written.len());
     let mut copied = 0;
-    // Where this patch wrote `null`: the library holds such a value as a node it can open as
-    // an empty object (a `null` of the object itself is no container at all), so removing a
-    // member from it is a missing key, not a missing path.
+    // Where this patch wrote `null`: the library holds such a value as a node it opens as an
+    // empty object with no map behind it (a `null` of the object itself is no container at
+    // all). Its members are absent: removing one is a missing key, not a missing path; a
+    // `test` of one holds only without a value; copying one copies `null`; writing one panics
+    // (assignment to entry in nil map). A `test` of the null itself for `{}` holds.
     let mut nulls: Vec<&str> = Vec::new();
     for operation in written {
-        if operation.op == "remove"
-            && let Some((parent, key)) = operation.path.rsplit_once('/')
-            && nulls.contains(&parent)
-            && find(&scratch, &operation.path).is_none()
-        {
-            return Err(error(format!(
-                "error in remove for path: '{}': Unable to remove nonexistent key: {}: {MISSING}",
-                operation.path,
-                unescape(key)
-            )));
+        let written_null =
+            |path: &str| nulls.contains(&path) && scratch.pointer(path).is_some_and(Value::is_null);
+        // The parent and key of a path whose parent is such a null.
+        fn under<'p>(path: &'p str, null: &dyn Fn(&str) -> bool) -> Option<(&'p str, &'p str)> {
+            path.rsplit_once('/').filter(|(parent, _)| null(parent))
         }
-        // `replace` of an absent member adds it (below), so it meets the same nil map.
-        if matches!(operation.op.as_str(), "add" | "replace")
-            && let Some((parent, _)) = operation.path.rsplit_once('/')
-            && nulls.contains(&parent)
-            && find(&scratch, &operation.path).is_none()
-        {
-            let verb = if operation.op == "add" {
-                "adds"
-            } else {
-                "replaces"
-            };
-            return Err(Refusal::Panics(format!(
-                "kube-apiserver's JSON patch library panics on this patch (assignment to entry in nil map: it {verb} '{}' into the null an earlier operation of the patch wrote at '{parent}'), and the apiserver answers the request with no response",
-                operation.path
-            )));
+        let from = operation.from.as_deref();
+        let from_under_null = from.and_then(|from| under(from, &written_null));
+        match (operation.op.as_str(), under(&operation.path, &written_null)) {
+            ("remove", Some((_, key))) => {
+                return Err(error(format!(
+                    "error in remove for path: '{}': Unable to remove nonexistent key: {}: {MISSING}",
+                    operation.path,
+                    unescape(key)
+                )));
+            }
+            ("test", Some(_)) if operation.value.is_none() => continue,
+            ("test", Some(_)) => return Err(Refusal::TestFailed),
+            ("test", None)
+                if written_null(&operation.path)
+                    && matches!(&operation.value, Some(Value::Object(members)) if members.is_empty()) =>
+            {
+                continue;
+            }
+            ("move", _) if let Some((_, key)) = from_under_null => {
+                let key = unescape(key);
+                return Err(error(format!(
+                    "error in move for path: '{key}': Unable to remove nonexistent key: {key}: {MISSING}"
+                )));
+            }
+            // `replace` of an absent member adds it, so it meets the same nil map.
+            ("add" | "replace", Some((parent, _))) => {
+                return Err(nil_map_panic(operation, parent));
+            }
+            // A copy or a move gets there once its source is found (a move out of the null's
+            // own path leaves no destination, which the plan below words).
+            ("copy" | "move", Some((parent, _))) => {
+                let source_found = from_under_null.is_some()
+                    || from
+                        .and_then(|from| find(&scratch, from))
+                        .is_some_and(|source| source.get().is_ok());
+                let moves_out_of_the_null = operation.op == "move"
+                    && from.is_some_and(|from| operation.path.starts_with(&format!("{from}/")));
+                if source_found && !moves_out_of_the_null {
+                    return Err(nil_map_panic(operation, parent));
+                }
+            }
+            _ => {}
         }
-        // A `null` this patch wrote reads as an empty object: a `test` for `{}` holds there.
-        if operation.op == "test"
-            && nulls.contains(&operation.path.as_str())
-            && matches!(&operation.value, Some(Value::Object(members)) if members.is_empty())
-            && scratch.pointer(&operation.path).is_some_and(Value::is_null)
-        {
-            continue;
-        }
-        if matches!(operation.op.as_str(), "add" | "replace")
-            && matches!(operation.value, None | Some(Value::Null))
-        {
+        let null_written = match operation.op.as_str() {
+            "add" | "replace" => matches!(operation.value, None | Some(Value::Null)),
+            "copy" | "move" => from.is_some_and(written_null),
+            _ => false,
+        };
+        if null_written {
             nulls.push(&operation.path);
         }
         let operations = match operation.op.as_str() {
             "move" => plan_move(&mut scratch, operation)?,
+            "copy" if from_under_null.is_some() => {
+                plan_copy_of(&scratch, operation, None, &mut copied)?
+            }
             "copy" => plan_copy(&scratch, operation, &mut copied)?,
             _ => plan(&scratch, operation)?,
         };
@@ -298,6 +320,17 @@ fn plan_copy(
     let (_, value) = source
         .get()
         .map_err(|e| error(format!("error in copy for from: '{from}': {e}")))?;
+    plan_copy_of(doc, written, value, copied)
+}
+
+/// The rest of a `copy` once its source is found: `value` (absent copies `null`) added at
+/// `path`.
+fn plan_copy_of(
+    doc: &Value,
+    written: &WrittenOperation,
+    value: Option<&Value>,
+    copied: &mut usize,
+) -> Result<Vec<PatchOperation>, Refusal> {
     let path = written.path.as_str();
     let Some(destination) = find(doc, path) else {
         return Err(error(format!(
@@ -316,6 +349,15 @@ fn plan_copy(
         .insertion()
         .map_err(|e| error(format!("error while adding value during copy: {e}")))?;
     Ok(vec![PatchOperation::Add(AddOperation { path: at, value })])
+}
+
+/// The library's panic when an operation writes a member into a `null` the patch wrote at
+/// `parent`.
+fn nil_map_panic(operation: &WrittenOperation, parent: &str) -> Refusal {
+    Refusal::Panics(format!(
+        "kube-apiserver's JSON patch library panics on this patch (assignment to entry in nil map: its {} writes '{}' into the null an earlier operation of the patch wrote at '{parent}'), and the apiserver answers the request with no response",
+        operation.op, operation.path
+    ))
 }
 
 fn error(message: String) -> Refusal {

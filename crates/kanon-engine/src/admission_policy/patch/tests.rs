@@ -367,7 +367,76 @@ fn a_null_written_by_the_patch_is_an_empty_object_to_remove_from_and_a_panic_to_
         json!([{"op": "add", "path": "/data", "value": null}, {"op": "replace", "path": "/data/extra", "value": {}}]),
     );
     assert!(
-        matches!(&outcome, Err(Refusal::Panics(why)) if why.contains("it replaces '/data/extra'")),
+        matches!(&outcome, Err(Refusal::Panics(why)) if why.contains("its replace writes '/data/extra'")),
         "{outcome:?}"
+    );
+}
+
+#[test]
+fn the_members_of_a_null_written_by_the_patch_are_absent() {
+    // Found by the random MAP run (seed 269908045559371): kube-apiserver opens the null as an
+    // empty object, so a `test` of a member is a failed test (the patch is left out), not a
+    // missing path; without a value it holds.
+    let doc = json!({"data": {"a": "b"}});
+    assert_eq!(
+        patched(
+            doc.clone(),
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "test", "path": "/data/a", "value": "b"}])
+        ),
+        Err(Refusal::TestFailed)
+    );
+    assert_eq!(
+        patched(
+            doc.clone(),
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "test", "path": "/data/a"}, {"op": "add", "path": "/held", "value": true}])
+        ),
+        Ok(json!({"data": null, "held": true}))
+    );
+    // Deeper than its members is a missing path, as for any absent member.
+    assert_eq!(
+        refused(
+            doc.clone(),
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "test", "path": "/data/a/b", "value": "b"}])
+        ),
+        "test operation does not apply: is missing path: /data/a/b: missing value"
+    );
+    // Copying a member copies null; moving one is a missing key.
+    assert_eq!(
+        patched(
+            doc.clone(),
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "copy", "from": "/data/a", "path": "/copied"}])
+        ),
+        Ok(json!({"data": null, "copied": null}))
+    );
+    assert_eq!(
+        refused(
+            doc.clone(),
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "move", "from": "/data/a", "path": "/moved"}])
+        ),
+        "error in move for path: 'a': Unable to remove nonexistent key: a: missing value"
+    );
+    // Copying into it panics once the source is found; a missing source is the error.
+    let outcome = patched(
+        json!({"data": {"a": "b"}, "x": 1}),
+        json!([{"op": "replace", "path": "/data", "value": null}, {"op": "copy", "from": "/x", "path": "/data/x"}]),
+    );
+    assert!(
+        matches!(&outcome, Err(Refusal::Panics(why)) if why.contains("its copy writes '/data/x'")),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        refused(
+            doc.clone(),
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "copy", "from": "/nothere/x", "path": "/data/x"}])
+        ),
+        "copy operation does not apply: doc is missing from path: /nothere/x: missing value"
+    );
+    // A null copied from a written one is written too.
+    assert_eq!(
+        refused(
+            doc,
+            json!([{"op": "replace", "path": "/data", "value": null}, {"op": "copy", "from": "/data", "path": "/other"}, {"op": "remove", "path": "/other/a"}])
+        ),
+        "error in remove for path: '/other/a': Unable to remove nonexistent key: a: missing value"
     );
 }
