@@ -1084,6 +1084,7 @@ impl<'a> Overriding<'_, 'a> {
                 Err(e) => {
                     if let Some(before) = before {
                         *object = before;
+                        changes.unsettle();
                     }
                     decision.policy_error(policy, within, &e);
                 }

@@ -1046,3 +1046,90 @@ fn request_and_namespace_object_are_typed_as_kube_apiserver_types_them() {
     );
     assert!(kanon_engine::compile_document(&policy).is_ok());
 }
+
+/// A ClusterOverridePolicy selecting `kind` whose one rule adds the label `key: value` with a
+/// CEL mutation.
+fn labelling(name: &str, kind: &str, expression: &str) -> Value {
+    cop(
+        name,
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": kind}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "JSONPatch", "jsonPatch": {"expression": expression}},
+            ]}}}],
+        }),
+    )
+}
+
+#[test]
+fn after_a_label_mutation_the_object_is_defaulted_unless_nothing_else_changed_it() {
+    // Each CEL mutation of a built-in kind is followed by the apiserver's defaulting, as
+    // between a MutatingAdmissionPolicy's mutations. A label change alone needs none once
+    // the object is defaulted; a change by another rule in between does.
+    let container = json!({"name": "late", "image": "registry.corp/late:1"});
+    let policies = [
+        labelling(
+            "a-first",
+            "Pod",
+            "[JSONPatch{op: 'add', path: '/metadata/labels/first', value: 'yes'}]",
+        ),
+        cop(
+            "b-plaintext",
+            json!({
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                "overrideRules": [{"overriders": {"plaintext": [
+                    {"op": "add", "path": "/spec/containers/-", "value": container},
+                ]}}],
+            }),
+        ),
+        labelling(
+            "c-last",
+            "Pod",
+            "[JSONPatch{op: 'add', path: '/metadata/labels/last', value: 'yes'}]",
+        ),
+    ];
+    let set = set_of(&policies);
+    let original = limited_pod();
+    let decision = mutate_create(&set, &original);
+    assert!(decision.allowed, "{decision:?}");
+    let patched = decision.patched.clone().expect("patched");
+    assert_eq!(patched["metadata"]["labels"]["last"], "yes");
+    // The container the plaintext rule added was defaulted after the last label mutation.
+    assert_eq!(patched["spec"]["containers"][2]["name"], "late");
+    assert_eq!(
+        patched["spec"]["containers"][2]["imagePullPolicy"],
+        "IfNotPresent",
+        "{patched:#}"
+    );
+    assert_eq!(
+        patched["spec"]["containers"][2]["terminationMessagePolicy"],
+        "File"
+    );
+    assert_patch_is_diff(&original, &decision);
+
+    // A Namespace's defaulting reads its labels: the name label a mutation removes after
+    // another one comes back.
+    let set = set_of(&[
+        labelling(
+            "a-first",
+            "Namespace",
+            "[JSONPatch{op: 'add', path: '/metadata/labels/first', value: 'yes'}]",
+        ),
+        labelling(
+            "b-unname",
+            "Namespace",
+            "[JSONPatch{op: 'remove', path: '/metadata/labels/kubernetes.io~1metadata.name'}]",
+        ),
+    ]);
+    let namespace = json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "shop", "labels": {"kubernetes.io/metadata.name": "shop"}},
+    });
+    let decision = mutate_create(&set, &namespace);
+    let patched = decision.patched.clone().expect("patched");
+    assert_eq!(
+        patched["metadata"]["labels"],
+        json!({"kubernetes.io/metadata.name": "shop", "first": "yes"}),
+        "{decision:?}"
+    );
+}

@@ -35,6 +35,10 @@ pub struct Changes {
     /// The whole object as it was, once an operation targets the root (or a root that is
     /// not an object).
     pub(super) whole: Option<Value>,
+    /// How many operations were recorded: every change to the object counts.
+    revision: u64,
+    /// The revision at which the object was last defaulted whole (see [`Changes::settled`]).
+    settled_at: Option<u64>,
 }
 
 impl Changes {
@@ -61,6 +65,7 @@ impl Changes {
 
     /// Records `op`, about to be applied to `doc`.
     pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
+        self.revision += 1;
         if let Some(places) = &mut self.places {
             if save_place(places, op, doc) {
                 return;
@@ -75,6 +80,23 @@ impl Changes {
         }
     }
 
+    /// Whether the object was defaulted whole and nothing has changed it since: defaulting
+    /// it again would change nothing.
+    pub(crate) fn settled(&self) -> bool {
+        self.settled_at == Some(self.revision)
+    }
+
+    /// Marks the object, as it is now, as defaulted whole.
+    pub(crate) fn mark_settled(&mut self) {
+        self.settled_at = Some(self.revision);
+    }
+
+    /// Forgets that the object was defaulted: for a caller that puts back an earlier copy of it
+    /// (which no operation records).
+    pub(crate) fn unsettle(&mut self) {
+        self.settled_at = None;
+    }
+
     /// Whether operations are saved by place, which [`Changes::apply_one`] needs.
     pub fn saves_places(&self) -> bool {
         self.places.is_some()
@@ -87,6 +109,7 @@ impl Changes {
     /// recorded, for anything else (the caller records and applies it the general way, which
     /// also explains failures).
     pub fn apply_one(&mut self, doc: &mut Value, op: PatchOperation) -> Result<(), PatchOperation> {
+        self.revision += 1;
         let Some(places) = &mut self.places else {
             return Err(op);
         };

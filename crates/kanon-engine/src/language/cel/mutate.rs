@@ -304,8 +304,21 @@ pub(crate) fn apply_change(
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
 ) -> Result<usize, RuleError> {
-    let applied = apply_patch(working, change, field, request, lookup, changes)?;
+    let settled = changes.settled();
+    let (applied, metadata_only) = apply_patch(working, change, field, request, lookup, changes)?;
     if request.defaults_objects() {
+        // An object defaulting left as it was stays so when only its labels or annotations
+        // changed, unless the kind's defaulting reads them: one walk of the object per
+        // review, not one per mutation.
+        let unread = || {
+            request
+                .typed()
+                .is_some_and(|typed| !typed.defaulting_reads_metadata())
+        };
+        if settled && metadata_only && unread() {
+            changes.mark_settled();
+            return Ok(applied);
+        }
         let mut defaulted = working.clone();
         request.default_object(&mut defaulted);
         if defaulted != *working {
@@ -317,11 +330,22 @@ pub(crate) fn apply_change(
                 },
             )?;
         }
+        changes.mark_settled();
     }
     Ok(applied)
 }
 
-/// [`apply_change`] up to the defaulting.
+/// Whether `pointer` lies in the object's labels or annotations.
+fn labels_or_annotations(pointer: &json_patch::jsonptr::Pointer) -> bool {
+    let mut tokens = pointer.tokens();
+    tokens.next().is_some_and(|t| t.decoded() == "metadata")
+        && tokens
+            .next()
+            .is_some_and(|t| matches!(t.decoded().as_ref(), "labels" | "annotations"))
+}
+
+/// [`apply_change`] up to the defaulting: how many operations applied, and whether they all
+/// wrote in the object's labels or annotations.
 fn apply_patch(
     working: &mut Json,
     change: Change<'_>,
@@ -329,7 +353,7 @@ fn apply_patch(
     request: &crate::request::Request,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
-) -> Result<usize, RuleError> {
+) -> Result<(usize, bool), RuleError> {
     let failure = |message: String| RuleError::Patch {
         field: field.to_owned(),
         message,
@@ -356,12 +380,12 @@ fn apply_patch(
                         request,
                     )?;
                     written_back(working, [pointer.as_ref()], request, changes, field)?;
-                    return Ok(1);
+                    return Ok((1, labels_or_annotations(&pointer)));
                 }
             }
             match patch::resolve(working, &written) {
                 Ok(operations) => (operations, Some((written, clean_for))),
-                Err(Refusal::TestFailed) => return Ok(0),
+                Err(Refusal::TestFailed) => return Ok((0, true)),
                 Err(Refusal::Panics(message)) => {
                     return Err(RuleError::Unanswered {
                         field: field.to_owned(),
@@ -407,6 +431,16 @@ fn apply_patch(
         }
     };
     let count = operations.len();
+    let metadata_only = operations.iter().all(|operation| match operation {
+        PatchOperation::Add(op) => labels_or_annotations(&op.path),
+        PatchOperation::Replace(op) => labels_or_annotations(&op.path),
+        PatchOperation::Remove(op) => labels_or_annotations(&op.path),
+        PatchOperation::Copy(op) => labels_or_annotations(&op.path),
+        PatchOperation::Move(op) => {
+            labels_or_annotations(&op.path) && labels_or_annotations(&op.from)
+        }
+        PatchOperation::Test(_) => true,
+    });
     // Where the operations reached, collected once before they apply: the places they wrote a
     // value at (`true`; the apiserver decodes what lies there once the whole patch has applied,
     // so a value a later operation replaced is never decoded), and, for a kind with Go facts,
@@ -454,7 +488,7 @@ fn apply_patch(
         changes,
         field,
     )?;
-    Ok(count)
+    Ok((count, metadata_only))
 }
 
 /// `object`'s kind, when `kinds` know it.

@@ -19,6 +19,18 @@ use crate::quantity::Quantity;
 
 type Object = Map<String, Value>;
 
+/// Whether the defaulting function of the kind named `component` reads the object's own
+/// labels or annotations (or its name, which it writes into a label): a Namespace is labelled
+/// with its name; a ReplicationController and a Job take their template's labels when they
+/// have none. Every other defaulter leaves `metadata` unread, so a change to labels or
+/// annotations alone leaves an object defaulting gave nothing more to.
+pub(super) fn reads_metadata(component: &str) -> bool {
+    matches!(
+        component.rsplit_once('.'),
+        Some((CORE, "Namespace" | "ReplicationController") | (BATCH, "Job"))
+    )
+}
+
 /// The defaulting function of the type named `component`, if it has one.
 pub(super) fn defaulter(component: &str) -> Option<fn(&mut Object)> {
     let (group, name) = component.rsplit_once('.')?;

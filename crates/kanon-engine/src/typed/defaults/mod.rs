@@ -38,6 +38,12 @@ impl Typed<'_> {
         };
         walker.object(self.root, object, !template);
     }
+
+    /// Whether a change to the object's labels or annotations alone can give defaulting more
+    /// to do: when it cannot, an object defaulting left unchanged stays so after such a change.
+    pub(crate) fn defaulting_reads_metadata(&self) -> bool {
+        kinds::reads_metadata(self.root)
+    }
 }
 
 struct Walker<'s> {

@@ -268,3 +268,61 @@ fn resource_quantities_are_written_canonical_as_the_apiserver_writes_them_back()
     assert_eq!(resources["limits"], json!({"memory": "512Mi", "cpu": "2"}));
     assert_eq!(resources["requests"]["cpu"], "100m");
 }
+
+#[test]
+fn only_the_kinds_said_to_read_metadata_are_defaulted_anew_after_a_label_change() {
+    // CEL mutations skip defaulting after a change to labels or annotations alone of an object
+    // defaulting left as it was, except for the kinds whose defaulting reads them: every
+    // built-in kind is checked, with a template whose labels a defaulter could copy.
+    let schema = kanon_schema::Schema::builtin().expect("the embedded schema");
+    let variants: [fn(&mut serde_json::Map<String, Value>); 5] = [
+        |metadata| {
+            metadata.remove("labels");
+        },
+        |metadata| {
+            metadata.insert("labels".into(), json!({}));
+        },
+        |metadata| {
+            metadata.insert("labels".into(), json!({"other": "b"}));
+        },
+        |metadata| {
+            metadata.insert("annotations".into(), json!({"note": "x"}));
+        },
+        |metadata| {
+            metadata.remove("annotations");
+        },
+    ];
+    let mut checked = 0;
+    for kind in schema.kinds() {
+        let Some(typed) = Typed::builtin(&kind.api_version, &kind.kind) else {
+            continue;
+        };
+        let mut object = json!({
+            "apiVersion": kind.api_version, "kind": kind.kind,
+            "metadata": {"name": "n", "labels": {"app": "a"}, "annotations": {"a": "b"}},
+            "spec": {"template": {"metadata": {"labels": {"app": "a"}}}},
+        });
+        typed.default_object(&mut object, false);
+        let changed_by_defaulting = variants
+            .iter()
+            .filter(|variant| {
+                let mut changed = object.clone();
+                if let Some(metadata) = changed["metadata"].as_object_mut() {
+                    variant(metadata);
+                }
+                let mut again = changed.clone();
+                typed.default_object(&mut again, false);
+                again != changed
+            })
+            .count();
+        assert_eq!(
+            changed_by_defaulting > 0,
+            typed.defaulting_reads_metadata(),
+            "{} {}: {changed_by_defaulting} of the label and annotation changes are defaulted anew",
+            kind.api_version,
+            kind.kind
+        );
+        checked += 1;
+    }
+    assert!(checked > 50, "only {checked} kinds checked");
+}
