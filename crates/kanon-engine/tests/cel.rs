@@ -1097,8 +1097,7 @@ fn after_a_label_mutation_the_object_is_defaulted_unless_nothing_else_changed_it
     // The container the plaintext rule added was defaulted after the last label mutation.
     assert_eq!(patched["spec"]["containers"][2]["name"], "late");
     assert_eq!(
-        patched["spec"]["containers"][2]["imagePullPolicy"],
-        "IfNotPresent",
+        patched["spec"]["containers"][2]["imagePullPolicy"], "IfNotPresent",
         "{patched:#}"
     );
     assert_eq!(

@@ -112,6 +112,152 @@ pub fn apply(
     live: &Value,
     patch: &Value,
 ) -> Result<Value, MergeError> {
+    check(schema, root, patch)?;
+    Ok(merge(schema, root, Some(live), Some(patch))?.unwrap_or(Value::Null))
+}
+
+/// [`apply`] for an object whose top-level fields merge one by one (a struct, as every kind's
+/// root is): only the fields the configuration names are merged, and the rest of `live` is
+/// neither copied nor compared. `None` where the merge is not field by field at the top (an
+/// atomic or untyped root, or a merge that would leave no field at all): use [`apply`] then.
+pub(crate) fn apply_by_field<'a>(
+    schema: &'a Schema,
+    root: &'a Type,
+    live: &'a Value,
+    patch: &'a Value,
+) -> Result<Option<MergedFields<'a>>, MergeError> {
+    check(schema, root, patch)?;
+    let (
+        Node::Struct {
+            fields,
+            atomic: false,
+        },
+        Value::Object(left),
+        Value::Object(right),
+    ) = (node(schema, root), live, patch)
+    else {
+        return Ok(None);
+    };
+    if left.is_empty() && right.is_empty() {
+        return Ok(None);
+    }
+    let mut merged = Vec::with_capacity(right.len());
+    for (key, r) in right {
+        let l = left.get(key);
+        let value = match fields.get(key) {
+            Some(ty) => merge(schema, ty, l, Some(r))?,
+            None => merge_untyped(l, Some(r)),
+        };
+        merged.push((key.as_str(), value));
+    }
+    let kept = left.keys().filter(|key| !right.contains_key(*key)).count();
+    if kept == 0 && merged.iter().all(|(_, value)| value.is_none()) {
+        return Ok(None);
+    }
+    Ok(Some(MergedFields {
+        schema,
+        fields,
+        live: left,
+        merged,
+    }))
+}
+
+/// An apply configuration merged into an object's top-level fields (see [`apply_by_field`]).
+pub(crate) struct MergedFields<'a> {
+    schema: &'a Schema,
+    fields: &'a std::collections::BTreeMap<String, Type>,
+    live: &'a Map<String, Value>,
+    /// Each field the configuration names, merged (`None`: left out).
+    merged: Vec<(&'a str, Option<Value>)>,
+}
+
+impl MergedFields<'_> {
+    /// The Go integer type of a field of the merged object that holds a fraction, as
+    /// [`fractional_integer`] finds it in the whole merged object.
+    pub(crate) fn fractional_integer(&self) -> Option<&'static str> {
+        let check = |key: &str, value: &Value| {
+            self.fields
+                .get(key)
+                .and_then(|field| fractional_integer(self.schema, field, value))
+        };
+        self.live
+            .iter()
+            .filter_map(|(key, value)| match self.named(key) {
+                None => Some((key.as_str(), value)),
+                Some(merged) => merged.map(|merged| (key.as_str(), merged)),
+            })
+            .chain(
+                self.merged
+                    .iter()
+                    .filter(|(key, _)| !self.live.contains_key(*key))
+                    .filter_map(|(key, value)| value.as_ref().map(|value| (*key, value))),
+            )
+            .find_map(|(key, value)| check(key, value))
+    }
+
+    /// The merge as the field named `key` has it: `None` for a field the configuration does
+    /// not name, `Some(None)` for one the merge leaves out.
+    fn named(&self, key: &str) -> Option<Option<&Value>> {
+        self.merged
+            .iter()
+            .find(|(named, _)| *named == key)
+            .map(|(_, value)| value.as_ref())
+    }
+
+    /// The JSON patch from the object to the merged object.
+    pub(crate) fn operations(self) -> Vec<json_patch::PatchOperation> {
+        use json_patch::jsonptr::PointerBuf;
+        use json_patch::{AddOperation, PatchOperation, RemoveOperation};
+        let mut operations = Vec::new();
+        for (key, merged) in self.merged {
+            let at = PointerBuf::from_tokens([key]);
+            match (self.live.get(key), merged) {
+                (Some(old), Some(new)) if *old == new => {}
+                (Some(old), Some(new)) => {
+                    for mut operation in json_patch::diff(old, &new).0 {
+                        prefix(&at, &mut operation);
+                        operations.push(operation);
+                    }
+                }
+                (None, Some(value)) => {
+                    operations.push(PatchOperation::Add(AddOperation { path: at, value }));
+                }
+                (Some(_), None) => {
+                    operations.push(PatchOperation::Remove(RemoveOperation { path: at }));
+                }
+                (None, None) => {}
+            }
+        }
+        operations
+    }
+}
+
+/// Moves `operation` (made on a field's value) to the field at `at`.
+fn prefix(at: &json_patch::jsonptr::Pointer, operation: &mut json_patch::PatchOperation) {
+    use json_patch::PatchOperation;
+    let within = |path: &mut json_patch::jsonptr::PointerBuf| {
+        let mut moved = at.to_buf();
+        moved.append(&*path);
+        *path = moved;
+    };
+    match operation {
+        PatchOperation::Add(op) => within(&mut op.path),
+        PatchOperation::Remove(op) => within(&mut op.path),
+        PatchOperation::Replace(op) => within(&mut op.path),
+        PatchOperation::Test(op) => within(&mut op.path),
+        PatchOperation::Move(op) => {
+            within(&mut op.path);
+            within(&mut op.from);
+        }
+        PatchOperation::Copy(op) => {
+            within(&mut op.path);
+            within(&mut op.from);
+        }
+    }
+}
+
+/// Refuses a configuration that does not fit the schema or sets atomic parts.
+fn check(schema: &Schema, root: &Type, patch: &Value) -> Result<(), MergeError> {
     let mut errors = Vec::new();
     validate::check(schema, root, patch, "", false, &mut errors);
     match errors.as_slice() {
@@ -130,7 +276,7 @@ pub fn apply(
     if !found.is_empty() {
         return Err(MergeError::Atomic(found.join(", ")));
     }
-    Ok(merge(schema, root, Some(live), Some(patch))?.unwrap_or(Value::Null))
+    Ok(())
 }
 
 fn is_empty(value: Option<&Value>) -> bool {
@@ -388,6 +534,46 @@ mod tests {
         assert_eq!(containers[2]["name"], "new");
         assert_eq!(merged["spec"]["replicas"], 1);
         assert_eq!(merged["metadata"]["labels"]["app"], "web");
+    }
+
+    #[test]
+    fn merging_by_field_gives_the_whole_merge() {
+        let (schema, root) = deployment();
+        let mut live = live();
+        live["spec"]["template"]["spec"]["securityContext"] = json!({});
+        live["status"] = json!({"replicas": 1});
+        let patches = [
+            json!({"metadata": {"labels": {"tier": "web"}}}),
+            json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"replicas": 3}}),
+            json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "side", "image": "side:2"}, {"name": "new", "image": "new:1"}]}}}}),
+            // A field the object does not have, one it has with the same value, an empty one.
+            json!({"status": {"replicas": 1}, "spec": {}, "metadata": {"labels": {"app": "web"}}}),
+            json!({"spec": {"template": {"spec": {"securityContext": {}}}}}),
+            json!({"spec": {"replicas": 1.5}}),
+        ];
+        for patch in patches {
+            let whole = apply(schema, root, &live, &patch).expect("merges");
+            let by_field = apply_by_field(schema, root, &live, &patch)
+                .expect("merges")
+                .expect("field by field");
+            assert_eq!(
+                by_field.fractional_integer(),
+                fractional_integer(schema, root, &whole),
+                "{patch}"
+            );
+            let mut patched = live.clone();
+            json_patch::patch(&mut patched, &by_field.operations()).expect("applies");
+            assert_eq!(patched, whole, "{patch}");
+            // Keys in the same order too.
+            assert_eq!(patched.to_string(), whole.to_string(), "{patch}");
+        }
+        // Refused as the whole merge refuses.
+        let atomic = json!({"spec": {"template": {"spec": {"tolerations": [{"key": "other"}]}}}});
+        assert_eq!(
+            apply_by_field(schema, root, &live, &atomic).err(),
+            apply(schema, root, &live, &atomic).err()
+        );
     }
 
     #[test]

@@ -412,22 +412,46 @@ fn apply_patch(
             let root = known.schema.root_type(known.kind).ok_or_else(|| {
                 failure(format!("the schema has no type for {}", known.kind.kind))
             })?;
-            let merged =
-                crate::structured_merge::apply(known.schema, root, working, &configuration)
-                    .map_err(|error| failure(format!("error applying patch: {error}")))?;
+            let merge_failed = |error| failure(format!("error applying patch: {error}"));
             // A built-in object is then converted to its Go type, which takes no fraction in
             // an integer field (a custom object stays unstructured).
-            if request.builtin_kind().is_some()
-                && let Some(integer) =
-                    crate::structured_merge::fractional_integer(known.schema, root, &merged)
-            {
+            let fraction = |integer: &str| {
                 let (group, version) = kanon_schema::group_version(&known.kind.api_version);
-                return Err(failure(format!(
+                failure(format!(
                     "unable to convert unstructured object to {group}/{version}, Kind={}: cannot convert float64 to {integer}",
                     known.kind.kind
-                )));
-            }
-            (json_patch::diff(working, &merged).0, None)
+                ))
+            };
+            let builtin = request.builtin_kind().is_some();
+            // Merged where the configuration reaches, the rest of the object untouched.
+            let by_field = crate::structured_merge::apply_by_field(
+                known.schema,
+                root,
+                working,
+                &configuration,
+            )
+            .map_err(merge_failed)?;
+            let operations = match by_field {
+                Some(merged) => {
+                    if let Some(integer) = merged.fractional_integer().filter(|_| builtin) {
+                        return Err(fraction(integer));
+                    }
+                    merged.operations()
+                }
+                None => {
+                    let merged =
+                        crate::structured_merge::apply(known.schema, root, working, &configuration)
+                            .map_err(merge_failed)?;
+                    if let Some(integer) =
+                        crate::structured_merge::fractional_integer(known.schema, root, &merged)
+                            .filter(|_| builtin)
+                    {
+                        return Err(fraction(integer));
+                    }
+                    json_patch::diff(working, &merged).0
+                }
+            };
+            (operations, None)
         }
     };
     let count = operations.len();
