@@ -20,6 +20,14 @@ use crate::selector::{ObjectView, Required, labels_of};
 struct TypeIndex {
     by_type: HashMap<String, HashMap<String, TypeEntry>>,
     any: Vec<u32>,
+    /// The policies that may select any type the built-in schema does not know (admission
+    /// policies whose rules name only groups it does not serve), with `any`, in order.
+    any_custom: Vec<u32>,
+}
+
+/// Whether the built-in schema knows the type (`apiVersion`, `kind`).
+fn builtin(api_version: &str, kind: &str) -> bool {
+    kanon_schema::Schema::builtin().is_ok_and(|schema| schema.kind(api_version, kind).is_some())
 }
 
 /// The policies that may select objects of one type (positions, in evaluation order): all of
@@ -143,48 +151,76 @@ impl TypeIndex {
             .and_then(|kinds| kinds.get(kind))
     }
 
+    /// The policies that may select every type of its kind (built-in or not) and are filed
+    /// under none.
+    fn unfiled(&self, api_version: &str, kind: &str) -> &[u32] {
+        if self.any_custom.len() == self.any.len() || builtin(api_version, kind) {
+            &self.any
+        } else {
+            &self.any_custom
+        }
+    }
+
     /// Every policy that may select this type.
     fn candidates(&self, api_version: &str, kind: &str) -> &[u32] {
-        self.entry(api_version, kind)
-            .map_or(self.any.as_slice(), |entry| entry.all.as_slice())
+        self.entry(api_version, kind).map_or_else(
+            || self.unfiled(api_version, kind),
+            |entry| entry.all.as_slice(),
+        )
     }
 
     /// The policies that may select `view`.
     fn narrowed(&self, view: &ObjectView<'_>) -> Cow<'_, [u32]> {
         match self.entry(view.api_version, view.kind) {
             Some(entry) => entry.narrowed(view),
-            None => Cow::Borrowed(&self.any),
+            None => Cow::Borrowed(self.unfiled(view.api_version, view.kind)),
         }
     }
 
     /// Builds the index from `(position, policy)` pairs given in evaluation order.
     fn build<'a>(entries: impl Iterator<Item = (u32, &'a CompiledPolicy)>) -> Self {
         let mut index = TypeIndex::default();
+        let mut custom = Vec::new();
         for (pos, policy) in entries {
             if !policy.selectors.is_empty() {
                 index.file_selectors(pos, policy);
-            } else if let Some(types) = policy
-                .admission
-                .as_ref()
-                .and_then(|b| b.constraints.types())
-            {
-                // An admission policy selects by its resource rules, not by selectors: filed
-                // under the built-in types they name, when the schema can tell them.
-                index.file_types(pos, types);
-            } else {
-                index.any.push(pos);
+                continue;
+            }
+            // An admission policy selects by its resource rules, not by selectors: filed
+            // under the built-in types they name, when the schema can tell them, and with
+            // the custom resources when they name groups the schema does not serve.
+            let reach = match &policy.admission {
+                Some(binding) => binding.constraints.reach(),
+                None => crate::admission_policy::Reach::ANY,
+            };
+            match reach.builtin {
+                Some(types) => {
+                    index.file_types(pos, types);
+                    if reach.custom {
+                        custom.push(pos);
+                    }
+                }
+                None => index.any.push(pos),
             }
         }
+        index.any_custom = index.any.iter().chain(&custom).copied().collect();
+        index.any_custom.sort_unstable();
         // Merge the any-type policies into every type's lists, keeping evaluation order (the
         // typed lists are already in order: positions only grow).
-        if !index.any.is_empty() {
-            for kinds in index.by_type.values_mut() {
-                for entry in kinds.values_mut() {
-                    for list in [&mut entry.all, &mut entry.open] {
-                        list.extend_from_slice(&index.any);
-                        list.sort_unstable();
-                        list.dedup();
-                    }
+        for (api_version, kinds) in &mut index.by_type {
+            for (kind, entry) in kinds {
+                let unfiled = if builtin(api_version, kind) {
+                    &index.any
+                } else {
+                    &index.any_custom
+                };
+                if unfiled.is_empty() {
+                    continue;
+                }
+                for list in [&mut entry.all, &mut entry.open] {
+                    list.extend_from_slice(unfiled);
+                    list.sort_unstable();
+                    list.dedup();
                 }
             }
         }

@@ -1735,19 +1735,31 @@ fn an_admission_policy_is_a_candidate_only_for_the_types_its_resource_rules_name
         "HorizontalPodAutoscaler"
     ));
     assert!(evaluated(hpa, "autoscaling/v2", "HorizontalPodAutoscaler"));
-    // What the built-in schema cannot tell reaches every type: wildcards, subresources, custom
-    // groups, versions it does not serve.
+    // What the built-in schema cannot tell reaches every type: wildcards, subresources,
+    // versions it does not serve.
     for rules in [
         json!([rule("", json!(["v1"]), json!(["*"]))]),
         json!([rule("", json!(["*"]), json!(["pods"]))]),
         json!([rule("", json!(["v1"]), json!(["pods/status"]))]),
-        json!([rule("example.com", json!(["v1"]), json!(["widgets"]))]),
         json!([rule("apps", json!(["v1beta9"]), json!(["deployments"]))]),
-        json!([
-            rule("", json!(["v1"]), json!(["pods"])),
-            rule("example.com", json!(["v1"]), json!(["widgets"]))
-        ]),
     ] {
         assert!(evaluated(rules.clone(), "v1", "ConfigMap"), "{rules}");
+        assert!(
+            evaluated(rules.clone(), "example.com/v1", "Widget"),
+            "{rules}"
+        );
     }
+    // A group the built-in schema does not serve is no built-in type's: every custom type may
+    // be selected, no built-in one.
+    let widgets = json!([rule("example.com", json!(["v1"]), json!(["widgets"]))]);
+    assert!(!evaluated(widgets.clone(), "v1", "ConfigMap"));
+    assert!(evaluated(widgets.clone(), "example.com/v1", "Widget"));
+    assert!(evaluated(widgets, "other.example.com/v2", "Gadget"));
+    let both = json!([
+        rule("", json!(["v1"]), json!(["pods"])),
+        rule("example.com", json!(["v1"]), json!(["widgets"]))
+    ]);
+    assert!(evaluated(both.clone(), "v1", "Pod"));
+    assert!(!evaluated(both.clone(), "v1", "ConfigMap"));
+    assert!(evaluated(both, "example.com/v1", "Widget"));
 }

@@ -191,6 +191,23 @@ impl Rule {
     }
 }
 
+/// The types of request an admission policy's rules may select.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reach {
+    /// The built-in types (`apiVersion`, `kind`) they may select, each once; `None`: any.
+    pub(crate) builtin: Option<Vec<(String, String)>>,
+    /// Whether they may select types the built-in schema does not know (custom resources).
+    pub(crate) custom: bool,
+}
+
+impl Reach {
+    /// Every type.
+    pub(crate) const ANY: Reach = Reach {
+        builtin: None,
+        custom: true,
+    };
+}
+
 /// Compiled `matchConstraints` / `matchResources`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Matcher {
@@ -273,10 +290,19 @@ impl Matcher {
             return Selection::No;
         }
         let mut others: Option<Vec<String>> = None;
-        // The versions are looked up only when some rule names the request's resource, so
-        // that it could match through one of them.
+        // The versions are looked up only when some rule names the request's resource at a
+        // version other than the request's, so that it could match through one of them.
         let mut equivalent = |rules: &[Rule]| -> Option<String> {
-            if !self.equivalent || !rules.iter().any(|rule| rule.matches_but_version(request)) {
+            let other_version = |rule: &Rule| {
+                rule.versions
+                    .iter()
+                    .any(|v| v == "*" || v != request.version)
+            };
+            if !self.equivalent
+                || !rules
+                    .iter()
+                    .any(|rule| other_version(rule) && rule.matches_but_version(request))
+            {
                 return None;
             }
             let others = others.get_or_insert_with(&mut *versions);
@@ -337,20 +363,38 @@ impl Matcher {
         true
     }
 
-    /// The built-in types whose requests its rules may select, each once ([`Rule::types`]);
-    /// `None` when some rule's cannot be told (then any type may be).
-    pub(crate) fn types(&self) -> Option<Vec<(String, String)>> {
-        let schema = kanon_schema::Schema::builtin().ok()?;
+    /// The types whose requests its rules may select.
+    pub(crate) fn reach(&self) -> Reach {
+        let Ok(schema) = kanon_schema::Schema::builtin() else {
+            return Reach::ANY;
+        };
         if self.rules.is_empty() {
-            return None;
+            return Reach::ANY;
         }
         let mut types = Vec::new();
+        let mut custom = false;
         for rule in &self.rules {
-            rule.types(schema, &mut types)?;
+            if rule.types(schema, &mut types).is_some() {
+                continue;
+            }
+            // Groups the built-in schema does not serve are no built-in type's: such a rule
+            // reaches only custom resources.
+            if rule
+                .groups
+                .iter()
+                .all(|group| group != "*" && !schema.serves_group(group))
+            {
+                custom = true;
+                continue;
+            }
+            return Reach::ANY;
         }
         types.sort_unstable();
         types.dedup();
-        Some(types)
+        Reach {
+            builtin: Some(types),
+            custom,
+        }
     }
 
     /// The operations its rules can match (for the webhook's rules), as kanon's operation set.

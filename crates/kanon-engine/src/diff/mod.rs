@@ -14,7 +14,8 @@ mod tests;
 mod touched;
 
 pub use changes::Changes;
+pub(crate) use differ::diff;
 #[cfg(test)]
-use differ::{diff, diff_touched};
+use differ::diff_touched;
 #[cfg(test)]
 use touched::Touched;

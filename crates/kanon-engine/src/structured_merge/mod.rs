@@ -214,7 +214,7 @@ impl MergedFields<'_> {
             match (self.live.get(key), merged) {
                 (Some(old), Some(new)) if *old == new => {}
                 (Some(old), Some(new)) => {
-                    for mut operation in json_patch::diff(old, &new).0 {
+                    for mut operation in crate::diff::diff(old, &new).0 {
                         prefix(&at, &mut operation);
                         operations.push(operation);
                     }

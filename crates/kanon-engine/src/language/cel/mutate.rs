@@ -321,8 +321,8 @@ pub(crate) fn apply_change(
         }
         let mut defaulted = working.clone();
         request.default_object(&mut defaulted);
-        if defaulted != *working {
-            let operations = json_patch::diff(working, &defaulted).0;
+        let operations = crate::diff::diff(working, &defaulted).0;
+        if !operations.is_empty() {
             crate::language::apply_recorded(working, operations, changes).map_err(
                 |(_, message)| RuleError::Patch {
                     field: field.to_owned(),
@@ -448,7 +448,7 @@ fn apply_patch(
                     {
                         return Err(fraction(integer));
                     }
-                    json_patch::diff(working, &merged).0
+                    crate::diff::diff(working, &merged).0
                 }
             };
             (operations, None)
