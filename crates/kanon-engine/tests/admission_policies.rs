@@ -1763,3 +1763,39 @@ fn an_admission_policy_is_a_candidate_only_for_the_types_its_resource_rules_name
     assert!(!evaluated(both.clone(), "v1", "ConfigMap"));
     assert!(evaluated(both, "example.com/v1", "Widget"));
 }
+
+#[test]
+fn a_rule_matches_the_operations_and_names_it_lists() {
+    let configmap = configmap("shop", "settings", json!({}), json!({"a": "b"}));
+    let create = Request::from_objects(Operation::Create, Some(configmap.clone()), None)
+        .expect("valid CREATE request");
+    let changed = update(&configmap, &configmap);
+    let store = namespaces();
+    let rule = |operations: Value, names: Value| {
+        json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"],
+                "operations": operations, "resourceNames": names}])
+    };
+    let decides = |operations: Value, names: Value| {
+        let set = set(&[
+            denying_vap(constraints(rule(operations, names))),
+            deny_binding(),
+        ]);
+        (
+            denied(&set, &create, &store),
+            denied(&set, &changed, &store),
+        )
+    };
+    assert_eq!(decides(json!(["UPDATE"]), json!([])), (false, true));
+    assert_eq!(decides(json!(["CREATE"]), json!([])), (true, false));
+    assert_eq!(decides(json!(["*"]), json!([])), (true, true));
+    assert_eq!(
+        decides(json!(["DELETE", "CONNECT"]), json!([])),
+        (false, false)
+    );
+    assert_eq!(decides(json!(["*"]), json!(["settings"])), (true, true));
+    assert_eq!(
+        decides(json!(["*"]), json!(["other", "settings"])),
+        (true, true)
+    );
+    assert_eq!(decides(json!(["*"]), json!(["other"])), (false, false));
+}

@@ -49,6 +49,8 @@ impl Attributes<'_> {
 #[derive(Debug, Clone)]
 pub(crate) struct Rule {
     operations: Vec<String>,
+    /// `operations` as a set, as each request reads them.
+    operation_set: crate::policy::OperationSet,
     groups: Vec<String>,
     versions: Vec<String>,
     resources: Vec<String>,
@@ -121,6 +123,7 @@ impl Rule {
             }
         };
         Rule {
+            operation_set: operation_set(&rule.operations),
             operations: rule.operations.clone(),
             groups: rule.api_groups.clone(),
             versions: rule.api_versions.clone(),
@@ -130,10 +133,11 @@ impl Rule {
         }
     }
 
-    /// Whether the rule matches the request, its resource names included.
+    /// Whether the rule matches the request, its resource names included (read first: a
+    /// rule for other names is the common miss among rules for the request's type).
     fn matches(&self, request: &Attributes<'_>) -> bool {
-        self.matches_at(request, request.version)
-            && (self.names.is_empty() || self.names.iter().any(|n| n == request.name))
+        (self.names.is_empty() || self.names.iter().any(|n| n == request.name))
+            && self.matches_at(request, request.version)
     }
 
     /// Whether the rule matches the request's resource at `version`, names aside (the
@@ -176,7 +180,7 @@ impl Rule {
     /// then may an equivalent version match it.
     fn matches_but_version(&self, request: &Attributes<'_>) -> bool {
         let any = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
-        any(&self.operations, request.operation.as_str())
+        self.operation_set.contains(request.operation)
             && any(&self.groups, request.group)
             && self.resources.iter().any(|written| {
                 let (resource, sub) = written.split_once('/').unwrap_or((written, ""));
@@ -206,6 +210,22 @@ impl Reach {
         builtin: None,
         custom: true,
     };
+}
+
+/// The operations a rule names (`*`: all; names kanon does not know match nothing).
+fn operation_set(written: &[String]) -> crate::policy::OperationSet {
+    use crate::policy::OperationSet;
+    written.iter().fold(OperationSet::NONE, |set, operation| {
+        let named = match operation.as_str() {
+            "*" => return OperationSet::ALL,
+            "CREATE" => Operation::Create,
+            "UPDATE" => Operation::Update,
+            "DELETE" => Operation::Delete,
+            "CONNECT" => Operation::Connect,
+            _ => return set,
+        };
+        set.union(OperationSet::from_targets(&[named]))
+    })
 }
 
 /// Compiled `matchConstraints` / `matchResources`.
