@@ -62,12 +62,29 @@ pub struct Request {
     pub deadline: Option<Deadline>,
     /// The built-in kind's schema, looked up once for all the policies that need it.
     builtin: BuiltinKind,
+    /// The resource as `info` names it, read once for all the admission policies that match
+    /// on it.
+    resource: ResourceOfRequest,
     /// The request is a workload's Pod template seen as a Pod ([`Request::for_pod_template`]):
     /// it is defaulted as the template it is, without what only a Pod gets.
     pod_template: bool,
     /// Whether the kind's defaulting runs after each mutation, as in kube-apiserver
     /// ([`Request::without_defaults`] turns it off).
     defaults: bool,
+}
+
+/// A request's resource as kube-apiserver names it (`request.resource`, `subResource`; from
+/// the kind when `info` does not say), found on first use.
+#[derive(Debug, Clone, Default)]
+struct ResourceOfRequest(std::sync::OnceLock<ResourceNames>);
+
+/// The group, version, resource and subresource a request is for.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ResourceNames {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) resource: String,
+    pub(crate) sub_resource: String,
 }
 
 /// The schema and root type of a request's kind when it is a built-in one, with its Go facts
@@ -80,6 +97,13 @@ type Builtin = (
     &'static kanon_schema::Type,
     Option<crate::typed::Typed<'static>>,
 );
+
+impl PartialEq for ResourceOfRequest {
+    /// Derived from the other fields, so never a difference of its own.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
 
 impl PartialEq for BuiltinKind {
     /// Derived from the other fields, so never a difference of its own.
@@ -202,14 +226,35 @@ impl Request {
         self.builtin_facts().and_then(|(_, _, typed)| typed)
     }
 
-    /// Defaults `object` (this request's kind) as the apiserver defaults the kind; a workload's
-    /// template seen as a Pod gets only what a template gets. Nothing for kinds without Go facts.
+    /// The resource the request is for, as `info` names it (from the kind where it does not):
+    /// read once, so `info` is not to change after the first read.
+    pub(crate) fn resource_names(&self) -> &ResourceNames {
+        self.resource.0.get_or_init(|| {
+            let text = |value: Option<&Value>, key: &str| {
+                value
+                    .and_then(|value| value.get(key))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            let resource = self.info.get("resource");
+            let (group, version) = group_version(&self.api_version);
+            ResourceNames {
+                group: text(resource, "group").unwrap_or_else(|| group.to_owned()),
+                version: text(resource, "version").unwrap_or_else(|| version.to_owned()),
+                resource: text(resource, "resource").unwrap_or_default(),
+                sub_resource: text(Some(&self.info), "subResource").unwrap_or_default(),
+            }
+        })
+    }
+
     /// Whether [`Request::default_object`] does anything: a built-in kind with Go facts, and
     /// defaults not turned off.
     pub(crate) fn defaults_objects(&self) -> bool {
         self.defaults && self.typed().is_some()
     }
 
+    /// Defaults `object` (this request's kind) as the apiserver defaults the kind; a workload's
+    /// template seen as a Pod gets only what a template gets. Nothing for kinds without Go facts.
     pub(crate) fn default_object(&self, object: &mut Value) {
         if !self.defaults {
             return;
@@ -290,6 +335,7 @@ impl Request {
             info,
             deadline: None,
             builtin: BuiltinKind::default(),
+            resource: ResourceOfRequest::default(),
             pod_template: false,
             defaults: true,
         })
@@ -439,6 +485,7 @@ impl Request {
             info,
             deadline: None,
             builtin: BuiltinKind::default(),
+            resource: ResourceOfRequest::default(),
             pod_template: false,
             defaults: true,
         })
@@ -461,6 +508,7 @@ impl Request {
             info: self.info.clone(),
             deadline: self.deadline.clone(),
             builtin: BuiltinKind::default(),
+            resource: ResourceOfRequest::default(),
             pod_template: true,
             defaults: self.defaults,
         }

@@ -114,20 +114,17 @@ impl AdmissionBinding {
 
 /// What matching reads of the request: its resource from the review (offline: from the kind).
 fn attributes<'a>(request: &'a Request, object: &'a Value) -> Attributes<'a> {
-    // Read for every binding a request meets: keys looked up, no JSON pointer parsed.
-    let text = |value: Option<&'a Value>, key: &str| value?.get(key)?.as_str();
-    let resource = request.info.get("resource");
-    let (group, version) = crate::request::group_version(&request.api_version);
+    let names = request.resource_names();
     let (object, old_object) = match request.operation {
         Operation::Delete => (NULL, request.old_object.as_ref().unwrap_or(object)),
         _ => (object, request.old_object.as_ref().unwrap_or(NULL)),
     };
     Attributes {
         operation: request.operation,
-        group: text(resource, "group").unwrap_or(group),
-        version: text(resource, "version").unwrap_or(version),
-        resource: text(resource, "resource").unwrap_or_default(),
-        sub_resource: text(Some(&request.info), "subResource").unwrap_or_default(),
+        group: &names.group,
+        version: &names.version,
+        resource: &names.resource,
+        sub_resource: &names.sub_resource,
         namespace: request.namespace.as_deref().unwrap_or_default(),
         name: &request.name,
         object,
