@@ -29,6 +29,11 @@ pub(super) fn written_back<'p>(
         message: format!("writing the object back as its Go type: {message}"),
     };
     for path in paths {
+        // A string in the object's labels or annotations (Go's map[string]string) is written
+        // back as it is: the usual label mutation needs no walk of the kind's Go type.
+        if label_or_annotation_string(working, path) {
+            continue;
+        }
         let mut segments: Vec<String> = path.tokens().map(|t| t.decoded().into_owned()).collect();
         // An item appended at `-` is the list's last; the list is written back whole.
         if segments.last().is_some_and(|last| last == "-") {
@@ -57,6 +62,24 @@ pub(super) fn written_back<'p>(
         }
     }
     Ok(())
+}
+
+/// Whether `path` names one label or annotation of the object and a string lies there.
+fn label_or_annotation_string(working: &Json, path: &json_patch::jsonptr::Pointer) -> bool {
+    let mut tokens = path.tokens();
+    let (Some(metadata), Some(field), Some(key), None) =
+        (tokens.next(), tokens.next(), tokens.next(), tokens.next())
+    else {
+        return false;
+    };
+    let field = field.decoded();
+    metadata.decoded() == "metadata"
+        && matches!(field.as_ref(), "labels" | "annotations")
+        && working
+            .get("metadata")
+            .and_then(|metadata| metadata.get(field.as_ref()))
+            .and_then(|map| map.get(key.decoded().as_ref()))
+            .is_some_and(Json::is_string)
 }
 
 /// kube-apiserver decodes what a MutatingAdmissionPolicy's JSON patch leaves of a built-in

@@ -14,7 +14,7 @@ mod kinds;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::OnceLock;
 
 use kanon_schema::{GoShape, GoTypes, Schema, Shape, Type, go_shape};
@@ -31,10 +31,12 @@ impl Typed<'_> {
     /// metadata and spec, without what only a Pod gets: requests from limits,
     /// `enableServiceLinks`, host ports).
     pub(crate) fn default_object(&self, object: &mut Value, template: bool) {
+        let Some(plans) = plans() else {
+            return;
+        };
         let walker = Walker {
-            schema: self.schema,
-            go: self.go,
-            walked: walked(self.schema, self.go),
+            schema: plans.schema,
+            plans: &plans.by_type,
         };
         walker.object(self.root, object, !template);
     }
@@ -48,9 +50,29 @@ impl Typed<'_> {
 
 struct Walker<'s> {
     schema: &'s Schema,
-    go: &'s GoTypes,
-    /// The types with something to default in them or below them.
-    walked: &'s HashSet<String>,
+    /// What to do in a value of each type with something to default in it or below it.
+    plans: &'s HashMap<String, Plan>,
+}
+
+/// What the walk does in a value of one named type, worked out once from the schema and the
+/// Go facts (a walk then looks up one type per value, not each of its fields).
+struct Plan {
+    defaulter: Option<fn(&mut Map<String, Value>)>,
+    /// The fields with a `+default`: each with its value and whether its Go type is a pointer.
+    defaults: Vec<(&'static str, &'static Value, bool)>,
+    /// The fields to walk into, in the schema's order: those whose type reaches something to
+    /// default, and the `ResourceList`s.
+    visits: Vec<Visit>,
+}
+
+struct Visit {
+    field: &'static str,
+    ty: &'static Type,
+    /// A `ResourceList`, whose quantities are rounded.
+    resource_list: bool,
+    /// The named type of a struct held by value (not a pointer) with something to default:
+    /// Go has it, and defaults it, even when the JSON leaves it out.
+    component: Option<&'static str>,
 }
 
 impl Walker<'_> {
@@ -62,64 +84,48 @@ impl Walker<'_> {
     /// A value of the named type `name`, with the type's own defaulting function (`own`) or
     /// only what is below it.
     fn object(&self, name: &str, value: &mut Value, own: bool) {
-        if !self.walked.contains(name) {
-            return;
-        }
-        let (Some(ty), Some(object)) = (self.schema.named_type(name), value.as_object_mut()) else {
+        let (Some(plan), Some(object)) = (self.plans.get(name), value.as_object_mut()) else {
             return;
         };
-        if let Some(defaulter) = kinds::defaulter(name).filter(|_| own) {
+        if let Some(defaulter) = plan.defaulter.filter(|_| own) {
             defaulter(object);
         }
-        let Shape::Object(shape) = &ty.shape else {
-            return;
-        };
-        let go = self.go.get(name);
-        let go_type = |field: &str| {
-            go.and_then(|go| go.field(field))
-                .map(|f| f.go_type.as_str())
-        };
-        for (field, field_type) in &shape.fields {
-            let Some(default) = &field_type.default else {
-                continue;
-            };
-            let pointer = go_type(field).is_some_and(|go| go.starts_with('*'));
+        for &(field, default, pointer) in &plan.defaults {
             let set = match object.get(field) {
                 None | Some(Value::Null) => pointer || !zero(default),
                 Some(value) => !pointer && !zero(default) && zero(value),
             };
             if set {
-                object.insert(field.clone(), default.clone());
+                object.insert(field.to_owned(), default.clone());
             }
         }
-        for (field, field_type) in &shape.fields {
-            let go_type = go_type(field);
-            if go_type == Some(RESOURCE_LIST) {
-                if let Some(list) = object.get_mut(field).and_then(Value::as_object_mut) {
+        for visit in &plan.visits {
+            if visit.resource_list {
+                if let Some(list) = object.get_mut(visit.field).and_then(Value::as_object_mut) {
                     round_up(list);
                 }
                 continue;
             }
-            match object.get_mut(field) {
-                Some(child) if !child.is_null() => self.value(field_type, go_type, child),
+            match object.get_mut(visit.field) {
+                Some(child) if !child.is_null() => self.value(visit.ty, child),
                 _ => {
                     // A struct field that is not a pointer is there in Go whatever the JSON
                     // says, and defaulted; it is written only if that gave it something.
-                    let Some(component) = self.struct_field(field_type, go_type) else {
+                    let Some(component) = visit.component else {
                         continue;
                     };
                     let mut child = Value::Object(Map::new());
                     self.named(component, &mut child);
                     if child.as_object().is_some_and(|child| !child.is_empty()) {
-                        object.insert(field.clone(), child);
+                        object.insert(visit.field.to_owned(), child);
                     }
                 }
             }
         }
     }
 
-    /// A value of type `ty` (Go type `go_type`, where known).
-    fn value(&self, ty: &Type, go_type: Option<&str>, value: &mut Value) {
+    /// A value of type `ty`.
+    fn value(&self, ty: &Type, value: &mut Value) {
         let Some((ty, name)) = self.schema.deref(ty) else {
             return;
         };
@@ -128,40 +134,129 @@ impl Walker<'_> {
         }
         match (&ty.shape, value) {
             (Shape::List(list), Value::Array(items)) => {
-                let go_items = match go_type.map(go_shape) {
-                    Some(GoShape::Slice(items)) => Some(items),
-                    _ => None,
-                };
                 for item in items {
-                    self.value(&list.items, go_items, item);
+                    self.value(&list.items, item);
                 }
             }
             (Shape::Map(values_type), Value::Object(values)) => {
-                let go_values = match go_type.map(go_shape) {
-                    Some(GoShape::Map(values)) => Some(values),
-                    _ => None,
-                };
                 for value in values.values_mut() {
-                    self.value(values_type, go_values, value);
+                    self.value(values_type, value);
                 }
             }
             _ => {}
         }
     }
+}
 
-    /// The named type of a field that holds a struct by value (not a pointer) with something
-    /// to default.
-    fn struct_field<'t>(&self, ty: &'t Type, go_type: Option<&str>) -> Option<&'t str> {
-        let go_type = go_type?;
-        if go_type.starts_with('*') || !matches!(go_shape(go_type), GoShape::Named(_)) {
-            return None;
-        }
-        let Shape::Ref(name) = &ty.shape else {
-            return None;
-        };
-        let structure = self.go.get(name)?;
-        (!structure.custom && self.walked.contains(name.as_str())).then_some(name.as_str())
+/// The walk's plans for the embedded schema (the only one [`Typed`] is built on), made once.
+struct Plans {
+    schema: &'static Schema,
+    by_type: HashMap<String, Plan>,
+}
+
+fn plans() -> Option<&'static Plans> {
+    static PLANS: OnceLock<Option<Plans>> = OnceLock::new();
+    PLANS
+        .get_or_init(|| {
+            let schema = Schema::builtin().ok()?;
+            let go = GoTypes::builtin()?;
+            let walked = walked(schema, go);
+            let by_type = walked
+                .iter()
+                .filter_map(|name| Some((name.clone(), plan(schema, go, walked, name)?)))
+                .collect();
+            Some(Plans { schema, by_type })
+        })
+        .as_ref()
+}
+
+/// The plan of the walked type `name`.
+fn plan(
+    schema: &'static Schema,
+    go: &'static GoTypes,
+    walked: &HashSet<String>,
+    name: &str,
+) -> Option<Plan> {
+    let ty = schema.named_type(name)?;
+    let defaulter = kinds::defaulter(name);
+    let Shape::Object(shape) = &ty.shape else {
+        return Some(Plan {
+            defaulter,
+            defaults: Vec::new(),
+            visits: Vec::new(),
+        });
+    };
+    let structure = go.get(name);
+    let go_type = |field: &str| {
+        structure
+            .and_then(|go| go.field(field))
+            .map(|f| f.go_type.as_str())
+    };
+    let defaults = shape
+        .fields
+        .iter()
+        .filter_map(|(field, field_type)| {
+            let default = field_type.default.as_ref()?;
+            let pointer = go_type(field).is_some_and(|go| go.starts_with('*'));
+            Some((field.as_str(), default, pointer))
+        })
+        .collect();
+    let visits = shape
+        .fields
+        .iter()
+        .filter_map(|(field, field_type)| {
+            let go_type = go_type(field);
+            let resource_list = go_type == Some(RESOURCE_LIST);
+            let component = struct_field(go, walked, field_type, go_type);
+            (resource_list || component.is_some() || reaches(schema, walked, field_type)).then_some(
+                Visit {
+                    field: field.as_str(),
+                    ty: field_type,
+                    resource_list,
+                    component,
+                },
+            )
+        })
+        .collect();
+    Some(Plan {
+        defaulter,
+        defaults,
+        visits,
+    })
+}
+
+/// Whether a value of type `ty` may hold a walked type: the walk has something to do in it.
+fn reaches(schema: &Schema, walked: &HashSet<String>, ty: &Type) -> bool {
+    let Some((ty, name)) = schema.deref(ty) else {
+        return false;
+    };
+    if let Some(name) = name {
+        return walked.contains(name);
     }
+    match &ty.shape {
+        Shape::List(list) => reaches(schema, walked, &list.items),
+        Shape::Map(values) => reaches(schema, walked, values),
+        _ => false,
+    }
+}
+
+/// The named type of a field that holds a struct by value (not a pointer) with something
+/// to default.
+fn struct_field(
+    go: &GoTypes,
+    walked: &HashSet<String>,
+    ty: &'static Type,
+    go_type: Option<&str>,
+) -> Option<&'static str> {
+    let go_type = go_type?;
+    if go_type.starts_with('*') || !matches!(go_shape(go_type), GoShape::Named(_)) {
+        return None;
+    }
+    let Shape::Ref(name) = &ty.shape else {
+        return None;
+    };
+    let structure = go.get(name)?;
+    (!structure.custom && walked.contains(name.as_str())).then_some(name.as_str())
 }
 
 /// Whether Go holds `value` as its zero value.
