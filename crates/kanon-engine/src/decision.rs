@@ -882,6 +882,9 @@ async fn override_object<'v>(
     evaluation: &Evaluation<'_>,
 ) -> (Decision, Cow<'v, Value>, Changes) {
     let mut decision = Decision::allow(None);
+    if request.arrived_defaulted() {
+        changes.mark_settled();
+    }
     let cost = &ReviewCost::new();
     let owners = owners_of(set, request, &working, evaluation).await;
     let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());

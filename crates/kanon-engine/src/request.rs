@@ -71,6 +71,8 @@ pub struct Request {
     /// Whether the kind's defaulting runs after each mutation, as in kube-apiserver
     /// ([`Request::without_defaults`] turns it off).
     defaults: bool,
+    /// Whether the object came already defaulted ([`Request::defaulted_on_arrival`]).
+    arrived_defaulted: bool,
 }
 
 /// A request's resource as kube-apiserver names it (`request.resource`, `subResource`; from
@@ -338,6 +340,7 @@ impl Request {
             resource: ResourceOfRequest::default(),
             pod_template: false,
             defaults: true,
+            arrived_defaulted: false,
         })
     }
 
@@ -488,6 +491,7 @@ impl Request {
             resource: ResourceOfRequest::default(),
             pod_template: false,
             defaults: true,
+            arrived_defaulted: false,
         })
     }
 
@@ -511,7 +515,24 @@ impl Request {
             resource: ResourceOfRequest::default(),
             pod_template: true,
             defaults: self.defaults,
+            // A Pod made of a template is defaulted whole once, to be sure.
+            arrived_defaulted: false,
         }
+    }
+
+    /// Marks the object as one kube-apiserver has defaulted, as every object a webhook
+    /// receives is (the apiserver decodes it into its Go type, defaults and all, before
+    /// admission and again after each mutation): the first CEL mutation of a built-in kind then
+    /// need not default the whole object first. Not for objects from files, which may leave
+    /// out what the apiserver would fill in.
+    pub fn defaulted_on_arrival(mut self) -> Self {
+        self.arrived_defaulted = true;
+        self
+    }
+
+    /// Whether the object came already defaulted ([`Request::defaulted_on_arrival`]).
+    pub(crate) fn arrived_defaulted(&self) -> bool {
+        self.arrived_defaulted
     }
 
     /// The request without kube-apiserver's defaulting after each mutation: objects are

@@ -1132,3 +1132,32 @@ fn after_a_label_mutation_the_object_is_defaulted_unless_nothing_else_changed_it
         "{decision:?}"
     );
 }
+
+#[test]
+fn an_object_kube_apiserver_defaulted_is_not_defaulted_again_before_a_label_mutation() {
+    // Every object a webhook receives was defaulted by the apiserver; one from a file may not
+    // be, and is defaulted whole after the first mutation.
+    let set = set_of(&[labelling(
+        "a-first",
+        "Pod",
+        "[JSONPatch{op: 'add', path: '/metadata/labels/first', value: 'yes'}]",
+    )]);
+    let pod = limited_pod();
+    let from_file = mutate_create(&set, &pod);
+    let patched = from_file.patched.clone().expect("patched");
+    assert_eq!(
+        patched["spec"]["containers"][0]["imagePullPolicy"],
+        "IfNotPresent"
+    );
+    let request = create(&pod).defaulted_on_arrival();
+    let from_apiserver = kanon_engine::block_on(set.mutate(&request, &NoObjects));
+    let patched = from_apiserver.patched.clone().expect("patched");
+    assert_eq!(patched["metadata"]["labels"]["first"], "yes");
+    assert!(
+        patched["spec"]["containers"][0]
+            .get("imagePullPolicy")
+            .is_none(),
+        "{patched:#}"
+    );
+    assert_patch_is_diff(&pod, &from_apiserver);
+}

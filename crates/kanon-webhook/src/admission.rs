@@ -363,7 +363,9 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
         return invalid(None, BadReview::LongUid(uid.len()));
     }
     let uid = uid.map(str::to_string);
-    Request::from_admission_review_owned(document).or_else(|e| invalid(uid, e.into()))
+    Request::from_admission_review_owned(document)
+        .map(Request::defaulted_on_arrival)
+        .or_else(|e| invalid(uid, e.into()))
 }
 
 /// Evaluates a request [`read`] from a review in `evaluation` (lookups, program host,
