@@ -683,6 +683,27 @@ fn apply_configurations_merge_by_the_kinds_schema() {
     assert_eq!(patched["metadata"]["labels"]["env-set"], "yes");
     assert_patch_is_diff(&original, &decision);
 
+    // Through the webhook (an object kube-apiserver defaulted: here the one just patched) the
+    // merge is walked only where the configuration reaches, with the same result.
+    let again = cop(
+        "sidecar-env",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "overrideRules": [{"overriders": {"cel": {"mutations": [
+                {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                    "Object{metadata: Object.metadata{labels: {'env-set': 'again', 'new': 'yes'}}, spec: Object.spec{containers: [Object.spec.containers{name: object.spec.containers[1].name, env: [Object.spec.containers.env{name: 'MODE', value: 'lax'}]}, Object.spec.containers{name: 'added', image: 'registry.corp/added:1'}]}}"}},
+            ]}}}],
+        }),
+    );
+    let set = set_of(&[again]);
+    let offline = mutate_create(&set, &patched);
+    let webhook =
+        kanon_engine::block_on(set.mutate(&create(&patched).defaulted_on_arrival(), &NoObjects));
+    assert!(webhook.allowed, "{webhook:?}");
+    assert_eq!(webhook.patched, offline.patched);
+    assert_eq!(webhook.patch, offline.patch);
+    assert_patch_is_diff(&patched, &webhook);
+
     // An atomic list is refused, as kube-apiserver refuses it; and a result that is not an
     // Object is refused when written.
     let atomic = cop(

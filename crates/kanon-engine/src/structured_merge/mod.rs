@@ -15,6 +15,8 @@ pub(crate) use validate::fractional_integer;
 
 use std::collections::HashMap;
 
+use json_patch::jsonptr::{Pointer, PointerBuf};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use kanon_schema::{List, ListType, MapType, Schema, Shape, Type};
 use serde_json::{Map, Value};
 
@@ -116,126 +118,128 @@ pub fn apply(
     Ok(merge(schema, root, Some(live), Some(patch))?.unwrap_or(Value::Null))
 }
 
-/// [`apply`] for an object whose top-level fields merge one by one (a struct, as every kind's
-/// root is): only the fields the configuration names are merged, and the rest of `live` is
-/// neither copied nor compared. `None` where the merge is not field by field at the top (an
-/// atomic or untyped root, or a merge that would leave no field at all): use [`apply`] then.
-pub(crate) fn apply_by_field<'a>(
-    schema: &'a Schema,
-    root: &'a Type,
-    live: &'a Value,
-    patch: &'a Value,
-) -> Result<Option<MergedFields<'a>>, MergeError> {
+/// The JSON patch that turns `live` into [`apply`]'s merge of `patch`, found by walking the
+/// configuration: what it does not name is neither copied nor compared (a label set by an apply
+/// configuration costs the label, not the object). `None` when the root itself does not merge
+/// field by field (use [`apply`] then).
+pub(crate) fn apply_operations(
+    schema: &Schema,
+    root: &Type,
+    live: &Value,
+    patch: &Value,
+) -> Result<Option<Vec<PatchOperation>>, MergeError> {
     check(schema, root, patch)?;
-    let (
+    if children(schema, root, live, patch).is_none() {
+        return Ok(None);
+    }
+    let mut operations = Vec::new();
+    merge_into(
+        schema,
+        root,
+        live,
+        patch,
+        &PointerBuf::root(),
+        &mut operations,
+    )?;
+    Ok(Some(operations))
+}
+
+/// How the members of a value merge when it merges member by member.
+enum Children<'s> {
+    Struct(&'s std::collections::BTreeMap<String, Type>),
+    Map(&'s Type),
+    Untyped,
+}
+
+/// How `lhs` and `rhs` (of type `ty`) merge member by member, when they do and the merge
+/// keeps the value (some member of `lhs` is left as it is, so the merged map is not empty).
+fn children<'s>(
+    schema: &'s Schema,
+    ty: &'s Type,
+    lhs: &Value,
+    rhs: &Value,
+) -> Option<Children<'s>> {
+    let (Value::Object(left), Value::Object(right)) = (lhs, rhs) else {
+        return None;
+    };
+    if !left.keys().any(|key| !right.contains_key(key)) {
+        return None;
+    }
+    match node(schema, ty) {
         Node::Struct {
             fields,
             atomic: false,
-        },
-        Value::Object(left),
-        Value::Object(right),
-    ) = (node(schema, root), live, patch)
+        } => Some(Children::Struct(fields)),
+        Node::Map {
+            values,
+            atomic: false,
+        } => Some(Children::Map(values)),
+        Node::Untyped => Some(Children::Untyped),
+        _ => None,
+    }
+}
+
+/// Appends to `operations` what merging `rhs` into `lhs` (of type `ty`, at `at`) changes.
+fn merge_into(
+    schema: &Schema,
+    ty: &Type,
+    lhs: &Value,
+    rhs: &Value,
+    at: &PointerBuf,
+    operations: &mut Vec<PatchOperation>,
+) -> Result<(), MergeError> {
+    let (Some(how), Value::Object(left), Value::Object(right)) =
+        (children(schema, ty, lhs, rhs), lhs, rhs)
     else {
-        return Ok(None);
-    };
-    if left.is_empty() && right.is_empty() {
-        return Ok(None);
-    }
-    let mut merged = Vec::with_capacity(right.len());
-    for (key, r) in right {
-        let l = left.get(key);
-        let value = match fields.get(key) {
-            Some(ty) => merge(schema, ty, l, Some(r))?,
-            None => merge_untyped(l, Some(r)),
-        };
-        merged.push((key.as_str(), value));
-    }
-    let kept = left.keys().filter(|key| !right.contains_key(*key)).count();
-    if kept == 0 && merged.iter().all(|(_, value)| value.is_none()) {
-        return Ok(None);
-    }
-    Ok(Some(MergedFields {
-        schema,
-        fields,
-        live: left,
-        merged,
-    }))
-}
-
-/// An apply configuration merged into an object's top-level fields (see [`apply_by_field`]).
-pub(crate) struct MergedFields<'a> {
-    schema: &'a Schema,
-    fields: &'a std::collections::BTreeMap<String, Type>,
-    live: &'a Map<String, Value>,
-    /// Each field the configuration names, merged (`None`: left out).
-    merged: Vec<(&'a str, Option<Value>)>,
-}
-
-impl MergedFields<'_> {
-    /// The Go integer type of a field of the merged object that holds a fraction, as
-    /// [`fractional_integer`] finds it in the whole merged object.
-    pub(crate) fn fractional_integer(&self) -> Option<&'static str> {
-        let check = |key: &str, value: &Value| {
-            self.fields
-                .get(key)
-                .and_then(|field| fractional_integer(self.schema, field, value))
-        };
-        self.live
-            .iter()
-            .filter_map(|(key, value)| match self.named(key) {
-                None => Some((key.as_str(), value)),
-                Some(merged) => merged.map(|merged| (key.as_str(), merged)),
-            })
-            .chain(
-                self.merged
-                    .iter()
-                    .filter(|(key, _)| !self.live.contains_key(*key))
-                    .filter_map(|(key, value)| value.as_ref().map(|value| (*key, value))),
-            )
-            .find_map(|(key, value)| check(key, value))
-    }
-
-    /// The merge as the field named `key` has it: `None` for a field the configuration does
-    /// not name, `Some(None)` for one the merge leaves out.
-    fn named(&self, key: &str) -> Option<Option<&Value>> {
-        self.merged
-            .iter()
-            .find(|(named, _)| *named == key)
-            .map(|(_, value)| value.as_ref())
-    }
-
-    /// The JSON patch from the object to the merged object.
-    pub(crate) fn operations(self) -> Vec<json_patch::PatchOperation> {
-        use json_patch::jsonptr::PointerBuf;
-        use json_patch::{AddOperation, PatchOperation, RemoveOperation};
-        let mut operations = Vec::new();
-        for (key, merged) in self.merged {
-            let at = PointerBuf::from_tokens([key]);
-            match (self.live.get(key), merged) {
-                (Some(old), Some(new)) if *old == new => {}
-                (Some(old), Some(new)) => {
-                    for mut operation in crate::diff::diff(old, &new).0 {
-                        prefix(&at, &mut operation);
-                        operations.push(operation);
-                    }
-                }
-                (None, Some(value)) => {
-                    operations.push(PatchOperation::Add(AddOperation { path: at, value }));
-                }
-                (Some(_), None) => {
-                    operations.push(PatchOperation::Remove(RemoveOperation { path: at }));
-                }
-                (None, None) => {}
-            }
+        // Merged whole here: lists, leaves, atomic parts, maps the merge may empty.
+        match merge(schema, ty, Some(lhs), Some(rhs))? {
+            Some(merged) => changed(lhs, &merged, at, operations),
+            None => operations.push(PatchOperation::Remove(RemoveOperation { path: at.clone() })),
         }
-        operations
+        return Ok(());
+    };
+    for (key, r) in right {
+        let mut place = at.clone();
+        place.push_back(key.as_str());
+        let ty = match &how {
+            Children::Struct(fields) => fields.get(key),
+            Children::Map(values) => Some(*values),
+            Children::Untyped => None,
+        };
+        let l = left.get(key);
+        match (ty, l) {
+            (Some(ty), Some(l)) => merge_into(schema, ty, l, r, &place, operations)?,
+            (Some(ty), None) => {
+                if let Some(value) = merge(schema, ty, None, Some(r))? {
+                    operations.push(PatchOperation::Add(AddOperation { path: place, value }));
+                }
+            }
+            (None, _) => match (l, merge_untyped(l, Some(r))) {
+                (Some(l), Some(merged)) => changed(l, &merged, &place, operations),
+                (None, Some(value)) => {
+                    operations.push(PatchOperation::Add(AddOperation { path: place, value }));
+                }
+                (_, None) => {}
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Appends the operations that turn `old` (at `at`) into `new`.
+fn changed(old: &Value, new: &Value, at: &PointerBuf, operations: &mut Vec<PatchOperation>) {
+    if old == new {
+        return;
+    }
+    for mut operation in crate::diff::diff(old, new).0 {
+        prefix(at, &mut operation);
+        operations.push(operation);
     }
 }
 
-/// Moves `operation` (made on a field's value) to the field at `at`.
-fn prefix(at: &json_patch::jsonptr::Pointer, operation: &mut json_patch::PatchOperation) {
-    use json_patch::PatchOperation;
-    let within = |path: &mut json_patch::jsonptr::PointerBuf| {
+/// Moves `operation` (made on a value) to the value at `at`.
+fn prefix(at: &Pointer, operation: &mut PatchOperation) {
+    let within = |path: &mut PointerBuf| {
         let mut moved = at.to_buf();
         moved.append(&*path);
         *path = moved;
@@ -537,33 +541,31 @@ mod tests {
     }
 
     #[test]
-    fn merging_by_field_gives_the_whole_merge() {
+    fn the_operations_of_a_merge_give_the_whole_merge() {
         let (schema, root) = deployment();
         let mut live = live();
         live["spec"]["template"]["spec"]["securityContext"] = json!({});
+        live["metadata"]["annotations"] = json!({"only": "one"});
         live["status"] = json!({"replicas": 1});
         let patches = [
             json!({"metadata": {"labels": {"tier": "web"}}}),
-            json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"replicas": 3}}),
+            json!({"metadata": {"labels": {"app": "other"}, "annotations": {"a": "b"}}, "spec": {"replicas": 3}}),
             json!({"spec": {"template": {"spec": {"containers": [
                 {"name": "side", "image": "side:2"}, {"name": "new", "image": "new:1"}]}}}}),
-            // A field the object does not have, one it has with the same value, an empty one.
+            // A field the object does not have, one it has with the same value, empty ones.
             json!({"status": {"replicas": 1}, "spec": {}, "metadata": {"labels": {"app": "web"}}}),
             json!({"spec": {"template": {"spec": {"securityContext": {}}}}}),
-            json!({"spec": {"replicas": 1.5}}),
+            // Every member of a map named: merged whole there.
+            json!({"metadata": {"annotations": {"only": "two"}}}),
+            json!({"spec": {"template": {"metadata": {"labels": {"x": "y"}}}}}),
         ];
         for patch in patches {
             let whole = apply(schema, root, &live, &patch).expect("merges");
-            let by_field = apply_by_field(schema, root, &live, &patch)
+            let operations = apply_operations(schema, root, &live, &patch)
                 .expect("merges")
                 .expect("field by field");
-            assert_eq!(
-                by_field.fractional_integer(),
-                fractional_integer(schema, root, &whole),
-                "{patch}"
-            );
             let mut patched = live.clone();
-            json_patch::patch(&mut patched, &by_field.operations()).expect("applies");
+            json_patch::patch(&mut patched, &operations).expect("applies");
             assert_eq!(patched, whole, "{patch}");
             // Keys in the same order too.
             assert_eq!(patched.to_string(), whole.to_string(), "{patch}");
@@ -571,7 +573,7 @@ mod tests {
         // Refused as the whole merge refuses.
         let atomic = json!({"spec": {"template": {"spec": {"tolerations": [{"key": "other"}]}}}});
         assert_eq!(
-            apply_by_field(schema, root, &live, &atomic).err(),
+            apply_operations(schema, root, &live, &atomic).err(),
             apply(schema, root, &live, &atomic).err()
         );
     }

@@ -423,20 +423,33 @@ fn apply_patch(
                 ))
             };
             let builtin = request.builtin_kind().is_some();
-            // Merged where the configuration reaches, the rest of the object untouched.
-            let by_field = crate::structured_merge::apply_by_field(
-                known.schema,
-                root,
-                working,
-                &configuration,
-            )
-            .map_err(merge_failed)?;
+            // An object kube-apiserver decoded holds no fraction in an integer field, and
+            // every value of the configuration is in the merge: the configuration alone is
+            // checked, and the merge is walked where it reaches. An object from a file is
+            // merged and checked whole.
+            let by_field = if request.arrived_defaulted() {
+                crate::structured_merge::apply_operations(
+                    known.schema,
+                    root,
+                    working,
+                    &configuration,
+                )
+                .map_err(merge_failed)?
+            } else {
+                None
+            };
             let operations = match by_field {
-                Some(merged) => {
-                    if let Some(integer) = merged.fractional_integer().filter(|_| builtin) {
+                Some(operations) => {
+                    if let Some(integer) = crate::structured_merge::fractional_integer(
+                        known.schema,
+                        root,
+                        &configuration,
+                    )
+                    .filter(|_| builtin)
+                    {
                         return Err(fraction(integer));
                     }
-                    merged.operations()
+                    operations
                 }
                 None => {
                     let merged =
