@@ -648,17 +648,25 @@ fn a_constant_patch_is_checked_for_each_kind_it_meets() {
     }
 }
 
-#[test]
-fn apply_configurations_merge_by_the_kinds_schema() {
-    let policy = cop(
-        "sidecar-env",
+/// A ClusterOverridePolicy selecting Pods whose one rule is a CEL mutation applying the
+/// configuration `expression`.
+fn applying(name: &str, expression: &str) -> Value {
+    cop(
+        name,
         json!({
             "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
             "overrideRules": [{"overriders": {"cel": {"mutations": [
-                {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
-                    "Object{metadata: Object.metadata{labels: {'env-set': 'yes'}}, spec: Object.spec{containers: [Object.spec.containers{name: object.spec.containers[0].name, env: [Object.spec.containers.env{name: 'MODE', value: 'strict'}]}]}}"}},
+                {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": expression}},
             ]}}}],
         }),
+    )
+}
+
+#[test]
+fn apply_configurations_merge_by_the_kinds_schema() {
+    let policy = applying(
+        "sidecar-env",
+        "Object{metadata: Object.metadata{labels: {'env-set': 'yes'}}, spec: Object.spec{containers: [Object.spec.containers{name: object.spec.containers[0].name, env: [Object.spec.containers.env{name: 'MODE', value: 'strict'}]}]}}",
     );
     let set = set_of(&[policy]);
     let original = limited_pod();
@@ -685,15 +693,9 @@ fn apply_configurations_merge_by_the_kinds_schema() {
 
     // Through the webhook (an object kube-apiserver defaulted: here the one just patched) the
     // merge is walked only where the configuration reaches, with the same result.
-    let again = cop(
+    let again = applying(
         "sidecar-env",
-        json!({
-            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
-            "overrideRules": [{"overriders": {"cel": {"mutations": [
-                {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
-                    "Object{metadata: Object.metadata{labels: {'env-set': 'again', 'new': 'yes'}}, spec: Object.spec{containers: [Object.spec.containers{name: object.spec.containers[1].name, env: [Object.spec.containers.env{name: 'MODE', value: 'lax'}]}, Object.spec.containers{name: 'added', image: 'registry.corp/added:1'}]}}"}},
-            ]}}}],
-        }),
+        "Object{metadata: Object.metadata{labels: {'env-set': 'again', 'new': 'yes'}}, spec: Object.spec{containers: [Object.spec.containers{name: object.spec.containers[1].name, env: [Object.spec.containers.env{name: 'MODE', value: 'lax'}]}, Object.spec.containers{name: 'added', image: 'registry.corp/added:1'}]}}",
     );
     let set = set_of(&[again]);
     let offline = mutate_create(&set, &patched);
@@ -1068,8 +1070,7 @@ fn request_and_namespace_object_are_typed_as_kube_apiserver_types_them() {
     assert!(kanon_engine::compile_document(&policy).is_ok());
 }
 
-/// A ClusterOverridePolicy selecting `kind` whose one rule adds the label `key: value` with a
-/// CEL mutation.
+/// A ClusterOverridePolicy selecting `kind` whose one rule is the CEL JSON patch `expression`.
 fn labelling(name: &str, kind: &str, expression: &str) -> Value {
     cop(
         name,
