@@ -271,7 +271,9 @@ pub(crate) fn build_request(
     admitted: (bool, &ObjectStore),
 ) -> Result<Request, String> {
     if is_review(doc) {
+        // As the apiserver sent it: defaulted, as `kanon serve` takes every review.
         return Request::from_admission_review(&doc.value)
+            .map(Request::defaulted_on_arrival)
             .map_err(|e| format!("{}: {e}", doc.origin()));
     }
     let old_object = paired_old(doc, old);

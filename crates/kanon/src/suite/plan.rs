@@ -161,7 +161,10 @@ pub(super) fn plan(
                 doc.origin()
             )]);
         }
-        Request::from_admission_review(&doc.value).map_err(|e| e.to_string())
+        // As the apiserver sent it: defaulted, as `kanon serve` takes every review.
+        Request::from_admission_review(&doc.value)
+            .map(Request::defaulted_on_arrival)
+            .map_err(|e| e.to_string())
     } else {
         let old = own_old.or_else(|| paired_old(doc, inputs.old));
         admitted_request(op, doc.value.clone(), old, (inputs.defaults, inputs.context)).map_err(|e| {
