@@ -45,6 +45,11 @@
 #
 #   scripts/load-bench.sh [SECONDS] [ROUNDS]     (default 10 s per measurement, 3 rounds)
 #   LOAD_BENCH_CONFIGS="plain100 labels100" scripts/load-bench.sh 6 3     (some configurations)
+#   LOAD_BENCH_BASELINE=/path/to/an/older/kanon scripts/load-bench.sh 5 3   (before and after)
+#
+# With LOAD_BENCH_BASELINE, a second kanon binary (another build, say of an earlier commit) is
+# started beside them in each configuration and driven at saturation in the same rounds; below
+# the table, its kanon / ceiling and this build's, per configuration, in the same run.
 #
 # Needs wrk (Debian's; installed with apt-get when missing and run as root) and oha (crates.io;
 # installed into target/bench-tools when missing: a few minutes, once). Both servers are release
@@ -78,13 +83,17 @@ cargo build --release -q -p kanon -p kanon-ceiling
 kanon=$PWD/target/release/kanon
 ceiling=$PWD/target/release/kanon-ceiling
 work=$(mktemp -d)
-kanon_pid='' ceiling_pid='' sink_pid=''
+kanon_pid='' ceiling_pid='' sink_pid='' baseline_pid=''
+baseline=${LOAD_BENCH_BASELINE:-}
+if [ -n "$baseline" ] && [ ! -x "$baseline" ]; then
+  echo "error: LOAD_BENCH_BASELINE=$baseline is not an executable" >&2; exit 2
+fi
 stop() { # pid
   [ -n "$1" ] || return 0
   kill -TERM "$1" 2>/dev/null || true
   wait "$1" 2>/dev/null || true
 }
-trap 'stop "$kanon_pid"; stop "$ceiling_pid"; stop "$sink_pid"; rm -rf "$work"' EXIT
+trap 'stop "$kanon_pid"; stop "$ceiling_pid"; stop "$sink_pid"; stop "$baseline_pid"; rm -rf "$work"' EXIT
 
 # N policies: 10 select every Pod (v1/Pod), the rest select other kinds, spread over 168
 # apiVersion/kind pairs. ClusterOverridePolicies adding a label each (plaintext, a `labels`
@@ -354,15 +363,26 @@ for config in "${configs[@]}"; do
   if [ "$endpoint" = validate ]; then body=$work/pod-limited.json; fi
   declare -A url=([kanon]="https://127.0.0.1:$kport/$endpoint?timeout=10s"
                   [ceiling]="https://127.0.0.1:$cport/$endpoint?timeout=10s")
+  saturated=(ceiling kanon)
+  if [ -n "$baseline" ]; then
+    bport=$(free_port); bmport=$(free_port)
+    "$baseline" serve --policies "$work/$policies" --cert-dir "$work/certs-baseline" \
+      --listen "127.0.0.1:$bport" --metrics-listen "127.0.0.1:$bmport" "${trace[@]}" \
+      2>"$work/$config.baseline.log" &
+    baseline_pid=$!
+    wait_ready "https://127.0.0.1:$bport/readyz" "$baseline_pid" "the baseline kanon"
+    url[baseline]="https://127.0.0.1:$bport/$endpoint?timeout=10s"
+    saturated=(ceiling kanon baseline)
+  fi
   # Every kanon answer must be the full mutation (10 labels) or, with no policy or validate
   # policies only, a plain allow.
   curl -sk -H 'Content-Type: application/json' --data-binary "@$body" "${url[kanon]}" >"$work/$config.answer.json"
-  for server in ceiling kanon; do  # warm-up
+  for server in "${saturated[@]}"; do  # warm-up
     KANON_BENCH_BODY=$body wrk -t1 -c32 -d2s -s "$work/post.lua" "${url[$server]}" >/dev/null
   done
   for round in $(seq "$rounds"); do
     order=(ceiling kanon); [ $((round % 2)) = 0 ] && order=(kanon ceiling)
-    for server in "${order[@]}"; do
+    for server in "${order[@]}" ${baseline:+baseline}; do
       echo "  $config round $round: $server at saturation" >&2
       saturate "${url[$server]}" "$work/$config.$round.$server.wrk" "$body"
     done
@@ -385,6 +405,7 @@ for config in "${configs[@]}"; do
   stop "$kanon_pid"; kanon_pid=
   stop "$ceiling_pid"; ceiling_pid=
   stop "$sink_pid"; sink_pid=
+  stop "$baseline_pid"; baseline_pid=
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
@@ -495,6 +516,14 @@ for c in traced:
               f"kanon / ceiling {kanon_ratio[c] / kanon_ratio[base(c)]:.2f}", end="")
 if traced:
     print()
+import os
+if os.path.exists(f"{work}/{configs[0]}.1.baseline.wrk"):
+    print("\nBaseline (LOAD_BENCH_BASELINE) against this build, kanon / ceiling at saturation in the "
+          "same rounds (median; rounds): " + ", ".join(
+        f"{c} {med(b):.2f} → {med(k):.2f} ({', '.join(f'{x:.2f}' for x in b)} → {', '.join(f'{x:.2f}' for x in k)})"
+        for c in configs
+        for b, k in [([wrk(f"{work}/{c}.{r}.baseline.wrk") / wrk(f"{work}/{c}.{r}.ceiling.wrk") for r in range(1, rounds + 1)],
+                      [wrk(f"{work}/{c}.{r}.kanon.wrk") / wrk(f"{work}/{c}.{r}.ceiling.wrk") for r in range(1, rounds + 1)])]))
 reviews = {c: metric(open(f"{work}/{c}.kanon.metrics").read(), "kanon_admission_requests_total")
            for c in configs}
 print("\nkanon's CPU time per review answered: " + ", ".join(
