@@ -1016,14 +1016,17 @@ impl<'a> Overriding<'_, 'a> {
         let mut selected = Vec::new();
         {
             let view = request.view(working);
-            // Choosing is cheap beside running: a pause point every few candidates (each
-            // reads the caller's clock).
+            // Choosing a policy that does not apply is cheap beside running one: a pause point
+            // every few candidates (each reads the caller's clock), and after each that applied
+            // (its exceptions' conditions were evaluated).
+            let mut after_work = false;
             for (index, policy) in candidates.enumerate() {
-                if index % CANDIDATES_PER_PAUSE_POINT == 0 {
+                if after_work || index % CANDIDATES_PER_PAUSE_POINT == 0 {
                     evaluation.pause_point().await;
                 }
                 let applies =
                     applies(policy, &view, request, evaluation, &mut *self.namespaces).await;
+                after_work = matches!(applies, Ok(true));
                 let exemption = match applies {
                     Ok(true) => self.exceptions.for_policy(
                         policy,
