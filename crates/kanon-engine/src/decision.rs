@@ -29,6 +29,7 @@ use crate::workload::Workload;
 
 /// How many candidate policies are chosen between two pause points.
 const CANDIDATES_PER_PAUSE_POINT: usize = 16;
+
 /// The outcome of a request.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -522,9 +522,10 @@ impl Request {
 
     /// Marks the object as one kube-apiserver has defaulted, as every object a webhook
     /// receives is (the apiserver decodes it into its Go type, defaults and all, before
-    /// admission and again after each mutation): the first CEL mutation of a built-in kind then
-    /// need not default the whole object first. Not for objects from files, which may leave
-    /// out what the apiserver would fill in.
+    /// admission and again after each mutation): a CEL mutation of a built-in kind that changes
+    /// only labels or annotations then needs no defaulting after it, and an apply configuration
+    /// is merged where it reaches. For reviews, not for bare objects from files, which may
+    /// leave out what the apiserver would fill in.
     pub fn defaulted_on_arrival(mut self) -> Self {
         self.arrived_defaulted = true;
         self

@@ -48,9 +48,7 @@ impl Attributes<'_> {
 /// A compiled `NamedRuleWithOperations`.
 #[derive(Debug, Clone)]
 pub(crate) struct Rule {
-    operations: Vec<String>,
-    /// `operations` as a set, as each request reads them.
-    operation_set: crate::policy::OperationSet,
+    operations: crate::policy::OperationSet,
     groups: Vec<String>,
     versions: Vec<String>,
     resources: Vec<String>,
@@ -123,8 +121,7 @@ impl Rule {
             }
         };
         Rule {
-            operation_set: operation_set(&rule.operations),
-            operations: rule.operations.clone(),
+            operations: operation_set(&rule.operations),
             groups: rule.api_groups.clone(),
             versions: rule.api_versions.clone(),
             resources: rule.resources.clone(),
@@ -180,7 +177,7 @@ impl Rule {
     /// then may an equivalent version match it.
     fn matches_but_version(&self, request: &Attributes<'_>) -> bool {
         let any = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
-        self.operation_set.contains(request.operation)
+        self.operations.contains(request.operation)
             && any(&self.groups, request.group)
             && self.resources.iter().any(|written| {
                 let (resource, sub) = written.split_once('/').unwrap_or((written, ""));
@@ -419,21 +416,10 @@ impl Matcher {
 
     /// The operations its rules can match (for the webhook's rules), as kanon's operation set.
     pub(crate) fn operations(&self) -> crate::policy::OperationSet {
-        use crate::policy::OperationSet;
-        let mut operations = Vec::new();
-        for operation in self.rules.iter().flat_map(|r| &r.operations) {
-            match operation.as_str() {
-                "*" => return OperationSet::ALL,
-                "CREATE" => operations.push(Operation::Create),
-                "UPDATE" => operations.push(Operation::Update),
-                "DELETE" => operations.push(Operation::Delete),
-                "CONNECT" => operations.push(Operation::Connect),
-                _ => {}
-            }
-        }
-        if operations.is_empty() {
-            return OperationSet::NONE;
-        }
-        OperationSet::from_targets(&operations)
+        self.rules
+            .iter()
+            .fold(crate::policy::OperationSet::NONE, |set, rule| {
+                set.union(rule.operations)
+            })
     }
 }

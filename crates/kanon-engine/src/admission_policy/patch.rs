@@ -85,10 +85,6 @@ pub(crate) fn resolve(
     for operation in written {
         let written_null =
             |path: &str| nulls.contains(&path) && scratch.pointer(path).is_some_and(Value::is_null);
-        // The parent and key of a path whose parent is such a null.
-        fn under<'p>(path: &'p str, null: &dyn Fn(&str) -> bool) -> Option<(&'p str, &'p str)> {
-            path.rsplit_once('/').filter(|(parent, _)| null(parent))
-        }
         let from = operation.from.as_deref();
         let from_under_null = from.and_then(|from| under(from, &written_null));
         match (operation.op.as_str(), under(&operation.path, &written_null)) {
@@ -156,6 +152,12 @@ pub(crate) fn resolve(
         resolved.extend(operations);
     }
     Ok(resolved)
+}
+
+/// The parent and key of `path`, when its parent is one of the nulls `null` says the patch
+/// wrote.
+fn under<'p>(path: &'p str, null: &dyn Fn(&str) -> bool) -> Option<(&'p str, &'p str)> {
+    path.rsplit_once('/').filter(|(parent, _)| null(parent))
 }
 
 /// Applies a resolved operation, which cannot fail: resolving checked everything it needs.

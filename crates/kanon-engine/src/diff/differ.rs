@@ -157,6 +157,15 @@ pub fn diff(left: &Value, right: &Value) -> Patch {
     Patch(differ.ops)
 }
 
+/// [`diff`] of two values that sit at `at` in their documents: the operations' paths start
+/// there.
+pub fn diff_at(at: &Pointer, left: &Value, right: &Value) -> Patch {
+    let mut differ = Differ::new();
+    differ.base = Some(at);
+    differ.value(left, right);
+    Patch(differ.ops)
+}
+
 /// [`diff`] when `right` differs from `left` only where `touched` says: the same operations,
 /// without visiting the rest. A place changed but not recorded in `touched` is missed.
 pub fn diff_touched(left: &Value, right: &Value, touched: &Touched) -> Patch {

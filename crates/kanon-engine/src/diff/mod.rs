@@ -14,8 +14,8 @@ mod tests;
 mod touched;
 
 pub use changes::Changes;
-pub(crate) use differ::diff;
 #[cfg(test)]
 use differ::diff_touched;
+pub(crate) use differ::{diff, diff_at};
 #[cfg(test)]
 use touched::Touched;

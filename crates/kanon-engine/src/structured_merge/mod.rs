@@ -15,7 +15,7 @@ pub(crate) use validate::fractional_integer;
 
 use std::collections::HashMap;
 
-use json_patch::jsonptr::{Pointer, PointerBuf};
+use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use kanon_schema::{List, ListType, MapType, Schema, Shape, Type};
 use serde_json::{Map, Value};
@@ -231,33 +231,7 @@ fn changed(old: &Value, new: &Value, at: &PointerBuf, operations: &mut Vec<Patch
     if old == new {
         return;
     }
-    for mut operation in crate::diff::diff(old, new).0 {
-        prefix(at, &mut operation);
-        operations.push(operation);
-    }
-}
-
-/// Moves `operation` (made on a value) to the value at `at`.
-fn prefix(at: &Pointer, operation: &mut PatchOperation) {
-    let within = |path: &mut PointerBuf| {
-        let mut moved = at.to_buf();
-        moved.append(&*path);
-        *path = moved;
-    };
-    match operation {
-        PatchOperation::Add(op) => within(&mut op.path),
-        PatchOperation::Remove(op) => within(&mut op.path),
-        PatchOperation::Replace(op) => within(&mut op.path),
-        PatchOperation::Test(op) => within(&mut op.path),
-        PatchOperation::Move(op) => {
-            within(&mut op.path);
-            within(&mut op.from);
-        }
-        PatchOperation::Copy(op) => {
-            within(&mut op.path);
-            within(&mut op.from);
-        }
-    }
+    operations.extend(crate::diff::diff_at(at, old, new).0);
 }
 
 /// Refuses a configuration that does not fit the schema or sets atomic parts.

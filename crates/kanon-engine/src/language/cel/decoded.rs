@@ -64,22 +64,20 @@ pub(super) fn written_back<'p>(
     Ok(())
 }
 
+/// Whether `pointer` lies in the object's labels or annotations.
+pub(super) fn labels_or_annotations(pointer: &json_patch::jsonptr::Pointer) -> bool {
+    let mut tokens = pointer.tokens();
+    tokens.next().is_some_and(|t| t.decoded() == "metadata")
+        && tokens
+            .next()
+            .is_some_and(|t| matches!(t.decoded().as_ref(), "labels" | "annotations"))
+}
+
 /// Whether `path` names one label or annotation of the object and a string lies there.
 fn label_or_annotation_string(working: &Json, path: &json_patch::jsonptr::Pointer) -> bool {
-    let mut tokens = path.tokens();
-    let (Some(metadata), Some(field), Some(key), None) =
-        (tokens.next(), tokens.next(), tokens.next(), tokens.next())
-    else {
-        return false;
-    };
-    let field = field.decoded();
-    metadata.decoded() == "metadata"
-        && matches!(field.as_ref(), "labels" | "annotations")
-        && working
-            .get("metadata")
-            .and_then(|metadata| metadata.get(field.as_ref()))
-            .and_then(|map| map.get(key.decoded().as_ref()))
-            .is_some_and(Json::is_string)
+    path.tokens().count() == 3
+        && labels_or_annotations(path)
+        && value_at(working, path).is_some_and(Json::is_string)
 }
 
 /// kube-apiserver decodes what a MutatingAdmissionPolicy's JSON patch leaves of a built-in

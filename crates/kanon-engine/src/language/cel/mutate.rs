@@ -18,7 +18,7 @@ use kanon_cel::Value;
 use serde_json::Value as Json;
 
 use super::compile::{Expect, Expression, Named, RuleEnv, Site};
-use super::decoded::{strictly_decoded, value_at, written_back};
+use super::decoded::{labels_or_annotations, strictly_decoded, value_at, written_back};
 use super::validate::{Inputs, failed, matches, out_of_budget};
 use super::{CallError, Meter};
 use crate::admission_policy::patch::{self, Refusal, WrittenOperation};
@@ -333,15 +333,6 @@ pub(crate) fn apply_change(
         changes.mark_settled();
     }
     Ok(applied)
-}
-
-/// Whether `pointer` lies in the object's labels or annotations.
-fn labels_or_annotations(pointer: &json_patch::jsonptr::Pointer) -> bool {
-    let mut tokens = pointer.tokens();
-    tokens.next().is_some_and(|t| t.decoded() == "metadata")
-        && tokens
-            .next()
-            .is_some_and(|t| matches!(t.decoded().as_ref(), "labels" | "annotations"))
 }
 
 /// [`apply_change`] up to the defaulting: how many operations applied, and whether they all

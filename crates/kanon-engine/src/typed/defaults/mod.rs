@@ -163,7 +163,7 @@ fn plans() -> Option<&'static Plans> {
             let walked = walked(schema, go);
             let by_type = walked
                 .iter()
-                .filter_map(|name| Some((name.clone(), plan(schema, go, walked, name)?)))
+                .filter_map(|name| Some((name.clone(), plan(schema, go, &walked, name)?)))
                 .collect();
             Some(Plans { schema, by_type })
         })
@@ -290,11 +290,9 @@ fn round_up(list: &mut Map<String, Value>) {
 }
 
 /// The types the walk enters: those with a defaulting function, a field default or a
-/// `ResourceList`, and those whose fields reach one. Computed once, for the embedded schema
-/// (the only one [`Typed`] is built on).
-fn walked(schema: &Schema, go: &GoTypes) -> &'static HashSet<String> {
-    static WALKED: OnceLock<HashSet<String>> = OnceLock::new();
-    WALKED.get_or_init(|| {
+/// `ResourceList`, and those whose fields reach one (computed once, by [`plans`]).
+fn walked(schema: &Schema, go: &GoTypes) -> HashSet<String> {
+    {
         let fields = |name: &str| match schema.named_type(name).map(|ty| &ty.shape) {
             Some(Shape::Object(object)) => Some(object),
             _ => None,
@@ -334,7 +332,7 @@ fn walked(schema: &Schema, go: &GoTypes) -> &'static HashSet<String> {
                 return walked;
             }
         }
-    })
+    }
 }
 
 /// The named types `ty` holds, through lists and maps.
