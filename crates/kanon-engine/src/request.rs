@@ -61,10 +61,10 @@ pub struct Request {
     /// [`Evaluation`](crate::Evaluation) instead.
     pub deadline: Option<Deadline>,
     /// The built-in kind's schema, looked up once for all the policies that need it.
-    builtin: BuiltinKind,
+    builtin: Derived<Option<Builtin>>,
     /// The resource as `info` names it, read once for all the admission policies that match
     /// on it.
-    resource: ResourceOfRequest,
+    resource: Derived<ResourceNames>,
     /// The request is a workload's Pod template seen as a Pod ([`Request::for_pod_template`]):
     /// it is defaulted as the template it is, without what only a Pod gets.
     pod_template: bool,
@@ -75,10 +75,16 @@ pub struct Request {
     arrived_defaulted: bool,
 }
 
-/// A request's resource as kube-apiserver names it (`request.resource`, `subResource`; from
-/// the kind when `info` does not say), found on first use.
+/// A value found on first use from a request's other fields (its kind's schema, the resource
+/// `info` names), so never a difference of its own.
 #[derive(Debug, Clone, Default)]
-struct ResourceOfRequest(std::sync::OnceLock<ResourceNames>);
+struct Derived<T>(std::sync::OnceLock<T>);
+
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
 
 /// The group, version, resource and subresource a request is for.
 #[derive(Debug, Clone, Default)]
@@ -90,29 +96,12 @@ pub(crate) struct ResourceNames {
 }
 
 /// The schema and root type of a request's kind when it is a built-in one, with its Go facts
-/// when they are known, found on first use.
-#[derive(Debug, Clone, Default)]
-struct BuiltinKind(std::sync::OnceLock<Option<Builtin>>);
-
+/// when they are known.
 type Builtin = (
     &'static kanon_schema::Schema,
     &'static kanon_schema::Type,
     Option<crate::typed::Typed<'static>>,
 );
-
-impl PartialEq for ResourceOfRequest {
-    /// Derived from the other fields, so never a difference of its own.
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl PartialEq for BuiltinKind {
-    /// Derived from the other fields, so never a difference of its own.
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
 
 /// A deadline the caller keeps: the engine asks whether it has passed, and never reads a clock
 /// itself.
@@ -336,8 +325,8 @@ impl Request {
             dry_run: false,
             info,
             deadline: None,
-            builtin: BuiltinKind::default(),
-            resource: ResourceOfRequest::default(),
+            builtin: Derived::default(),
+            resource: Derived::default(),
             pod_template: false,
             defaults: true,
             arrived_defaulted: false,
@@ -487,8 +476,8 @@ impl Request {
             dry_run,
             info,
             deadline: None,
-            builtin: BuiltinKind::default(),
-            resource: ResourceOfRequest::default(),
+            builtin: Derived::default(),
+            resource: Derived::default(),
             pod_template: false,
             defaults: true,
             arrived_defaulted: false,
@@ -511,8 +500,8 @@ impl Request {
             dry_run: self.dry_run,
             info: self.info.clone(),
             deadline: self.deadline.clone(),
-            builtin: BuiltinKind::default(),
-            resource: ResourceOfRequest::default(),
+            builtin: Derived::default(),
+            resource: Derived::default(),
             pod_template: true,
             defaults: self.defaults,
             // A Pod made of a template is defaulted whole once, to be sure.
