@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::admission_policy;
 use crate::diff::Changes;
-use crate::evaluation::{Evaluation, NamespaceLabels, Scope};
+use crate::evaluation::{Evaluation, RequestDocuments, Scope};
 use crate::exception::{Beyond, CompiledException, Exceptions, Exemption};
 use crate::finding::{Finding, rejection, rule_label};
 use crate::index::Indexed;
@@ -401,7 +401,7 @@ impl Decision {
         view: &ObjectView<'_>,
         request: &Request,
         evaluation: &Evaluation<'_>,
-        namespaces: &mut NamespaceLabels<'_>,
+        namespaces: &mut RequestDocuments<'_>,
         within: Within,
     ) -> bool {
         let applies = applies(policy, view, request, evaluation, namespaces).await;
@@ -610,7 +610,7 @@ async fn applies(
     view: &ObjectView<'_>,
     request: &Request,
     evaluation: &Evaluation<'_>,
-    namespaces: &mut NamespaceLabels<'_>,
+    namespaces: &mut RequestDocuments<'_>,
 ) -> Result<bool, RuleError> {
     let operation = request.operation;
     if !policy.selects_resource(view) {
@@ -888,7 +888,7 @@ async fn override_object<'v>(
     }
     let cost = &ReviewCost::new();
     let owners = owners_of(set, request, &working, evaluation).await;
-    let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
+    let mut documents = RequestDocuments::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.override_narrowed(&request.view(&working));
     let mut run = Overriding {
         decision: &mut decision,
@@ -896,7 +896,7 @@ async fn override_object<'v>(
         cost,
         request,
         evaluation,
-        namespaces: &mut namespaces,
+        documents: &mut documents,
         within: None,
         beyond: Beyond {
             workload: None,
@@ -946,8 +946,8 @@ async fn override_template(
     };
     let mut patched = Cow::Borrowed(pod);
     // The namespace is read again (from the lookup's cache) for the Pod's request.
-    let mut namespaces =
-        NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
+    let mut documents =
+        RequestDocuments::new(evaluation.lookup(), pod_request.namespace.as_deref());
     let outer: &Value = working;
     let mut run = Overriding {
         decision,
@@ -955,7 +955,7 @@ async fn override_template(
         cost,
         request: &pod_request,
         evaluation,
-        namespaces: &mut namespaces,
+        documents: &mut documents,
         within: Some(workload),
         beyond: Beyond {
             workload: Some((request, outer)),
@@ -994,7 +994,7 @@ struct Overriding<'r, 'a> {
     cost: &'a ReviewCost,
     request: &'a Request,
     evaluation: &'a Evaluation<'a>,
-    namespaces: &'r mut NamespaceLabels<'a>,
+    documents: &'r mut RequestDocuments<'a>,
     within: Within,
     /// What else exceptions may select: the workload whose pod template is judged, the
     /// object's owners.
@@ -1026,7 +1026,7 @@ impl<'a> Overriding<'_, 'a> {
                     evaluation.pause_point().await;
                 }
                 let applies =
-                    applies(policy, &view, request, evaluation, &mut *self.namespaces).await;
+                    applies(policy, &view, request, evaluation, &mut *self.documents).await;
                 after_work = matches!(applies, Ok(true));
                 let exemption = match applies {
                     Ok(true) => self.exceptions.for_policy(
@@ -1056,7 +1056,7 @@ impl<'a> Overriding<'_, 'a> {
             let mut scope = Scope {
                 request,
                 evaluation,
-                namespaces: &mut *self.namespaces,
+                documents: &mut *self.documents,
                 policy: &policy.label,
                 budget: PolicyBudget::new(self.cost.of(policy.id.namespace.is_some())),
             };
@@ -1185,7 +1185,7 @@ async fn judge(
     };
     let cost = &ReviewCost::new();
     let owners = owners_of(set, request, subject, evaluation).await;
-    let mut namespaces = NamespaceLabels::new(evaluation.lookup(), request.namespace.as_deref());
+    let mut documents = RequestDocuments::new(evaluation.lookup(), request.namespace.as_deref());
     let candidates = set.validate_narrowed(&request.view(subject));
     let mut judging = Judging {
         decision: &mut *decision,
@@ -1193,7 +1193,7 @@ async fn judge(
         cost,
         request,
         evaluation,
-        namespaces: &mut namespaces,
+        documents: &mut documents,
         within: None,
         beyond: Beyond {
             workload: None,
@@ -1212,15 +1212,15 @@ async fn judge(
             && let Some(pod_request) = workload.pod_request(request, subject)
             && let Some(pod) = pod_request.object.as_ref()
         {
-            let mut namespaces =
-                NamespaceLabels::new(evaluation.lookup(), pod_request.namespace.as_deref());
+            let mut documents =
+                RequestDocuments::new(evaluation.lookup(), pod_request.namespace.as_deref());
             let mut judging = Judging {
                 decision: &mut *decision,
                 exceptions: set.exceptions,
                 cost,
                 request: &pod_request,
                 evaluation,
-                namespaces: &mut namespaces,
+                documents: &mut documents,
                 within: Some(workload),
                 beyond: Beyond {
                     workload: Some((request, subject)),
@@ -1241,7 +1241,7 @@ struct Judging<'r, 'a> {
     cost: &'a ReviewCost,
     request: &'a Request,
     evaluation: &'a Evaluation<'a>,
-    namespaces: &'r mut NamespaceLabels<'a>,
+    documents: &'r mut RequestDocuments<'a>,
     within: Within,
     /// What else exceptions may select: the workload whose pod template is judged, the
     /// object's owners.
@@ -1257,7 +1257,7 @@ impl<'a> Judging<'_, 'a> {
         let decision = &mut *self.decision;
         for policy in candidates {
             if !decision
-                .runs(policy, &view, request, evaluation, self.namespaces, within)
+                .runs(policy, &view, request, evaluation, self.documents, within)
                 .await
             {
                 continue;
@@ -1278,7 +1278,7 @@ impl<'a> Judging<'_, 'a> {
             let mut scope = Scope {
                 request,
                 evaluation,
-                namespaces: &mut *self.namespaces,
+                documents: &mut *self.documents,
                 policy: &policy.label,
                 budget: PolicyBudget::new(self.cost.of(policy.id.namespace.is_some())),
             };

@@ -8,7 +8,9 @@
 //! it evaluates in has one ([`Evaluation::with_programs`]): `kanon serve`, `kanon apply` and
 //! `kanon test` run them in separate, memory-limited worker processes that they kill at the
 //! review's deadline. Without a host (`--program-workers 0`, the engine's tests) programs run
-//! in the calling thread.
+//! in the calling thread. So does a contained program (held to the language of texts but for
+//! `{% if %}` branches, see [`crate::program::Program::contained`]), whose reads are charged as
+//! a text's: only one that reads more than a text may is handed to the host.
 //!
 //! The host sees the program's source and a [`ProgramInput`]: the variables the program reads,
 //! as plain JSON, so that a worker builds exactly the context the engine would have built.
@@ -24,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::program::{Program, ProgramError, ProgramKind, ProgramLimits};
-use crate::rule::Variables;
+use crate::rule::{Shared, Variables};
 
 /// What [`ProgramHost::run`] returns: the program's output document (`None`: empty output).
 pub type ProgramFuture<'a> =
@@ -61,13 +63,21 @@ pub struct ProgramInput {
 impl ProgramInput {
     /// The program context these variables make: the same the engine builds in process.
     pub fn context(self) -> minijinja::Value {
+        // The documents move into the context whole: nothing is copied.
+        let object = Arc::new(self.object);
+        let old_object = self.old_object.map(Arc::new);
         crate::program::context(Variables {
-            object: &self.object,
-            old_object: self.old_object.as_ref(),
+            object: &object,
+            old_object: old_object.as_deref(),
             operation: &self.operation,
             request: &self.request,
             namespace_object: self.namespace_object.map(Arc::new),
             refs: self.refs,
+            shared: Shared {
+                object: Some(object.clone()),
+                old_object: old_object.clone(),
+                request: None,
+            },
         })
     }
 }

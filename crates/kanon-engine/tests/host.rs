@@ -198,8 +198,9 @@ fn hosted_programs_decide_exactly_as_programs_run_in_place() {
         assert_eq!(through_host.messages, in_place.messages);
         assert_eq!(through_host.warnings, in_place.warnings);
         assert_eq!(through_host.patched, in_place.patched);
-        // The hand-written programs went to the host (show, owner, fails), the template not.
-        assert_eq!(hosted.calls.load(Ordering::SeqCst), 3);
+        // The hand-written programs went to the host (show, owner), the template not, nor the
+        // contained program (fails: one placeholder), which ran in place.
+        assert_eq!(hosted.calls.load(Ordering::SeqCst), 2);
         assert!(
             hosted
                 .sources
@@ -264,5 +265,134 @@ fn every_variable_survives_the_trip_to_a_worker() {
         1,
         "{:?}",
         decision.warnings
+    );
+}
+
+/// Hand-written programs within the language of texts but for `{% if %}` branches: each prints
+/// one variable's value a different way, so that a difference between the context built for
+/// the host and the one built for a contained run shows.
+const CONTAINED: &[&str] = &[
+    "- {op: add, path: /metadata/annotations, value: {}}",
+    r#"- {op: add, path: /metadata/annotations/request, value: {{ request | tojson | tojson }}}"#,
+    r#"- {op: add, path: /metadata/annotations/user, value: {{ request.userInfo | string | tojson }}}"#,
+    r#"- {op: add, path: /metadata/annotations/groups, value: {{ ((request.userInfo.groups | default([]) | join(',')) ~ " " ~ (request.dryRun | default("unset")) ~ " " ~ (request.userInfo.groups | default(none))) | tojson }}}"#,
+    r#"- {op: add, path: /metadata/annotations/ns, value: {{ ((namespaceObject.metadata.labels | items | list) ~ " " ~ (namespaceObject is none) ~ " " ~ namespaceObject.metadata.labels) | tojson }}}"#,
+    r#"{% if oldObject %}- {op: add, path: /metadata/annotations/old, value: {{ ((oldObject.metadata.labels | dictsort) ~ " " ~ oldObject.metadata) | tojson }}}{% else %}- {op: add, path: /metadata/annotations/old, value: {{ (oldObject ~ " " ~ (oldObject is none)) | tojson }}}{% endif %}"#,
+    r#"- {op: add, path: /metadata/annotations/object, value: {{ (object.spec.containers[0] ~ " " ~ (object.spec.containers | length) ~ " " ~ (object.metadata.labels | tojson) ~ " " ~ (object.spec.containers | map(attribute='image') | list)) | tojson }}}"#,
+    r#"- {op: add, path: /metadata/annotations/operation, value: {{ (operation ~ " " ~ (operation | lower) ~ " " ~ request.kind) | tojson }}}"#,
+];
+
+fn contained_policies() -> PolicySet {
+    let mut docs: Vec<Value> = CONTAINED
+        .iter()
+        .enumerate()
+        .map(|(i, program)| {
+            cop(
+                &format!("contained-{i}"),
+                json!({
+                    "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                    "overrideRules": [{"overriders": {"program": program}}],
+                }),
+            )
+        })
+        .collect();
+    docs.push(cvp(
+        "contained-verdict",
+        json!({
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "validateRules": [{"program": r#"{% if object.spec.containers[0].image is startingwith("registry.example/") %}{"valid": true}{% else %}{"valid": false, "reason": "{{ object.spec.containers[0].image }} by {{ request.userInfo.username | default("") }} in {{ namespaceObject.metadata.name if namespaceObject else '-' }}"}{% endif %}"#}],
+        }),
+    ));
+    PolicySet::build(
+        docs.iter()
+            .map(|d| compile_document(d).expect("compiles"))
+            .collect(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn contained_programs_run_in_place_and_decide_as_the_host_would() {
+    let set = contained_policies();
+    let (mut allowed, mut denied) = (0, 0);
+    for request in requests() {
+        let hosted = Hosted {
+            store: store(),
+            calls: AtomicUsize::new(0),
+            sources: Mutex::new(Vec::new()),
+        };
+        // Without a host every program runs in place on the context a worker builds.
+        let unhosted = block_on(set.review(&request, &store()));
+        let contained = block_on(set.review_in(&request, &hosted.evaluation()));
+        assert_eq!(hosted.calls.load(Ordering::SeqCst), 0, "sent to the host");
+        assert_eq!(
+            serde_json::to_value(&contained.patched).unwrap(),
+            serde_json::to_value(&unhosted.patched).unwrap(),
+        );
+        assert_eq!(contained.allowed, unhosted.allowed);
+        assert_eq!(contained.messages, unhosted.messages);
+        assert_eq!(contained.warnings, unhosted.warnings);
+        if !contained.allowed {
+            // The verdict's reason reads the variables too.
+            assert!(
+                contained.messages[0].ends_with("nginx by alice in team-a")
+                    || contained.messages[0].ends_with("nginx by  in team-a"),
+                "{:?}",
+                contained.messages
+            );
+            denied += 1;
+            continue;
+        }
+        let patched = contained.patched.as_ref().expect("patched");
+        let annotations = patched["metadata"]["annotations"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{:?}", contained.messages));
+        assert_eq!(annotations.len(), CONTAINED.len() - 1, "{annotations:?}");
+        assert_eq!(
+            annotations["user"],
+            "{'username': 'alice', 'groups': ['dev']}"
+        );
+        assert_eq!(
+            annotations["ns"],
+            "[('tier', 'gold')] False {'tier': 'gold'}"
+        );
+        assert_eq!(
+            annotations["operation"],
+            "UPDATE update {'group': '', 'version': 'v1', 'kind': 'Pod'}"
+        );
+        allowed += 1;
+    }
+    assert_eq!((allowed, denied), (1, 2));
+}
+
+#[test]
+fn a_contained_program_that_reads_more_than_a_text_may_runs_in_the_host() {
+    // Each mention of the 600 KB annotation is charged: three pass the 1 MiB a text may read.
+    let set = PolicySet::build(vec![
+        compile_document(&cvp(
+            "reads-much",
+            json!({
+                "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+                "validateRules": [{"program": r#"{"valid": {{ ((object.metadata.annotations.big + object.metadata.annotations.big + object.metadata.annotations.big) | length < 10) | tojson }}, "reason": "read {{ object.metadata.annotations.big | length }}"}"#}],
+            }),
+        ))
+        .unwrap(),
+    ])
+    .unwrap();
+    let mut big = pod("big", "nginx");
+    big["metadata"]["annotations"] = json!({"big": "x".repeat(600_000)});
+    let request = Request::from_objects(Operation::Create, Some(big), None).unwrap();
+    let hosted = Hosted {
+        store: store(),
+        calls: AtomicUsize::new(0),
+        sources: Mutex::new(Vec::new()),
+    };
+    let decision = block_on(set.review_in(&request, &hosted.evaluation()));
+    assert_eq!(hosted.calls.load(Ordering::SeqCst), 1);
+    assert!(!decision.allowed);
+    assert!(
+        decision.messages.iter().any(|m| m.contains("read 600000")),
+        "{:?}",
+        decision.messages
     );
 }

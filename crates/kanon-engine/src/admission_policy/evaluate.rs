@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::compile::AdmissionBinding;
 use super::matching::{Attributes, Selection};
 use crate::diff::Changes;
-use crate::evaluation::{NamespaceLabels, Scope};
+use crate::evaluation::{RequestDocuments, Scope};
 use crate::language::cel::PolicyBudget;
 use crate::language::cel::mutate::{CelOverrideRule, apply_change};
 use crate::language::cel::validate::{CelValidateRule, Check, Inputs};
@@ -37,7 +37,7 @@ impl AdmissionBinding {
         &self,
         request: &Request,
         object: &Value,
-        namespaces: &mut NamespaceLabels<'_>,
+        namespaces: &mut RequestDocuments<'_>,
         lookup: &dyn crate::lookup::Lookup,
     ) -> Result<bool, RuleError> {
         let attributes = attributes(request, object);
@@ -323,7 +323,7 @@ pub(crate) async fn validate(
             return out;
         }
     };
-    let namespace_object: Option<Arc<Value>> = scope.namespaces.object().await;
+    let namespace_object: Option<Arc<Value>> = scope.documents.namespace_object().await;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let mut published: Vec<(String, Vec<String>)> = Vec::new();
@@ -441,7 +441,7 @@ pub(crate) async fn mutate(
             return out;
         }
     };
-    let namespace_object: Option<Arc<Value>> = scope.namespaces.object().await;
+    let namespace_object: Option<Arc<Value>> = scope.documents.namespace_object().await;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     for param in &params {

@@ -7,7 +7,7 @@ mod pause;
 mod scope;
 
 pub use pause::Pause;
-pub(crate) use scope::{NamespaceLabels, Scope};
+pub(crate) use scope::{RequestDocuments, Scope};
 
 use crate::host::ProgramHost;
 use crate::lookup::Lookup;

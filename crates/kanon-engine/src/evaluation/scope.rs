@@ -12,23 +12,57 @@ use super::Evaluation;
 use crate::language::cel::PolicyBudget;
 use crate::references::{CompiledRef, RefScope};
 use crate::request::Request;
-use crate::rule::{RuleError, Variables};
+use crate::rule::{RuleError, Shared, Variables};
 use crate::selector::labels_of;
 
-/// Reads the object's namespace once per request, only if a policy needs it (its labels for a
-/// namespace selector, or `namespaceObject` for a rule).
-pub(crate) struct NamespaceLabels<'a> {
+/// The documents rules read beside the object, gathered once per request and only if a policy
+/// needs them: the object's namespace (its labels for a namespace selector, or
+/// `namespaceObject` for a rule), and shared copies of the request's object, old object and
+/// `request` that program contexts wrap (see [`Shared`]).
+pub(crate) struct RequestDocuments<'a> {
     lookup: &'a dyn Lookup,
     namespace: Option<&'a str>,
     cached: Option<Result<Option<Arc<Value>>, RuleError>>,
+    object: Option<Arc<Value>>,
+    old_object: Option<Arc<Value>>,
+    info: Option<Arc<Value>>,
 }
 
-impl<'a> NamespaceLabels<'a> {
+impl<'a> RequestDocuments<'a> {
     pub(crate) fn new(lookup: &'a dyn Lookup, namespace: Option<&'a str>) -> Self {
-        NamespaceLabels {
+        RequestDocuments {
             lookup,
             namespace,
             cached: None,
+            object: None,
+            old_object: None,
+            info: None,
+        }
+    }
+
+    /// Shared copies of `request`'s documents, made on first use: `object` shared only when it
+    /// is the request's own object or old object (not a copy earlier policies changed). The
+    /// request is borrowed for the whole review, so a copy never goes stale.
+    fn shared(&mut self, request: &Request, object: &Value) -> Shared {
+        let copy = |slot: &mut Option<Arc<Value>>, value: &Value| {
+            slot.get_or_insert_with(|| Arc::new(value.clone())).clone()
+        };
+        let same = |candidate: Option<&Value>| candidate.is_some_and(|c| std::ptr::eq(c, object));
+        let old_object = request
+            .old_object
+            .as_ref()
+            .map(|old| copy(&mut self.old_object, old));
+        let object = if same(request.object.as_ref()) {
+            Some(copy(&mut self.object, object))
+        } else if same(request.old_object.as_ref()) {
+            old_object.clone()
+        } else {
+            None
+        };
+        Shared {
+            object,
+            old_object,
+            request: Some(copy(&mut self.info, &request.info)),
         }
     }
 
@@ -75,7 +109,7 @@ impl<'a> NamespaceLabels<'a> {
     }
 
     /// The namespace object, for `namespaceObject`; `None` when unknown.
-    pub(crate) async fn object(&mut self) -> Option<Arc<Value>> {
+    pub(crate) async fn namespace_object(&mut self) -> Option<Arc<Value>> {
         self.load().await.as_ref().ok().and_then(Clone::clone)
     }
 }
@@ -87,7 +121,7 @@ pub(crate) struct Scope<'a, 'n> {
     /// Lookups, program host, deadline.
     pub(crate) evaluation: &'a Evaluation<'a>,
     /// The object's namespace.
-    pub(crate) namespaces: &'n mut NamespaceLabels<'a>,
+    pub(crate) documents: &'n mut RequestDocuments<'a>,
     /// The policy being run (`Kind/name`, `Kind/namespace/name`), on whose behalf lookups are
     /// made.
     pub(crate) policy: &'a str,
@@ -111,7 +145,8 @@ impl<'a> Scope<'a, '_> {
             old_object: self.request.old_object.as_ref(),
             operation: self.request.operation.as_str(),
             request: &self.request.info,
-            namespace_object: self.namespaces.object().await,
+            namespace_object: self.documents.namespace_object().await,
+            shared: self.documents.shared(self.request, object),
             refs,
         }
     }

@@ -125,7 +125,7 @@ async fn cel_data(
     object: &Value,
 ) -> Result<CelData, RuleError> {
     let namespace_object = if reads_namespace {
-        scope.namespaces.object().await
+        scope.documents.namespace_object().await
     } else {
         None
     };

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::evaluation::Scope;
 use crate::host::ProgramInput;
 use crate::language::RuleProgram;
-use crate::program::{patch_from_output, verdict_from_output};
+use crate::program::{Metered, patch_from_output, verdict_from_output};
 use crate::rule::{RuleError, Verdict};
 
 /// Runs an override program on `object`: its operations.
@@ -41,25 +41,35 @@ async fn output(
     run(rule, scope, object, refs).await
 }
 
-/// Runs the rule's program with its resolved `refs`: a hand-written one in the evaluation's
-/// program host when there is one, any other here. A template's program runs here too, when
-/// its native form cannot vouch for the result.
+/// Runs the rule's program with its resolved `refs`. A hand-written one runs in the
+/// evaluation's program host when there is one, unless it is contained (it fits the language of
+/// texts but for branches: see [`RuleProgram::contained`]): that runs here with its reads
+/// charged, and in the host only if it reads more than a text may. Any other runs here. A
+/// template's program runs here too, when its native form cannot vouch for the result.
 pub(crate) async fn run(
     rule: &RuleProgram,
     scope: &mut Scope<'_, '_>,
     object: &Value,
     refs: Map<String, Value>,
 ) -> Result<Option<Value>, RuleError> {
-    let host = scope.evaluation.programs().filter(|_| rule.authored);
-    let variables = scope.variables(object, refs).await;
-    match host {
-        Some(host) => host
-            .run(&rule.program, ProgramInput::from(variables))
-            .await
-            .map_err(|e| rule.error(&e)),
-        None => rule
+    let Some(host) = scope.evaluation.programs().filter(|_| rule.authored) else {
+        let variables = scope.variables(object, refs).await;
+        return rule
             .program
             .run(&crate::program::context(variables))
-            .map_err(|e| rule.error(&e)),
+            .map_err(|e| rule.error(&e));
+    };
+    if rule.contained {
+        // A hand-written program has no references of its own: `refs` is empty.
+        let variables = scope.variables(object, refs.clone()).await;
+        let context = crate::program::text_context(variables, Vec::new());
+        match rule.program.run_metered(&context) {
+            Metered::Ran(output) => return output.map_err(|e| rule.error(&e)),
+            Metered::ReadTooMuch => {}
+        }
     }
+    let variables = scope.variables(object, refs).await;
+    host.run(&rule.program, ProgramInput::from(variables))
+        .await
+        .map_err(|e| rule.error(&e))
 }

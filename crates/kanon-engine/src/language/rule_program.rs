@@ -23,6 +23,10 @@ pub struct RuleProgram {
     /// Written by the policy's author (a `program` field), not rendered by kanon from a
     /// template: run by the evaluation's [`crate::host::ProgramHost`] when it has one.
     pub authored: bool,
+    /// A hand-written program held to the language of texts but for `{% if %}` branches
+    /// ([`Program::contained`]): run in kanon's own process, its reads charged as a text's,
+    /// and in the program host only when it reads more. Always `false` for templates.
+    pub contained: bool,
     /// A validate condition's message, rendered apart from its verdict, on a denial; `None`
     /// for other rules, whose programs give their verdicts (or operations) whole.
     pub message: Option<ConditionMessage>,

@@ -120,6 +120,7 @@ pub(super) fn compile_override_rules(
                 refs,
                 native: Some(native),
                 authored: false,
+                contained: false,
                 message: None,
             })
         });
@@ -173,6 +174,7 @@ fn authored_program(
     let program = compile_program(source.into(), kind, false, &at, errors)?;
     Some(RuleProgram {
         field: at,
+        contained: program.contained(),
         program,
         refs: Vec::new(),
         native: None,
@@ -244,6 +246,7 @@ pub(super) fn compile_validate_rules(
                 refs,
                 native,
                 authored: false,
+                contained: false,
                 message: Some(message),
             })
         });

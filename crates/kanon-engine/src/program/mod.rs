@@ -1,4 +1,5 @@
-//! Rule programs: minijinja templates run in a sandbox.
+//! Rule programs: minijinja templates run in a sandbox (and, for hand-written ones that are not
+//! contained, in a worker process: see [`crate::host`]).
 //!
 //! A program has no loader (no file access), no network, an instruction budget (fuel), a
 //! recursion limit and an output size limit. Undefined values are semi-strict: printing or
@@ -27,25 +28,43 @@ use crate::rule::Variables;
 pub use error::ProgramError;
 pub use json::json_value;
 pub use output::{patch_from_output, verdict_from_output};
-pub use runtime::{Program, ProgramKind, ProgramLimits};
+pub use runtime::{Metered, Program, ProgramKind, ProgramLimits};
 pub use text::{MAX_TEXT_ADDITIONS, TEXT_FILTERS, TEXT_FUNCTIONS, TEXT_READ_BYTES};
 
 /// The variables of a rule as program values: `object`, `oldObject`, `operation`, `request`,
 /// `namespaceObject` and `refs`. Documents are wrapped, not converted: programs read only the
 /// parts they touch.
 pub fn context(variables: Variables<'_>) -> Value {
-    let document = |v: &serde_json::Value| json_value(Arc::new(v.clone()));
+    let Variables {
+        object,
+        old_object,
+        operation,
+        request,
+        namespace_object,
+        refs,
+        shared,
+    } = variables;
     minijinja::context! {
-        object => document(variables.object),
-        oldObject => variables.old_object.map(document).unwrap_or(Value::from(())),
-        operation => variables.operation,
-        request => Value::from(Serde(variables.request)),
-        namespaceObject => variables.namespace_object
+        object => json_value(shared_or_copy(shared.object, object)),
+        oldObject => old_object
+            .map(|old| json_value(shared_or_copy(shared.old_object, old)))
+            .unwrap_or(Value::from(())),
+        operation => operation,
+        request => Value::from(Serde(request)),
+        namespaceObject => namespace_object
             .as_deref()
             .map(|o| Value::from(Serde(o)))
             .unwrap_or(Value::from(())),
-        refs => Value::from(Serde(serde_json::Value::Object(variables.refs))),
+        refs => Value::from(Serde(serde_json::Value::Object(refs))),
     }
+}
+
+/// `shared` when the request holds the document shared, else a copy of `document`.
+fn shared_or_copy(
+    shared: Option<Arc<serde_json::Value>>,
+    document: &serde_json::Value,
+) -> Arc<serde_json::Value> {
+    shared.unwrap_or_else(|| Arc::new(document.clone()))
 }
 
 /// The variables of a placeholder text (a condition's message, a reference's field): those of
@@ -56,26 +75,34 @@ pub fn text_context(
     variables: Variables<'_>,
     extra: Vec<(&'static str, serde_json::Value)>,
 ) -> Value {
+    let Variables {
+        object,
+        old_object,
+        operation,
+        request,
+        namespace_object,
+        refs,
+        shared,
+    } = variables;
     let document = |v: serde_json::Value| json_value(Arc::new(v));
     let mut names = vec![
-        ("object", document(variables.object.clone())),
+        ("object", json_value(shared_or_copy(shared.object, object))),
         (
             "oldObject",
-            variables
-                .old_object
-                .map(|o| document(o.clone()))
+            old_object
+                .map(|old| json_value(shared_or_copy(shared.old_object, old)))
                 .unwrap_or(Value::from(())),
         ),
-        ("operation", Value::from(variables.operation)),
-        ("request", document(variables.request.clone())),
+        ("operation", Value::from(operation)),
+        (
+            "request",
+            json_value(shared_or_copy(shared.request, request)),
+        ),
         (
             "namespaceObject",
-            variables
-                .namespace_object
-                .map(json_value)
-                .unwrap_or(Value::from(())),
+            namespace_object.map(json_value).unwrap_or(Value::from(())),
         ),
-        ("refs", document(serde_json::Value::Object(variables.refs))),
+        ("refs", document(serde_json::Value::Object(refs))),
     ];
     names.extend(extra.into_iter().map(|(name, v)| (name, document(v))));
     Value::from_object(TextVariables(names.into_iter().collect()))

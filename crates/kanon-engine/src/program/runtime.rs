@@ -254,31 +254,74 @@ impl Program {
     /// Renders the program and parses its output as a document (YAML or JSON); `None` when the
     /// output is empty or only whitespace.
     pub fn run(&self, context: &Value) -> Result<Option<serde_json::Value>, ProgramError> {
-        let text = self.render(context)?;
-        if text.trim().is_empty() {
-            return Ok(None);
+        document(&self.render(context)?)
+    }
+
+    /// Whether this program is held to the language of texts but for `{% if %}` branches (see
+    /// [`super::text`]), so that [`Program::run_metered`] may run it in kanon's own process.
+    /// It parses the source again: ask once, when the policy compiles.
+    pub fn contained(&self) -> bool {
+        super::text::contained(&self.source)
+    }
+
+    /// Runs the program as [`Program::run`] does, with every read of the request's values
+    /// charged against [`super::TEXT_READ_BYTES`], as a text's are: for a [`contained`] program,
+    /// whose context is built by [`super::text_context`]. A run that reads more gives
+    /// [`Metered::ReadTooMuch`], not an error: the caller runs it again where it may read all
+    /// it wants (a worker process), so the bound never changes a result.
+    ///
+    /// [`contained`]: Program::contained
+    pub fn run_metered(&self, context: &Value) -> Metered {
+        let env = match self.env() {
+            Ok(env) => env,
+            Err(e) => return Metered::Ran(Err(e)),
+        };
+        let rendered = super::meter::metered(super::TEXT_READ_BYTES, || {
+            render_in(env, &self.source, self.limits, context)
+        });
+        match rendered {
+            Ok(text) => Metered::Ran(document(&text)),
+            Err(super::meter::TextError::Failed(e)) => Metered::Ran(Err(e)),
+            Err(super::meter::TextError::OverBudget) => Metered::ReadTooMuch,
         }
-        // Templates render JSON; parse that directly, and YAML otherwise.
-        let trimmed = text.trim_start();
-        if (trimmed.starts_with('[') || trimmed.starts_with('{'))
-            && let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed)
-        {
-            return Ok(Some(value));
-        }
-        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
-            let e = e.without_snippet().to_string();
-            ProgramError::new(format!(
-                "the output is not YAML or JSON: {e}\noutput:\n{}",
-                excerpt(&text)
-            ))
-        })?;
-        match docs.len() {
-            0 => Ok(None),
-            1 => Ok(docs.into_iter().next()),
-            n => Err(ProgramError::new(format!(
-                "the output holds {n} documents; a program renders one"
-            ))),
-        }
+    }
+}
+
+/// How [`Program::run_metered`] ended.
+#[derive(Debug)]
+pub enum Metered {
+    /// It ran within its reads: what [`Program::run`] gives.
+    Ran(Result<Option<serde_json::Value>, ProgramError>),
+    /// It read more than a text may; run it where reads are not charged.
+    ReadTooMuch,
+}
+
+/// A program's output parsed as a document (YAML or JSON); `None` when it is empty or only
+/// whitespace.
+fn document(text: &str) -> Result<Option<serde_json::Value>, ProgramError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    // Templates render JSON; parse that directly, and YAML otherwise.
+    let trimmed = text.trim_start();
+    if (trimmed.starts_with('[') || trimmed.starts_with('{'))
+        && let Ok(value) = serde_json::from_str::<serde_json::Value>(trimmed)
+    {
+        return Ok(Some(value));
+    }
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| {
+        let e = e.without_snippet().to_string();
+        ProgramError::new(format!(
+            "the output is not YAML or JSON: {e}\noutput:\n{}",
+            excerpt(text)
+        ))
+    })?;
+    match docs.len() {
+        0 => Ok(None),
+        1 => Ok(docs.into_iter().next()),
+        n => Err(ProgramError::new(format!(
+            "the output holds {n} documents; a program renders one"
+        ))),
     }
 }
 

@@ -101,6 +101,27 @@ pub const TEXT_FUNCTIONS: &[&str] = &[
 /// first construct refused, with where it is. A syntax error is the runtime's, reported when
 /// the text compiles.
 pub(super) fn check(source: &str) -> Result<(), ProgramError> {
+    check_in(source, Statements::None)
+}
+
+/// Whether `source`, a hand-written program, is held to the language of texts but for `{% if
+/// %}` branches: a program kanon may run in its own process, its reads charged as a text's are
+/// (see [`super::meter`]). A branch emits its body at most once, so it copies nothing a text
+/// could not; loops, assignments, macros and the other statements stay out.
+pub(super) fn contained(source: &str) -> bool {
+    check_in(source, Statements::Branches).is_ok()
+}
+
+/// The statements a checked source may hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Statements {
+    /// Placeholders and raw text only: a text.
+    None,
+    /// `{% if %}` / `{% elif %}` / `{% else %}` too: a contained program.
+    Branches,
+}
+
+fn check_in(source: &str, statements: Statements) -> Result<(), ProgramError> {
     let Ok(template) = minijinja::machinery::parse(source, "text", Default::default()) else {
         // The compiler reports it, with its line.
         return Ok(());
@@ -108,6 +129,7 @@ pub(super) fn check(source: &str) -> Result<(), ProgramError> {
     let mut check = Check {
         additions: 0,
         refusal: None,
+        statements,
     };
     check.statement(&template);
     if let Some(refusal) = check.refusal {
@@ -126,6 +148,7 @@ pub(super) fn check(source: &str) -> Result<(), ProgramError> {
 struct Check {
     additions: usize,
     refusal: Option<String>,
+    statements: Statements,
 }
 
 impl Check {
@@ -147,6 +170,12 @@ impl Check {
             }
             Stmt::EmitRaw(_) => {}
             Stmt::EmitExpr(emit) => self.expression(&emit.expr),
+            Stmt::IfCond(branch) if self.statements == Statements::Branches => {
+                self.expression(&branch.expr);
+                for child in branch.true_body.iter().chain(&branch.false_body) {
+                    self.statement(child);
+                }
+            }
             other => {
                 let line = statement_line(other);
                 self.refuse(line, "statements (`{% ... %}`) are not allowed".to_string());
@@ -364,6 +393,30 @@ mod tests {
             let refusal = refusal(source);
             assert!(refusal.contains(said), "{source}: {refusal}");
         }
+    }
+
+    #[test]
+    fn programs_with_branches_are_contained_and_loops_and_assignments_are_not() {
+        for source in [
+            r#"{"valid": {{ (object.metadata.name != "") | tojson }}}"#,
+            "{% if object.spec.replicas > 3 %}{\"valid\": false, \"reason\": \"{{ object.metadata.name }}\"}\n{% elif x %}[]{% else %}{% endif %}",
+            "- {op: add, path: /metadata/labels/a, value: {{ object.metadata.name | tojson }}}",
+        ] {
+            assert!(contained(source), "{source}");
+        }
+        for source in [
+            "{% for c in object.spec.containers %}{{ c.name }}{% endfor %}",
+            "{% set x = refs.data %}{{ [x, x] | tojson }}",
+            "{% if x %}{% for i in range(9) %}{% endfor %}{% endif %}",
+            "{% if x %}{{ [data] * 1000 }}{% endif %}",
+            "{% macro f() %}{% endmacro %}",
+            "{% with a = data %}{{ a }}{% endwith %}",
+            "{{ jsonpath(object, '$..*') }}",
+        ] {
+            assert!(!contained(source), "{source}");
+        }
+        // A text stays a text: branches are a program's.
+        assert!(refusal("{% if x %}a{% endif %}").contains("statements"));
     }
 
     #[test]

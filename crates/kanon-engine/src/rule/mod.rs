@@ -9,5 +9,5 @@ mod verdict;
 
 pub use error::RuleError;
 pub(crate) use error::unknown_fields;
-pub use variables::Variables;
+pub use variables::{Shared, Variables};
 pub use verdict::Verdict;

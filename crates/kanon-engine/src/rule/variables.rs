@@ -24,4 +24,19 @@ pub struct Variables<'v> {
     pub namespace_object: Option<Arc<Value>>,
     /// `refs`: the rule's resolved references, by name (`data`, `value` for templates).
     pub refs: Map<String, Value>,
+    /// The documents above already held shared, so that a program's context wraps them
+    /// instead of copying them; empty where they are not.
+    pub shared: Shared,
+}
+
+/// [`Variables`]' documents held shared ([`Arc`]): each the same value as its variable, made
+/// once per request so that every program on it reads one copy.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Shared {
+    /// `object`, when it is the request's own.
+    pub object: Option<Arc<Value>>,
+    /// `oldObject`.
+    pub old_object: Option<Arc<Value>>,
+    /// `request`.
+    pub request: Option<Arc<Value>>,
 }
