@@ -133,15 +133,30 @@ impl TypeIndex {
         }
     }
 
-    /// Files `pos` under each of `types` (`apiVersion`, `kind`), requiring nothing else.
-    fn file_types(&mut self, pos: u32, types: Vec<(String, String)>) {
+    /// Files `pos` under each of `types` (`apiVersion`, `kind`), under the names `named`
+    /// says a request of that type must have (for any name when it says `None`).
+    fn file_types(
+        &mut self,
+        pos: u32,
+        types: Vec<(String, String)>,
+        named: impl Fn(&str, &str) -> Option<Vec<String>>,
+    ) {
         for (api_version, kind) in types {
-            self.by_type
+            let names = named(&api_version, &kind);
+            let entry = self
+                .by_type
                 .entry(api_version)
                 .or_default()
                 .entry(kind)
-                .or_default()
-                .file(pos, Required::Nothing);
+                .or_default();
+            match names {
+                Some(names) => {
+                    for name in &names {
+                        entry.file(pos, Required::Name(name));
+                    }
+                }
+                None => entry.file(pos, Required::Nothing),
+            }
         }
     }
 
@@ -187,15 +202,19 @@ impl TypeIndex {
                 continue;
             }
             // An admission policy selects by its resource rules, not by selectors: filed
-            // under the built-in types they name, when the schema can tell them, and with
-            // the custom resources when they name groups the schema does not serve.
-            let reach = match &policy.admission {
-                Some(binding) => binding.constraints.reach(),
-                None => crate::admission_policy::Reach::ANY,
+            // under the built-in types they name, when the schema can tell them (and under
+            // the resource names they require there), and with the custom resources when
+            // they name groups the schema does not serve.
+            let Some(binding) = &policy.admission else {
+                index.any.push(pos);
+                continue;
             };
+            let reach = binding.constraints.reach();
             match reach.builtin {
                 Some(types) => {
-                    index.file_types(pos, types);
+                    index.file_types(pos, types, |api_version, kind| {
+                        binding.names_for(api_version, kind)
+                    });
                     if reach.custom {
                         custom.push(pos);
                     }
@@ -504,5 +523,73 @@ mod tests {
             .map(|i| &*policies[i as usize].label)
             .collect();
         assert_eq!(narrowed, ["ClusterValidatePolicy/every-type"]);
+    }
+
+    #[test]
+    fn admission_policies_that_require_resource_names_are_filed_under_them() {
+        let mut admission = crate::AdmissionPolicies::new();
+        let policy = |name: &str, names: Value, match_policy: &str| {
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "matchConstraints": {"matchPolicy": match_policy, "resourceRules": [{
+                        "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                        "operations": ["CREATE"], "resourceNames": names}]},
+                    "validations": [{"expression": "true"}],
+                },
+            })
+        };
+        let binding = |name: &str| {
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"]},
+            })
+        };
+        for (name, names, match_policy) in [
+            ("web-only", json!(["web"]), "Equivalent"),
+            ("web-or-api", json!(["web", "api"]), "Exact"),
+            ("every-pod", json!([]), "Equivalent"),
+        ] {
+            admission.add(&policy(name, names, match_policy));
+            admission.add(&binding(name));
+        }
+        let policies: Vec<Arc<CompiledPolicy>> = admission
+            .compile()
+            .expect("compiles")
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let kind = policies[0].id.kind;
+        let index = WebhookIndex::build(&policies, kind, kind);
+        let candidates = |name: &str| -> Vec<String> {
+            let object = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}});
+            let view = ObjectView {
+                api_version: "v1",
+                kind: "Pod",
+                namespace: Some("shop"),
+                name,
+                object: &object,
+            };
+            let mut names: Vec<String> = index
+                .narrowed(&view)
+                .map(|i| {
+                    policies[i as usize]
+                        .admission
+                        .as_ref()
+                        .map(|b| b.policy.clone())
+                        .unwrap_or_default()
+                })
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(candidates("web"), ["every-pod", "web-only", "web-or-api"]);
+        assert_eq!(candidates("api"), ["every-pod", "web-or-api"]);
+        assert_eq!(candidates("db"), ["every-pod"]);
+        assert_eq!(candidates(""), ["every-pod"]);
     }
 }

@@ -28,6 +28,17 @@ pub const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/val
 const NULL: &Value = &Value::Null;
 
 impl AdmissionBinding {
+    /// The resource names a request for the built-in type (`api_version`, `kind`) must have
+    /// for the binding to select it, when the policy's constraints or the binding's match
+    /// resources require names (see [`Matcher::names_for`]); `None`: any name.
+    ///
+    /// [`Matcher::names_for`]: super::matching::Matcher::names_for
+    pub(crate) fn names_for(&self, api_version: &str, kind: &str) -> Option<Vec<String>> {
+        self.constraints
+            .names_for(api_version, kind)
+            .or_else(|| self.narrowed.as_ref()?.names_for(api_version, kind))
+    }
+
     /// Whether the policy's constraints and the binding's match resources both select the
     /// request, as it came (`object` is the request's object, or the old object on DELETE).
     /// Constraints that select it only at another version of its resource (`matchPolicy:

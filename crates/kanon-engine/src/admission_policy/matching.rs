@@ -414,6 +414,43 @@ impl Matcher {
         }
     }
 
+    /// The resource names a request for the built-in type (`api_version`, `kind`) must have
+    /// for the matcher to select it, when its rules say: every rule that may match the type's
+    /// resource lists names, and none can match it through another version (`matchPolicy:
+    /// Exact`, or rules naming only the type's own version), where kube-apiserver reads no
+    /// names. `None` when a request of any name may be selected.
+    pub(crate) fn names_for(&self, api_version: &str, kind: &str) -> Option<Vec<String>> {
+        let schema = kanon_schema::Schema::builtin().ok()?;
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let mut names: Vec<String> = Vec::new();
+        for rule in &self.rules {
+            let serves = |written: &String| {
+                let resource = written.split('/').next().unwrap_or_default();
+                resource == "*"
+                    || schema
+                        .kinds_of_resource(group, resource)
+                        .any(|k| k.kind == kind)
+            };
+            let may_match = rule.groups.iter().any(|g| g == "*" || g == group)
+                && rule.resources.iter().any(serves);
+            if !may_match {
+                continue;
+            }
+            if rule.names.is_empty()
+                || (self.equivalent && !rule.versions.iter().all(|v| v == version))
+            {
+                return None;
+            }
+            names.extend(rule.names.iter().cloned());
+        }
+        if names.is_empty() {
+            return None;
+        }
+        names.sort_unstable();
+        names.dedup();
+        Some(names)
+    }
+
     /// The operations its rules can match (for the webhook's rules), as kanon's operation set.
     pub(crate) fn operations(&self) -> crate::policy::OperationSet {
         self.rules
@@ -421,5 +458,172 @@ impl Matcher {
             .fold(crate::policy::OperationSet::NONE, |set, rule| {
                 set.union(rule.operations)
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A small deterministic generator (the same cases every run).
+    struct Draw(u64);
+
+    impl Draw {
+        fn pick<'a, T>(&mut self, from: &'a [T]) -> &'a T {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            &from[((self.0 >> 33) as usize) % from.len()]
+        }
+    }
+
+    /// The requests drawn against: (group, version, resource, kind) of built-in types, one of
+    /// them served at two versions.
+    const TYPES: &[(&str, &str, &str, &str)] = &[
+        ("", "v1", "pods", "Pod"),
+        ("", "v1", "configmaps", "ConfigMap"),
+        ("apps", "v1", "deployments", "Deployment"),
+        (
+            "autoscaling",
+            "v1",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+        ),
+        (
+            "autoscaling",
+            "v2",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+        ),
+    ];
+
+    #[test]
+    fn a_request_outside_the_names_a_matcher_is_filed_under_is_never_selected() {
+        let mut draw = Draw(7);
+        let (mut filed, mut left_out) = (0, 0);
+        for _ in 0..3000 {
+            let rules: Vec<Value> = (0..*draw.pick(&[1, 1, 2, 3]))
+                .map(|_| {
+                    json!({
+                        "apiGroups": draw.pick(&[json!([""]), json!(["apps"]), json!(["autoscaling"]), json!(["*"]), json!(["", "apps"])]),
+                        "apiVersions": draw.pick(&[json!(["v1"]), json!(["v2"]), json!(["*"]), json!(["v1", "v2"])]),
+                        "resources": draw.pick(&[json!(["pods"]), json!(["deployments"]), json!(["horizontalpodautoscalers"]), json!(["*"]), json!(["pods/status"]), json!(["configmaps", "pods"])]),
+                        "resourceNames": draw.pick(&[json!([]), json!(["a"]), json!(["a", "b"]), json!(["c"])]),
+                        "operations": draw.pick(&[json!(["*"]), json!(["CREATE"])]),
+                    })
+                })
+                .collect();
+            let mut written = json!({"resourceRules": rules});
+            if let Some(policy) = draw.pick(&[None, Some("Exact"), Some("Equivalent")]) {
+                written["matchPolicy"] = json!(policy);
+            }
+            let written: MatchResources = serde_json::from_value(written).expect("decodes");
+            let matcher = Matcher::compile(&written, "spec", false, true, &mut Vec::new());
+            for &(group, version, resource, kind) in TYPES {
+                let api_version = match group {
+                    "" => version.to_string(),
+                    group => format!("{group}/{version}"),
+                };
+                let Some(names) = matcher.names_for(&api_version, kind) else {
+                    continue;
+                };
+                filed += 1;
+                let served: Vec<String> = TYPES
+                    .iter()
+                    .filter(|t| t.0 == group && t.2 == resource)
+                    .map(|t| t.1.to_string())
+                    .collect();
+                for name in ["a", "b", "c", ""] {
+                    for sub_resource in ["", "status"] {
+                        for operation in [Operation::Create, Operation::Update] {
+                            let object = json!({"metadata": {"name": name}});
+                            let request = Attributes {
+                                operation,
+                                group,
+                                version,
+                                resource,
+                                sub_resource,
+                                namespace: "ns",
+                                name,
+                                object: &object,
+                                old_object: &Value::Null,
+                            };
+                            let selection = matcher.selects(&request, None, &mut || served.clone());
+                            if names.iter().any(|n| n == name) {
+                                continue;
+                            }
+                            left_out += 1;
+                            assert_eq!(
+                                selection,
+                                Selection::No,
+                                "{written:?} selects {name:?} ({group}/{version} {resource}/{sub_resource}) but files it under {names:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // The draw reaches both sides: matchers filed under names, and requests they leave out.
+        assert!(filed > 300 && left_out > 3000, "{filed} {left_out}");
+    }
+
+    #[test]
+    fn names_are_required_only_where_no_rule_for_the_type_goes_without_them() {
+        let names = |rules: Value, policy: Option<&str>, api_version: &str, kind: &str| {
+            let mut written = json!({"resourceRules": rules});
+            if let Some(policy) = policy {
+                written["matchPolicy"] = json!(policy);
+            }
+            let written: MatchResources = serde_json::from_value(written).expect("decodes");
+            Matcher::compile(&written, "spec", false, true, &mut Vec::new())
+                .names_for(api_version, kind)
+        };
+        let rule = |group: &str, versions: Value, resource: &str, names: Value| {
+            json!({"apiGroups": [group], "apiVersions": versions, "resources": [resource],
+                   "operations": ["CREATE"], "resourceNames": names})
+        };
+        let pods = rule("", json!(["v1"]), "pods", json!(["web", "api"]));
+        assert_eq!(
+            names(json!([pods]), None, "v1", "Pod"),
+            Some(vec!["api".to_string(), "web".to_string()])
+        );
+        // A rule for another type does not count; one for the type without names does.
+        let configmaps = rule("", json!(["v1"]), "configmaps", json!([]));
+        assert!(names(json!([pods, configmaps]), None, "v1", "Pod").is_some());
+        let all_pods = rule("", json!(["v1"]), "pods", json!([]));
+        assert_eq!(names(json!([pods, all_pods]), None, "v1", "Pod"), None);
+        // Another version of the resource: under Equivalent, kube-apiserver matches it at that
+        // version without reading names.
+        let hpa = rule(
+            "autoscaling",
+            json!(["v2"]),
+            "horizontalpodautoscalers",
+            json!(["h"]),
+        );
+        let v1 = ("autoscaling/v1", "HorizontalPodAutoscaler");
+        assert_eq!(names(json!([hpa]), None, v1.0, v1.1), None);
+        // Under Exact it matches no v1 request at all; filed under its names, it still is a
+        // candidate for one named so.
+        assert_eq!(
+            names(json!([hpa]), Some("Exact"), v1.0, v1.1),
+            Some(vec!["h".to_string()])
+        );
+        assert_eq!(
+            names(json!([hpa]), Some("Equivalent"), "autoscaling/v2", v1.1),
+            Some(vec!["h".to_string()])
+        );
+        let both = rule(
+            "autoscaling",
+            json!(["v1", "v2"]),
+            "horizontalpodautoscalers",
+            json!(["h"]),
+        );
+        assert_eq!(names(json!([both]), None, "autoscaling/v2", v1.1), None);
+        assert_eq!(
+            names(json!([both]), Some("Exact"), "autoscaling/v2", v1.1),
+            Some(vec!["h".to_string()])
+        );
     }
 }

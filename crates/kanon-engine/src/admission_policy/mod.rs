@@ -25,4 +25,3 @@ pub use evaluate::VALIDATION_FAILURE_KEY;
 pub use manifest::{AdmissionKind, admission_kind_of};
 
 pub(crate) use evaluate::{Mutated, Validated, mutate, validate};
-pub(crate) use matching::Reach;
