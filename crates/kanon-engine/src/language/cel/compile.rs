@@ -2,7 +2,8 @@
 //! of the rule's `variables` typed by its own expression), every expression checked for the
 //! type its field needs, every problem reported at its field path.
 
-use std::sync::{Arc, LazyLock};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError, Weak};
 
 use kanon_cel::composition::{declared_name, variable_type};
 use kanon_cel::{Env, Program, Type};
@@ -112,6 +113,54 @@ pub(crate) struct RuleEnv {
     site: Site,
     /// Whether an expression compiled here names `namespaceObject`.
     reads_namespace: std::cell::Cell<bool>,
+    /// What the environment was made of (its base, then each variable declared, by name and
+    /// source), so that an expression compiled in an equal one shares its program (see
+    /// [`Interned`]); `None` once the environment was changed some other way.
+    made_of: Option<String>,
+}
+
+/// Compiled programs by the environment they were compiled in ([`RuleEnv::made_of`]) and their
+/// source, held weakly: ten thousand policies with the same rule (one per namespace, say) hold
+/// one program between them, not ten thousand (about 2 KiB each for a rule over a Pod's
+/// containers), and a program goes when the last policy holding it does.
+struct Interned {
+    programs: HashMap<(String, String), Weak<Program>>,
+    /// The table's size after it was last cleared of programs no policy holds.
+    live: usize,
+}
+
+static INTERNED: LazyLock<Mutex<Interned>> = LazyLock::new(|| {
+    Mutex::new(Interned {
+        programs: HashMap::new(),
+        live: 0,
+    })
+});
+
+/// The program `compile` gives for `source` in the environment `made_of`: the one an earlier
+/// compile made, while some policy still holds it, else a new one. Compiling is pure, so the
+/// two are the same program.
+fn interned(
+    made_of: &str,
+    source: &str,
+    compile: impl FnOnce() -> Result<Program, kanon_cel::CompileError>,
+) -> Result<Arc<Program>, kanon_cel::CompileError> {
+    let key = (made_of.to_owned(), source.to_owned());
+    let lock = || INTERNED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(program) = lock().programs.get(&key).and_then(Weak::upgrade) {
+        return Ok(program);
+    }
+    // Compiled without the lock: two threads compiling the same source at once each keep
+    // their own, which is only memory.
+    let program = Arc::new(compile()?);
+    let mut table = lock();
+    table.programs.insert(key, Arc::downgrade(&program));
+    if table.programs.len() > 2 * table.live.max(512) {
+        table
+            .programs
+            .retain(|_, program| program.strong_count() > 0);
+        table.live = table.programs.len();
+    }
+    Ok(program)
 }
 
 /// What a field's expression must give.
@@ -139,6 +188,7 @@ impl RuleEnv {
             env: LazyLock::force(env).clone(),
             site,
             reads_namespace: std::cell::Cell::new(false),
+            made_of: Some(format!("{site:?} validation")),
         }
     }
 
@@ -152,6 +202,7 @@ impl RuleEnv {
             env: LazyLock::force(env).clone(),
             site,
             reads_namespace: std::cell::Cell::new(false),
+            made_of: Some(format!("{site:?} mutation")),
         }
     }
 
@@ -164,6 +215,16 @@ impl RuleEnv {
     /// Changes the environment (the schema checks type `object` as a kind).
     pub(crate) fn with_env(&mut self, change: impl FnOnce(&mut Env)) {
         change(&mut self.env);
+        self.made_of = None;
+    }
+
+    /// Declares `variables.<name>` as `kind`, made of `source` (`None`: an expression that did
+    /// not compile, declared as dyn).
+    fn declare(&mut self, name: &str, kind: Type, source: Option<&str>) {
+        self.env.declare_variable(&declared_name(name), kind);
+        if let Some(made_of) = &mut self.made_of {
+            made_of.push_str(&format!("\0{name}\0{}", source.unwrap_or("\0")));
+        }
     }
 
     /// The environment as it stands, for compiling on one's own terms.
@@ -183,7 +244,11 @@ impl RuleEnv {
             errors.push(FieldError::new(field, "an expression is required"));
             return None;
         }
-        let program = match self.env.compile(source) {
+        let compiled = match &self.made_of {
+            Some(made_of) => interned(made_of, source, || self.env.compile(source)),
+            None => self.env.compile(source).map(Arc::new),
+        };
+        let program = match compiled {
             Ok(program) => program,
             Err(error) => {
                 errors.push(FieldError::new(field, explain(&error)));
@@ -226,7 +291,7 @@ impl RuleEnv {
         }
         Some(Expression {
             field: field.to_owned(),
-            program: Arc::new(program),
+            program,
         })
     }
 
@@ -263,13 +328,11 @@ impl RuleEnv {
                 self.compile(&variable.expression, &expression_field, Expect::Any, errors)
             else {
                 // Declared anyway (as dyn), so that its uses are not reported again.
-                self.env
-                    .declare_variable(&declared_name(&variable.name), Type::Dyn);
+                self.declare(&variable.name, Type::Dyn, None);
                 continue;
             };
             let kind = variable_type(expression.program.result_type());
-            self.env
-                .declare_variable(&declared_name(&variable.name), kind);
+            self.declare(&variable.name, kind, Some(&variable.expression));
             let named = Named {
                 name: variable.name.clone(),
                 expression,
@@ -372,4 +435,57 @@ fn is_identifier(name: &str) -> bool {
         .next()
         .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
         && characters.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compiled(env: &RuleEnv, source: &str) -> Arc<Program> {
+        let mut errors = Vec::new();
+        let expression = env.compile(source, "f", Expect::Bool, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        expression.expect("compiles").program
+    }
+
+    fn variable(name: &str, expression: &str) -> kanon_api::Variable {
+        serde_json::from_value(serde_json::json!({"name": name, "expression": expression}))
+            .expect("a variable")
+    }
+
+    #[test]
+    fn an_expression_compiled_in_an_equal_environment_shares_its_program() {
+        const SOURCE: &str = "object.spec.containers.all(c, has(c.resources)) && variables.n > 1";
+        let with = |expression: &str| {
+            let mut env = RuleEnv::validation(Site::KanonRule);
+            let mut errors = Vec::new();
+            env.variables(&[variable("n", expression)], "spec", &mut errors);
+            assert!(errors.is_empty(), "{errors:?}");
+            env
+        };
+        let one = compiled(&with("1 + 1"), SOURCE);
+        let two = compiled(&with("1 + 1"), SOURCE);
+        assert!(Arc::ptr_eq(&one, &two), "one program for both rules");
+        // Another variable (its type could differ), another site or another kind of rule:
+        // programs of their own.
+        let other = compiled(&with("2"), SOURCE);
+        assert!(!Arc::ptr_eq(&one, &other));
+        let admission = {
+            let mut env = RuleEnv::validation(Site::AdmissionPolicy);
+            env.variables(&[variable("n", "1 + 1")], "spec", &mut Vec::new());
+            compiled(&env, SOURCE)
+        };
+        assert!(!Arc::ptr_eq(&one, &admission));
+        // An environment changed by hand is never shared.
+        let mut typed = with("1 + 1");
+        typed.with_env(|env| {
+            env.declare_variable("extra", Type::Int);
+        });
+        assert!(!Arc::ptr_eq(&one, &compiled(&typed, SOURCE)));
+        // The table holds programs weakly: once no rule holds one, the next compile makes it
+        // anew.
+        let weak = Arc::downgrade(&one);
+        drop((one, two));
+        assert_eq!(weak.strong_count(), 0);
+    }
 }
