@@ -4,8 +4,9 @@
 # `map_random::random_mutating_policies_agree_with_kube_apiserver` with many more generated
 # policies (default 1,000) on a fresh seed. Each policy (JSONPatch and ApplyConfiguration
 # mutations over a Deployment or a ConfigMap, right and wrong types, under Fail and Ignore) is
-# applied by the apiserver (a server-side dry run) and by `kanon apply`; any difference fails the
-# run and is printed with its policy.
+# applied by the apiserver (a server-side dry run) and by `kanon apply`, to the object bare and as
+# the AdmissionReview a webhook receives; any difference fails the run and is printed with its
+# policy.
 #
 #   scripts/map-random.sh [CASES] [SEED]
 #

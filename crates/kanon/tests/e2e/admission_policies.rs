@@ -275,12 +275,66 @@ pub(crate) fn kanon_outcome(
         std::fs::write(&path, old.to_string()).expect("write the old object");
         command.arg("--old-resource").arg(path);
     }
-    let out = command.output().expect("kanon runs");
+    outcome_of(case, &command.output().expect("kanon runs"))
+}
+
+/// What `kanon apply` decides for `case` given as the AdmissionReview kube-apiserver sends its
+/// webhooks (a CREATE of `seen`): the path of an object that arrives defaulted, as `kanon
+/// serve` takes every review's (no defaulting after a label-only mutation, an apply
+/// configuration merged along its own fields).
+pub(crate) fn kanon_review_outcome(
+    policies: &Path,
+    work: &Path,
+    case: &Case,
+    seen: &Value,
+) -> Outcome {
+    assert_eq!(
+        case.operation, "CREATE",
+        "{}: reviews of creations only",
+        case.title
+    );
+    let api_version = text_at(seen, "/apiVersion");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = text_at(seen, "/kind");
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "e2e-review",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource(seen).split('.').next()},
+            "name": text_at(seen, "/metadata/name"),
+            "namespace": text_at(seen, "/metadata/namespace"),
+            "operation": "CREATE",
+            "userInfo": {"username": "e2e"},
+            "object": seen,
+            "oldObject": null,
+            "dryRun": true,
+        },
+    });
+    let input = work.join("review.json");
+    std::fs::write(&input, review.to_string()).expect("write the review");
+    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+        .arg("apply")
+        .arg("--policy")
+        .arg(policies)
+        .arg("--resource")
+        .arg(&input)
+        .arg("--context")
+        .arg(work.join("context.json"))
+        .args(["--output", "json"])
+        .output()
+        .expect("kanon runs");
+    outcome_of(case, &out)
+}
+
+/// The outcome `kanon apply --output json` printed for `case`.
+fn outcome_of(case: &Case, out: &std::process::Output) -> Outcome {
     assert!(
         matches!(out.status.code(), Some(0 | 1)),
         "{}: kanon apply failed: {}",
         case.title,
-        text(&out)
+        text(out)
     );
     let answers: Value = serde_json::from_slice(&out.stdout).expect("kanon prints JSON");
     let answer = &answers[0];

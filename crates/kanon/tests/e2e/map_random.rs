@@ -3,8 +3,8 @@
 //! nulls, removals of what is not there, duplicate keys, atomic fields, several mutations per
 //! policy under `Fail` and `Ignore`, match conditions that hold, do not or fail, a variable that
 //! a mutation reads), each applied by kube-apiserver (a server-side dry run) and
-//! by `kanon apply` to the object admission saw: verdict, message, reason and mutated object
-//! must agree.
+//! by `kanon apply` to the object admission saw, bare and as the AdmissionReview a webhook
+//! receives: verdict, message, reason and mutated object must agree.
 //!
 //! The suite runs `KANON_MAP_RANDOM_CASES` cases (default 40) from `KANON_MAP_RANDOM_SEED`
 //! (default fixed); `scripts/map-random.sh [CASES] [SEED]` runs more on a fresh seed.
@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use crate::Scenario;
-use crate::admission_policies::{Case, Outcome, kanon_outcome, send};
+use crate::admission_policies::{Case, Outcome, kanon_outcome, kanon_review_outcome, send};
 use crate::env::{Env, text};
 use crate::random::{Random, setting};
 
@@ -452,9 +452,28 @@ fn random_mutating_policies_agree_with_kube_apiserver(env: &mut Env) {
         .zip(&seen)
         .map(|(case, seen)| kanon_outcome(&policies_path, work.path(), case, seen, None))
         .collect();
+    // The same objects as the AdmissionReviews kube-apiserver sends a webhook: kanon takes
+    // them as already defaulted (as `kanon serve` does), a path of its own that must decide
+    // the same.
+    let reviewed: Vec<(String, Outcome, Outcome)> = cases
+        .iter()
+        .zip(&seen)
+        .zip(&expected)
+        .map(|((case, seen), bare)| {
+            let review = kanon_review_outcome(&policies_path, work.path(), case, seen);
+            (case.title.clone(), bare.clone(), review)
+        })
+        .filter(|(_, bare, review)| bare != review)
+        .collect();
     let (_, differences) = crate::admission_policies::until_agreed(env, &cases, &expected, agree);
     let policies_text = policies;
     clean(env, &policies_path);
+    let mut differences = differences;
+    for (title, bare, review) in &reviewed {
+        differences.push(format!(
+            "{title}: kanon decides the object and its AdmissionReview apart:\n  object: {bare:?}\n  review: {review:?}"
+        ));
+    }
     if !differences.is_empty() {
         let mut report = format!(
             "kanon and kube-apiserver disagree on {} of {count} random MutatingAdmissionPolicies (seed {seed}):\n",
