@@ -5,7 +5,10 @@
 //! Only the request's identity is read (uid, operation, type, namespace), in place, skipping the
 //! rest of the body without keeping it: nothing is allocated but the identity's few strings,
 //! whatever the body holds (a field written with escapes, which no name kube-apiserver sends
-//! has, leaves the body to the full reading rather than being copied). The
+//! has, leaves the body to the full reading rather than being copied). A review some policy
+//! may select is read only as far as its identity (a [`glance`]: the object's spec and status
+//! and the old object are the bulk of a body, and its evaluation reads them anyway); one that
+//! is answered here is read whole first ([`identify`]), so that only JSON is answered. The
 //! type and namespace are resolved as [`kanon_engine::Request`] resolves them (the object's own,
 //! else the review's). A body whose identity cannot be read this way (not an AdmissionReview,
 //! a uid too long, a field of the wrong type, nested deeper than a review may) is left to the
@@ -88,33 +91,118 @@ struct Metadata<'a> {
 const MAX_DEPTH: usize = 100;
 
 /// What the review in `body` is about, when it reads as a review kanon can answer; `None`
-/// leaves it to the full reading. Its nesting is not measured here ([`unselected`] does,
-/// before answering): a review that is evaluated is read in full anyway.
+/// leaves it to the full reading. The whole body is read (and so known to be JSON), with no
+/// field twice. Its nesting is not measured here ([`unselected`] does, before answering).
 pub fn identify(body: &[u8]) -> Option<Identity> {
     let review: Review<'_> = serde_json::from_slice(body).ok()?;
-    if review.api_version != Some(admission::REVIEW_API_VERSION)
-        || review.kind != Some(admission::REVIEW_KIND)
+    let request = review.request?;
+    resolve(
+        Parts {
+            api_version: review.api_version,
+            kind: review.kind,
+            uid: request.uid,
+            operation: request.operation,
+            namespace: request.namespace,
+            review_kind: request.kind,
+            object: request.object.map(Some),
+            old_object: request.old_object.map(Some),
+        },
+        true,
+    )
+}
+
+/// [`identify`] for a review that will be read in full anyway: the body is read only as far
+/// as the identity goes (in kube-apiserver's order of fields: the review's type, the request's
+/// uid, namespace and operation, then the object's type and metadata), not through the
+/// object's spec, its status or the old object. So what the rest holds is not checked here —
+/// nor that no field comes twice, nor that an UPDATE has its old object — and only a review
+/// that some policy may select, and that the full reading will check, may be identified so.
+/// `None` where the identity is not known by then (a cluster-scoped object, fields in another
+/// order): read the whole body with [`identify`].
+pub fn glance(body: &[u8]) -> Option<Identity> {
+    let mut parts = Parts::default();
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let read = serde::Deserializer::deserialize_map(
+        &mut deserializer,
+        Glance {
+            parts: &mut parts,
+            level: Level::Review,
+        },
+    );
+    match read {
+        // serde_json adds where it stopped to the message.
+        Err(e) if e.is_data() && e.to_string().starts_with(ENOUGH) => resolve(parts, false),
+        _ => None,
+    }
+}
+
+/// What [`glance`]'s reading stops with once it has the identity.
+const ENOUGH: &str = "kanon: the identity is read";
+
+/// The parts of a review its identity is made of, borrowed from the body.
+#[derive(Default)]
+struct Parts<'a> {
+    api_version: Option<&'a str>,
+    kind: Option<&'a str>,
+    uid: Option<&'a str>,
+    operation: Option<&'a str>,
+    namespace: Option<&'a str>,
+    review_kind: Option<Kind<'a>>,
+    /// `Some(None)`: the field was there, null.
+    object: Option<Option<Object<'a>>>,
+    old_object: Option<Option<Object<'a>>>,
+}
+
+impl Parts<'_> {
+    /// Whether what was read so far gives the identity, whatever comes after it.
+    fn known(&self) -> bool {
+        let (Some(_), Some(_), Some(_), Some(operation)) =
+            (self.api_version, self.kind, self.uid, self.operation)
+        else {
+            return false;
+        };
+        let subject = match operation {
+            "DELETE" => &self.old_object,
+            _ => &self.object,
+        };
+        // The object's own type and namespace, which come before the review's.
+        matches!(
+            subject,
+            Some(Some(Object {
+                api_version: Some(_),
+                kind: Some(_),
+                metadata: Some(Metadata { namespace: Some(_) }),
+            }))
+        )
+    }
+}
+
+/// The identity `parts` make, as [`kanon_engine::Request`] reads it; with `whole`, also
+/// refusing what only the whole body can tell (an UPDATE without its old object).
+fn resolve(parts: Parts<'_>, whole: bool) -> Option<Identity> {
+    if parts.api_version != Some(admission::REVIEW_API_VERSION)
+        || parts.kind != Some(admission::REVIEW_KIND)
     {
         return None;
     }
-    let request = review.request?;
-    let uid = request.uid.filter(|uid| !uid.is_empty())?;
+    let uid = parts.uid.filter(|uid| !uid.is_empty())?;
     if uid.len() > MAX_UID_BYTES {
         return None;
     }
-    let operation = kanon_engine::parse_operation(request.operation?).ok()?;
+    let operation = kanon_engine::parse_operation(parts.operation?).ok()?;
     let subject = match operation {
-        Operation::Delete => request.old_object.as_ref(),
-        _ => request.object.as_ref(),
-    };
+        Operation::Delete => parts.old_object.as_ref(),
+        _ => parts.object.as_ref(),
+    }
+    .and_then(Option::as_ref);
     // What the full reading refuses: a CREATE or UPDATE without its object, an UPDATE
     // without the old one.
     if subject.is_none() && matches!(operation, Operation::Create | Operation::Update)
-        || operation == Operation::Update && request.old_object.is_none()
+        || whole && operation == Operation::Update && !matches!(parts.old_object, Some(Some(_)))
     {
         return None;
     }
-    let review_kind = request.kind.as_ref();
+    let review_kind = parts.review_kind.as_ref();
     let api_version = match subject.and_then(|s| s.api_version) {
         Some(api_version) => api_version.to_string(),
         None => {
@@ -134,7 +222,7 @@ pub fn identify(body: &[u8]) -> Option<Identity> {
     let namespace = subject
         .and_then(|s| s.metadata.as_ref())
         .and_then(|m| m.namespace)
-        .or_else(|| request.namespace.filter(|_| !is_namespace))
+        .or_else(|| parts.namespace.filter(|_| !is_namespace))
         .map(str::to_string);
     Some(Identity {
         uid: uid.to_string(),
@@ -143,6 +231,121 @@ pub fn identify(body: &[u8]) -> Option<Identity> {
         kind,
         namespace,
     })
+}
+
+/// Which map [`Glance`] reads.
+#[derive(Clone, Copy)]
+enum Level {
+    Review,
+    Request,
+    /// The request's `object` (`false`) or `oldObject` (`true`).
+    Subject(bool),
+}
+
+/// Reads one map of a review into [`Parts`], skipping what the identity does not need, and
+/// stops the whole reading (an error of [`ENOUGH`]) once the parts give the identity.
+struct Glance<'p, 'a> {
+    parts: &'p mut Parts<'a>,
+    level: Level,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Glance<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        match self.level {
+            // A subject may be null.
+            Level::Subject(_) => deserializer.deserialize_option(self),
+            _ => deserializer.deserialize_map(self),
+        }
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an AdmissionReview")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        if let Level::Subject(old) = self.level {
+            *self.subject(old) = Some(None);
+        }
+        Ok(())
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.visit_none()
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        use serde::de::{Error, IgnoredAny};
+        let parts = self.parts;
+        if let Level::Subject(old) = self.level {
+            let slot = match old {
+                true => &mut parts.old_object,
+                false => &mut parts.object,
+            };
+            *slot = Some(Some(Object {
+                api_version: None,
+                kind: None,
+                metadata: None,
+            }));
+        }
+        while let Some(key) = map.next_key::<&'de str>()? {
+            match (self.level, key) {
+                (Level::Review, "apiVersion") => parts.api_version = map.next_value()?,
+                (Level::Review, "kind") => parts.kind = map.next_value()?,
+                (Level::Review, "request") => map.next_value_seed(Glance {
+                    parts: &mut *parts,
+                    level: Level::Request,
+                })?,
+                (Level::Request, "uid") => parts.uid = map.next_value()?,
+                (Level::Request, "operation") => parts.operation = map.next_value()?,
+                (Level::Request, "namespace") => parts.namespace = map.next_value()?,
+                (Level::Request, "kind") => parts.review_kind = map.next_value()?,
+                (Level::Request, "object" | "oldObject") => map.next_value_seed(Glance {
+                    parts: &mut *parts,
+                    level: Level::Subject(key == "oldObject"),
+                })?,
+                (Level::Subject(old), "apiVersion" | "kind" | "metadata") => {
+                    let subject = match old {
+                        true => &mut parts.old_object,
+                        false => &mut parts.object,
+                    };
+                    let Some(Some(subject)) = subject else {
+                        return Err(M::Error::custom("unreachable: the subject was set"));
+                    };
+                    match key {
+                        "apiVersion" => subject.api_version = map.next_value()?,
+                        "kind" => subject.kind = map.next_value()?,
+                        _ => subject.metadata = map.next_value()?,
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            if parts.known() {
+                return Err(M::Error::custom(ENOUGH));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'p, 'a> Glance<'p, 'a> {
+    fn subject(self, old: bool) -> &'p mut Option<Option<Object<'a>>> {
+        match old {
+            true => &mut self.parts.old_object,
+            false => &mut self.parts.object,
+        }
+    }
 }
 
 /// How deep `body`'s arrays and objects nest (brackets inside strings are not counted).
@@ -169,6 +372,40 @@ fn nesting(body: &[u8]) -> usize {
         }
     }
     deepest
+}
+
+/// What triage makes of a review.
+#[derive(Debug)]
+pub enum Triage {
+    /// No policy may select it: this is its answer, given without evaluating it.
+    Answered(Reply),
+    /// It is to be evaluated, in its namespace's turn when its identity could be read.
+    Evaluate(Option<Identity>),
+}
+
+/// Triages the review in `body` for `webhook` under `policies`. A review some policy may select
+/// is identified at a [`glance`] (its evaluation reads it all anyway); any other is read whole
+/// ([`identify`]) before it is answered without evaluation ([`unselected`]), so that only JSON
+/// is ever answered so.
+pub fn triage(body: &[u8], webhook: WebhookKind, policies: &PolicySet) -> Triage {
+    if let Some(identity) = glance(body)
+        && policies.evaluates(
+            webhook,
+            &identity.api_version,
+            &identity.kind,
+            identity.namespace.as_deref(),
+        )
+    {
+        return Triage::Evaluate(Some(identity));
+    }
+    let identity = identify(body);
+    match identity
+        .as_ref()
+        .and_then(|identity| unselected(identity, body, webhook, policies))
+    {
+        Some(reply) => Triage::Answered(reply),
+        None => Triage::Evaluate(identity),
+    }
 }
 
 /// The answer to a review no policy may select (`policies` give `webhook` nothing to

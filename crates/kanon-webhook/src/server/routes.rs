@@ -296,13 +296,10 @@ async fn review(
     // without a slot or a thread of the pool: a tenant's flood of costly reviews never makes
     // it wait. The others take their turn among the slots by namespace.
     let policies = shared.state.current();
-    let identity = triage::identify(&body);
-    if let Some(reply) = identity
-        .as_ref()
-        .and_then(|identity| triage::unselected(identity, &body, webhook, &policies))
-    {
-        return observed(shared, webhook, reply, started);
-    }
+    let identity = match triage::triage(&body, webhook, &policies) {
+        triage::Triage::Answered(reply) => return observed(shared, webhook, reply, started),
+        triage::Triage::Evaluate(identity) => identity,
+    };
     let flow = identity.as_ref().map_or("", triage::Identity::flow);
     let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone(), flow))
         .await

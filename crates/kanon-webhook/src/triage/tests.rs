@@ -79,3 +79,110 @@ fn what_the_full_reading_refuses_is_left_to_it() {
     assert_eq!(identify(b"{\"apiVersion\": \"v1\"}"), None);
     assert_eq!(identify(b"not json"), None);
 }
+
+/// The reviews of the repository's fixtures, by name.
+fn fixtures() -> Vec<(String, Vec<u8>)> {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/admission-reviews"
+    );
+    let mut found: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .expect("the fixtures")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .map(|path| {
+            let name = path.display().to_string();
+            (name, std::fs::read(&path).expect("a fixture"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn a_glance_identifies_a_review_as_reading_it_whole_does() {
+    let mut glanced = 0;
+    for (name, body) in fixtures() {
+        let whole = identify(&body);
+        match glance(&body) {
+            Some(identity) => {
+                assert_eq!(Some(identity), whole, "{name}");
+                glanced += 1;
+            }
+            // Only where the object has no namespace of its own (cluster-scoped, or a
+            // review whose object is not there) does a glance not do.
+            None => {
+                let review: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+                let request = &review["request"];
+                let subject = match request["operation"].as_str() {
+                    Some("DELETE") => &request["oldObject"],
+                    _ => &request["object"],
+                };
+                assert!(
+                    subject.pointer("/metadata/namespace").is_none(),
+                    "{name}: not identified at a glance"
+                );
+            }
+        }
+    }
+    assert!(glanced >= 8, "{glanced}");
+    // The request's fields in any order; a DELETE's old object.
+    let reordered = serde_json::to_vec(&json!({
+        "request": {
+            "object": {"metadata": {"namespace": "team-a", "name": "c"}, "kind": "ConfigMap", "apiVersion": "v1"},
+            "operation": "CREATE", "uid": "u-3", "namespace": "team-a",
+        },
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+    }))
+    .expect("JSON");
+    assert_eq!(glance(&reordered), identify(&reordered));
+    assert!(glance(&reordered).is_some());
+    let delete = body(json!({
+        "uid": "u-4", "operation": "DELETE", "namespace": "team-a", "object": null,
+        "oldObject": {"apiVersion": "v1", "kind": "Secret", "metadata": {"namespace": "team-a"}},
+        "options": {"kind": "DeleteOptions"},
+    }));
+    assert_eq!(glance(&delete), identify(&delete));
+    assert_eq!(glance(&delete).map(|i| i.kind), Some("Secret".to_string()));
+    // What the whole reading refuses, a glance refuses too when it can tell.
+    for refused in [
+        body(json!({"uid": "", "operation": "CREATE", "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "a"}}})),
+        body(json!({"uid": "u", "operation": "MOVE", "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "a"}}})),
+        body(json!({"uid": "u", "operation": "CREATE", "object": null})),
+        br#"{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "u", "operation": "CREATE", "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "a"}}}}"#.to_vec(),
+        br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "operation": "CREATE", "object": {"apiVersion": "v\u0031", "kind": "Pod", "metadata": {"namespace": "a"}}}}"#.to_vec(),
+    ] {
+        assert_eq!(glance(&refused), None, "{}", String::from_utf8_lossy(&refused));
+    }
+}
+
+#[test]
+fn a_glance_stops_at_the_identity_and_only_a_whole_reading_answers() {
+    // A body whose object's spec is not JSON: a glance has the identity before it, reading
+    // the whole body finds it out.
+    let (_, pod) = fixtures()
+        .into_iter()
+        .find(|(name, _)| name.ends_with("/pod-create.json"))
+        .expect("the Pod fixture");
+    let text = String::from_utf8(pod).expect("UTF-8");
+    let at = text.find("\"spec\"").expect("a spec");
+    let broken = format!("{}\"spec\": {{{{ not JSON", &text[..at]).into_bytes();
+    let identity = glance(&broken).expect("identified at a glance");
+    assert_eq!(
+        (identity.kind.as_str(), identity.flow()),
+        ("Pod", "default")
+    );
+    assert_eq!(identify(&broken), None);
+    // Triage answers without evaluation only a review it read whole: with no policy, the
+    // broken body goes to the full reading (which refuses it), the whole one is answered.
+    let none = PolicySet::default();
+    assert!(matches!(
+        triage(&broken, WebhookKind::Validating, &none),
+        Triage::Evaluate(None)
+    ));
+    assert!(matches!(
+        triage(text.as_bytes(), WebhookKind::Validating, &none),
+        Triage::Answered(_)
+    ));
+}
