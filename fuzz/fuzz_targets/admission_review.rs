@@ -2,7 +2,8 @@
 //! in-process over the example policies and their context objects: the whole of what the
 //! server does with a body, without the sockets. Must never panic; any answer is fine, as
 //! long as it is an AdmissionReview (or, for a review over a limit, a v1 Status). The
-//! budgeted JSON reader gives serde_json's value or refuses by a bound.
+//! budgeted JSON reader gives serde_json's value or refuses by a bound. Triage's glance
+//! identifies a review as its whole reading does.
 
 #![no_main]
 
@@ -88,6 +89,13 @@ fuzz_target!(|data: &[u8]| {
             (Err(ParseError::Syntax(_)), Err(_)) => {}
             (Err(ParseError::Syntax(e)), Ok(_)) => panic!("only ours failed: {e}"),
         }
+    }
+    // Triage: a glance at a body identifies it as reading it whole does, where both can.
+    if let (Some(glanced), Some(whole)) = (
+        kanon_webhook::triage::glance(data),
+        kanon_webhook::triage::identify(data),
+    ) {
+        assert_eq!(glanced, whole);
     }
     // `decide` on a request read from a copy (the borrowed reader, besides the owning one).
     if let Ok(document) = serde_json::from_slice::<serde_json::Value>(data)

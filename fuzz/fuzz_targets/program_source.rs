@@ -7,9 +7,9 @@
 use std::sync::{Arc, LazyLock};
 
 use kanon_api::Operation;
-use kanon_engine::{Program, ProgramKind, ProgramLimits};
 use kanon_engine::internals::{json_value, patch_from_output, verdict_from_output};
 use kanon_engine::{ObjectStore, PolicySet, Request, block_on, compile_document};
+use kanon_engine::{Program, ProgramKind, ProgramLimits};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 
