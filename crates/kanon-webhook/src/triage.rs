@@ -106,6 +106,7 @@ pub fn identify(body: &[u8]) -> Option<Identity> {
             review_kind: request.kind,
             object: request.object.map(Some),
             old_object: request.old_object.map(Some),
+            enough: false,
         },
         true,
     )
@@ -130,13 +131,12 @@ pub fn glance(body: &[u8]) -> Option<Identity> {
         },
     );
     match read {
-        // serde_json adds where it stopped to the message.
-        Err(e) if e.is_data() && e.to_string().starts_with(ENOUGH) => resolve(parts, false),
+        Err(_) if parts.enough => resolve(parts, false),
         _ => None,
     }
 }
 
-/// What [`glance`]'s reading stops with once it has the identity.
+/// What [`glance`]'s reading stops with once it has the identity (an error, to serde).
 const ENOUGH: &str = "kanon: the identity is read";
 
 /// The parts of a review its identity is made of, borrowed from the body.
@@ -151,6 +151,8 @@ struct Parts<'a> {
     /// `Some(None)`: the field was there, null.
     object: Option<Option<Object<'a>>>,
     old_object: Option<Option<Object<'a>>>,
+    /// The reading stopped because these parts give the identity.
+    enough: bool,
 }
 
 impl Parts<'_> {
@@ -240,6 +242,8 @@ enum Level {
     Request,
     /// The request's `object` (`false`) or `oldObject` (`true`).
     Subject(bool),
+    /// Its `metadata`.
+    Metadata(bool),
 }
 
 /// Reads one map of a review into [`Parts`], skipping what the identity does not need, and
@@ -254,8 +258,8 @@ impl<'de> serde::de::DeserializeSeed<'de> for Glance<'_, 'de> {
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         match self.level {
-            // A subject may be null.
-            Level::Subject(_) => deserializer.deserialize_option(self),
+            // A subject, or its metadata, may be null.
+            Level::Subject(_) | Level::Metadata(_) => deserializer.deserialize_option(self),
             _ => deserializer.deserialize_map(self),
         }
     }
@@ -269,8 +273,14 @@ impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
     }
 
     fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
-        if let Level::Subject(old) = self.level {
-            *self.subject(old) = Some(None);
+        match self.level {
+            Level::Subject(old) => *self.subject(old) = Some(None),
+            Level::Metadata(old) => {
+                if let Some(Some(subject)) = self.subject(old) {
+                    subject.metadata = None;
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -286,16 +296,20 @@ impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
     fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
         use serde::de::{Error, IgnoredAny};
         let parts = self.parts;
-        if let Level::Subject(old) = self.level {
-            let slot = match old {
-                true => &mut parts.old_object,
-                false => &mut parts.object,
-            };
-            *slot = Some(Some(Object {
-                api_version: None,
-                kind: None,
-                metadata: None,
-            }));
+        match self.level {
+            Level::Subject(old) => {
+                *subject_of(parts, old) = Some(Some(Object {
+                    api_version: None,
+                    kind: None,
+                    metadata: None,
+                }));
+            }
+            Level::Metadata(old) => {
+                if let Some(Some(subject)) = subject_of(parts, old) {
+                    subject.metadata = Some(Metadata { namespace: None });
+                }
+            }
+            _ => {}
         }
         while let Some(key) = map.next_key::<&'de str>()? {
             match (self.level, key) {
@@ -313,18 +327,24 @@ impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
                     parts: &mut *parts,
                     level: Level::Subject(key == "oldObject"),
                 })?,
-                (Level::Subject(old), "apiVersion" | "kind" | "metadata") => {
-                    let subject = match old {
-                        true => &mut parts.old_object,
-                        false => &mut parts.object,
-                    };
-                    let Some(Some(subject)) = subject else {
+                (Level::Subject(old), "metadata") => map.next_value_seed(Glance {
+                    parts: &mut *parts,
+                    level: Level::Metadata(old),
+                })?,
+                (Level::Subject(old), "apiVersion" | "kind")
+                | (Level::Metadata(old), "namespace") => {
+                    let Some(Some(subject)) = subject_of(parts, old) else {
                         return Err(M::Error::custom("unreachable: the subject was set"));
                     };
+                    let value: Option<&'de str> = map.next_value()?;
                     match key {
-                        "apiVersion" => subject.api_version = map.next_value()?,
-                        "kind" => subject.kind = map.next_value()?,
-                        _ => subject.metadata = map.next_value()?,
+                        "apiVersion" => subject.api_version = value,
+                        "kind" => subject.kind = value,
+                        _ => {
+                            if let Some(metadata) = &mut subject.metadata {
+                                metadata.namespace = value;
+                            }
+                        }
                     }
                 }
                 _ => {
@@ -332,6 +352,7 @@ impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
                 }
             }
             if parts.known() {
+                parts.enough = true;
                 return Err(M::Error::custom(ENOUGH));
             }
         }
@@ -341,10 +362,15 @@ impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
 
 impl<'p, 'a> Glance<'p, 'a> {
     fn subject(self, old: bool) -> &'p mut Option<Option<Object<'a>>> {
-        match old {
-            true => &mut self.parts.old_object,
-            false => &mut self.parts.object,
-        }
+        subject_of(self.parts, old)
+    }
+}
+
+/// The request's `object` (`old`: `oldObject`) as read so far.
+fn subject_of<'p, 'a>(parts: &'p mut Parts<'a>, old: bool) -> &'p mut Option<Option<Object<'a>>> {
+    match old {
+        true => &mut parts.old_object,
+        false => &mut parts.object,
     }
 }
 

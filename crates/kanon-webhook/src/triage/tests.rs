@@ -166,6 +166,12 @@ fn a_glance_stops_at_the_identity_and_only_a_whole_reading_answers() {
         .find(|(name, _)| name.ends_with("/pod-create.json"))
         .expect("the Pod fixture");
     let text = String::from_utf8(pod).expect("UTF-8");
+    // Past the object's namespace (in its metadata, before its managed fields) nothing is
+    // read.
+    let at = text.find("\"managedFields\"").expect("managed fields");
+    let early = format!("{}\"managedFields\": {{{{ not JSON", &text[..at]).into_bytes();
+    assert_eq!(glance(&early).map(|i| i.kind), Some("Pod".to_string()));
+    assert_eq!(identify(&early), None);
     let at = text.find("\"spec\"").expect("a spec");
     let broken = format!("{}\"spec\": {{{{ not JSON", &text[..at]).into_bytes();
     let identity = glance(&broken).expect("identified at a glance");
