@@ -58,6 +58,15 @@ impl Lookup for Hosted {
 }
 
 impl Hosted {
+    /// A host over [`store`] that has run nothing yet.
+    fn new() -> Self {
+        Hosted {
+            store: store(),
+            calls: AtomicUsize::new(0),
+            sources: Mutex::new(Vec::new()),
+        }
+    }
+
     /// An evaluation over the store whose programs run through this host.
     fn evaluation(&self) -> Evaluation<'_> {
         Evaluation::new(self).with_programs(Some(self))
@@ -182,11 +191,7 @@ fn hosted_programs_decide_exactly_as_programs_run_in_place() {
     let set = policies();
     let (mut allowed, mut denied) = (0, 0);
     for request in requests() {
-        let hosted = Hosted {
-            store: store(),
-            calls: AtomicUsize::new(0),
-            sources: Mutex::new(Vec::new()),
-        };
+        let hosted = Hosted::new();
         let in_place = block_on(set.review(&request, &store()));
         let through_host = block_on(set.review_in(&request, &hosted.evaluation()));
         assert_eq!(
@@ -240,11 +245,7 @@ fn hosted_programs_decide_exactly_as_programs_run_in_place() {
 fn every_variable_survives_the_trip_to_a_worker() {
     let set = policies();
     let update = &requests()[1];
-    let hosted = Hosted {
-        store: store(),
-        calls: AtomicUsize::new(0),
-        sources: Mutex::new(Vec::new()),
-    };
+    let hosted = Hosted::new();
     let decision = block_on(set.review_in(update, &hosted.evaluation()));
     let annotations = &decision.patched.as_ref().unwrap()["metadata"]["annotations"];
     assert_eq!(annotations["name"], "web");
@@ -316,11 +317,7 @@ fn contained_programs_run_in_place_and_decide_as_the_host_would() {
     let set = contained_policies();
     let (mut allowed, mut denied) = (0, 0);
     for request in requests() {
-        let hosted = Hosted {
-            store: store(),
-            calls: AtomicUsize::new(0),
-            sources: Mutex::new(Vec::new()),
-        };
+        let hosted = Hosted::new();
         // Without a host every program runs in place on the context a worker builds.
         let unhosted = block_on(set.review(&request, &store()));
         let contained = block_on(set.review_in(&request, &hosted.evaluation()));
@@ -382,11 +379,7 @@ fn a_contained_program_that_reads_more_than_a_text_may_runs_in_the_host() {
     let mut big = pod("big", "nginx");
     big["metadata"]["annotations"] = json!({"big": "x".repeat(600_000)});
     let request = Request::from_objects(Operation::Create, Some(big), None).unwrap();
-    let hosted = Hosted {
-        store: store(),
-        calls: AtomicUsize::new(0),
-        sources: Mutex::new(Vec::new()),
-    };
+    let hosted = Hosted::new();
     let decision = block_on(set.review_in(&request, &hosted.evaluation()));
     assert_eq!(hosted.calls.load(Ordering::SeqCst), 1);
     assert!(!decision.allowed);

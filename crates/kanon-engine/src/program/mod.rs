@@ -35,28 +35,32 @@ pub use text::{MAX_TEXT_ADDITIONS, TEXT_FILTERS, TEXT_FUNCTIONS, TEXT_READ_BYTES
 /// `namespaceObject` and `refs`. Documents are wrapped, not converted: programs read only the
 /// parts they touch.
 pub fn context(variables: Variables<'_>) -> Value {
-    let Variables {
-        object,
-        old_object,
-        operation,
-        request,
-        namespace_object,
-        refs,
-        shared,
-    } = variables;
+    let (object, old_object) = documents(&variables);
     minijinja::context! {
-        object => json_value(shared_or_copy(shared.object, object)),
-        oldObject => old_object
-            .map(|old| json_value(shared_or_copy(shared.old_object, old)))
-            .unwrap_or(Value::from(())),
-        operation => operation,
-        request => Value::from(Serde(request)),
-        namespaceObject => namespace_object
+        object => object,
+        oldObject => old_object,
+        operation => variables.operation,
+        request => Value::from(Serde(variables.request)),
+        namespaceObject => variables.namespace_object
             .as_deref()
             .map(|o| Value::from(Serde(o)))
             .unwrap_or(Value::from(())),
-        refs => Value::from(Serde(serde_json::Value::Object(refs))),
+        refs => Value::from(Serde(serde_json::Value::Object(variables.refs))),
     }
+}
+
+/// `object` and `oldObject` as program values, read in place: the request's shared copies
+/// where it holds them, else copies made here.
+fn documents(variables: &Variables<'_>) -> (Value, Value) {
+    let object = json_value(shared_or_copy(
+        variables.shared.object.clone(),
+        variables.object,
+    ));
+    let old_object = variables
+        .old_object
+        .map(|old| json_value(shared_or_copy(variables.shared.old_object.clone(), old)))
+        .unwrap_or(Value::from(()));
+    (object, old_object)
 }
 
 /// `shared` when the request holds the document shared, else a copy of `document`.
@@ -75,24 +79,19 @@ pub fn text_context(
     variables: Variables<'_>,
     extra: Vec<(&'static str, serde_json::Value)>,
 ) -> Value {
+    let document = |v: serde_json::Value| json_value(Arc::new(v));
+    let (object, old_object) = documents(&variables);
     let Variables {
-        object,
-        old_object,
         operation,
         request,
         namespace_object,
         refs,
         shared,
+        ..
     } = variables;
-    let document = |v: serde_json::Value| json_value(Arc::new(v));
     let mut names = vec![
-        ("object", json_value(shared_or_copy(shared.object, object))),
-        (
-            "oldObject",
-            old_object
-                .map(|old| json_value(shared_or_copy(shared.old_object, old)))
-                .unwrap_or(Value::from(())),
-        ),
+        ("object", object),
+        ("oldObject", old_object),
         ("operation", Value::from(operation)),
         (
             "request",

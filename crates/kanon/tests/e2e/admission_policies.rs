@@ -260,16 +260,8 @@ pub(crate) fn kanon_outcome(
 ) -> Outcome {
     let input = work.join("input.json");
     std::fs::write(&input, seen.to_string()).expect("write the input");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
-    command
-        .arg("apply")
-        .arg("--policy")
-        .arg(policies)
-        .arg("--resource")
-        .arg(&input)
-        .arg("--context")
-        .arg(work.join("context.json"))
-        .args(["--operation", &case.operation, "--output", "json"]);
+    let mut command = kanon_apply(policies, work, &input);
+    command.args(["--operation", &case.operation]);
     if let Some(old) = old {
         let path = work.join("old.json");
         std::fs::write(&path, old.to_string()).expect("write the old object");
@@ -314,18 +306,25 @@ pub(crate) fn kanon_review_outcome(
     });
     let input = work.join("review.json");
     std::fs::write(&input, review.to_string()).expect("write the review");
-    let out = Command::new(env!("CARGO_BIN_EXE_kanon"))
+    let out = kanon_apply(policies, work, &input)
+        .output()
+        .expect("kanon runs");
+    outcome_of(case, &out)
+}
+
+/// `kanon apply` of `policies` to `input`, with `work`'s context, printing JSON.
+fn kanon_apply(policies: &Path, work: &Path, input: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kanon"));
+    command
         .arg("apply")
         .arg("--policy")
         .arg(policies)
         .arg("--resource")
-        .arg(&input)
+        .arg(input)
         .arg("--context")
         .arg(work.join("context.json"))
-        .args(["--output", "json"])
-        .output()
-        .expect("kanon runs");
-    outcome_of(case, &out)
+        .args(["--output", "json"]);
+    command
 }
 
 /// The outcome `kanon apply --output json` printed for `case`.
