@@ -292,45 +292,43 @@ fn round_up(list: &mut Map<String, Value>) {
 /// The types the walk enters: those with a defaulting function, a field default or a
 /// `ResourceList`, and those whose fields reach one (computed once, by [`plans`]).
 fn walked(schema: &Schema, go: &GoTypes) -> HashSet<String> {
-    {
-        let fields = |name: &str| match schema.named_type(name).map(|ty| &ty.shape) {
-            Some(Shape::Object(object)) => Some(object),
-            _ => None,
+    let fields = |name: &str| match schema.named_type(name).map(|ty| &ty.shape) {
+        Some(Shape::Object(object)) => Some(object),
+        _ => None,
+    };
+    let mut walked: HashSet<String> = HashSet::new();
+    let mut references: Vec<(&str, BTreeSet<&str>)> = Vec::new();
+    for name in schema.types().keys() {
+        let Some(object) = fields(name) else {
+            continue;
         };
-        let mut walked: HashSet<String> = HashSet::new();
-        let mut references: Vec<(&str, BTreeSet<&str>)> = Vec::new();
-        for name in schema.types().keys() {
-            let Some(object) = fields(name) else {
-                continue;
-            };
-            let structure = go.get(name);
-            let direct = kinds::defaulter(name).is_some()
-                || object.fields.iter().any(|(field, ty)| {
-                    let go_type = structure.and_then(|s| s.field(field)).map(|f| &f.go_type);
-                    go_type.is_some_and(|go| go == RESOURCE_LIST)
-                        || ty.default.as_ref().is_some_and(|default| {
-                            !zero(default) || go_type.is_some_and(|go| go.starts_with('*'))
-                        })
-                });
-            if direct {
-                walked.insert(name.clone());
-            }
-            let mut named = BTreeSet::new();
-            for ty in object.fields.values() {
-                referenced(ty, &mut named);
-            }
-            references.push((name, named));
+        let structure = go.get(name);
+        let direct = kinds::defaulter(name).is_some()
+            || object.fields.iter().any(|(field, ty)| {
+                let go_type = structure.and_then(|s| s.field(field)).map(|f| &f.go_type);
+                go_type.is_some_and(|go| go == RESOURCE_LIST)
+                    || ty.default.as_ref().is_some_and(|default| {
+                        !zero(default) || go_type.is_some_and(|go| go.starts_with('*'))
+                    })
+            });
+        if direct {
+            walked.insert(name.clone());
         }
-        loop {
-            let before = walked.len();
-            for (name, named) in &references {
-                if !walked.contains(*name) && named.iter().any(|n| walked.contains(*n)) {
-                    walked.insert((*name).to_owned());
-                }
+        let mut named = BTreeSet::new();
+        for ty in object.fields.values() {
+            referenced(ty, &mut named);
+        }
+        references.push((name, named));
+    }
+    loop {
+        let before = walked.len();
+        for (name, named) in &references {
+            if !walked.contains(*name) && named.iter().any(|n| walked.contains(*n)) {
+                walked.insert((*name).to_owned());
             }
-            if walked.len() == before {
-                return walked;
-            }
+        }
+        if walked.len() == before {
+            return walked;
         }
     }
 }
