@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::host::ProgramInput;
 use crate::lookup::{Lookup, ObjectQuery};
 
 use super::Evaluation;
@@ -120,7 +121,7 @@ pub(crate) struct Scope<'a, 'n> {
     pub(crate) request: &'a Request,
     /// Lookups, program host, deadline.
     pub(crate) evaluation: &'a Evaluation<'a>,
-    /// The object's namespace.
+    /// The request's documents: its namespace, shared copies of its object and `request`.
     pub(crate) documents: &'n mut RequestDocuments<'a>,
     /// The policy being run (`Kind/name`, `Kind/namespace/name`), on whose behalf lookups are
     /// made.
@@ -131,8 +132,33 @@ pub(crate) struct Scope<'a, 'n> {
 
 impl<'a> Scope<'a, '_> {
     /// The variables every rule language sees, for a rule on `object` with its resolved
-    /// references `refs`: the one place they are gathered.
+    /// references `refs`, with the request's shared copies of its documents for a program
+    /// context to wrap.
     pub(crate) async fn variables<'o>(
+        &mut self,
+        object: &'o Value,
+        refs: Map<String, Value>,
+    ) -> Variables<'o>
+    where
+        'a: 'o,
+    {
+        let mut variables = self.unshared_variables(object, refs).await;
+        variables.shared = self.documents.shared(self.request, object);
+        variables
+    }
+
+    /// The variables as the program host sees them: owned JSON, copied whole, so no shared
+    /// copies are made for it.
+    pub(crate) async fn program_input(
+        &mut self,
+        object: &Value,
+        refs: Map<String, Value>,
+    ) -> ProgramInput {
+        ProgramInput::from(self.unshared_variables(object, refs).await)
+    }
+
+    /// The variables, gathered in this one place, without shared copies.
+    async fn unshared_variables<'o>(
         &mut self,
         object: &'o Value,
         refs: Map<String, Value>,
@@ -146,7 +172,7 @@ impl<'a> Scope<'a, '_> {
             operation: self.request.operation.as_str(),
             request: &self.request.info,
             namespace_object: self.documents.namespace_object().await,
-            shared: self.documents.shared(self.request, object),
+            shared: Shared::default(),
             refs,
         }
     }

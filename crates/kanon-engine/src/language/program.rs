@@ -6,7 +6,6 @@ use json_patch::Patch;
 use serde_json::{Map, Value};
 
 use crate::evaluation::Scope;
-use crate::host::ProgramInput;
 use crate::language::RuleProgram;
 use crate::program::{Metered, patch_from_output, verdict_from_output};
 use crate::rule::{RuleError, Verdict};
@@ -68,8 +67,8 @@ pub(crate) async fn run(
             Metered::ReadTooMuch => {}
         }
     }
-    let variables = scope.variables(object, refs).await;
-    host.run(&rule.program, ProgramInput::from(variables))
+    let input = scope.program_input(object, refs).await;
+    host.run(&rule.program, input)
         .await
         .map_err(|e| rule.error(&e))
 }
