@@ -401,10 +401,10 @@ impl Decision {
         view: &ObjectView<'_>,
         request: &Request,
         evaluation: &Evaluation<'_>,
-        namespaces: &mut RequestDocuments<'_>,
+        documents: &mut RequestDocuments<'_>,
         within: Within,
     ) -> bool {
-        let applies = applies(policy, view, request, evaluation, namespaces).await;
+        let applies = applies(policy, view, request, evaluation, documents).await;
         self.settle(policy, applies, evaluation, within)
     }
 
@@ -610,7 +610,7 @@ async fn applies(
     view: &ObjectView<'_>,
     request: &Request,
     evaluation: &Evaluation<'_>,
-    namespaces: &mut RequestDocuments<'_>,
+    documents: &mut RequestDocuments<'_>,
 ) -> Result<bool, RuleError> {
     let operation = request.operation;
     if !policy.selects_resource(view) {
@@ -636,13 +636,13 @@ async fn applies(
     }
     if let Some(binding) = &policy.admission {
         return binding
-            .selects(request, view.object, namespaces, evaluation.lookup())
+            .selects(request, view.object, documents, evaluation.lookup())
             .await;
     }
     if !policy.reads_namespace_labels(view) {
         return policy.selects_namespace(view, || Ok(None));
     }
-    let labels = namespaces.labels().await?;
+    let labels = documents.labels().await?;
     policy.selects_namespace(view, || Ok(labels))
 }
 

@@ -274,9 +274,9 @@ impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
 
     fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
         match self.level {
-            Level::Subject(old) => *self.subject(old) = Some(None),
+            Level::Subject(old) => *subject_of(self.parts, old) = Some(None),
             Level::Metadata(old) => {
-                if let Some(Some(subject)) = self.subject(old) {
+                if let Some(Some(subject)) = subject_of(self.parts, old) {
                     subject.metadata = None;
                 }
             }
@@ -357,12 +357,6 @@ impl<'de> serde::de::Visitor<'de> for Glance<'_, 'de> {
             }
         }
         Ok(())
-    }
-}
-
-impl<'p, 'a> Glance<'p, 'a> {
-    fn subject(self, old: bool) -> &'p mut Option<Option<Object<'a>>> {
-        subject_of(self.parts, old)
     }
 }
 

@@ -48,7 +48,7 @@ impl AdmissionBinding {
         &self,
         request: &Request,
         object: &Value,
-        namespaces: &mut RequestDocuments<'_>,
+        documents: &mut RequestDocuments<'_>,
         lookup: &dyn crate::lookup::Lookup,
     ) -> Result<bool, RuleError> {
         let attributes = attributes(request, object);
@@ -64,7 +64,7 @@ impl AdmissionBinding {
         let matchers = std::iter::once(&self.constraints).chain(self.narrowed.as_ref());
         for (index, matcher) in matchers.enumerate() {
             let labels = if matcher.reads_namespace(&attributes) {
-                namespaces.labels().await?
+                documents.labels().await?
             } else {
                 None
             };
