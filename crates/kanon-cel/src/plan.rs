@@ -44,7 +44,11 @@ impl Program {
         program.reads = planner
             .read
             .iter()
-            .filter_map(|&slot| env.variables.get(slot).map(|(name, _)| name.clone()))
+            .filter_map(|&slot| {
+                env.variables
+                    .get(slot)
+                    .map(|(name, _)| (name.clone(), slot))
+            })
             .collect();
         Ok(program)
     }

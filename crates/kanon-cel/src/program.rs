@@ -10,6 +10,8 @@ use crate::re2::RegexCache;
 use crate::types::Type;
 use crate::value::Value;
 
+pub use crate::fields::FieldsRead;
+
 /// The insertion function the `transformMap` expansions call.
 pub(crate) const MAP_INSERT: &str = "cel.@mapInsert";
 
@@ -20,8 +22,8 @@ pub struct Program {
     pub(crate) result_type: Type,
     pub(crate) root: Node,
     pub(crate) regexes: RegexCache,
-    /// The declared variables the expression names, sorted by their slots.
-    pub(crate) reads: Box<[Arc<str>]>,
+    /// The declared variables the expression names, with their slots, sorted by slot.
+    pub(crate) reads: Box<[(Arc<str>, usize)]>,
 }
 
 impl Clone for Program {
@@ -52,7 +54,16 @@ impl Program {
     /// `params`): a caller may leave out what no program of a rule reads. A name a
     /// comprehension variable shadows is not the variable.
     pub fn reads(&self, name: &str) -> bool {
-        self.reads.iter().any(|read| &**read == name)
+        self.reads.iter().any(|(read, _)| &**read == name)
+    }
+
+    /// Which fields of the declared variable `name` the expression may read (see
+    /// [`FieldsRead`]): a caller that decodes the variable's value may leave out the rest.
+    pub fn fields_read(&self, name: &str) -> FieldsRead {
+        match self.reads.iter().find(|(read, _)| &**read == name) {
+            Some(&(_, slot)) => crate::fields::read(&self.root, slot),
+            None => FieldsRead::Paths(Vec::new()),
+        }
     }
 
     /// The type the checker gave the whole expression (`dyn` when compiled unchecked).

@@ -51,6 +51,8 @@
 
 #[path = "oracle/corpus.rs"]
 mod corpus;
+#[path = "oracle/fields.rs"]
+mod fields;
 #[path = "oracle/generate.rs"]
 mod generate;
 #[path = "oracle/go.rs"]
@@ -314,6 +316,98 @@ fn random_expressions_agree_with_kube_apiserver() {
         "random expressions (seed {seed}) where kanon-cel and kube-apiserver differ, shrunk; \
          fix kanon-cel, or list them in tests/oracle/known-random-differences.txt with a \
          reason:\n{problems}"
+    );
+}
+
+/// Random expressions over the variable sets, each evaluated twice by kanon-cel alone: over
+/// the whole documents, and over `object` and `oldObject` with every field the program is not
+/// said to read removed (`Program::fields_read`, which lets a webhook decode only those). The
+/// outcomes must be the same, cost included. No oracle needed: `KANON_CEL_RANDOM_SEED` and
+/// `KANON_CEL_RANDOM_CASES` widen it as for the comparison with kube-apiserver.
+#[test]
+fn random_expressions_read_no_field_beyond_what_they_are_said_to_read() {
+    let seed = match std::env::var("KANON_CEL_RANDOM_SEED").as_deref() {
+        Ok("fresh") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |elapsed| elapsed.as_nanos() as u64),
+        Ok(number) => number.parse().unwrap_or(RANDOM_SEED),
+        Err(_) => RANDOM_SEED,
+    };
+    let count: usize = std::env::var("KANON_CEL_RANDOM_CASES")
+        .ok()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(4_000);
+    let sets = corpus::load_variable_sets(&go::source_dir().join("variables.json"));
+    let mut env = Env::kubernetes();
+    let slots: Vec<usize> = VARIABLES
+        .iter()
+        .map(|name| env.declare_variable(name, Type::Dyn))
+        .collect();
+    kanon_cel::library::admission::declare_variables(&mut env);
+    let null = Json::Null;
+    let (mut pruned_some, mut differences) = (0, Vec::new());
+    for (case, _) in random::cases(seed, count) {
+        let set = &sets[&case.vars];
+        let mut documents = vec![null.clone(); VARIABLES.len()];
+        for (name, slot) in VARIABLES.iter().zip(&slots) {
+            if let Some(document) = set.get(*name) {
+                documents[*slot] = document.clone();
+            }
+        }
+        // Every program of the case: its variables' definitions, then the expression.
+        let mut composed = env.clone();
+        let mut programs = Vec::new();
+        for (name, expression) in &case.definitions {
+            let Ok(program) = composed.compile(expression) else {
+                break;
+            };
+            composed.declare_variable(
+                &composition::declared_name(name),
+                composition::variable_type(program.result_type()),
+            );
+            programs.push(program);
+        }
+        let Ok(program) = composed.compile(&case.expr) else {
+            continue;
+        };
+        programs.push(program);
+        let all: Vec<&kanon_cel::Program> = programs.iter().collect();
+        let mut projected = documents.clone();
+        for name in fields::PRUNED {
+            let slot = slots[VARIABLES.iter().position(|v| *v == name).expect("declared")];
+            projected[slot] = fields::pruned(&documents[slot], &fields::read_by(&all, name));
+        }
+        if projected != documents {
+            pruned_some += 1;
+        }
+        let whole: Vec<&Json> = documents.iter().collect();
+        let pruned: Vec<&Json> = projected.iter().collect();
+        let run = |documents: &[&Json]| {
+            panic::catch_unwind(AssertUnwindSafe(|| {
+                if case.definitions.is_empty() {
+                    kanon_outcome(&env, &case.expr, documents).0
+                } else {
+                    composed_outcome(&env, &case, documents).0
+                }
+            }))
+            .unwrap_or_else(|payload| Outcome::Panic(panic_text(payload.as_ref())))
+        };
+        let (before, after) = (run(&whole), run(&pruned));
+        if before != after {
+            differences.push(format!("{}\n  whole: {before}\n  pruned: {after}", case.id));
+        }
+    }
+    println!(
+        "fields read: seed {seed}, {count} expressions, {pruned_some} read over pruned documents"
+    );
+    assert!(
+        pruned_some > count / 4,
+        "too few expressions ({pruned_some} of {count}) left fields unread to test anything"
+    );
+    assert!(
+        differences.is_empty(),
+        "expressions (seed {seed}) that read a field they were not said to read:\n{}",
+        differences.join("\n")
     );
 }
 

@@ -456,6 +456,11 @@ pub(crate) struct Exceptions {
 }
 
 impl Exceptions {
+    /// Whether there are none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.all.is_empty()
+    }
+
     pub(crate) fn build(mut all: Vec<Arc<CompiledException>>) -> Self {
         all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let mut by_policy: HashMap<PolicyId, Vec<(Arc<CompiledException>, usize)>> = HashMap::new();

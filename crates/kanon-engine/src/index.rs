@@ -12,6 +12,7 @@ use std::sync::Arc;
 use kanon_api::PolicyKind;
 
 use crate::policy::CompiledPolicy;
+use crate::projection::Projection;
 use crate::selector::{ObjectView, Required, labels_of};
 
 /// Candidates by type: `apiVersion` → `kind` → the policies that may select it, and the
@@ -23,6 +24,21 @@ struct TypeIndex {
     /// The policies that may select any type the built-in schema does not know (admission
     /// policies whose rules name only groups it does not serve), with `any`, in order.
     any_custom: Vec<u32>,
+    /// What the policies of `any` and `any_custom` may read of an object (`None`: all of it).
+    any_read: Read,
+    any_custom_read: Read,
+}
+
+/// What the candidates for a type may read of an object: `None` for all of it.
+type Read = Option<Arc<Projection>>;
+
+/// What the policies at `positions` may read of an object they judge, with what kanon reads.
+fn read_by(positions: &[u32], reads: &HashMap<u32, Option<Projection>>) -> Read {
+    let mut read = Projection::base();
+    for pos in positions {
+        read.union(reads.get(pos)?.as_ref()?);
+    }
+    Some(Arc::new(read))
 }
 
 /// Whether the built-in schema knows the type (`apiVersion`, `kind`).
@@ -43,6 +59,8 @@ struct TypeEntry {
     by_namespace: HashMap<String, Vec<u32>>,
     /// Label key → value → policies.
     by_label: HashMap<String, HashMap<String, Vec<u32>>>,
+    /// What the policies of `all` may read of an object.
+    read: Read,
 }
 
 impl TypeEntry {
@@ -196,7 +214,9 @@ impl TypeIndex {
     fn build<'a>(entries: impl Iterator<Item = (u32, &'a CompiledPolicy)>) -> Self {
         let mut index = TypeIndex::default();
         let mut custom = Vec::new();
+        let mut reads = HashMap::new();
         for (pos, policy) in entries {
+            reads.insert(pos, crate::projection::read_by(policy));
             if !policy.selectors.is_empty() {
                 index.file_selectors(pos, policy);
                 continue;
@@ -243,7 +263,25 @@ impl TypeIndex {
                 }
             }
         }
+        for kinds in index.by_type.values_mut() {
+            for entry in kinds.values_mut() {
+                entry.read = read_by(&entry.all, &reads);
+            }
+        }
+        index.any_read = read_by(&index.any, &reads);
+        index.any_custom_read = read_by(&index.any_custom, &reads);
         index
+    }
+
+    /// What the policies that may select this type may read of an object.
+    fn read(&self, api_version: &str, kind: &str) -> Read {
+        match self.entry(api_version, kind) {
+            Some(entry) => entry.read.clone(),
+            None if self.any_custom.len() == self.any.len() || builtin(api_version, kind) => {
+                self.any_read.clone()
+            }
+            None => self.any_custom_read.clone(),
+        }
     }
 }
 
@@ -304,6 +342,26 @@ impl WebhookIndex {
             cluster,
             namespaced,
         }
+    }
+
+    /// What the policies that may select an object of this type in this namespace may read
+    /// of it, with what kanon reads (`None`: all of it).
+    pub(crate) fn object_read(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Option<Arc<Projection>> {
+        let cluster = self.cluster.read(api_version, kind)?;
+        let Some(namespaced) = namespace
+            .and_then(|ns| self.namespaced.get(ns))
+            .filter(|index| !index.candidates(api_version, kind).is_empty())
+        else {
+            return Some(cluster);
+        };
+        let mut read = Projection::clone(&cluster);
+        read.union(&*namespaced.read(api_version, kind)?);
+        Some(Arc::new(read))
     }
 
     /// Positions of the policies that may select an object of this type in this namespace,

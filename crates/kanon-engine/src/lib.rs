@@ -40,6 +40,7 @@ mod podspec;
 mod pointer;
 mod policy;
 mod program;
+mod projection;
 mod publish;
 mod quantity;
 mod references;
@@ -67,6 +68,7 @@ pub use policy::{
     Compiled, CompiledPolicy, PolicyId, PolicyObject, PolicyRules, compile, compile_with,
     kinds_warnings, policy_kind_of,
 };
+pub use projection::{Projection, Selected};
 pub use self_check::PolicyCheck;
 pub use set::{DuplicatePolicy, PolicySet};
 pub use shape::{PathStep, ProblemKind, check as check_shape};

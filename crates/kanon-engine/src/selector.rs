@@ -271,6 +271,12 @@ pub struct ResourceMatcher {
 }
 
 impl ResourceMatcher {
+    /// Whether it selects by fields of the object (`fieldSelector`), which may lie anywhere in
+    /// it.
+    pub(crate) fn selects_fields(&self) -> bool {
+        self.fields.is_some()
+    }
+
     /// Compiles `selector`; problems are pushed to `errors` under `field`.
     pub fn compile(selector: &ResourceSelector, field: &str, errors: &mut Vec<FieldError>) -> Self {
         if selector.api_version.is_empty() {

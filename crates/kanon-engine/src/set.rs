@@ -167,6 +167,30 @@ impl PolicySet {
             .validate_candidates(api_version, kind, namespace)
     }
 
+    /// What evaluating a review of an object of this type in this namespace on `webhook` may
+    /// read of its object and old object (`None`: all of it). A reader of the review may leave
+    /// out the rest; the decision is the same. Only the validating webhook's CEL rules are
+    /// projected, when no exception is in force: the mutating webhook writes the whole object
+    /// back, and a workload's pod template, one of kanon's own objects, a template, a program or
+    /// a lookup reads what no expression names.
+    pub fn object_read(
+        &self,
+        webhook: WebhookKind,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Option<std::sync::Arc<crate::projection::Projection>> {
+        let indexed = self.indexed();
+        if webhook != WebhookKind::Validating
+            || !indexed.exceptions.is_empty()
+            || api_version.split('/').next() == Some(kanon_api::GROUP)
+            || crate::workload::Workload::of(api_version, kind).is_some()
+        {
+            return None;
+        }
+        indexed.validates.object_read(api_version, kind, namespace)
+    }
+
     /// Whether a review of an object of this type in this namespace gives `webhook` anything
     /// to evaluate: a policy of the webhook's kinds that may select it, a Pod policy that may
     /// reach its pod template (a workload kind), or, on the validating webhook, one of kanon's

@@ -319,7 +319,16 @@ pub async fn review_until(
     limits: &Limits,
     deadline: Option<Deadline>,
 ) -> Reply {
-    match read(body, limits) {
+    // Read as the server reads it: only what the evaluation may read of the object.
+    let projection = crate::triage::glance(body).and_then(|identity| {
+        policies.object_read(
+            webhook,
+            &identity.api_version,
+            &identity.kind,
+            identity.namespace.as_deref(),
+        )
+    });
+    match read_projected(body, limits, projection.as_deref()) {
         Ok(request) => {
             let evaluation = Evaluation::new(lookup).with_deadline(deadline);
             answer(request, webhook, policies, &evaluation).await
@@ -332,6 +341,17 @@ pub async fn review_until(
 /// says what is wrong with it. The server reads the body this way, lets it go, and only then
 /// evaluates ([`answer`]), so a review never holds its text and its evaluation at once.
 pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
+    read_projected(body, limits, None)
+}
+
+/// [`read`], decoding of the object and old object only what `projection` keeps (`None`: all
+/// of it): what [`kanon_engine::PolicySet::object_read`] says the review's evaluation may read.
+/// The request is refused exactly when [`read`] refuses it, and decided the same.
+pub fn read_projected(
+    body: &[u8],
+    limits: &Limits,
+    projection: Option<&kanon_engine::Projection>,
+) -> Result<Request, Box<Reply>> {
     let invalid = |uid, error| Err(Box::new(Reply::invalid(uid, error)));
     if body.len() > limits.max_body_bytes {
         let error = BadReview::TooLarge {
@@ -343,7 +363,11 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return invalid(None, BadReview::Empty);
     }
-    let document = match budget::parse(body, &limits.json) {
+    let parsed = match projection {
+        Some(projection) => budget::parse_projected(body, &limits.json, projection),
+        None => budget::parse(body, &limits.json),
+    };
+    let document = match parsed {
         Ok(document) => document,
         Err(budget::ParseError::OverBudget(over)) => {
             return invalid(None, BadReview::OverBudget(over));

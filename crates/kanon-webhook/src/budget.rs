@@ -93,17 +93,38 @@ pub enum ParseError {
 /// object is, is read by serde_json directly, without the meter; only when that fails is it
 /// read again, metered, for the error.
 pub fn parse(bytes: &[u8], budget: &JsonBudget) -> Result<Value, ParseError> {
-    let most = bytes
-        .len()
-        .saturating_mul(MAX_CHARGE_PER_BYTE)
-        .saturating_add(VALUE_SIZE);
-    if most <= budget.memory_bytes
-        && budget.max_depth >= SERDE_JSON_DEPTH
+    if unmetered(bytes, budget)
         && let Ok(value) = serde_json::from_slice(bytes)
     {
         return Ok(value);
     }
     parse_metered(bytes, budget).map(|(value, _)| value)
+}
+
+/// [`parse`], decoding of the review's object and old object only what `projection` keeps
+/// ([`crate::projected`]) when the text is short enough to be read without the meter; the
+/// whole text otherwise, and whenever it is refused (for the error).
+pub fn parse_projected(
+    bytes: &[u8],
+    budget: &JsonBudget,
+    projection: &kanon_engine::Projection,
+) -> Result<Value, ParseError> {
+    if unmetered(bytes, budget)
+        && let Ok(value) = crate::projected::parse(bytes, projection)
+    {
+        return Ok(value);
+    }
+    parse(bytes, budget)
+}
+
+/// Whether `bytes` cannot pass the budget whatever they hold, so that serde_json may read them
+/// without the meter.
+fn unmetered(bytes: &[u8], budget: &JsonBudget) -> bool {
+    let most = bytes
+        .len()
+        .saturating_mul(MAX_CHARGE_PER_BYTE)
+        .saturating_add(VALUE_SIZE);
+    most <= budget.memory_bytes && budget.max_depth >= SERDE_JSON_DEPTH
 }
 
 /// The most [`parse`] charges for one byte of JSON text (160): the costliest shape is an array

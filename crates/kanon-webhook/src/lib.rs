@@ -19,6 +19,7 @@ pub mod decisions;
 pub mod lookup;
 pub mod metrics;
 pub mod observer;
+pub mod projected;
 pub mod sandbox;
 pub mod server;
 pub mod slot;

@@ -301,6 +301,15 @@ async fn review(
         triage::Triage::Evaluate(identity) => identity,
     };
     let flow = identity.as_ref().map_or("", triage::Identity::flow);
+    // What the review's evaluation may read of its object: the rest is not decoded.
+    let object_read = identity.as_ref().and_then(|identity| {
+        policies.object_read(
+            webhook,
+            &identity.api_version,
+            &identity.kind,
+            identity.namespace.as_deref(),
+        )
+    });
     let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone(), flow))
         .await
     {
@@ -321,6 +330,7 @@ async fn review(
         shared: shared.clone(),
         webhook,
         policies,
+        object_read,
         deadline,
         timeout,
     };
@@ -400,6 +410,8 @@ struct Job {
     shared: Arc<Shared>,
     webhook: WebhookKind,
     policies: Arc<kanon_engine::PolicySet>,
+    /// What the evaluation may read of the object (`None`: all of it).
+    object_read: Option<Arc<kanon_engine::Projection>>,
     deadline: tokio::time::Instant,
     timeout: Duration,
 }
@@ -413,10 +425,11 @@ impl Job {
             shared,
             webhook,
             policies,
+            object_read,
             deadline,
             timeout,
         } = self;
-        let read = admission::read(&body, &shared.limits);
+        let read = admission::read_projected(&body, &shared.limits, object_read.as_deref());
         drop(body);
         drop(reservation);
         let request = match read {

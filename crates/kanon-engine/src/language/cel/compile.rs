@@ -113,6 +113,8 @@ pub(crate) struct RuleEnv {
     site: Site,
     /// Whether an expression compiled here names `namespaceObject`.
     reads_namespace: std::cell::Cell<bool>,
+    /// What the expressions compiled so far read of `object` and `oldObject`.
+    object_read: std::cell::RefCell<crate::projection::Projection>,
     /// What the environment was made of (its base, then each variable declared, by name and
     /// source), so that an expression compiled in an equal one shares its program (see
     /// [`Interned`]); `None` once the environment was changed some other way.
@@ -188,6 +190,7 @@ impl RuleEnv {
             env: LazyLock::force(env).clone(),
             site,
             reads_namespace: std::cell::Cell::new(false),
+            object_read: std::cell::RefCell::new(crate::projection::Projection::nothing()),
             made_of: Some(format!("{site:?} validation")),
         }
     }
@@ -202,6 +205,7 @@ impl RuleEnv {
             env: LazyLock::force(env).clone(),
             site,
             reads_namespace: std::cell::Cell::new(false),
+            object_read: std::cell::RefCell::new(crate::projection::Projection::nothing()),
             made_of: Some(format!("{site:?} mutation")),
         }
     }
@@ -210,6 +214,11 @@ impl RuleEnv {
     /// expressions does runs without its namespace being read.
     pub(crate) fn reads_namespace(&self) -> bool {
         self.reads_namespace.get()
+    }
+
+    /// What the expressions compiled so far read of `object` and `oldObject`.
+    pub(crate) fn object_read(&self) -> crate::projection::Projection {
+        self.object_read.borrow().clone()
     }
 
     /// Changes the environment (the schema checks type `object` as a kind).
@@ -257,6 +266,11 @@ impl RuleEnv {
         };
         if program.reads(NAMESPACE_OBJECT) {
             self.reads_namespace.set(true);
+        }
+        {
+            let mut read = self.object_read.borrow_mut();
+            read.add_read(&program.fields_read("object"));
+            read.add_read(&program.fields_read("oldObject"));
         }
         // The result's static type must be exactly the one wanted, as kube-apiserver checks it
         // when a policy is written (`IsExactType`): `dyn` is not `bool`, so a rule reading a

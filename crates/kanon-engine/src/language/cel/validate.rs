@@ -31,6 +31,8 @@ pub(crate) struct CelValidateRule {
     pub(crate) references: Vec<(String, CompiledRef)>,
     /// Whether an expression names `namespaceObject` (else the namespace is not read).
     pub(crate) reads_namespace: bool,
+    /// What its expressions read of `object` and `oldObject`.
+    pub(crate) object_read: crate::projection::Projection,
 }
 
 #[derive(Debug, Clone)]
@@ -169,6 +171,7 @@ pub(crate) fn compile(
         audit_annotations,
         references,
         reads_namespace: env.reads_namespace(),
+        object_read: env.object_read(),
     })
 }
 

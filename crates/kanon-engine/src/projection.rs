@@ -1,0 +1,180 @@
+//! What of a request's object (and old object) the policies that may select it can read: a
+//! reader of the review may decode only that and skip the rest of the object's text, which is
+//! most of a review (its `managedFields`, the parts of its spec and status no rule names).
+//!
+//! A projection is only ever made where every reader is known: the CEL rules of validate
+//! policies and admission policies, whose expressions name the fields they read
+//! ([`kanon_cel::FieldsRead`]), and kanon's own reads of the object's type and metadata
+//! (selectors, exceptions, owners, events), which every projection keeps. Anything else — a
+//! template, a program, a lookup, a field selector, an exception, a workload's pod template,
+//! the mutating webhook, which patches and writes back the whole object — reads it whole.
+
+use std::collections::BTreeMap;
+
+use kanon_cel::FieldsRead;
+
+use crate::policy::{CompiledPolicy, PolicyRules};
+
+/// The parts of an object to decode; the rest may be skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projection(Part);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Whole,
+    Fields(BTreeMap<Box<str>, Projection>),
+}
+
+/// What a projection says of one field of the value it applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selected<'p> {
+    /// Nothing reads it: skip it.
+    Skip,
+    /// Decode it whole.
+    Whole,
+    /// Decode it with this projection (when it is an object; any other value whole).
+    Within(&'p Projection),
+}
+
+/// The fields of `metadata` kanon itself reads (all of ObjectMeta but `managedFields`).
+const METADATA: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+];
+
+impl Projection {
+    /// The whole object.
+    pub fn whole() -> Projection {
+        Projection(Part::Whole)
+    }
+
+    /// Nothing of the object.
+    pub(crate) fn nothing() -> Projection {
+        Projection(Part::Fields(BTreeMap::new()))
+    }
+
+    /// What kanon reads of every object: its `apiVersion`, `kind` and metadata but for
+    /// `managedFields`.
+    pub fn base() -> Projection {
+        let mut projection = Projection::nothing();
+        projection.add_path(["apiVersion"]);
+        projection.add_path(["kind"]);
+        for field in METADATA {
+            projection.add_path(["metadata", field]);
+        }
+        projection
+    }
+
+    /// Whether it keeps the whole object.
+    pub fn is_whole(&self) -> bool {
+        self.0 == Part::Whole
+    }
+
+    /// Adds what a program reads of the object.
+    pub fn add_read(&mut self, read: &FieldsRead) {
+        match read {
+            FieldsRead::Whole => self.0 = Part::Whole,
+            FieldsRead::Paths(paths) => {
+                for path in paths {
+                    self.add_path(path.iter().map(|field| &**field));
+                }
+            }
+        }
+    }
+
+    /// Adds the subtree at `path` (the whole object for an empty path).
+    fn add_path<'f>(&mut self, path: impl IntoIterator<Item = &'f str>) {
+        let mut part = &mut self.0;
+        for field in path {
+            // A CEL name escaped as Kubernetes escapes property names (`__dash__`, …) may
+            // stand for another key: what holds it is read whole.
+            if field.contains("__") {
+                break;
+            }
+            match part {
+                Part::Whole => return,
+                Part::Fields(fields) => {
+                    part = &mut fields
+                        .entry(field.into())
+                        .or_insert_with(|| Projection(Part::Fields(BTreeMap::new())))
+                        .0;
+                }
+            }
+        }
+        *part = Part::Whole;
+    }
+
+    /// Adds everything `other` keeps.
+    pub(crate) fn union(&mut self, other: &Projection) {
+        union(&mut self.0, &other.0);
+    }
+
+    /// What it says of the field `name`.
+    pub fn select(&self, name: &str) -> Selected<'_> {
+        match &self.0 {
+            Part::Whole => Selected::Whole,
+            Part::Fields(fields) => match fields.get(name) {
+                None => Selected::Skip,
+                Some(Projection(Part::Whole)) => Selected::Whole,
+                Some(within) => Selected::Within(within),
+            },
+        }
+    }
+}
+
+fn union(into: &mut Part, other: &Part) {
+    match (into, other) {
+        (Part::Whole, _) => {}
+        (into, Part::Whole) => *into = Part::Whole,
+        (Part::Fields(into), Part::Fields(other)) => {
+            for (name, part) in other {
+                match into.get_mut(name) {
+                    Some(existing) => union(&mut existing.0, &part.0),
+                    None => {
+                        into.insert(name.clone(), part.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What `policy` may read of the objects it judges beyond [`Projection::base`], when that is
+/// known (`None`: the whole object).
+pub(crate) fn read_by(policy: &CompiledPolicy) -> Option<Projection> {
+    if policy.defect.is_some()
+        || policy
+            .selectors
+            .iter()
+            .any(crate::selector::ResourceMatcher::selects_fields)
+    {
+        return None;
+    }
+    let PolicyRules::Validate { rules, .. } = &policy.rules else {
+        return None;
+    };
+    let mut read = Projection::nothing();
+    for rule in rules {
+        let cel = match (&rule.template, &rule.program, &rule.cel) {
+            (None, None, Some(cel)) if cel.references.is_empty() => cel,
+            _ => return None,
+        };
+        read.union(&cel.object_read);
+    }
+    (!read.is_whole()).then_some(read)
+}
+
+#[cfg(test)]
+mod tests;

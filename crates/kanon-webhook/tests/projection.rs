@@ -1,0 +1,188 @@
+//! Reviews read with their objects projected (only what the policies that may select them can
+//! read, `PolicySet::object_read`) are decided exactly as reviews read whole: every policy file
+//! of the example suites, alone, against every object of the suites and the review fixtures,
+//! created, updated and deleted. The answers must be the same bytes.
+
+use std::path::{Path, PathBuf};
+
+use kanon_engine::{
+    AdmissionPolicies, Evaluation, NoObjects, PolicySet, WebhookKind, compile_document,
+    parse_documents,
+};
+use kanon_webhook::admission::{answer, read};
+use kanon_webhook::{Limits, review};
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().and_then(|e| e.to_str()) == Some("yaml"));
+    files.sort();
+    files
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).expect("a file");
+    parse_documents(&text, &path.display().to_string(), false).expect("YAML")
+}
+
+/// The set of one policy file, or `None` when it holds something else (a suite's exceptions
+/// or context only).
+fn set_of(path: &Path) -> Option<PolicySet> {
+    let mut admission = AdmissionPolicies::default();
+    let mut policies = Vec::new();
+    for document in documents(path) {
+        if AdmissionPolicies::accepts(&document) {
+            admission.add_from(&document, &path.display().to_string());
+        } else if kanon_engine::policy_kind_of(&document).is_some() {
+            policies.push(compile_document(&document).ok()?);
+        }
+    }
+    policies.extend(admission.compile().ok()?);
+    (!policies.is_empty()).then(|| PolicySet::build(policies).expect("a set"))
+}
+
+fn objects() -> Vec<Value> {
+    let mut objects = Vec::new();
+    for suite in yaml_dirs(&root().join("examples/suites")) {
+        for file in yaml_files(&suite.join("resources")) {
+            objects.extend(documents(&file).into_iter().filter(|d| d.is_object()));
+        }
+    }
+    for entry in std::fs::read_dir(root().join("fixtures/admission-reviews")).expect("fixtures") {
+        let path = entry.expect("an entry").path();
+        if path.extension().and_then(|e| e.to_str()) == Some("json") {
+            let review: Value =
+                serde_json::from_slice(&std::fs::read(&path).expect("a fixture")).expect("JSON");
+            for name in ["object", "oldObject"] {
+                if review["request"][name].is_object() {
+                    objects.push(review["request"][name].clone());
+                }
+            }
+        }
+    }
+    objects
+}
+
+fn yaml_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("the suites")
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The object changed as an update might change it.
+fn changed(object: &Value) -> Value {
+    let mut old = object.clone();
+    old["metadata"]["labels"]["changed"] = json!("yes");
+    if let Some(replicas) = old["spec"]["replicas"].as_i64() {
+        old["spec"]["replicas"] = json!(replicas + 7);
+    }
+    if old["data"].is_object() {
+        old["data"]["changed"] = json!("yes");
+    }
+    old
+}
+
+fn review_of(operation: &str, object: Option<&Value>, old: Option<&Value>) -> Vec<u8> {
+    let subject = object.or(old).expect("an object");
+    let api_version = subject["apiVersion"].as_str().unwrap_or("v1");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = subject["kind"].as_str().unwrap_or("");
+    let resource = format!("{}s", kind.to_lowercase());
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "0b5c9c43-0000-4000-8000-000000000001",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "requestKind": {"group": group, "version": version, "kind": kind},
+            "requestResource": {"group": group, "version": version, "resource": resource},
+            "name": subject["metadata"]["name"],
+            "namespace": subject["metadata"]["namespace"].as_str().unwrap_or("default"),
+            "operation": operation,
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false,
+        },
+    }))
+    .expect("JSON")
+}
+
+#[test]
+fn a_review_read_projected_is_answered_as_one_read_whole() {
+    let limits = Limits::default();
+    let objects = objects();
+    assert!(objects.len() >= 20, "only {} objects", objects.len());
+    let (mut compared, mut projected, mut files) = (0, 0, 0);
+    for suite in yaml_dirs(&root().join("examples/suites")) {
+        for file in yaml_files(&suite.join("policies")) {
+            let Some(policies) = set_of(&file) else {
+                continue;
+            };
+            files += 1;
+            for object in &objects {
+                let old = changed(object);
+                for body in [
+                    review_of("CREATE", Some(object), None),
+                    review_of("UPDATE", Some(object), Some(&old)),
+                    review_of("DELETE", None, Some(object)),
+                ] {
+                    let whole = match read(&body, &limits) {
+                        Ok(request) => kanon_engine::block_on(answer(
+                            request,
+                            WebhookKind::Validating,
+                            &policies,
+                            &Evaluation::new(&NoObjects),
+                        )),
+                        Err(reply) => *reply,
+                    };
+                    let identity = kanon_webhook::triage::glance(&body);
+                    if let Some(identity) = identity
+                        && policies
+                            .object_read(
+                                WebhookKind::Validating,
+                                &identity.api_version,
+                                &identity.kind,
+                                identity.namespace.as_deref(),
+                            )
+                            .is_some_and(|projection| !projection.is_whole())
+                    {
+                        projected += 1;
+                    }
+                    let reply = kanon_engine::block_on(review(
+                        &body,
+                        WebhookKind::Validating,
+                        &policies,
+                        &NoObjects,
+                        &limits,
+                    ));
+                    assert_eq!(
+                        (reply.status, String::from_utf8_lossy(&reply.body)),
+                        (whole.status, String::from_utf8_lossy(&whole.body)),
+                        "{} on {}",
+                        file.display(),
+                        String::from_utf8_lossy(&body)
+                    );
+                    compared += 1;
+                }
+            }
+        }
+    }
+    println!("{files} policy files, {compared} reviews, {projected} read projected");
+    assert!(files >= 10, "only {files} policy files");
+    assert!(
+        projected * 10 >= compared,
+        "only {projected} of {compared} reviews were read projected"
+    );
+}
