@@ -320,7 +320,8 @@ pub async fn review_until(
     deadline: Option<Deadline>,
 ) -> Reply {
     // Read as the server reads it: only what the evaluation may read of the object.
-    let projection = crate::triage::glance(body).and_then(|identity| {
+    let identity = crate::triage::glance(body);
+    let projection = identity.as_ref().and_then(|identity| {
         policies.object_read(
             webhook,
             &identity.api_version,
@@ -328,7 +329,8 @@ pub async fn review_until(
             identity.namespace.as_deref(),
         )
     });
-    match read_projected(body, limits, projection.as_deref()) {
+    let projected = projection.as_deref().zip(identity.as_ref());
+    match read_projected(body, limits, projected) {
         Ok(request) => {
             let evaluation = Evaluation::new(lookup).with_deadline(deadline);
             answer(request, webhook, policies, &evaluation).await
@@ -341,13 +343,30 @@ pub async fn review_until(
 /// says what is wrong with it. The server reads the body this way, lets it go, and only then
 /// evaluates ([`answer`]), so a review never holds its text and its evaluation at once.
 pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
-    read_projected(body, limits, None)
+    read_with(body, limits, None)
 }
 
-/// [`read`], decoding of the object and old object only what `projection` keeps (`None`: all
-/// of it): what [`kanon_engine::PolicySet::object_read`] says the review's evaluation may read.
-/// The request is refused exactly when [`read`] refuses it, and decided the same.
+/// [`read`], decoding of the object and old object only what `projection` keeps: what
+/// [`kanon_engine::PolicySet::object_read`] says the evaluation of a review of `identity`'s
+/// type and namespace may read (`None`: all of it). The request is refused exactly when
+/// [`read`] refuses it, and decided the same: a body whose full reading names another type or
+/// namespace than `identity` (a field written twice) is read again whole.
 pub fn read_projected(
+    body: &[u8],
+    limits: &Limits,
+    projected: Option<(&kanon_engine::Projection, &crate::triage::Identity)>,
+) -> Result<Request, Box<Reply>> {
+    let Some((projection, identity)) = projected else {
+        return read(body, limits);
+    };
+    match read_with(body, limits, Some(projection)) {
+        Ok(request) if !identity.names(&request) => read(body, limits),
+        read => read,
+    }
+}
+
+/// [`read`], decoding of the object and old object only what `projection` keeps.
+fn read_with(
     body: &[u8],
     limits: &Limits,
     projection: Option<&kanon_engine::Projection>,

@@ -40,6 +40,13 @@ impl Identity {
     pub fn flow(&self) -> &str {
         self.namespace.as_deref().unwrap_or_default()
     }
+
+    /// Whether `request` (the review read whole) is of this type and namespace.
+    pub fn names(&self, request: &kanon_engine::Request) -> bool {
+        self.api_version == request.api_version
+            && self.kind == request.kind
+            && self.namespace == request.namespace
+    }
 }
 
 #[derive(Deserialize)]

@@ -186,3 +186,56 @@ fn a_review_read_projected_is_answered_as_one_read_whole() {
         "only {projected} of {compared} reviews were read projected"
     );
 }
+
+#[test]
+fn a_body_that_names_another_type_on_a_second_reading_is_read_whole() {
+    // The glance reads the first `kind` written (a ConfigMap, which no policy reads anything
+    // of), the full reading the last (a Pod, whose containers the policy reads).
+    let documents = [json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1",
+        "kind": "ClusterValidatePolicy",
+        "metadata": {"name": "memory-limits"},
+        "spec": {
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "Pod"}],
+            "validateRules": [{"cel": {"validations": [{
+                "expression": "object.spec.containers.all(c, has(c.resources))",
+                "message": "every container needs resources",
+            }]}}],
+        },
+    })];
+    let policies = PolicySet::build(
+        documents
+            .iter()
+            .map(|d| compile_document(d).expect("compiles"))
+            .collect(),
+    )
+    .expect("a set");
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","operation":"CREATE","namespace":"a","kind":{"group":"","version":"v1","kind":"Pod"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"p","namespace":"a"},"kind":"Pod","spec":{"containers":[{"name":"c","image":"i"}]}}}}"#;
+    let identity = kanon_webhook::triage::glance(body).expect("a review");
+    assert_eq!(identity.kind, "ConfigMap", "the glance reads the first");
+    let limits = Limits::default();
+    let whole = read(body, &limits).expect("a request");
+    assert_eq!(whole.kind, "Pod", "the full reading the last");
+    let whole = kanon_engine::block_on(answer(
+        whole,
+        WebhookKind::Validating,
+        &policies,
+        &Evaluation::new(&NoObjects),
+    ));
+    assert!(
+        String::from_utf8_lossy(&whole.body).contains("every container needs resources"),
+        "{}",
+        String::from_utf8_lossy(&whole.body)
+    );
+    let reply = kanon_engine::block_on(review(
+        body,
+        WebhookKind::Validating,
+        &policies,
+        &NoObjects,
+        &limits,
+    ));
+    assert_eq!(
+        String::from_utf8_lossy(&reply.body),
+        String::from_utf8_lossy(&whole.body)
+    );
+}

@@ -302,13 +302,14 @@ async fn review(
     };
     let flow = identity.as_ref().map_or("", triage::Identity::flow);
     // What the review's evaluation may read of its object: the rest is not decoded.
-    let object_read = identity.as_ref().and_then(|identity| {
-        policies.object_read(
+    let object_read = identity.clone().and_then(|identity| {
+        let projection = policies.object_read(
             webhook,
             &identity.api_version,
             &identity.kind,
             identity.namespace.as_deref(),
-        )
+        )?;
+        Some((projection, identity))
     });
     let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone(), flow))
         .await
@@ -410,8 +411,9 @@ struct Job {
     shared: Arc<Shared>,
     webhook: WebhookKind,
     policies: Arc<kanon_engine::PolicySet>,
-    /// What the evaluation may read of the object (`None`: all of it).
-    object_read: Option<Arc<kanon_engine::Projection>>,
+    /// What the evaluation may read of the object (`None`: all of it), and the identity it
+    /// was chosen for.
+    object_read: Option<(Arc<kanon_engine::Projection>, triage::Identity)>,
     deadline: tokio::time::Instant,
     timeout: Duration,
 }
@@ -429,7 +431,10 @@ impl Job {
             deadline,
             timeout,
         } = self;
-        let read = admission::read_projected(&body, &shared.limits, object_read.as_deref());
+        let projected = object_read
+            .as_ref()
+            .map(|(projection, identity)| (projection.as_ref(), identity));
+        let read = admission::read_projected(&body, &shared.limits, projected);
         drop(body);
         drop(reservation);
         let request = match read {
