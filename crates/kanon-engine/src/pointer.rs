@@ -93,6 +93,11 @@ impl<'p> Iterator for Tokens<'p> {
     }
 }
 
+/// The unescaped tokens of `pointer`, owned, or `None` when it is not a pointer.
+pub(crate) fn token_list(pointer: &str) -> Option<Vec<String>> {
+    Some(tokens(pointer)?.map(Cow::into_owned).collect())
+}
+
 /// The unescaped tokens of `pointer`, or `None` when it is not a pointer (not empty and not
 /// starting with `/`).
 fn tokens(pointer: &str) -> Option<Tokens<'_>> {

@@ -2,12 +2,14 @@
 //! reader of the review may decode only that and skip the rest of the object's text, which is
 //! most of a review (its `managedFields`, the parts of its spec and status no rule names).
 //!
-//! A projection is only ever made where every reader is known: the CEL rules of validate
-//! policies and admission policies, whose expressions name the fields they read
-//! ([`kanon_cel::FieldsRead`]), and kanon's own reads of the object's type and metadata
-//! (selectors, exceptions, owners, events), which every projection keeps. Anything else — a
-//! template, a program, a lookup, a field selector, an exception, a workload's pod template,
-//! the mutating webhook, which patches and writes back the whole object — reads it whole.
+//! A projection is only ever made where every reader is known: the rules of validate policies
+//! and admission policies — CEL expressions ([`kanon_cel::FieldsRead`]), templates, programs
+//! and placeholder texts (`crate::program::reads`), references to the object or its old
+//! version by JSON pointer — and kanon's own reads of the object's type and metadata
+//! (selectors, owners, events), which every projection keeps. Anything else — a lookup whose
+//! target is written with placeholders, a JSONPath, a field selector, an exception, a
+//! workload's pod template, the mutating webhook, which patches and writes back the whole
+//! object — reads it whole.
 
 use std::collections::BTreeMap;
 
@@ -167,11 +169,15 @@ pub(crate) fn read_by(policy: &CompiledPolicy) -> Option<Projection> {
     };
     let mut read = Projection::nothing();
     for rule in rules {
-        let cel = match (&rule.template, &rule.program, &rule.cel) {
-            (None, None, Some(cel)) if cel.references.is_empty() => cel,
-            _ => return None,
-        };
-        read.union(&cel.object_read);
+        for program in rule.template.iter().chain(&rule.program) {
+            read.union(&program.object_read()?);
+        }
+        if let Some(cel) = &rule.cel {
+            if !cel.references.is_empty() {
+                return None;
+            }
+            read.union(&cel.object_read);
+        }
     }
     (!read.is_whole()).then_some(read)
 }

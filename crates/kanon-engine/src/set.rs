@@ -169,10 +169,11 @@ impl PolicySet {
 
     /// What evaluating a review of an object of this type in this namespace on `webhook` may
     /// read of its object and old object (`None`: all of it). A reader of the review may leave
-    /// out the rest; the decision is the same. Only the validating webhook's CEL rules are
-    /// projected, when no exception is in force: the mutating webhook writes the whole object
-    /// back, and a workload's pod template, one of kanon's own objects, a template, a program or
-    /// a lookup reads what no expression names.
+    /// out the rest; the decision is the same. Only the validating webhook's reviews are
+    /// projected, when no exception is in force, and only for rules whose reads are known (see
+    /// `projection`): the mutating webhook writes the whole object back, and a workload's pod
+    /// template, one of kanon's own objects or a lookup by placeholders reads what no rule
+    /// names.
     pub fn object_read(
         &self,
         webhook: WebhookKind,

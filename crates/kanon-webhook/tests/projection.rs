@@ -131,6 +131,7 @@ fn a_review_read_projected_is_answered_as_one_read_whole() {
                 continue;
             };
             files += 1;
+            let before = projected;
             for object in &objects {
                 let old = changed(object);
                 for body in [
@@ -149,6 +150,12 @@ fn a_review_read_projected_is_answered_as_one_read_whole() {
                     };
                     let identity = kanon_webhook::triage::glance(&body);
                     if let Some(identity) = identity
+                        && policies.evaluates(
+                            WebhookKind::Validating,
+                            &identity.api_version,
+                            &identity.kind,
+                            identity.namespace.as_deref(),
+                        )
                         && policies
                             .object_read(
                                 WebhookKind::Validating,
@@ -177,13 +184,20 @@ fn a_review_read_projected_is_answered_as_one_read_whole() {
                     compared += 1;
                 }
             }
+            if projected == before {
+                println!("never read projected: {}", file.display());
+            }
         }
     }
-    println!("{files} policy files, {compared} reviews, {projected} read projected");
+    println!(
+        "{files} policy files, {compared} reviews, {projected} that some policy may select read projected"
+    );
     assert!(files >= 10, "only {files} policy files");
+    // Reviews some policy may select, read projected (441 when written): CEL rules and
+    // templates without lookups, over the types they select.
     assert!(
-        projected * 10 >= compared,
-        "only {projected} of {compared} reviews were read projected"
+        projected >= 300,
+        "only {projected} of {compared} reviews some policy may select were read projected"
     );
 }
 

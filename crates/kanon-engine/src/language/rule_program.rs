@@ -33,6 +33,27 @@ pub struct RuleProgram {
 }
 
 impl RuleProgram {
+    /// What running it may read of the request's object and old object, when that is known
+    /// (`None`: anything).
+    pub(crate) fn object_read(&self) -> Option<crate::projection::Projection> {
+        let mut read = crate::projection::Projection::nothing();
+        let mut sources = vec![self.program.source()];
+        sources.extend(
+            self.message
+                .as_ref()
+                .and_then(ConditionMessage::template_source),
+        );
+        for source in sources {
+            for name in ["object", "oldObject"] {
+                read.add_read(&crate::program::reads::fields_read(source, name));
+            }
+        }
+        for (_, reference) in &self.refs {
+            read.add_read(&reference.object_read()?);
+        }
+        (!read.is_whole()).then_some(read)
+    }
+
     /// How an error of this rule reads: the field and what went wrong. A template's error
     /// names the template's own field (its `condition`, for a validate template) without the
     /// line of the program kanon rendered from it; a hand-written program's names its line.

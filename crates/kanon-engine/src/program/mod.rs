@@ -15,6 +15,7 @@ mod json;
 mod library;
 mod meter;
 mod output;
+pub(crate) mod reads;
 mod runtime;
 mod text;
 

@@ -43,7 +43,7 @@ fn kanon_keeps_the_objects_type_and_metadata_but_its_managed_fields() {
 }
 
 #[test]
-fn only_cel_rules_that_look_nothing_up_are_projected() {
+fn rules_whose_reads_are_known_are_projected() {
     let memory = policy(
         cel("object.spec.containers.all(c, has(c.resources))"),
         pods(),
@@ -51,14 +51,28 @@ fn only_cel_rules_that_look_nothing_up_are_projected() {
     let read = read_by(&memory).expect("projected");
     assert_eq!(read.select("status"), Selected::Skip);
     assert!(matches!(read.select("spec"), Selected::Within(_)));
+    let condition = policy(
+        json!({"template": {"type": "condition", "condition": {
+            "cond": "Exist", "dataRef": {"from": "current", "path": "/spec/x"},
+            "message": "{{ object.status.phase }}"}}}),
+        pods(),
+    );
+    let read = read_by(&condition).expect("projected");
+    let Selected::Within(spec) = read.select("spec") else {
+        panic!("spec is projected: {read:?}");
+    };
+    assert_eq!(spec.select("x"), Selected::Whole);
+    assert_eq!(spec.select("containers"), Selected::Skip);
+    assert!(matches!(read.select("status"), Selected::Within(_)));
     let whole = [
         policy(cel("object == oldObject"), pods()),
         policy(
             json!({"template": {"type": "condition", "condition": {
-                "cond": "Exist", "dataRef": {"from": "current", "path": "/spec/x"},
+                "cond": "Exist", "dataRef": {"from": "current", "path": "$.spec.containers[*].image"},
                 "message": "x"}}}),
             pods(),
         ),
+        policy(json!({"program": "{{ object | tojson }}"}), pods()),
         policy(
             cel("object.spec.x == 1"),
             json!({"apiVersion": "v1", "kind": "Pod", "fieldSelector": {"matchFields": {"/spec/nodeName": "n"}}}),

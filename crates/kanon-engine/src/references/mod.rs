@@ -35,6 +35,30 @@ pub struct CompiledRef {
 }
 
 impl CompiledRef {
+    /// What resolving it reads of the request's object or old object, when that is known
+    /// (`None`: it may read anything of them: a lookup whose target is written with
+    /// placeholders, a JSONPath).
+    pub(crate) fn object_read(&self) -> Option<kanon_cel::FieldsRead> {
+        use kanon_cel::FieldsRead;
+        match self.source {
+            RefSource::Current | RefSource::Old if self.target.is_none() => {}
+            // The owner is found by the object's metadata, which every projection keeps.
+            RefSource::Owner if self.target.is_none() => {
+                return Some(FieldsRead::Paths(Vec::new()));
+            }
+            _ => return None,
+        }
+        Some(match &self.path {
+            RefPath::Whole | RefPath::JsonPath { .. } => FieldsRead::Whole,
+            RefPath::Pointer(pointer) => FieldsRead::Paths(vec![
+                crate::pointer::token_list(pointer)?
+                    .into_iter()
+                    .map(std::sync::Arc::from)
+                    .collect(),
+            ]),
+        })
+    }
+
     /// Compiles a reference of a policy (`own_namespace`: the namespace of a namespaced
     /// policy); problems go to `errors` under `field`.
     pub fn compile(

@@ -97,6 +97,14 @@ fn has_placeholders(text: &str) -> bool {
 }
 
 impl ConditionMessage {
+    /// The text's source, when it has placeholders.
+    pub(crate) fn template_source(&self) -> Option<&str> {
+        match &self.text {
+            MessageText::Plain(_) => None,
+            MessageText::Template(program) => Some(program.source()),
+        }
+    }
+
     /// The message of the condition at `field` (`…template.condition`) of the rule at `rule`;
     /// `default` is said when `message` is not given. A message that does not compile is an
     /// error under `{field}.message`.

@@ -1,0 +1,64 @@
+use std::sync::Arc;
+
+use kanon_cel::FieldsRead;
+
+use super::fields_read;
+
+fn paths(paths: &[&[&str]]) -> FieldsRead {
+    FieldsRead::Paths(
+        paths
+            .iter()
+            .map(|path| path.iter().map(|field| Arc::from(*field)).collect())
+            .collect(),
+    )
+}
+
+#[test]
+fn chains_of_constant_names_are_paths_read_whole_below() {
+    let cases: &[(&str, FieldsRead)] = &[
+        ("{{ oldObject.spec.x }}", paths(&[])),
+        (
+            "{{ object.metadata.name }}",
+            paths(&[&["metadata", "name"]]),
+        ),
+        (
+            "{{ object.spec[\"containers\"][0].image }}",
+            paths(&[&["spec", "containers"]]),
+        ),
+        (
+            "{% for c in object.spec.containers %}{{ c.name | upper }}{% endfor %}",
+            paths(&[&["spec", "containers"]]),
+        ),
+        (
+            "{% if object.status.phase == \"Running\" %}x{% endif %}{{ object.spec.nodeName | default(\"none\") }}",
+            paths(&[&["status", "phase"], &["spec", "nodeName"]]),
+        ),
+        (
+            "{% set s = object.spec %}{{ s.items() | list | length }}",
+            paths(&[&["spec"]]),
+        ),
+    ];
+    for (source, want) in cases {
+        assert_eq!(&fields_read(source, "object"), want, "{source}");
+    }
+}
+
+#[test]
+fn the_variable_named_bare_called_on_or_indexed_by_a_computed_key_is_read_whole() {
+    for source in [
+        "{{ object | tojson }}",
+        "{{ object.items() | list }}",
+        "{{ object[request.name] }}",
+        "{% set o = object %}{{ o.spec }}",
+        "{% macro m(x) %}{{ x }}{% endmacro %}{{ m(object.spec) }}",
+        "{{ object.spec[request.x].y }}",
+        "{{ ",
+    ] {
+        let read = fields_read(source, "object");
+        if source == "{{ object.spec[request.x].y }}" {
+            assert_eq!(read, paths(&[&["spec"]]), "{source}");
+        } else {
+            assert_eq!(read, FieldsRead::Whole, "{source}");
+        }
+    }
+}
