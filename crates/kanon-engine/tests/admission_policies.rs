@@ -1799,3 +1799,65 @@ fn a_rule_matches_the_operations_and_names_it_lists() {
     );
     assert_eq!(decides(json!(["*"]), json!(["other"])), (false, false));
 }
+
+/// kube-apiserver gives admission policies `namespaceObject`; kanon looks the namespace up only
+/// for a policy whose expressions name it, so a binding that does not read it costs no lookup
+/// (and a lookup that fails changes nothing for it).
+#[test]
+fn the_namespace_is_looked_up_only_for_policies_that_read_namespace_object() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let pods = constraints(json!([core_rule(json!(["pods"]))]));
+    let validating = |expression: &str| {
+        vap(
+            "p",
+            json!({"matchConstraints": pods, "validations": [{"expression": expression, "message": "denied"}]}),
+        )
+    };
+    let mutating = |expression: &str| {
+        map(
+            "m",
+            json!({
+                "matchConstraints": pods,
+                "reinvocationPolicy": "Never",
+                "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}],
+            }),
+        )
+    };
+    let add_label = |value: &str| {
+        format!("[JSONPatch{{op: 'add', path: '/metadata/labels/seen', value: {value}}}]")
+    };
+    let cases = [
+        (validating("object.metadata.name != ''"), deny_binding(), 0),
+        (
+            validating("namespaceObject.metadata.labels['env'] == 'prod'"),
+            deny_binding(),
+            1,
+        ),
+        (mutating(&add_label("'yes'")), map_binding(), 0),
+        (
+            mutating(&add_label("namespaceObject.metadata.labels['env']")),
+            map_binding(),
+            1,
+        ),
+    ];
+    let object = pod("shop", "web", json!({}));
+    for (policy, binding, lookups) in cases {
+        let set = set(&[policy.clone(), binding]);
+        let counting = CountingLookup {
+            calls: AtomicUsize::new(0),
+            fail: false,
+            inner: namespaces(),
+        };
+        let request = create(&object);
+        let decision = kanon_engine::block_on(set.review(&request, &counting));
+        assert!(
+            decision.allowed && decision.messages.is_empty() && decision.warnings.is_empty(),
+            "{policy}: {decision:?}"
+        );
+        assert_eq!(
+            counting.calls.load(Ordering::SeqCst),
+            lookups,
+            "{policy}: {decision:?}"
+        );
+    }
+}

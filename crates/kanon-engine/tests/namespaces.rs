@@ -4,14 +4,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
 use common::*;
 use kanon_api::Operation;
-use kanon_engine::{
-    Lookup, LookupError, LookupFuture, NoObjects, ObjectQuery, ObjectStore, Request,
-};
+use kanon_engine::{NoObjects, ObjectStore, Request};
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
@@ -412,33 +409,6 @@ fn a_missing_namespace_is_an_evaluation_error_under_the_failure_policy() {
             0,
             "an empty selector needs no lookup"
         );
-    }
-}
-
-/// A lookup that counts its calls and fails or answers as told.
-struct CountingLookup {
-    calls: AtomicUsize,
-    fail: bool,
-    inner: ObjectStore,
-}
-
-impl Lookup for CountingLookup {
-    fn get<'a>(
-        &'a self,
-        query: ObjectQuery<'a>,
-        name: &'a str,
-    ) -> LookupFuture<'a, Option<Arc<Value>>> {
-        self.calls.fetch_add(1, AtomicOrdering::SeqCst);
-        if self.fail {
-            return Box::pin(std::future::ready(Err(LookupError::NotSynced {
-                what: query.describe(Some(name)),
-            })));
-        }
-        self.inner.get(query, name)
-    }
-
-    fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
-        self.inner.list(query)
     }
 }
 

@@ -315,6 +315,16 @@ fn go_json(json: &str) -> String {
     out
 }
 
+/// The request's namespace as `namespaceObject`, looked up only for a rule whose expressions
+/// name it (a lookup that fails reads as `null` either way).
+async fn namespace_object(reads: bool, scope: &mut Scope<'_, '_>) -> Option<Arc<Value>> {
+    if reads {
+        scope.documents.namespace_object().await
+    } else {
+        None
+    }
+}
+
 /// Runs one binding of a ValidatingAdmissionPolicy on the request (which it selects).
 pub(crate) async fn validate(
     binding: &AdmissionBinding,
@@ -334,7 +344,7 @@ pub(crate) async fn validate(
             return out;
         }
     };
-    let namespace_object: Option<Arc<Value>> = scope.documents.namespace_object().await;
+    let namespace_object = namespace_object(rule.reads_namespace, scope).await;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     let mut published: Vec<(String, Vec<String>)> = Vec::new();
@@ -452,7 +462,7 @@ pub(crate) async fn mutate(
             return out;
         }
     };
-    let namespace_object: Option<Arc<Value>> = scope.documents.namespace_object().await;
+    let namespace_object = namespace_object(rule.reads_namespace, scope).await;
     let evaluation = scope.evaluation;
     let interrupted = move || evaluation.deadline_passed();
     for param in &params {

@@ -3,10 +3,14 @@
 
 #![allow(dead_code)]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use kanon_api::Operation;
 use kanon_engine::{
-    CompiledPolicy, Decision, FieldError, InvalidPolicy, Lookup, NoObjects, PolicyObject,
-    PolicySet, Request, compile, compile_document,
+    CompiledPolicy, Decision, FieldError, InvalidPolicy, Lookup, LookupError, LookupFuture,
+    NoObjects, ObjectQuery, ObjectStore, PolicyObject, PolicySet, Request, compile,
+    compile_document,
 };
 use serde_json::{Value, json};
 
@@ -170,4 +174,31 @@ pub fn assert_patch_is_diff(original: &Value, decision: &Decision) {
         decision.patched.as_ref(),
         "applying the patch to the original must give the final object"
     );
+}
+
+/// A lookup that counts its calls and fails or answers as told.
+pub struct CountingLookup {
+    pub calls: AtomicUsize,
+    pub fail: bool,
+    pub inner: ObjectStore,
+}
+
+impl Lookup for CountingLookup {
+    fn get<'a>(
+        &'a self,
+        query: ObjectQuery<'a>,
+        name: &'a str,
+    ) -> LookupFuture<'a, Option<Arc<Value>>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.fail {
+            return Box::pin(std::future::ready(Err(LookupError::NotSynced {
+                what: query.describe(Some(name)),
+            })));
+        }
+        self.inner.get(query, name)
+    }
+
+    fn list<'a>(&'a self, query: ObjectQuery<'a>) -> LookupFuture<'a, Vec<Arc<Value>>> {
+        self.inner.list(query)
+    }
 }
