@@ -253,19 +253,7 @@ const RANDOM_SEED: u64 = 20_261_129;
 #[test]
 fn random_expressions_agree_with_kube_apiserver() {
     let started = Instant::now();
-    let seed = match std::env::var("KANON_CEL_RANDOM_SEED").as_deref() {
-        Ok("fresh") => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |elapsed| elapsed.as_nanos() as u64),
-        Ok(number) => number
-            .parse()
-            .unwrap_or_else(|_| panic!("KANON_CEL_RANDOM_SEED={number}: a number or `fresh`")),
-        Err(_) => RANDOM_SEED,
-    };
-    let count: usize = std::env::var("KANON_CEL_RANDOM_CASES")
-        .ok()
-        .and_then(|count| count.parse().ok())
-        .unwrap_or(2_000);
+    let (seed, count) = (random_seed(), random_count(2_000));
     let dir = go::source_dir();
     let sets = corpus::load_variable_sets(&dir.join("variables.json"));
     let binary = go::oracle_binary();
@@ -319,6 +307,27 @@ fn random_expressions_agree_with_kube_apiserver() {
     );
 }
 
+/// The random tests' seed: `KANON_CEL_RANDOM_SEED` (a number or `fresh`), else the fixed one.
+fn random_seed() -> u64 {
+    match std::env::var("KANON_CEL_RANDOM_SEED").as_deref() {
+        Ok("fresh") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |elapsed| elapsed.as_nanos() as u64),
+        Ok(number) => number
+            .parse()
+            .unwrap_or_else(|_| panic!("KANON_CEL_RANDOM_SEED={number}: a number or `fresh`")),
+        Err(_) => RANDOM_SEED,
+    }
+}
+
+/// How many expressions a random test generates: `KANON_CEL_RANDOM_CASES`, else `default`.
+fn random_count(default: usize) -> usize {
+    std::env::var("KANON_CEL_RANDOM_CASES")
+        .ok()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Random expressions over the variable sets, each evaluated twice by kanon-cel alone: over
 /// the whole documents, and over `object` and `oldObject` with every field the program is not
 /// said to read removed (`Program::fields_read`, which lets a webhook decode only those). The
@@ -326,17 +335,7 @@ fn random_expressions_agree_with_kube_apiserver() {
 /// `KANON_CEL_RANDOM_CASES` widen it as for the comparison with kube-apiserver.
 #[test]
 fn random_expressions_read_no_field_beyond_what_they_are_said_to_read() {
-    let seed = match std::env::var("KANON_CEL_RANDOM_SEED").as_deref() {
-        Ok("fresh") => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |elapsed| elapsed.as_nanos() as u64),
-        Ok(number) => number.parse().unwrap_or(RANDOM_SEED),
-        Err(_) => RANDOM_SEED,
-    };
-    let count: usize = std::env::var("KANON_CEL_RANDOM_CASES")
-        .ok()
-        .and_then(|count| count.parse().ok())
-        .unwrap_or(4_000);
+    let (seed, count) = (random_seed(), random_count(4_000));
     let sets = corpus::load_variable_sets(&go::source_dir().join("variables.json"));
     let mut env = Env::kubernetes();
     let slots: Vec<usize> = VARIABLES

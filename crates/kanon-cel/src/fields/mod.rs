@@ -22,6 +22,16 @@ pub enum FieldsRead {
 }
 
 impl FieldsRead {
+    /// The subtrees at `paths`, each a list of field names.
+    pub fn of_paths(paths: &[&[&str]]) -> FieldsRead {
+        FieldsRead::Paths(
+            paths
+                .iter()
+                .map(|path| path.iter().map(|field| Arc::from(*field)).collect())
+                .collect(),
+        )
+    }
+
     fn add(&mut self, path: Vec<Arc<str>>) {
         match self {
             FieldsRead::Whole => {}

@@ -1,5 +1,3 @@
-use std::sync::Arc;
-
 use super::FieldsRead;
 use crate::{Env, Type};
 
@@ -14,12 +12,7 @@ fn read(source: &str) -> FieldsRead {
 }
 
 fn paths(paths: &[&[&str]]) -> FieldsRead {
-    FieldsRead::Paths(
-        paths
-            .iter()
-            .map(|path| path.iter().map(|field| Arc::from(*field)).collect())
-            .collect(),
-    )
+    FieldsRead::of_paths(paths)
 }
 
 #[test]

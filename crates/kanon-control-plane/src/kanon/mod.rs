@@ -35,7 +35,9 @@ mod process;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use anyhow::{Context, Result};
+#[cfg(feature = "client")]
+use anyhow::Context;
+use anyhow::Result;
 use serde_json::{Value, json};
 
 pub use cluster::Cluster;

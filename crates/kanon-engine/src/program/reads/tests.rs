@@ -1,16 +1,9 @@
-use std::sync::Arc;
-
 use kanon_cel::FieldsRead;
 
 use super::fields_read;
 
 fn paths(paths: &[&[&str]]) -> FieldsRead {
-    FieldsRead::Paths(
-        paths
-            .iter()
-            .map(|path| path.iter().map(|field| Arc::from(*field)).collect())
-            .collect(),
-    )
+    FieldsRead::of_paths(paths)
 }
 
 #[test]
