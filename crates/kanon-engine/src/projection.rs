@@ -8,8 +8,9 @@
 //! version by JSON pointer — and kanon's own reads of the object's type and metadata
 //! (selectors, owners, events), which every projection keeps. Anything else — a lookup whose
 //! target is written with placeholders, a JSONPath, a field selector, an exception, a
-//! workload's pod template, the mutating webhook, which patches and writes back the whole
-//! object — reads it whole.
+//! workload's pod template, a policy with the `Audit` action (whose admitted objects go to the
+//! audit's reports), the mutating webhook, which patches and writes back the whole object —
+//! reads it whole.
 
 use std::collections::BTreeMap;
 
@@ -156,7 +157,10 @@ fn union(into: &mut Part, other: &Part) {
 /// What `policy` may read of the objects it judges beyond [`Projection::base`], when that is
 /// known (`None`: the whole object).
 pub(crate) fn read_by(policy: &CompiledPolicy) -> Option<Projection> {
+    // An object a policy with the `Audit` action admitted is handed to the audit whole, for
+    // its reports (`AdmissionRecorder`).
     if policy.defect.is_some()
+        || policy.audits()
         || policy
             .selectors
             .iter()

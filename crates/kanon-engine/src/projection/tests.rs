@@ -64,7 +64,12 @@ fn rules_whose_reads_are_known_are_projected() {
     assert_eq!(spec.select("x"), Selected::Whole);
     assert_eq!(spec.select("containers"), Selected::Skip);
     assert!(matches!(read.select("status"), Selected::Within(_)));
+    let mut audited = policy(cel("object.spec.x == 1"), pods());
+    if let PolicyRules::Validate { actions, .. } = &mut Arc::make_mut(&mut audited).rules {
+        *actions = vec![kanon_api::ValidationAction::Audit];
+    }
     let whole = [
+        audited,
         policy(cel("object == oldObject"), pods()),
         policy(
             json!({"template": {"type": "condition", "condition": {
