@@ -2,8 +2,9 @@
 //! in-process over the example policies and their context objects: the whole of what the
 //! server does with a body, without the sockets. Must never panic; any answer is fine, as
 //! long as it is an AdmissionReview (or, for a review over a limit, a v1 Status). The
-//! budgeted JSON reader gives serde_json's value or refuses by a bound. Triage's glance
-//! identifies a review as its whole reading does.
+//! budgeted JSON reader gives serde_json's value or refuses by a bound; the projected reader
+//! gives it without what it skips, or refuses it too. Triage's glance identifies a review as
+//! its whole reading does.
 
 #![no_main]
 
@@ -88,6 +89,30 @@ fuzz_target!(|data: &[u8]| {
             (Ok(_), Err(e)) => assert!(e.to_string().contains("recursion limit"), "{e}"),
             (Err(ParseError::Syntax(_)), Err(_)) => {}
             (Err(ParseError::Syntax(e)), Ok(_)) => panic!("only ours failed: {e}"),
+        }
+    }
+    // The projected reader refuses what serde_json refuses, and otherwise gives its value
+    // without what the projection leaves out: with kanon's own reads alone, and with what the
+    // example policies read of the review's type.
+    let mut projections = vec![kanon_engine::Projection::base()];
+    if let Some(identity) = kanon_webhook::triage::glance(data)
+        && let Some(read) = policies.object_read(
+            WebhookKind::Validating,
+            &identity.api_version,
+            &identity.kind,
+            identity.namespace.as_deref(),
+        )
+    {
+        projections.push((*read).clone());
+    }
+    for projection in &projections {
+        let projected = kanon_webhook::projected::parse(data, projection);
+        match (projected, serde_json::from_slice::<serde_json::Value>(data)) {
+            (Ok(projected), Ok(whole)) => {
+                assert_eq!(projected, kanon_webhook::projected::pruned(whole, projection));
+            }
+            (Err(_), Err(_)) => {}
+            (projected, whole) => panic!("projected {projected:?}, whole {whole:?}"),
         }
     }
     // Triage: a glance at a body identifies it as reading it whole does, where both can.

@@ -22,6 +22,30 @@ pub fn parse(bytes: &[u8], projection: &Projection) -> Result<Value, serde_json:
     Ok(value)
 }
 
+/// `review` (read whole) with what `projection` leaves out of its object and old object removed:
+/// what [`parse`] gives for the same text, made the plain way (for tests and fuzzing).
+pub fn pruned(mut review: Value, projection: &Projection) -> Value {
+    fn prune(value: &mut Value, projection: &Projection) {
+        let Value::Object(fields) = value else {
+            return;
+        };
+        fields.retain(|name, _| projection.select(name) != Selected::Skip);
+        for (name, field) in fields.iter_mut() {
+            if let Selected::Within(within) = projection.select(name) {
+                prune(field, within);
+            }
+        }
+    }
+    if let Some(request) = review.get_mut("request").and_then(Value::as_object_mut) {
+        for name in ["object", "oldObject"] {
+            if let Some(object) = request.get_mut(name) {
+                prune(object, projection);
+            }
+        }
+    }
+    review
+}
+
 /// How the fields of a map are read: `None` skips one.
 trait Fields<'p>: Copy {
     fn field(self, name: &str) -> Option<Part<'p>>;
