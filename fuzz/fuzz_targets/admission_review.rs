@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     let lookup = &*LOOKUP;
     // The server's own path for both webhooks.
     for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
-        let reply = block_on(admission::review(
+        let reply = block_on(kanon_webhook::review::review(
             data,
             webhook,
             policies,
@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // With a deadline that passes part way, and a small body limit.
     let checks = data.len() % 7;
-    let reply = block_on(admission::review_until(
+    let reply = block_on(kanon_webhook::review::review_until(
         data,
         WebhookKind::Mutating,
         policies,
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
         Some(deadline_after(checks)),
     ));
     check_reply(&reply);
-    let reply = block_on(admission::review_until(
+    let reply = block_on(kanon_webhook::review::review_until(
         data,
         WebhookKind::Validating,
         policies,

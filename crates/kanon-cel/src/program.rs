@@ -10,8 +10,6 @@ use crate::re2::RegexCache;
 use crate::types::Type;
 use crate::value::Value;
 
-pub use crate::fields::FieldsRead;
-
 /// The insertion function the `transformMap` expansions call.
 pub(crate) const MAP_INSERT: &str = "cel.@mapInsert";
 
@@ -55,15 +53,6 @@ impl Program {
     /// comprehension variable shadows is not the variable.
     pub fn reads(&self, name: &str) -> bool {
         self.reads.iter().any(|(read, _)| &**read == name)
-    }
-
-    /// Which fields of the declared variable `name` the expression may read (see
-    /// [`FieldsRead`]): a caller that decodes the variable's value may leave out the rest.
-    pub fn fields_read(&self, name: &str) -> FieldsRead {
-        match self.reads.iter().find(|(read, _)| &**read == name) {
-            Some(&(_, slot)) => crate::fields::read(&self.root, slot),
-            None => FieldsRead::Paths(Vec::new()),
-        }
     }
 
     /// The type the checker gave the whole expression (`dyn` when compiled unchecked).

@@ -22,9 +22,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use kanon_api::Operation;
-use kanon_engine::{
-    Deadline, Decision, Evaluation, Lookup, PolicySet, Request, RequestError, WebhookKind,
-};
+use kanon_engine::{Decision, Evaluation, Lookup, PolicySet, Request, RequestError, WebhookKind};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -296,49 +294,6 @@ pub fn allowed_unevaluated(uid: &str, request: Option<(Operation, String)>) -> R
     }
 }
 
-/// Answers one AdmissionReview body sent to `webhook`: reads it within `limits` ([`read`]),
-/// evaluates the request against `policies` ([`decide`]) and encodes the response. Never
-/// fails: a bad body gets a 400 (413 over a limit) reply saying what is wrong.
-pub async fn review(
-    body: &[u8],
-    webhook: WebhookKind,
-    policies: &PolicySet,
-    lookup: &dyn Lookup,
-    limits: &Limits,
-) -> Reply {
-    review_until(body, webhook, policies, lookup, limits, None).await
-}
-
-/// [`review`] bounded by `deadline` (the request's `?timeout=`): policies that have not run
-/// when it passes fail under their own failure policy.
-pub async fn review_until(
-    body: &[u8],
-    webhook: WebhookKind,
-    policies: &PolicySet,
-    lookup: &dyn Lookup,
-    limits: &Limits,
-    deadline: Option<Deadline>,
-) -> Reply {
-    // Read as the server reads it: only what the evaluation may read of the object.
-    let identity = crate::triage::glance(body);
-    let projection = identity.as_ref().and_then(|identity| {
-        policies.object_read(
-            webhook,
-            &identity.api_version,
-            &identity.kind,
-            identity.namespace.as_deref(),
-        )
-    });
-    let projected = projection.as_deref().zip(identity.as_ref());
-    match read_projected(body, limits, projected) {
-        Ok(request) => {
-            let evaluation = Evaluation::new(lookup).with_deadline(deadline);
-            answer(request, webhook, policies, &evaluation).await
-        }
-        Err(reply) => *reply,
-    }
-}
-
 /// Reads one AdmissionReview body within `limits`: the request, or the reply (400, 413) that
 /// says what is wrong with it. The server reads the body this way, lets it go, and only then
 /// evaluates ([`answer`]), so a review never holds its text and its evaluation at once.
@@ -354,14 +309,35 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
 pub fn read_projected(
     body: &[u8],
     limits: &Limits,
-    projected: Option<(&kanon_engine::Projection, &crate::triage::Identity)>,
+    projected: Option<(&kanon_engine::Projection, Subject<'_>)>,
 ) -> Result<Request, Box<Reply>> {
-    let Some((projection, identity)) = projected else {
+    let Some((projection, subject)) = projected else {
         return read(body, limits);
     };
     match read_with(body, limits, Some(projection)) {
-        Ok(request) if !identity.names(&request) => read(body, limits),
+        Ok(request) if !subject.of(&request) => read(body, limits),
         read => read,
+    }
+}
+
+/// The type and namespace of a review's subject as read before the review is (by
+/// [`crate::triage`]), for which a projection was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subject<'a> {
+    /// The object's `apiVersion`.
+    pub api_version: &'a str,
+    /// The object's `kind`.
+    pub kind: &'a str,
+    /// Its namespace; `None` when cluster-scoped.
+    pub namespace: Option<&'a str>,
+}
+
+impl Subject<'_> {
+    /// Whether `request` (the review read whole) is of this type and namespace.
+    pub fn of(&self, request: &Request) -> bool {
+        self.api_version == request.api_version
+            && self.kind == request.kind
+            && self.namespace == request.namespace.as_deref()
     }
 }
 

@@ -1,6 +1,8 @@
 //! kanon's admission webhook: the [`admission`] codec (AdmissionReview bytes in, read within a
-//! memory [`budget`], the engine's verdict, AdmissionReview bytes out, in exactly the shape
-//! kube-apiserver accepts), the HTTPS [`server`] that moves those bytes (serving the
+//! memory [`budget`] and, on the validating webhook, only as far as the policies read the
+//! object ([`projected`]), the engine's verdict, AdmissionReview bytes out, in exactly the shape
+//! kube-apiserver accepts; [`review`] answers one in process), the HTTPS [`server`] that moves
+//! those bytes (serving the
 //! certificate its [`tls`] resolver holds, answering reviews no policy selects at once
 //! ([`triage`]), evaluating the others on threads of their own within [`slot`]s shared fairly
 //! between namespaces), hand-written
@@ -20,6 +22,7 @@ pub mod lookup;
 pub mod metrics;
 pub mod observer;
 pub mod projected;
+pub mod review;
 pub mod sandbox;
 pub mod server;
 pub mod slot;
@@ -28,7 +31,8 @@ pub mod tls;
 pub mod trace;
 pub mod triage;
 
-pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, decide, review};
+pub use admission::{BadReview, DEFAULT_MAX_BODY_BYTES, Limits, Outcome, Reply, decide};
 pub use budget::JsonBudget;
 pub use metrics::Metrics;
+pub use review::review;
 pub use state::{PolicyState, Publisher};

@@ -41,11 +41,13 @@ impl Identity {
         self.namespace.as_deref().unwrap_or_default()
     }
 
-    /// Whether `request` (the review read whole) is of this type and namespace.
-    pub fn names(&self, request: &kanon_engine::Request) -> bool {
-        self.api_version == request.api_version
-            && self.kind == request.kind
-            && self.namespace == request.namespace
+    /// Its type and namespace, as a reader of the whole review checks them.
+    pub fn subject(&self) -> admission::Subject<'_> {
+        admission::Subject {
+            api_version: &self.api_version,
+            kind: &self.kind,
+            namespace: self.namespace.as_deref(),
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::program::{Attr, Node, QualKey, Root};
+use crate::program::{Attr, Node, Program, QualKey, Root};
 use crate::value::Value;
 
 /// The fields of a variable a program may read.
@@ -41,8 +41,19 @@ impl FieldsRead {
     }
 }
 
+impl Program {
+    /// Which fields of the declared variable `name` the expression may read (see
+    /// [`FieldsRead`]): a caller that decodes the variable's value may leave out the rest.
+    pub fn fields_read(&self, name: &str) -> FieldsRead {
+        match self.reads.iter().find(|(read, _)| &**read == name) {
+            Some(&(_, slot)) => read(&self.root, slot),
+            None => FieldsRead::Paths(Vec::new()),
+        }
+    }
+}
+
 /// The fields of the variable in `slot` that `root` may read.
-pub(crate) fn read(root: &Node, slot: usize) -> FieldsRead {
+fn read(root: &Node, slot: usize) -> FieldsRead {
     let mut found = FieldsRead::Paths(Vec::new());
     let mut stack = vec![root];
     while let Some(node) = stack.pop() {

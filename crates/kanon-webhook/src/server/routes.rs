@@ -433,7 +433,7 @@ impl Job {
         } = self;
         let projected = object_read
             .as_ref()
-            .map(|(projection, identity)| (projection.as_ref(), identity));
+            .map(|(projection, identity)| (projection.as_ref(), identity.subject()));
         let read = admission::read_projected(&body, &shared.limits, projected);
         drop(body);
         drop(reservation);
