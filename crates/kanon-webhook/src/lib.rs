@@ -1,11 +1,10 @@
 //! kanon's admission webhook: the [`admission`] codec (AdmissionReview bytes in, read within a
 //! memory [`budget`] and, on the validating webhook, only as far as the policies read the
 //! object ([`projected`]), the engine's verdict, AdmissionReview bytes out, in exactly the shape
-//! kube-apiserver accepts; [`review`](mod@review) answers one in process), the HTTPS [`server`] that moves
-//! those bytes (serving the
-//! certificate its [`tls`] resolver holds, answering reviews no policy selects at once
-//! ([`triage`]), evaluating the others on threads of their own within [`slot`]s shared fairly
-//! between namespaces), hand-written
+//! kube-apiserver accepts; [`review`](mod@review) answers one in process), the HTTPS
+//! [`server`] that moves those bytes (serving the certificate its [`tls`] resolver holds,
+//! answering reviews no policy selects at once ([`triage`]), evaluating the others on threads
+//! of their own within [`slot`]s shared fairly between namespaces), hand-written
 //! programs run in worker processes ([`sandbox`]), lookups bounded by the review's deadline
 //! ([`lookup`]), [`metrics`], OpenTelemetry traces of reviews ([`trace`]), the [`decisions`]
 //! log and the other [`observer`]s of decisions (Kubernetes Events in a cluster), and the
