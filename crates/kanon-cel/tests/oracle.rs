@@ -337,12 +337,7 @@ fn random_count(default: usize) -> usize {
 fn random_expressions_read_no_field_beyond_what_they_are_said_to_read() {
     let (seed, count) = (random_seed(), random_count(4_000));
     let sets = corpus::load_variable_sets(&go::source_dir().join("variables.json"));
-    let mut env = Env::kubernetes();
-    let slots: Vec<usize> = VARIABLES
-        .iter()
-        .map(|name| env.declare_variable(name, Type::Dyn))
-        .collect();
-    kanon_cel::library::admission::declare_variables(&mut env);
+    let (env, slots) = kanon_env();
     let null = Json::Null;
     let (mut pruned_some, mut differences) = (0, Vec::new());
     for (case, _) in random::cases(seed, count) {
@@ -569,15 +564,21 @@ fn oracle_outcome(answer: &Json) -> Outcome {
     }
 }
 
-/// kanon-cel's outcome of each case, and the static type of those that compiled.
-fn run_kanon(cases: &[Case], sets: &VariableSets) -> (Vec<Outcome>, Vec<Option<String>>) {
+/// kanon-cel's environment for the cases: the oracle's variables, each in its slot, with
+/// `request` and `namespaceObject` typed as kube-apiserver types them (their slots stay).
+fn kanon_env() -> (Env, Vec<usize>) {
     let mut env = Env::kubernetes();
     let slots: Vec<usize> = VARIABLES
         .iter()
         .map(|name| env.declare_variable(name, Type::Dyn))
         .collect();
-    // `request` and `namespaceObject` typed as kube-apiserver types them (their slots stay).
     kanon_cel::library::admission::declare_variables(&mut env);
+    (env, slots)
+}
+
+/// kanon-cel's outcome of each case, and the static type of those that compiled.
+fn run_kanon(cases: &[Case], sets: &VariableSets) -> (Vec<Outcome>, Vec<Option<String>>) {
+    let (env, slots) = kanon_env();
     let null = Json::Null;
     // A panic is a result here: keep the default hook from printing each one.
     let hook = panic::take_hook();

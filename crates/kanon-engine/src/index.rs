@@ -187,11 +187,17 @@ impl TypeIndex {
     /// The policies that may select every type of its kind (built-in or not) and are filed
     /// under none.
     fn unfiled(&self, api_version: &str, kind: &str) -> &[u32] {
-        if self.any_custom.len() == self.any.len() || builtin(api_version, kind) {
-            &self.any
-        } else {
+        if self.custom_unfiled(api_version, kind) {
             &self.any_custom
+        } else {
+            &self.any
         }
+    }
+
+    /// Whether the unfiled policies of this type are `any_custom` (else `any`): those of a type
+    /// the built-in schema does not know, when some admission policy may select only such.
+    fn custom_unfiled(&self, api_version: &str, kind: &str) -> bool {
+        self.any_custom.len() != self.any.len() && !builtin(api_version, kind)
     }
 
     /// Every policy that may select this type.
@@ -277,10 +283,8 @@ impl TypeIndex {
     fn read(&self, api_version: &str, kind: &str) -> Read {
         match self.entry(api_version, kind) {
             Some(entry) => entry.read.clone(),
-            None if self.any_custom.len() == self.any.len() || builtin(api_version, kind) => {
-                self.any_read.clone()
-            }
-            None => self.any_custom_read.clone(),
+            None if self.custom_unfiled(api_version, kind) => self.any_custom_read.clone(),
+            None => self.any_read.clone(),
         }
     }
 }

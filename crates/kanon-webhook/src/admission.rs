@@ -301,11 +301,11 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
     read_with(body, limits, None)
 }
 
-/// [`read`], decoding of the object and old object only what `projection` keeps: what
-/// [`kanon_engine::PolicySet::object_read`] says the evaluation of a review of `identity`'s
-/// type and namespace may read (`None`: all of it). The request is refused exactly when
-/// [`read`] refuses it, and decided the same: a body whose full reading names another type or
-/// namespace than `identity` (a field written twice) is read again whole.
+/// [`read`], decoding of the object and old object only what the projection keeps: what
+/// [`kanon_engine::PolicySet::object_read`] says the evaluation of a review of its [`Subject`]
+/// may read (`None`: all of it). The request is refused exactly when [`read`] refuses it, and
+/// decided the same: a body whose full reading names another type or namespace than the
+/// subject (a field written twice) is read again whole.
 pub fn read_projected(
     body: &[u8],
     limits: &Limits,

@@ -8,9 +8,10 @@ use kanon_engine::{Deadline, Evaluation, Lookup, PolicySet, WebhookKind};
 use crate::admission::{Limits, Reply, answer, read_projected};
 use crate::triage::Identity;
 
-/// Answers one AdmissionReview body sent to `webhook`: reads it within `limits` as the
-/// server reads it ([`read_projected`]), evaluates the request against `policies` ([`answer`]) and encodes the response. Never
-/// fails: a bad body gets a 400 (413 over a limit) reply saying what is wrong.
+/// Answers one AdmissionReview body sent to `webhook`: reads it within `limits` as the server
+/// reads it ([`read_projected`]), evaluates the request against `policies` ([`answer`]) and
+/// encodes the response. Never fails: a bad body gets a 400 (413 over a limit) reply saying
+/// what is wrong.
 pub async fn review(
     body: &[u8],
     webhook: WebhookKind,
@@ -33,14 +34,9 @@ pub async fn review_until(
 ) -> Reply {
     // Read as the server reads it: only what the evaluation may read of the object.
     let identity = crate::triage::glance(body);
-    let projection = identity.as_ref().and_then(|identity| {
-        policies.object_read(
-            webhook,
-            &identity.api_version,
-            &identity.kind,
-            identity.namespace.as_deref(),
-        )
-    });
+    let projection = identity
+        .as_ref()
+        .and_then(|identity| identity.object_read(webhook, policies));
     let projected = projection
         .as_deref()
         .zip(identity.as_ref().map(Identity::subject));

@@ -41,6 +41,21 @@ impl Identity {
         self.namespace.as_deref().unwrap_or_default()
     }
 
+    /// What `policies` on `webhook` may read of the object of a review of this type and
+    /// namespace (`None`: all of it; see [`PolicySet::object_read`]).
+    pub fn object_read(
+        &self,
+        webhook: WebhookKind,
+        policies: &PolicySet,
+    ) -> Option<std::sync::Arc<kanon_engine::Projection>> {
+        policies.object_read(
+            webhook,
+            &self.api_version,
+            &self.kind,
+            self.namespace.as_deref(),
+        )
+    }
+
     /// Its type and namespace, as a reader of the whole review checks them.
     pub fn subject(&self) -> admission::Subject<'_> {
         admission::Subject {

@@ -32,7 +32,8 @@ impl FieldsRead {
         )
     }
 
-    fn add(&mut self, path: Vec<Arc<str>>) {
+    /// Adds the subtree at `path` (all of it for an empty path).
+    pub fn add(&mut self, path: Vec<Arc<str>>) {
         match self {
             FieldsRead::Whole => {}
             _ if path.is_empty() => *self = FieldsRead::Whole,
@@ -57,7 +58,7 @@ fn read(root: &Node, slot: usize) -> FieldsRead {
     let mut found = FieldsRead::Paths(Vec::new());
     let mut stack = vec![root];
     while let Some(node) = stack.pop() {
-        if found == FieldsRead::Whole {
+        if matches!(found, FieldsRead::Whole) {
             break;
         }
         match node {

@@ -302,15 +302,9 @@ async fn review(
     };
     let flow = identity.as_ref().map_or("", triage::Identity::flow);
     // What the review's evaluation may read of its object: the rest is not decoded.
-    let object_read = identity.clone().and_then(|identity| {
-        let projection = policies.object_read(
-            webhook,
-            &identity.api_version,
-            &identity.kind,
-            identity.namespace.as_deref(),
-        )?;
-        Some((projection, identity))
-    });
+    let projection = identity
+        .as_ref()
+        .and_then(|identity| identity.object_read(webhook, &policies));
     let slot = match tokio::time::timeout_at(deadline, Slot::acquire(shared.reviews.clone(), flow))
         .await
     {
@@ -331,7 +325,10 @@ async fn review(
         shared: shared.clone(),
         webhook,
         policies,
-        object_read,
+        // The identity still names the review's flow below: copied, and only when projected.
+        object_read: projection
+            .zip(identity.as_ref())
+            .map(|(projection, identity)| (projection, identity.clone())),
         deadline,
         timeout,
     };

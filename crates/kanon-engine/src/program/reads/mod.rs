@@ -32,14 +32,6 @@ struct Walk<'n> {
 }
 
 impl Walk<'_> {
-    fn add(&mut self, path: Vec<Arc<str>>) {
-        match &mut self.read {
-            FieldsRead::Whole => {}
-            read if path.is_empty() => *read = FieldsRead::Whole,
-            FieldsRead::Paths(paths) => paths.push(path),
-        }
-    }
-
     fn statements(&mut self, statements: &[Stmt<'_>]) {
         for statement in statements {
             self.statement(statement);
@@ -148,7 +140,7 @@ impl Walk<'_> {
         if let Expr::Var(variable) = at {
             if variable.id == self.name {
                 names.reverse();
-                self.add(names);
+                self.read.add(names);
             }
             return;
         }
