@@ -70,6 +70,12 @@ pub struct Decision {
     /// the first denial alone; later admission policies' denials add no message.
     #[serde(skip)]
     pub admission_denied: bool,
+    /// Set by [`PolicySet::mutate_patch`](crate::PolicySet::mutate_patch) for a request whose
+    /// object was decoded in part ([`Request::read_through`]) when a mutation reached beyond
+    /// that part: the decision is void (a denial that says so), and the review must be read
+    /// whole and decided again.
+    #[serde(skip)]
+    pub beyond_reading: bool,
 }
 
 /// A PolicyException that exempted a request from a policy.
@@ -208,7 +214,21 @@ impl Decision {
             exceptions: Vec::new(),
             findings: None,
             admission_denied: false,
+            beyond_reading: false,
         }
+    }
+
+    /// The void decision of a mutation that reached beyond the part of the object that was
+    /// decoded ([`Decision::beyond_reading`]): a denial, should a caller not read it again.
+    fn beyond_reading() -> Self {
+        let mut decision = Decision::allow(None);
+        decision.allowed = false;
+        decision.messages.push(
+            "kanon decoded only part of the object and a mutation reached beyond it: the review must be read whole"
+                .to_owned(),
+        );
+        decision.beyond_reading = true;
+        decision
     }
 
     /// Records a finding of `policy` when auditing; `within` a workload's template, the
@@ -858,10 +878,13 @@ pub(crate) async fn mutate_patch(
         set,
         request,
         Cow::Owned(object),
-        Changes::saving(),
+        Changes::saving().within(request.projection().cloned()),
         evaluation,
     )
     .await;
+    if changes.beyond_reading() {
+        return Decision::beyond_reading();
+    }
     if decision.allowed
         && !changes.is_empty()
         && let Some(patch) = changes.into_diff(working.into_owned())

@@ -97,6 +97,16 @@ impl Projection {
         }
     }
 
+    /// Adds the subtree at `pointer` (a place a constant patch writes; the whole object for
+    /// the root).
+    pub(crate) fn add_pointer(&mut self, pointer: &json_patch::jsonptr::Pointer) {
+        let tokens: Vec<String> = pointer
+            .tokens()
+            .map(|token| token.decoded().into_owned())
+            .collect();
+        self.add_path(tokens.iter().map(String::as_str));
+    }
+
     /// Adds the subtree at `path` (the whole object for an empty path).
     fn add_path<'f>(&mut self, path: impl IntoIterator<Item = &'f str>) {
         let mut part = &mut self.0;
@@ -122,6 +132,60 @@ impl Projection {
     /// Adds everything `other` keeps.
     pub(crate) fn union(&mut self, other: &Projection) {
         union(&mut self.0, &other.0);
+    }
+
+    /// Whether the value at the path of `tokens` is decoded whole: the path reaches a part
+    /// kept whole at or above its end. A change there, or a read of it, sees what a whole
+    /// reading sees; anywhere else (a skipped field, or an object decoded only in part) it
+    /// may not.
+    pub fn covers<'t>(&self, tokens: impl IntoIterator<Item = &'t str>) -> bool {
+        let mut at = self;
+        for token in tokens {
+            match at.select(token) {
+                Selected::Skip => return false,
+                Selected::Whole => return true,
+                Selected::Within(within) => at = within,
+            }
+        }
+        at.is_whole()
+    }
+
+    /// [`Projection::covers`] for the place `pointer` names.
+    pub(crate) fn covers_pointer(&self, pointer: &json_patch::jsonptr::Pointer) -> bool {
+        let mut at = self;
+        for token in pointer.tokens() {
+            match at.select(&token.decoded()) {
+                Selected::Skip => return false,
+                Selected::Whole => return true,
+                Selected::Within(within) => at = within,
+            }
+        }
+        at.is_whole()
+    }
+
+    /// Whether an apply configuration merged into the object reaches only what is decoded
+    /// whole: each of its fields lies in a part kept whole, or is the object's root or
+    /// `metadata` (plain structures, merged field by field, never atomic) holding such fields.
+    /// A merge into any other part decoded in part might read the fields it skipped.
+    pub fn covers_configuration(&self, configuration: &serde_json::Value) -> bool {
+        fn within(projection: &Projection, value: &serde_json::Value, metadata: bool) -> bool {
+            let serde_json::Value::Object(fields) = value else {
+                return projection.is_whole();
+            };
+            if projection.is_whole() {
+                return true;
+            }
+            fields
+                .iter()
+                .all(|(name, value)| match projection.select(name) {
+                    Selected::Skip => false,
+                    Selected::Whole => true,
+                    Selected::Within(inner) => {
+                        metadata && name == "metadata" && within(inner, value, false)
+                    }
+                })
+        }
+        within(self, configuration, true)
     }
 
     /// What it says of the field `name`.
@@ -168,10 +232,30 @@ pub(crate) fn read_by(policy: &CompiledPolicy) -> Option<Projection> {
     {
         return None;
     }
-    let PolicyRules::Validate { rules, .. } = &policy.rules else {
-        return None;
-    };
     let mut read = Projection::nothing();
+    let rules = match &policy.rules {
+        PolicyRules::Validate { rules, .. } => rules,
+        PolicyRules::Override(rules) => {
+            for rule in rules {
+                for program in rule.template.iter().chain(&rule.program) {
+                    read.union(&program.object_read()?);
+                }
+                if let Some(cel) = &rule.cel {
+                    if !cel.references.is_empty() {
+                        return None;
+                    }
+                    read.union(&cel.object_read);
+                }
+                // Constant operations write and read where they say.
+                for op in &rule.patch {
+                    for pointer in crate::diff::operation_pointers(op) {
+                        read.add_pointer(pointer);
+                    }
+                }
+            }
+            return (!read.is_whole()).then_some(read);
+        }
+    };
     for rule in rules {
         for program in rule.template.iter().chain(&rule.program) {
             read.union(&program.object_read()?);

@@ -73,6 +73,8 @@ pub struct Request {
     defaults: bool,
     /// Whether the object came already defaulted ([`Request::defaulted_on_arrival`]).
     arrived_defaulted: bool,
+    /// What of the object and old object was decoded, when not all ([`Request::read_through`]).
+    read: Option<std::sync::Arc<crate::projection::Projection>>,
 }
 
 /// A value found on first use from a request's other fields (its kind's schema, the resource
@@ -330,6 +332,7 @@ impl Request {
             pod_template: false,
             defaults: true,
             arrived_defaulted: false,
+            read: None,
         })
     }
 
@@ -481,6 +484,7 @@ impl Request {
             pod_template: false,
             defaults: true,
             arrived_defaulted: false,
+            read: None,
         })
     }
 
@@ -506,6 +510,7 @@ impl Request {
             defaults: self.defaults,
             // A Pod made of a template is defaulted whole once, to be sure.
             arrived_defaulted: false,
+            read: None,
         }
     }
 
@@ -518,6 +523,24 @@ impl Request {
     pub fn defaulted_on_arrival(mut self) -> Self {
         self.arrived_defaulted = true;
         self
+    }
+
+    /// Marks the object and old object as decoded only as far as `projection` keeps (what
+    /// [`PolicySet::object_read`](crate::PolicySet::object_read) said the policies read): a
+    /// mutation that reaches beyond it makes [`PolicySet::mutate_patch`](crate::PolicySet::mutate_patch)
+    /// answer [`Decision::beyond_reading`](crate::Decision::beyond_reading), and the review must
+    /// be read whole and decided again.
+    pub fn read_through(
+        mut self,
+        projection: std::sync::Arc<crate::projection::Projection>,
+    ) -> Self {
+        self.read = Some(projection);
+        self
+    }
+
+    /// What of the object was decoded, when not all of it ([`Request::read_through`]).
+    pub fn projection(&self) -> Option<&std::sync::Arc<crate::projection::Projection>> {
+        self.read.as_ref()
     }
 
     /// Whether the object came already defaulted ([`Request::defaulted_on_arrival`]).

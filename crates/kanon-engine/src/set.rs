@@ -169,11 +169,12 @@ impl PolicySet {
 
     /// What evaluating a review of an object of this type in this namespace on `webhook` may
     /// read of its object and old object (`None`: all of it). A reader of the review may leave
-    /// out the rest; the decision is the same. Only the validating webhook's reviews are
-    /// projected, when no exception is in force, and only for rules whose reads are known (see
-    /// `projection`): the mutating webhook writes the whole object back, and a workload's pod
+    /// out the rest; the decision is the same. Reviews are projected only when no exception is
+    /// in force, and only for rules whose reads are known (see `projection`): a workload's pod
     /// template, one of kanon's own objects or a lookup by placeholders reads what no rule
-    /// names.
+    /// names. On the mutating webhook, mark the request so read ([`Request::read_through`]): a
+    /// mutation that writes where the reading skipped voids the decision
+    /// ([`Decision::beyond_reading`]), and the review is then read whole.
     pub fn object_read(
         &self,
         webhook: WebhookKind,
@@ -182,14 +183,17 @@ impl PolicySet {
         namespace: Option<&str>,
     ) -> Option<std::sync::Arc<crate::projection::Projection>> {
         let indexed = self.indexed();
-        if webhook != WebhookKind::Validating
-            || !indexed.exceptions.is_empty()
+        if !indexed.exceptions.is_empty()
             || api_version.split('/').next() == Some(kanon_api::GROUP)
             || crate::workload::Workload::of(api_version, kind).is_some()
         {
             return None;
         }
-        indexed.validates.object_read(api_version, kind, namespace)
+        match webhook {
+            WebhookKind::Mutating => indexed.overrides,
+            WebhookKind::Validating => indexed.validates,
+        }
+        .object_read(api_version, kind, namespace)
     }
 
     /// Whether a review of an object of this type in this namespace gives `webhook` anything

@@ -18,6 +18,7 @@
 //! rather than the documented base64 string.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -309,7 +310,7 @@ pub fn read(body: &[u8], limits: &Limits) -> Result<Request, Box<Reply>> {
 pub fn read_projected(
     body: &[u8],
     limits: &Limits,
-    projected: Option<(&kanon_engine::Projection, Subject<'_>)>,
+    projected: Option<(&Arc<kanon_engine::Projection>, Subject<'_>)>,
 ) -> Result<Request, Box<Reply>> {
     let Some((projection, subject)) = projected else {
         return read(body, limits);
@@ -345,7 +346,7 @@ impl Subject<'_> {
 fn read_with(
     body: &[u8],
     limits: &Limits,
-    projection: Option<&kanon_engine::Projection>,
+    projection: Option<&Arc<kanon_engine::Projection>>,
 ) -> Result<Request, Box<Reply>> {
     let invalid = |uid, error| Err(Box::new(Reply::invalid(uid, error)));
     if body.len() > limits.max_body_bytes {
@@ -383,20 +384,63 @@ fn read_with(
     }
     let uid = uid.map(str::to_string);
     Request::from_admission_review_owned(document)
-        .map(Request::defaulted_on_arrival)
+        .map(|request| {
+            let request = request.defaulted_on_arrival();
+            match projection {
+                Some(projection) => request.read_through(projection.clone()),
+                None => request,
+            }
+        })
         .or_else(|e| invalid(uid, e.into()))
 }
 
+/// The review a request was read from in part ([`read_projected`]), to read it again whole if
+/// a mutation reaches beyond what was decoded ([`Decision::beyond_reading`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Reread<'b> {
+    body: &'b [u8],
+    limits: &'b Limits,
+}
+
+impl<'b> Reread<'b> {
+    /// The review `body`, read within `limits`.
+    pub fn new(body: &'b [u8], limits: &'b Limits) -> Self {
+        Reread { body, limits }
+    }
+}
+
+/// [`decide_in`], reading the review again whole and deciding again when the decision on the
+/// part of the object decoded is void ([`Decision::beyond_reading`]); without the review to
+/// read again, the void decision (a denial) stands.
+async fn decide_read(
+    request: &mut Request,
+    reread: Option<Reread<'_>>,
+    webhook: WebhookKind,
+    policies: &PolicySet,
+    evaluation: &Evaluation<'_>,
+) -> Result<Decision, Box<Reply>> {
+    let decision = decide_in(request, webhook, policies, evaluation).await;
+    let (true, Some(reread)) = (decision.beyond_reading, reread) else {
+        return Ok(decision);
+    };
+    *request = read(reread.body, reread.limits)?;
+    Ok(decide_in(request, webhook, policies, evaluation).await)
+}
+
 /// Evaluates a request [`read`] from a review in `evaluation` (lookups, program host,
-/// deadline) and encodes the answer.
+/// deadline) and encodes the answer. A request [`read_projected`] in part is read again from
+/// `reread` when a mutation reaches beyond what was decoded.
 pub async fn answer(
     mut request: Request,
+    reread: Option<Reread<'_>>,
     webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
 ) -> Reply {
-    let decision = decide_in(&mut request, webhook, policies, evaluation).await;
-    Reply::decided(&request, webhook, decision)
+    match decide_read(&mut request, reread, webhook, policies, evaluation).await {
+        Ok(decision) => Reply::decided(&request, webhook, decision),
+        Err(reply) => *reply,
+    }
 }
 
 /// [`answer`], handing the object to `recorder` when the validating webhook admits a CREATE
@@ -405,13 +449,17 @@ pub async fn answer(
 /// log, Kubernetes Events) what the decision found.
 pub async fn answer_recording(
     mut request: Request,
+    reread: Option<Reread<'_>>,
     webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
     recorder: Option<&dyn kanon_engine::AdmissionRecorder>,
     observers: &crate::observer::DecisionObservers,
 ) -> Reply {
-    let decision = decide_in(&mut request, webhook, policies, evaluation).await;
+    let decision = match decide_read(&mut request, reread, webhook, policies, evaluation).await {
+        Ok(decision) => decision,
+        Err(reply) => return *reply,
+    };
     observers.notify(&request, webhook, &decision);
     let record = recorder.is_some()
         && webhook == WebhookKind::Validating

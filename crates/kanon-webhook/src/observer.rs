@@ -151,6 +151,7 @@ mod tests {
             exceptions: vec![],
             findings: None,
             admission_denied: false,
+            beyond_reading: false,
         };
         observers.notify(&request, WebhookKind::Validating, &decision);
         assert_eq!(*first.0.lock().unwrap(), vec![(false, 1)]);

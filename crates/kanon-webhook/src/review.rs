@@ -5,7 +5,7 @@
 
 use kanon_engine::{Deadline, Evaluation, Lookup, PolicySet, WebhookKind};
 
-use crate::admission::{Limits, Reply, answer, read_projected};
+use crate::admission::{Limits, Reply, Reread, answer, read_projected};
 use crate::triage::Identity;
 
 /// Answers one AdmissionReview body sent to `webhook`: reads it within `limits` as the server
@@ -38,12 +38,19 @@ pub async fn review_until(
         .as_ref()
         .and_then(|identity| identity.object_read(webhook, policies));
     let projected = projection
-        .as_deref()
+        .as_ref()
         .zip(identity.as_ref().map(Identity::subject));
     match read_projected(body, limits, projected) {
         Ok(request) => {
             let evaluation = Evaluation::new(lookup).with_deadline(deadline);
-            answer(request, webhook, policies, &evaluation).await
+            answer(
+                request,
+                Some(Reread::new(body, limits)),
+                webhook,
+                policies,
+                &evaluation,
+            )
+            .await
         }
         Err(reply) => *reply,
     }

@@ -1,7 +1,8 @@
 //! Reviews read with their objects projected (only what the policies that may select them can
-//! read, `PolicySet::object_read`) are decided exactly as reviews read whole: every policy file
-//! of the example suites, alone, against every object of the suites and the review fixtures,
-//! created, updated and deleted. The answers must be the same bytes.
+//! read, `PolicySet::object_read`) are decided exactly as reviews read whole, on both webhooks:
+//! every policy file of the example suites and of `tests/projection/`, alone, against every
+//! object of the suites and the review fixtures, created, updated and deleted. The answers must
+//! be the same bytes.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,7 @@ use kanon_engine::{
     AdmissionPolicies, Evaluation, NoObjects, PolicySet, WebhookKind, compile_document,
     parse_documents,
 };
-use kanon_webhook::admission::{answer, read};
+use kanon_webhook::admission::{answer, decide, read, read_projected};
 use kanon_webhook::{Limits, review};
 use serde_json::{Value, json};
 
@@ -119,19 +120,89 @@ fn review_of(operation: &str, object: Option<&Value>, old: Option<&Value>) -> Ve
     .expect("JSON")
 }
 
+/// How many reviews of one webhook were compared, read projected, and (mutating) read again
+/// whole after a mutation reached beyond the projection.
+#[derive(Default, Debug)]
+struct Counts {
+    compared: usize,
+    projected: usize,
+    read_again: usize,
+}
+
+/// Answers `body` read whole and as the server reads it (`review`), and asserts the same bytes.
+fn compare(
+    body: &[u8],
+    webhook: WebhookKind,
+    policies: &PolicySet,
+    counts: &mut Counts,
+    what: &str,
+) {
+    let limits = Limits::default();
+    let whole = match read(body, &limits) {
+        Ok(request) => kanon_engine::block_on(answer(
+            request,
+            None,
+            webhook,
+            policies,
+            &Evaluation::new(&NoObjects),
+        )),
+        Err(reply) => *reply,
+    };
+    let identity = kanon_webhook::triage::glance(body);
+    let projection = identity
+        .as_ref()
+        .filter(|identity| {
+            policies.evaluates(
+                webhook,
+                &identity.api_version,
+                &identity.kind,
+                identity.namespace.as_deref(),
+            )
+        })
+        .and_then(|identity| identity.object_read(webhook, policies))
+        .filter(|projection| !projection.is_whole());
+    if let (Some(projection), Some(identity)) = (&projection, &identity) {
+        counts.projected += 1;
+        if webhook == WebhookKind::Mutating
+            && let Ok(mut request) =
+                read_projected(body, &limits, Some((projection, identity.subject())))
+        {
+            let decision =
+                kanon_engine::block_on(decide(&mut request, webhook, policies, &NoObjects));
+            counts.read_again += usize::from(decision.beyond_reading);
+        }
+    }
+    let reply = kanon_engine::block_on(review(body, webhook, policies, &NoObjects, &limits));
+    assert_eq!(
+        (reply.status, String::from_utf8_lossy(&reply.body)),
+        (whole.status, String::from_utf8_lossy(&whole.body)),
+        "{webhook:?}: {what} on {}",
+        String::from_utf8_lossy(body)
+    );
+    counts.compared += 1;
+}
+
 #[test]
 fn a_review_read_projected_is_answered_as_one_read_whole() {
-    let limits = Limits::default();
     let objects = objects();
     assert!(objects.len() >= 20, "only {} objects", objects.len());
-    let (mut compared, mut projected, mut files) = (0, 0, 0);
-    for suite in yaml_dirs(&root().join("examples/suites")) {
-        for file in yaml_files(&suite.join("policies")) {
+    let (mut validating, mut mutating, mut files) = (Counts::default(), Counts::default(), 0);
+    let mut policy_files: Vec<PathBuf> = yaml_dirs(&root().join("examples/suites"))
+        .iter()
+        .flat_map(|suite| yaml_files(&suite.join("policies")))
+        .collect();
+    policy_files.extend(yaml_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/projection"),
+    ));
+    {
+        for file in policy_files {
             let Some(policies) = set_of(&file) else {
                 continue;
             };
             files += 1;
-            let before = projected;
+            let before = validating.projected + mutating.projected;
+            let before_mutating = (mutating.projected, mutating.read_again);
+            let what = file.display().to_string();
             for object in &objects {
                 let old = changed(object);
                 for body in [
@@ -139,65 +210,63 @@ fn a_review_read_projected_is_answered_as_one_read_whole() {
                     review_of("UPDATE", Some(object), Some(&old)),
                     review_of("DELETE", None, Some(object)),
                 ] {
-                    let whole = match read(&body, &limits) {
-                        Ok(request) => kanon_engine::block_on(answer(
-                            request,
-                            WebhookKind::Validating,
-                            &policies,
-                            &Evaluation::new(&NoObjects),
-                        )),
-                        Err(reply) => *reply,
-                    };
-                    let identity = kanon_webhook::triage::glance(&body);
-                    if let Some(identity) = identity
-                        && policies.evaluates(
-                            WebhookKind::Validating,
-                            &identity.api_version,
-                            &identity.kind,
-                            identity.namespace.as_deref(),
-                        )
-                        && policies
-                            .object_read(
-                                WebhookKind::Validating,
-                                &identity.api_version,
-                                &identity.kind,
-                                identity.namespace.as_deref(),
-                            )
-                            .is_some_and(|projection| !projection.is_whole())
-                    {
-                        projected += 1;
-                    }
-                    let reply = kanon_engine::block_on(review(
+                    compare(
                         &body,
                         WebhookKind::Validating,
                         &policies,
-                        &NoObjects,
-                        &limits,
-                    ));
-                    assert_eq!(
-                        (reply.status, String::from_utf8_lossy(&reply.body)),
-                        (whole.status, String::from_utf8_lossy(&whole.body)),
-                        "{} on {}",
-                        file.display(),
-                        String::from_utf8_lossy(&body)
+                        &mut validating,
+                        &what,
                     );
-                    compared += 1;
+                    compare(
+                        &body,
+                        WebhookKind::Mutating,
+                        &policies,
+                        &mut mutating,
+                        &what,
+                    );
                 }
             }
-            if projected == before {
-                println!("never read projected: {}", file.display());
+            if validating.projected + mutating.projected == before {
+                println!("never read projected: {what}");
+            }
+            // This folder's files: the mutations that write within the projection are never
+            // read again; those that write beyond it always are.
+            let (projected, read_again) = (
+                mutating.projected - before_mutating.0,
+                mutating.read_again - before_mutating.1,
+            );
+            if file.ends_with("tests/projection/labels.yaml")
+                || file.ends_with("tests/projection/templates.yaml")
+            {
+                assert!(
+                    projected > 0 && read_again == 0,
+                    "{what}: {projected}, {read_again}"
+                );
+            }
+            if file.to_string_lossy().contains("tests/projection/beyond-") {
+                assert!(read_again > 0, "{what}: {projected}, {read_again}");
             }
         }
     }
-    println!(
-        "{files} policy files, {compared} reviews, {projected} that some policy may select read projected"
-    );
+    println!("{files} policy files; validating: {validating:?}; mutating: {mutating:?}");
     assert!(files >= 10, "only {files} policy files");
-    // Reviews some policy may select, read projected (441 when written): CEL rules and
-    // templates without lookups, over the types they select.
+    // Reviews some policy may select, read projected (441 validating when written): CEL
+    // rules and templates without lookups, over the types they select.
     assert!(
-        projected >= 300,
-        "only {projected} of {compared} reviews some policy may select were read projected"
+        validating.projected >= 300,
+        "only {} of {} validating reviews some policy may select were read projected",
+        validating.projected,
+        validating.compared
+    );
+    // Mutations of the suites: some write only what was decoded, some beyond it (and are
+    // read again whole).
+    assert!(
+        mutating.projected >= 100 && mutating.read_again >= 10,
+        "mutating: {mutating:?}"
+    );
+    assert!(
+        mutating.projected - mutating.read_again >= 50,
+        "mutating: {mutating:?}"
     );
 }
 
@@ -232,6 +301,7 @@ fn a_body_that_names_another_type_on_a_second_reading_is_read_whole() {
     assert_eq!(whole.kind, "Pod", "the full reading the last");
     let whole = kanon_engine::block_on(answer(
         whole,
+        None,
         WebhookKind::Validating,
         &policies,
         &Evaluation::new(&NoObjects),

@@ -345,6 +345,7 @@ mod tests {
             exceptions: vec![],
             findings: None,
             admission_denied: false,
+            beyond_reading: false,
         }
     }
 

@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 
 use super::differ::diff_touched;
 use super::places::{Place, diff_places, record_place, restore, save_place, split_front};
-use super::touched::{Touched, targets};
+use super::touched::{Touched, operation_pointers, targets};
+use crate::projection::Projection;
 
 /// What JSON Patch operations changed in an object they are applied to in place, enough to
 /// diff it afterwards without a copy of the whole object: where they reached ([`Touched`]) and,
@@ -39,6 +40,10 @@ pub struct Changes {
     revision: u64,
     /// The revision at which the object was last defaulted whole (see [`Changes::settled`]).
     settled_at: Option<u64>,
+    /// What of the object was decoded, when it was read in part ([`Changes::within`]).
+    within: Option<std::sync::Arc<Projection>>,
+    /// Whether an operation, or a reading of the whole object, reached beyond `within`.
+    beyond: bool,
 }
 
 impl Changes {
@@ -56,6 +61,63 @@ impl Changes {
         }
     }
 
+    /// Changes to an object decoded only as far as `projection` keeps (`None`: whole): an
+    /// operation that names a place it does not keep whole, or a step that reads the whole
+    /// object ([`Changes::read_whole`]), marks the changes as [`Changes::beyond_reading`], and
+    /// the object must then be read whole and changed again.
+    pub fn within(mut self, projection: Option<std::sync::Arc<Projection>>) -> Self {
+        self.within = projection;
+        self
+    }
+
+    /// Whether something reached beyond what the object's reading decoded: the object and the
+    /// changes are then not those a whole reading gives.
+    pub fn beyond_reading(&self) -> bool {
+        self.beyond
+    }
+
+    /// Whether the value at `pointer` was decoded whole (always, for an object read whole);
+    /// when not, the changes are [`Changes::beyond_reading`].
+    pub(crate) fn reaches(&mut self, pointer: &Pointer) -> bool {
+        let Some(projection) = &self.within else {
+            return true;
+        };
+        let covered = projection.covers_pointer(pointer);
+        self.beyond |= !covered;
+        covered
+    }
+
+    /// [`Changes::reaches`] for a path given as its field names.
+    pub(crate) fn reaches_path<'t>(&mut self, path: impl IntoIterator<Item = &'t str>) -> bool {
+        let Some(projection) = &self.within else {
+            return true;
+        };
+        let covered = projection.covers(path);
+        self.beyond |= !covered;
+        covered
+    }
+
+    /// Notes a step that reads the whole object (a kind's defaulting): beyond the reading of
+    /// an object decoded in part. Whether the object was read whole.
+    pub(crate) fn read_whole(&mut self) -> bool {
+        self.beyond |= self.within.is_some();
+        self.within.is_none()
+    }
+
+    /// The projection the object was decoded with, when in part.
+    pub(crate) fn projection(&self) -> Option<&Projection> {
+        self.within.as_deref()
+    }
+
+    /// Notes `op`'s places ([`Changes::reaches`]).
+    fn check(&mut self, op: &PatchOperation) {
+        if self.within.is_some() {
+            for pointer in operation_pointers(op) {
+                self.reaches(pointer);
+            }
+        }
+    }
+
     /// Whether no operation was recorded.
     pub fn is_empty(&self) -> bool {
         !self.touched.whole
@@ -65,6 +127,7 @@ impl Changes {
 
     /// Records `op`, about to be applied to `doc`.
     pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
+        self.check(op);
         self.revision += 1;
         if let Some(places) = &mut self.places {
             if save_place(places, op, doc) {
@@ -109,7 +172,7 @@ impl Changes {
     /// recorded, for anything else (the caller records and applies it the general way, which
     /// also explains failures).
     pub fn apply_one(&mut self, doc: &mut Value, op: PatchOperation) -> Result<(), PatchOperation> {
-        self.revision += 1;
+        self.check(&op);
         let Some(places) = &mut self.places else {
             return Err(op);
         };
@@ -126,6 +189,8 @@ impl Changes {
         };
         match put {
             Ok(before) => {
+                // Counted only when applied: one given back is recorded by the caller.
+                self.revision += 1;
                 record_place(places, path, before);
                 Ok(())
             }

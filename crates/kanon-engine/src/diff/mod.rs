@@ -19,3 +19,4 @@ use differ::diff_touched;
 pub(crate) use differ::{diff, diff_at};
 #[cfg(test)]
 use touched::Touched;
+pub(crate) use touched::operation_pointers;

@@ -25,6 +25,16 @@ pub(super) fn targets(op: &PatchOperation) -> impl Iterator<Item = &Pointer> {
     first.into_iter().chain(second)
 }
 
+/// Every place `op` names: where it writes or tests, and where it moves or copies from.
+pub(crate) fn operation_pointers(op: &PatchOperation) -> impl Iterator<Item = &Pointer> {
+    let from = match op {
+        PatchOperation::Move(m) => Some(m.from.as_ref()),
+        PatchOperation::Copy(c) => Some(c.from.as_ref()),
+        _ => None,
+    };
+    std::iter::once(op.path()).chain(from)
+}
+
 impl Touched {
     /// Records what `op` may change (`targets`).
     pub fn record(&mut self, op: &PatchOperation) {

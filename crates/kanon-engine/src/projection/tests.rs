@@ -102,14 +102,95 @@ fn a_type_is_projected_when_every_policy_that_may_select_it_is() {
     assert!(matches!(read.select("status"), Selected::Within(_)));
     assert!(matches!(read.select("spec"), Selected::Within(_)));
     assert_eq!(read.select("data"), Selected::Skip);
-    assert_eq!(
-        both.object_read(WebhookKind::Mutating, "v1", "Pod", Some("a")),
-        None,
-        "the mutating webhook writes the whole object back"
-    );
     let with_whole = set(vec![memory, policy(cel("size(object) > 1"), pods())]);
     assert_eq!(
         with_whole.object_read(WebhookKind::Validating, "v1", "Pod", Some("a")),
         None
     );
+}
+
+fn override_policy(overriders: serde_json::Value) -> Arc<CompiledPolicy> {
+    let document = json!({
+        "apiVersion": "policy.kanon.dev/v1alpha1",
+        "kind": "ClusterOverridePolicy",
+        "metadata": {"name": format!("o-{}", overriders.to_string().len())},
+        "spec": {"resourceSelectors": [pods()], "overrideRules": [{"overriders": overriders}]},
+    });
+    Arc::new(crate::compile_document(&document).expect("compiles"))
+}
+
+#[test]
+fn override_rules_are_projected_with_the_places_constant_patches_name() {
+    let labels = override_policy(json!({"template": {
+        "type": "labels", "operation": "add", "path": "a/b", "value": {"string": "x"}}}));
+    let read = read_by(&labels).expect("a labels template is projected");
+    let Selected::Within(metadata) = read.select("metadata") else {
+        panic!("{read:?}");
+    };
+    assert_eq!(metadata.select("labels"), Selected::Whole);
+    assert_eq!(read.select("spec"), Selected::Skip);
+
+    let plaintext = override_policy(json!({"plaintext": [
+        {"op": "add", "path": "/spec/tolerations/-", "value": {"key": "k"}},
+        {"op": "move", "from": "/status/x", "path": "/metadata/annotations/x"},
+    ]}));
+    let read = read_by(&plaintext).expect("plaintext is projected");
+    assert!(read.covers(["spec", "tolerations", "-"]));
+    assert!(read.covers(["status", "x"]));
+    assert!(!read.covers(["spec", "containers"]));
+
+    let cel = override_policy(json!({"cel": {"mutations": [
+        {"patchType": "JSONPatch", "jsonPatch": {"expression":
+            "[JSONPatch{op: 'add', path: '/spec/nodeName', value: 'n'}]"}},
+        {"patchType": "JSONPatch", "jsonPatch": {"expression":
+            "[JSONPatch{op: 'add', path: '/metadata/labels/x', value: object.spec.serviceAccountName}]"}},
+    ]}}));
+    let read = read_by(&cel).expect("CEL mutations are projected");
+    assert!(
+        read.covers(["spec", "nodeName"]),
+        "a constant patch's place"
+    );
+    assert!(
+        read.covers(["spec", "serviceAccountName"]),
+        "what an expression reads"
+    );
+    assert!(!read.covers(["spec"]));
+
+    // Reads that are not known: the object whole.
+    for whole in [
+        override_policy(
+            json!({"program": "{{ [{'op': 'add', 'path': '/x', 'value': object | length}] | tojson }}"}),
+        ),
+        override_policy(json!({"template": {
+            "type": "nodeSelector", "operation": "add", "path": "a", "value": {"string": "x"}}})),
+    ] {
+        assert_eq!(read_by(&whole), None, "{}", whole.label);
+    }
+}
+
+#[test]
+fn a_place_is_covered_where_the_projection_keeps_it_whole() {
+    let mut read = Projection::base();
+    read.add_path(["spec", "containers"]);
+    assert!(read.covers(["metadata", "labels", "a"]));
+    assert!(read.covers(["metadata", "labels"]));
+    assert!(read.covers(["spec", "containers", "0", "image"]));
+    // Decoded in part, or skipped.
+    assert!(!read.covers(["metadata"]));
+    assert!(!read.covers(["spec"]));
+    assert!(!read.covers(Vec::<&str>::new()));
+    assert!(!read.covers(["spec", "nodeName"]));
+    assert!(!read.covers(["metadata", "managedFields"]));
+    assert!(Projection::whole().covers(["anything"]));
+
+    // An apply configuration: into the root and metadata field by field, elsewhere only
+    // into what is kept whole.
+    assert!(read.covers_configuration(&json!({"metadata": {"labels": {"a": "b"}}})));
+    assert!(!read.covers_configuration(&json!({"spec": {"containers": []}})));
+    assert!(!read.covers_configuration(&json!({"spec": {"nodeName": "n"}})));
+    assert!(!read.covers_configuration(&json!({"metadata": {"managedFields": []}})));
+    assert!(!read.covers_configuration(&json!({"metadata": "x"})));
+    let mut spec = Projection::base();
+    spec.add_path(["spec"]);
+    assert!(spec.covers_configuration(&json!({"spec": {"nodeName": "n"}})));
 }

@@ -27,6 +27,7 @@ fn decided(allowed: bool, patch: bool, results: Vec<PolicyResult>) -> Reply {
         exceptions: vec![],
         findings: None,
         admission_denied: false,
+        beyond_reading: false,
     };
     Reply {
         status: 200,

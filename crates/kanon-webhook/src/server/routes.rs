@@ -417,7 +417,8 @@ struct Job {
 
 impl Job {
     /// Reads the review within the memory budget (then the body and its share of the body
-    /// budget are let go: the review never holds its text and its evaluation at once) and
+    /// budget are let go: the review never holds its text and its evaluation at once, but for
+    /// a mutating review read in part, which may have to be read again whole) and
     /// evaluates it, giving the slot back while a lookup or a worker process is awaited.
     async fn evaluate(self, body: Bytes, reservation: Reservation, slot: Slot) -> Reply {
         let Job {
@@ -430,10 +431,12 @@ impl Job {
         } = self;
         let projected = object_read
             .as_ref()
-            .map(|(projection, identity)| (projection.as_ref(), identity.subject()));
+            .map(|(projection, identity)| (projection, identity.subject()));
         let read = admission::read_projected(&body, &shared.limits, projected);
-        drop(body);
-        drop(reservation);
+        // A mutating review read in part keeps its text, and its share of the budget, until
+        // it is decided: a mutation that writes where the reading skipped needs it read whole.
+        let kept = (webhook == WebhookKind::Mutating && object_read.is_some())
+            .then_some((body, reservation));
         let request = match read {
             Ok(request) => {
                 crate::trace::record_namespace(request.namespace.as_deref());
@@ -466,8 +469,12 @@ impl Job {
             .with_owner_trust(shared.owner_trust.clone())
             .with_pause(Some(super::pool::pause()));
         let recorder = shared.recorder.get().map(|r| r.as_ref());
+        let reread = kept
+            .as_ref()
+            .map(|(body, _)| admission::Reread::new(body, &shared.limits));
         admission::answer_recording(
             request,
+            reread,
             webhook,
             &policies,
             &evaluation,

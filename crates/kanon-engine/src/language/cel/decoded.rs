@@ -43,6 +43,10 @@ pub(super) fn written_back<'p>(
         // the mutation), the field that held it, which may now be empty.
         let mut whole = true;
         loop {
+            // A field that held a removed one is looked at whole: it must have been decoded so.
+            if !whole && !changes.reaches_path(segments.iter().map(String::as_str)) {
+                break;
+            }
             match typed.written_back_op(working, &segments, whole) {
                 Some(operation) => {
                     let removed = matches!(operation, PatchOperation::Remove(_));

@@ -36,6 +36,9 @@ pub(crate) struct CelOverrideRule {
     pub(crate) references: Vec<(String, CompiledRef)>,
     /// Whether an expression names `namespaceObject` (else the namespace is not read).
     pub(crate) reads_namespace: bool,
+    /// What its expressions read of `object` and `oldObject`, and where its constant patches
+    /// write.
+    pub(crate) object_read: crate::projection::Projection,
 }
 
 #[derive(Debug, Clone)]
@@ -122,12 +125,24 @@ pub(crate) fn compile(
             });
         }
     }
+    let mut object_read = env.object_read();
+    // A constant patch writes where it says: kept whole, so that writing there needs nothing
+    // the reading skipped (any other write is checked as it applies, `diff::Changes`).
+    for operation in mutations.iter().flat_map(|m| m.prepared.iter().flatten()) {
+        for path in std::iter::once(&operation.path).chain(&operation.from) {
+            match json_patch::jsonptr::PointerBuf::parse(path.as_str()) {
+                Ok(pointer) => object_read.add_pointer(&pointer),
+                Err(_) => object_read = crate::projection::Projection::whole(),
+            }
+        }
+    }
     (errors.len() == before).then(|| CelOverrideRule {
         match_conditions,
         variables,
         mutations,
         references,
         reads_namespace: env.reads_namespace(),
+        object_read,
     })
 }
 
@@ -319,6 +334,10 @@ pub(crate) fn apply_change(
             changes.mark_settled();
             return Ok(applied);
         }
+        // Defaulting reads the whole object: one read in part is read whole first.
+        if !changes.read_whole() {
+            return Ok(applied);
+        }
         let mut defaulted = working.clone();
         request.default_object(&mut defaulted);
         let operations = crate::diff::diff(working, &defaulted).0;
@@ -349,6 +368,9 @@ fn apply_patch(
         field: field.to_owned(),
         message,
     };
+    if !within_reading(&change, request, changes) {
+        return Ok((0, true));
+    }
     let (operations, strict) = match change {
         Change::Written(written, clean_for) => {
             // The usual single `add` or `replace` applied in one walk where RFC 6902 applies it
@@ -507,6 +529,11 @@ fn apply_patch(
                 }
             })
             .collect();
+        // A place found above a path an operation named is checked whole: it must have been
+        // decoded whole.
+        if !finals.iter().all(|(at, _)| changes.reaches(at)) {
+            return Ok((count, metadata_only));
+        }
         strictly_decoded(finals.iter().copied(), &written, clean_for, field, request)?;
     }
     written_back(
@@ -517,6 +544,35 @@ fn apply_patch(
         field,
     )?;
     Ok((count, metadata_only))
+}
+
+/// Whether `change` reaches only what the object's reading decoded whole (always, for an object
+/// read whole), as far as can be told before it applies: the places its operations name, or
+/// the fields its configuration merges into (a merge reads what lies there). When not, the
+/// changes are marked beyond the reading, and the change need not apply.
+fn within_reading(
+    change: &Change<'_>,
+    request: &crate::request::Request,
+    changes: &mut crate::diff::Changes,
+) -> bool {
+    let Some(projection) = changes.projection() else {
+        return true;
+    };
+    let covered = match change {
+        Change::Written(written, _) => written.iter().all(|operation| {
+            std::iter::once(&operation.path)
+                .chain(&operation.from)
+                .all(|path| {
+                    json_patch::jsonptr::Pointer::parse(path.as_str())
+                        .is_ok_and(|pointer| projection.covers_pointer(pointer))
+                })
+        }),
+        // An object not decoded by the apiserver is merged and checked whole.
+        Change::Apply(configuration) => {
+            request.arrived_defaulted() && projection.covers_configuration(configuration)
+        }
+    };
+    covered || !changes.read_whole()
 }
 
 /// `object`'s kind, when `kinds` know it.

@@ -21,14 +21,24 @@ pub(crate) fn fields_read(source: &str, name: &str) -> FieldsRead {
     let mut walk = Walk {
         name,
         read: FieldsRead::Paths(Vec::new()),
+        pointer_calls: false,
+        pointer_assigned: false,
     };
     walk.statement(&template);
+    // `pointer` assigned by the template is not the helper its calls were taken for.
+    if walk.pointer_calls && walk.pointer_assigned {
+        return FieldsRead::Whole;
+    }
     walk.read
 }
 
 struct Walk<'n> {
     name: &'n str,
     read: FieldsRead,
+    /// Whether a call `pointer(<the variable>, "<pointer>")` was read as a path.
+    pointer_calls: bool,
+    /// Whether the template assigns a variable named `pointer`.
+    pointer_assigned: bool,
 }
 
 impl Walk<'_> {
@@ -44,7 +54,7 @@ impl Walk<'_> {
             Stmt::EmitRaw(_) | Stmt::Continue(_) | Stmt::Break(_) => {}
             Stmt::EmitExpr(emit) => self.expression(&emit.expr),
             Stmt::ForLoop(each) => {
-                self.expression(&each.target);
+                self.target(&each.target);
                 self.expression(&each.iter);
                 if let Some(filter) = &each.filter_expr {
                     self.expression(filter);
@@ -59,17 +69,17 @@ impl Walk<'_> {
             }
             Stmt::WithBlock(with) => {
                 for (target, value) in &with.assignments {
-                    self.expression(target);
+                    self.target(target);
                     self.expression(value);
                 }
                 self.statements(&with.body);
             }
             Stmt::Set(set) => {
-                self.expression(&set.target);
+                self.target(&set.target);
                 self.expression(&set.expr);
             }
             Stmt::SetBlock(set) => {
-                self.expression(&set.target);
+                self.target(&set.target);
                 if let Some(filter) = &set.filter {
                     self.expression(filter);
                 }
@@ -89,6 +99,16 @@ impl Walk<'_> {
         }
     }
 
+    /// An assignment's target (a name, or names unpacked).
+    fn target(&mut self, target: &Expr<'_>) {
+        match target {
+            Expr::Var(variable) if variable.id == "pointer" => self.pointer_assigned = true,
+            Expr::Tuple(tuple) => tuple.items.iter().for_each(|item| self.target(item)),
+            _ => {}
+        }
+        self.expression(target);
+    }
+
     fn arguments(&mut self, arguments: &[CallArg<'_>]) {
         for argument in arguments {
             match argument {
@@ -101,6 +121,22 @@ impl Walk<'_> {
     }
 
     fn call(&mut self, call: &minijinja::machinery::ast::Call<'_>) {
+        // The `pointer` helper at a constant pointer reads the subtree there.
+        if let (
+            CallType::Function("pointer"),
+            [
+                CallArg::Pos(Expr::Var(variable)),
+                CallArg::Pos(Expr::Const(at)),
+            ],
+        ) = (call.identify_call(), &call.args[..])
+            && let Some(tokens) = at.value.as_str().and_then(crate::pointer::token_list)
+        {
+            if variable.id == self.name {
+                self.pointer_calls = true;
+                self.read.add(tokens.into_iter().map(Arc::from).collect());
+            }
+            return;
+        }
         match call.identify_call() {
             // A method reads its receiver whole.
             CallType::Method(receiver, _) => self.expression(receiver),

@@ -55,3 +55,36 @@ fn the_variable_named_bare_called_on_or_indexed_by_a_computed_key_is_read_whole(
         }
     }
 }
+
+#[test]
+fn the_pointer_helper_at_a_constant_pointer_reads_the_subtree_there() {
+    let cases: &[(&str, FieldsRead)] = &[
+        (
+            "{{ pointer(object, \"/metadata/labels\") | default({}) }}",
+            paths(&[&["metadata", "labels"]]),
+        ),
+        (
+            "{{ pointer(object, \"/spec/a~1b/0\") }}{{ pointer(oldObject, \"/x\") }}",
+            paths(&[&["spec", "a/b", "0"]]),
+        ),
+        ("{{ pointer(object, \"\") }}", FieldsRead::Whole),
+        // Not a pointer, or not a constant one: the object is passed bare.
+        ("{{ pointer(object, \"spec.x\") }}", FieldsRead::Whole),
+        (
+            "{% set p = \"/spec\" %}{{ pointer(object, p) }}",
+            FieldsRead::Whole,
+        ),
+        // `pointer` is the template's own.
+        (
+            "{% set pointer = other %}{{ pointer(object, \"/spec\") }}",
+            FieldsRead::Whole,
+        ),
+        (
+            "{% for pointer in x %}{% endfor %}{{ pointer(object, \"/spec\") }}",
+            FieldsRead::Whole,
+        ),
+    ];
+    for (source, want) in cases {
+        assert_eq!(&fields_read(source, "object"), want, "{source}");
+    }
+}

@@ -265,7 +265,13 @@ fn string_map_program(
         "labels" => "{%- set map_path = \"/metadata/labels\" -%}\n{%- if map_path is defined -%}\n",
         _ => "{%- set map_path = \"/metadata/annotations\" -%}\n{%- if map_path is defined -%}\n",
     };
-    let (map_expr, path_expr) = ("pointer(object, map_path)", "map_path");
+    // At a constant place the map is read there alone (`PolicySet::object_read`).
+    let map_expr = match kind {
+        "labels" => "pointer(object, \"/metadata/labels\")",
+        "annotations" => "pointer(object, \"/metadata/annotations\")",
+        _ => "pointer(object, map_path)",
+    };
+    let path_expr = "map_path";
     out.push_str(guard);
     let _ = writeln!(out, "{{%- set current = {map_expr} | default({{}}) -%}}");
     let key = t.path.clone().filter(|p| !p.is_empty());
