@@ -4,7 +4,8 @@
 //! long as it is an AdmissionReview (or, for a review over a limit, a v1 Status). The
 //! budgeted JSON reader gives serde_json's value or refuses by a bound; the projected reader
 //! gives it without what it skips, or refuses it too. Triage's glance identifies a review as
-//! its whole reading does.
+//! its whole reading does. Reading a review's object only as far as the policies read it
+//! answers it as reading it whole does.
 
 #![no_main]
 
@@ -43,16 +44,29 @@ fn check_reply(reply: &admission::Reply) {
 fuzz_target!(|data: &[u8]| {
     let policies = &*POLICIES;
     let lookup = &*LOOKUP;
-    // The server's own path for both webhooks.
+    // The server's own path for both webhooks (the object read only as far as the policies
+    // read it) answers as a reading of the whole review does.
     for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
+        let limits = Limits::default();
         let reply = block_on(kanon_webhook::review::review(
-            data,
-            webhook,
-            policies,
-            lookup,
-            &Limits::default(),
+            data, webhook, policies, lookup, &limits,
         ));
         check_reply(&reply);
+        let whole = match admission::read(data, &limits) {
+            Ok(request) => block_on(admission::answer(
+                request,
+                None,
+                webhook,
+                policies,
+                &kanon_engine::Evaluation::new(lookup),
+            )),
+            Err(reply) => *reply,
+        };
+        assert_eq!(
+            (reply.status, String::from_utf8_lossy(&reply.body)),
+            (whole.status, String::from_utf8_lossy(&whole.body)),
+            "{webhook:?}"
+        );
     }
     // With a deadline that passes part way, and a small body limit.
     let checks = data.len() % 7;
@@ -95,15 +109,17 @@ fuzz_target!(|data: &[u8]| {
     // without what the projection leaves out: with kanon's own reads alone, and with what the
     // example policies read of the review's type.
     let mut projections = vec![kanon_engine::Projection::base()];
-    if let Some(identity) = kanon_webhook::triage::glance(data)
-        && let Some(read) = policies.object_read(
-            WebhookKind::Validating,
-            &identity.api_version,
-            &identity.kind,
-            identity.namespace.as_deref(),
-        )
-    {
-        projections.push((*read).clone());
+    if let Some(identity) = kanon_webhook::triage::glance(data) {
+        for webhook in [WebhookKind::Mutating, WebhookKind::Validating] {
+            if let Some(read) = policies.object_read(
+                webhook,
+                &identity.api_version,
+                &identity.kind,
+                identity.namespace.as_deref(),
+            ) {
+                projections.push((*read).clone());
+            }
+        }
     }
     for projection in &projections {
         let projected = kanon_webhook::projected::parse(data, projection);

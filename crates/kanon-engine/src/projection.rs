@@ -2,15 +2,18 @@
 //! reader of the review may decode only that and skip the rest of the object's text, which is
 //! most of a review (its `managedFields`, the parts of its spec and status no rule names).
 //!
-//! A projection is only ever made where every reader is known: the rules of validate policies
-//! and admission policies — CEL expressions ([`kanon_cel::FieldsRead`]), templates, programs
-//! and placeholder texts (`crate::program::reads`), references to the object or its old
-//! version by JSON pointer — and kanon's own reads of the object's type and metadata
-//! (selectors, owners, events), which every projection keeps. Anything else — a lookup whose
-//! target is written with placeholders, a JSONPath, a field selector, an exception, a
-//! workload's pod template, a policy with the `Audit` action (whose admitted objects go to the
-//! audit's reports), the mutating webhook, which patches and writes back the whole object —
-//! reads it whole.
+//! A projection is only ever made where every reader is known: the rules of policies and
+//! admission policies — CEL expressions ([`kanon_cel::FieldsRead`]), templates, programs and
+//! placeholder texts (`crate::program::reads`), references to the object or its old version by
+//! JSON pointer, the places constant patches name — and kanon's own reads of the object's type
+//! and metadata (selectors, owners, events), which every projection keeps. Anything else — a
+//! lookup whose target is written with placeholders, a JSONPath, a field selector, an
+//! exception, a workload's pod template, a policy with the `Audit` action (whose admitted
+//! objects go to the audit's reports) — reads it whole.
+//!
+//! What a mutation writes is not always known before it runs (a path an expression makes, an
+//! apply configuration): each operation is checked against the projection as it applies
+//! ([`crate::diff::Changes::within`]), and one that reaches beyond it has the review read whole.
 
 use std::collections::BTreeMap;
 

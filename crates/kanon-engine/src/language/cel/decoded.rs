@@ -167,12 +167,27 @@ pub(super) fn value_at<'v>(
     object: &'v Json,
     path: &json_patch::jsonptr::Pointer,
 ) -> Option<&'v Json> {
-    match path.split_back() {
-        Some((parent, token)) if token.decoded() == "-" => {
-            object.pointer(parent.as_str())?.as_array()?.last()
-        }
-        _ => object.pointer(path.as_str()),
+    // Walked token by token: no text is copied (a label's value is looked up this way for
+    // every label a mutation writes).
+    let mut at = object;
+    let mut tokens = path.tokens().peekable();
+    while let Some(token) = tokens.next() {
+        let token = token.decoded();
+        let last = tokens.peek().is_none();
+        at = match at {
+            _ if last && token == "-" => at.as_array()?.last()?,
+            Json::Object(map) => map.get(token.as_ref())?,
+            // As `serde_json::Value::pointer` reads an index: no sign, no leading zero.
+            Json::Array(items) => {
+                if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+                    return None;
+                }
+                items.get(token.parse::<usize>().ok()?)?
+            }
+            _ => return None,
+        };
     }
+    Some(at)
 }
 
 /// Where `path` lies in the order kube-apiserver's decoder reads a patched document: its patch
@@ -189,4 +204,41 @@ fn document_position<S: AsRef<str>>(path: &[S]) -> Vec<String> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::value_at;
+
+    #[test]
+    fn a_value_is_found_as_serde_json_finds_it_and_an_appended_item_is_the_last() {
+        let object = json!({
+            "metadata": {"labels": {"a/b": "x", "~": "t", "-": "dash"}},
+            "spec": {"items": [1, 2, 3], "m": {"0": "zero"}},
+        });
+        for path in [
+            "",
+            "/metadata/labels/a~1b",
+            "/metadata/labels/~0",
+            "/metadata/labels/missing",
+            "/spec/items/0",
+            "/spec/items/2",
+            "/spec/items/3",
+            "/spec/items/01",
+            "/spec/items/+1",
+            "/spec/items/x",
+            "/spec/m/0",
+            "/spec/items/0/deeper",
+        ] {
+            let pointer = json_patch::jsonptr::Pointer::parse(path).expect("a pointer");
+            assert_eq!(value_at(&object, pointer), object.pointer(path), "{path}");
+        }
+        let last = json_patch::jsonptr::Pointer::parse("/spec/items/-").expect("a pointer");
+        assert_eq!(value_at(&object, last), Some(&json!(3)));
+        // `-` names an appended item only in a list.
+        let dash = json_patch::jsonptr::Pointer::parse("/metadata/labels/-").expect("a pointer");
+        assert_eq!(value_at(&object, dash), None);
+    }
 }

@@ -559,6 +559,9 @@ fn within_reading(
         return true;
     };
     let covered = match change {
+        // A prepared patch's places are kept whole in every projection made for its policy
+        // (`CelOverrideRule::object_read`); `Changes` checks them again as they apply.
+        Change::Written(std::borrow::Cow::Borrowed(_), _) => true,
         Change::Written(written, _) => written.iter().all(|operation| {
             std::iter::once(&operation.path)
                 .chain(&operation.from)
