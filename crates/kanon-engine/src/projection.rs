@@ -166,29 +166,43 @@ impl Projection {
         at.is_whole()
     }
 
-    /// Whether an apply configuration merged into the object reaches only what is decoded
-    /// whole: each of its fields lies in a part kept whole, or is the object's root or
-    /// `metadata` (plain structures, merged field by field, never atomic) holding such fields.
-    /// A merge into any other part decoded in part might read the fields it skipped.
-    pub fn covers_configuration(&self, configuration: &serde_json::Value) -> bool {
-        fn within(projection: &Projection, value: &serde_json::Value, metadata: bool) -> bool {
+    /// Whether an apply configuration merged into `live` (the object as decoded) reaches only
+    /// what is decoded whole: each of its fields lies in a part kept whole, or is the object's
+    /// root or `metadata` (plain structures, merged field by field, never atomic) holding such
+    /// fields. A merge into any other part decoded in part might read the fields it skipped.
+    /// The root and `metadata` must also keep a field the configuration does not name, as
+    /// decoded: whether one is left decides how the merge goes, and the skipped fields cannot
+    /// be asked.
+    pub fn covers_configuration(
+        &self,
+        configuration: &serde_json::Value,
+        live: &serde_json::Value,
+    ) -> bool {
+        fn within(
+            projection: &Projection,
+            value: &serde_json::Value,
+            live: Option<&serde_json::Value>,
+            metadata: bool,
+        ) -> bool {
             let serde_json::Value::Object(fields) = value else {
                 return projection.is_whole();
             };
             if projection.is_whole() {
                 return true;
             }
-            fields
-                .iter()
-                .all(|(name, value)| match projection.select(name) {
+            let Some(serde_json::Value::Object(live)) = live else {
+                return false;
+            };
+            live.keys().any(|name| !fields.contains_key(name))
+                && fields.iter().all(|(name, value)| match projection.select(name) {
                     Selected::Skip => false,
                     Selected::Whole => true,
                     Selected::Within(inner) => {
-                        metadata && name == "metadata" && within(inner, value, false)
+                        metadata && name == "metadata" && within(inner, value, live.get(name), false)
                     }
                 })
         }
-        within(self, configuration, true)
+        within(self, configuration, Some(live), true)
     }
 
     /// What it says of the field `name`.

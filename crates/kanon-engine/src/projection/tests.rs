@@ -185,12 +185,29 @@ fn a_place_is_covered_where_the_projection_keeps_it_whole() {
 
     // An apply configuration: into the root and metadata field by field, elsewhere only
     // into what is kept whole.
-    assert!(read.covers_configuration(&json!({"metadata": {"labels": {"a": "b"}}})));
-    assert!(!read.covers_configuration(&json!({"spec": {"containers": []}})));
-    assert!(!read.covers_configuration(&json!({"spec": {"nodeName": "n"}})));
-    assert!(!read.covers_configuration(&json!({"metadata": {"managedFields": []}})));
-    assert!(!read.covers_configuration(&json!({"metadata": "x"})));
+    let live = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"a": "x"}},
+        "spec": {"containers": []},
+    });
+    let covers = |projection: &Projection, configuration| {
+        projection.covers_configuration(&configuration, &live)
+    };
+    assert!(covers(&read, json!({"metadata": {"labels": {"a": "b"}}})));
+    assert!(!covers(&read, json!({"spec": {"containers": []}})));
+    assert!(!covers(&read, json!({"spec": {"nodeName": "n"}})));
+    assert!(!covers(&read, json!({"metadata": {"managedFields": []}})));
+    assert!(!covers(&read, json!({"metadata": "x"})));
+    // Naming every field decoded of the root or metadata: whether the whole object keeps one
+    // more decides how the merge goes.
+    assert!(!covers(&read, json!({"metadata": {"name": "p", "labels": {}}})));
+    let decoded = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+    let labels = json!({"metadata": {"labels": {"b": "y"}}});
+    assert!(Projection::base().covers_configuration(&labels, &decoded));
+    let typed = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"b": "y"}}});
+    assert!(!Projection::base().covers_configuration(&typed, &decoded));
+    assert!(!read.covers_configuration(&json!({"metadata": {"labels": {}}}), &json!({"kind": "Pod"})));
     let mut spec = Projection::base();
     spec.add_path(["spec"]);
-    assert!(spec.covers_configuration(&json!({"spec": {"nodeName": "n"}})));
+    assert!(covers(&spec, json!({"spec": {"nodeName": "n"}})));
 }

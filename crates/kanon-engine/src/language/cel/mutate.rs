@@ -368,7 +368,7 @@ fn apply_patch(
         field: field.to_owned(),
         message,
     };
-    if !within_reading(&change, request, changes) {
+    if !within_reading(working, &change, request, changes) {
         return Ok((0, true));
     }
     let (operations, strict) = match change {
@@ -551,6 +551,7 @@ fn apply_patch(
 /// the fields its configuration merges into (a merge reads what lies there). When not, the
 /// changes are marked beyond the reading, and the change need not apply.
 fn within_reading(
+    working: &Json,
     change: &Change<'_>,
     request: &crate::request::Request,
     changes: &mut crate::diff::Changes,
@@ -572,7 +573,7 @@ fn within_reading(
         }),
         // An object not decoded by the apiserver is merged and checked whole.
         Change::Apply(configuration) => {
-            request.arrived_defaulted() && projection.covers_configuration(configuration)
+            request.arrived_defaulted() && projection.covers_configuration(configuration, working)
         }
     };
     covered || !changes.read_whole()
