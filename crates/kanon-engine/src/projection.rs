@@ -194,13 +194,17 @@ impl Projection {
                 return false;
             };
             live.keys().any(|name| !fields.contains_key(name))
-                && fields.iter().all(|(name, value)| match projection.select(name) {
-                    Selected::Skip => false,
-                    Selected::Whole => true,
-                    Selected::Within(inner) => {
-                        metadata && name == "metadata" && within(inner, value, live.get(name), false)
-                    }
-                })
+                && fields
+                    .iter()
+                    .all(|(name, value)| match projection.select(name) {
+                        Selected::Skip => false,
+                        Selected::Whole => true,
+                        Selected::Within(inner) => {
+                            metadata
+                                && name == "metadata"
+                                && within(inner, value, live.get(name), false)
+                        }
+                    })
         }
         within(self, configuration, Some(live), true)
     }

@@ -718,7 +718,7 @@ fn apply_configurations_merge_by_the_kinds_schema() {
             ]}}}],
         }),
     );
-    let decision = mutate_create(&set_of(&[atomic]), &limited_pod());
+    let decision = mutate_create(&set_of(&[atomic.clone()]), &limited_pod());
     assert!(!decision.allowed, "{decision:?}");
     assert!(
         decision.messages[0].contains(
@@ -726,6 +726,34 @@ fn apply_configurations_merge_by_the_kinds_schema() {
         ),
         "{decision:?}"
     );
+    // A configuration that reads nothing is made once and checked against the kind once:
+    // through the webhook it is refused on every request, not only the first.
+    let atomic_set = set_of(&[atomic]);
+    for _ in 0..2 {
+        let decision = kanon_engine::block_on(
+            atomic_set.mutate(&create(&limited_pod()).defaulted_on_arrival(), &NoObjects),
+        );
+        assert!(!decision.allowed, "{decision:?}");
+        assert!(
+            decision.messages[0].contains("may not mutate atomic arrays"),
+            "{decision:?}"
+        );
+    }
+    // And one that holds is applied the same on every request.
+    let labels = set_of(&[applying(
+        "labels",
+        "Object{metadata: Object.metadata{labels: {'a': 'b'}}}",
+    )]);
+    for _ in 0..2 {
+        let decision = kanon_engine::block_on(
+            labels.mutate(&create(&limited_pod()).defaulted_on_arrival(), &NoObjects),
+        );
+        assert!(decision.allowed, "{decision:?}");
+        assert_eq!(
+            serde_json::to_value(&decision.patch).expect("JSON"),
+            json!([{"op": "add", "path": "/metadata/labels/a", "value": "b"}])
+        );
+    }
     let errors = compile_errors(&cop(
         "p",
         json!({"overrideRules": [{"overriders": {"cel": {"mutations": [

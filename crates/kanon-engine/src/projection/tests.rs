@@ -200,13 +200,19 @@ fn a_place_is_covered_where_the_projection_keeps_it_whole() {
     assert!(!covers(&read, json!({"metadata": "x"})));
     // Naming every field decoded of the root or metadata: whether the whole object keeps one
     // more decides how the merge goes.
-    assert!(!covers(&read, json!({"metadata": {"name": "p", "labels": {}}})));
+    assert!(!covers(
+        &read,
+        json!({"metadata": {"name": "p", "labels": {}}})
+    ));
     let decoded = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
     let labels = json!({"metadata": {"labels": {"b": "y"}}});
     assert!(Projection::base().covers_configuration(&labels, &decoded));
     let typed = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"b": "y"}}});
     assert!(!Projection::base().covers_configuration(&typed, &decoded));
-    assert!(!read.covers_configuration(&json!({"metadata": {"labels": {}}}), &json!({"kind": "Pod"})));
+    assert!(!read.covers_configuration(
+        &json!({"metadata": {"labels": {}}}),
+        &json!({"kind": "Pod"})
+    ));
     let mut spec = Projection::base();
     spec.add_path(["spec"]);
     assert!(covers(&spec, json!({"spec": {"nodeName": "n"}})));

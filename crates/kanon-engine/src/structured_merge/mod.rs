@@ -129,6 +129,17 @@ pub(crate) fn apply_operations(
     patch: &Value,
 ) -> Result<Option<Vec<PatchOperation>>, MergeError> {
     check(schema, root, patch)?;
+    apply_operations_checked(schema, root, live, patch)
+}
+
+/// [`apply_operations`] for a configuration already checked against `root`'s schema (the
+/// check reads the configuration alone: one that never changes is checked once).
+pub(crate) fn apply_operations_checked(
+    schema: &Schema,
+    root: &Type,
+    live: &Value,
+    patch: &Value,
+) -> Result<Option<Vec<PatchOperation>>, MergeError> {
     if children(schema, root, live, patch).is_none() {
         return Ok(None);
     }

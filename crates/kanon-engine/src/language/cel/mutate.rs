@@ -48,9 +48,12 @@ struct Mutation {
     /// The change a JSONPatch expression that reads nothing gives (a list of constant
     /// patches), prepared when the policy compiles instead of on every request.
     prepared: Option<Vec<WrittenOperation>>,
+    /// The configuration an `ApplyConfiguration` expression that reads nothing gives, checked
+    /// and made JSON once, when the policy compiles.
+    prepared_apply: Option<Json>,
     /// The built-in kind (its root type's address) the prepared patch was found to write no
-    /// undeclared field into, at its paths as written: checked on the first request of that
-    /// kind, not on every one.
+    /// undeclared field into, at its paths as written, or the prepared configuration was
+    /// checked against: checked on the first request of that kind, not on every one.
     clean_for: std::sync::OnceLock<usize>,
 }
 
@@ -117,10 +120,18 @@ pub(crate) fn compile(
                     .and_then(|value| written_operations(value).ok()),
                 PatchType::ApplyConfiguration => None,
             };
+            let prepared_apply = match mutation.patch_type {
+                PatchType::ApplyConfiguration => expression
+                    .program
+                    .constant()
+                    .and_then(|value| apply_configuration(value).ok()),
+                PatchType::JsonPatch => None,
+            };
             mutations.push(Mutation {
                 patch_type: mutation.patch_type,
                 expression,
                 prepared,
+                prepared_apply,
                 clean_for: std::sync::OnceLock::new(),
             });
         }
@@ -154,7 +165,9 @@ pub(crate) enum Change<'m> {
         std::borrow::Cow<'m, [WrittenOperation]>,
         Option<&'m std::sync::OnceLock<usize>>,
     ),
-    Apply(Json),
+    /// An apply configuration, with, when prepared, the record of the built-in kind it was
+    /// checked against.
+    Apply(Json, Option<&'m std::sync::OnceLock<usize>>),
 }
 
 /// What a rule's mutations did when each runs whatever the ones before it did.
@@ -203,6 +216,7 @@ impl CelOverrideRule {
             patch_type,
             expression: mutation,
             prepared,
+            prepared_apply,
             clean_for,
         } in &self.mutations
         {
@@ -227,12 +241,15 @@ impl CelOverrideRule {
                                 .map_err(|message| failed(mutation, message)),
                         },
                         // kube-apiserver says these in its own words, not as the expression's.
-                        PatchType::ApplyConfiguration => apply_configuration(&value)
-                            .map(Change::Apply)
-                            .map_err(|message| RuleError::Cel {
-                                field: mutation.field.clone(),
-                                message,
-                            }),
+                        PatchType::ApplyConfiguration => match prepared_apply {
+                            Some(prepared) => Ok(Change::Apply(prepared.clone(), Some(clean_for))),
+                            None => apply_configuration(&value)
+                                .map(|configuration| Change::Apply(configuration, None)),
+                        }
+                        .map_err(|message| RuleError::Cel {
+                            field: mutation.field.clone(),
+                            message,
+                        }),
                     },
                     Err(CallError::Failed(error)) => Err(failed(mutation, error.to_string())),
                     Err(spent) => {
@@ -410,7 +427,7 @@ fn apply_patch(
                 }
             }
         }
-        Change::Apply(configuration) => {
+        Change::Apply(configuration, checked_for) => {
             let kinds = crate::lookup::kinds_of(lookup);
             let Some(known) = kinds.as_ref().and_then(|kinds| known_kind(kinds, working)) else {
                 return Err(failure(format!(
@@ -440,8 +457,20 @@ fn apply_patch(
             // every value of the configuration is in the merge: the configuration alone is
             // checked, and the merge is walked where it reaches. An object from a file is
             // merged and checked whole.
-            let by_field = if request.arrived_defaulted() {
-                crate::structured_merge::apply_operations(
+            // A prepared configuration never changes: checked once against a built-in kind,
+            // whose schema is kanon's own for as long as it runs (its root type's address
+            // names the kind).
+            let checked_for = checked_for.filter(|_| {
+                request
+                    .builtin_kind()
+                    .is_some_and(|(schema, _)| std::ptr::eq(schema, known.schema))
+            });
+            let kind = std::ptr::from_ref(root) as usize;
+            let checked = checked_for.and_then(std::sync::OnceLock::get) == Some(&kind);
+            let by_field = if !request.arrived_defaulted() {
+                None
+            } else if checked {
+                crate::structured_merge::apply_operations_checked(
                     known.schema,
                     root,
                     working,
@@ -449,18 +478,29 @@ fn apply_patch(
                 )
                 .map_err(merge_failed)?
             } else {
-                None
+                crate::structured_merge::apply_operations(
+                    known.schema,
+                    root,
+                    working,
+                    &configuration,
+                )
+                .map_err(merge_failed)?
             };
             let operations = match by_field {
                 Some(operations) => {
-                    if let Some(integer) = crate::structured_merge::fractional_integer(
-                        known.schema,
-                        root,
-                        &configuration,
-                    )
-                    .filter(|_| builtin)
-                    {
-                        return Err(fraction(integer));
+                    if !checked {
+                        if let Some(integer) = crate::structured_merge::fractional_integer(
+                            known.schema,
+                            root,
+                            &configuration,
+                        )
+                        .filter(|_| builtin)
+                        {
+                            return Err(fraction(integer));
+                        }
+                        if let Some(checked_for) = checked_for {
+                            let _ = checked_for.set(kind);
+                        }
                     }
                     operations
                 }
@@ -572,7 +612,7 @@ fn within_reading(
                 })
         }),
         // An object not decoded by the apiserver is merged and checked whole.
-        Change::Apply(configuration) => {
+        Change::Apply(configuration, _) => {
             request.arrived_defaulted() && projection.covers_configuration(configuration, working)
         }
     };
