@@ -718,7 +718,7 @@ fn apply_configurations_merge_by_the_kinds_schema() {
             ]}}}],
         }),
     );
-    let decision = mutate_create(&set_of(&[atomic.clone()]), &limited_pod());
+    let decision = mutate_create(&set_of(std::slice::from_ref(&atomic)), &limited_pod());
     assert!(!decision.allowed, "{decision:?}");
     assert!(
         decision.messages[0].contains(
