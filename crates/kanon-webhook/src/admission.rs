@@ -423,6 +423,11 @@ async fn decide_read(
     let (true, Some(reread)) = (decision.beyond_reading, reread) else {
         return Ok(decision);
     };
+    tracing::debug!(
+        uid = %request.uid,
+        kind = %request.kind,
+        "a mutation reached beyond the part of the object decoded: reading the review whole"
+    );
     *request = read(reread.body, reread.limits)?;
     Ok(decide_in(request, webhook, policies, evaluation).await)
 }
