@@ -254,19 +254,23 @@ pub(crate) fn read_by(policy: &CompiledPolicy) -> Option<Projection> {
         return None;
     }
     let mut read = Projection::nothing();
-    let rules = match &policy.rules {
-        PolicyRules::Validate { rules, .. } => rules,
+    match &policy.rules {
+        PolicyRules::Validate { rules, .. } => {
+            for rule in rules {
+                let cel = rule
+                    .cel
+                    .as_ref()
+                    .map(|cel| (&cel.references, &cel.object_read));
+                add_rule(&mut read, rule.template.iter().chain(&rule.program), cel)?;
+            }
+        }
         PolicyRules::Override(rules) => {
             for rule in rules {
-                for program in rule.template.iter().chain(&rule.program) {
-                    read.union(&program.object_read()?);
-                }
-                if let Some(cel) = &rule.cel {
-                    if !cel.references.is_empty() {
-                        return None;
-                    }
-                    read.union(&cel.object_read);
-                }
+                let cel = rule
+                    .cel
+                    .as_ref()
+                    .map(|cel| (&cel.references, &cel.object_read));
+                add_rule(&mut read, rule.template.iter().chain(&rule.program), cel)?;
                 // Constant operations write and read where they say.
                 for op in &rule.patch {
                     for pointer in crate::diff::operation_pointers(op) {
@@ -274,21 +278,29 @@ pub(crate) fn read_by(policy: &CompiledPolicy) -> Option<Projection> {
                     }
                 }
             }
-            return (!read.is_whole()).then_some(read);
-        }
-    };
-    for rule in rules {
-        for program in rule.template.iter().chain(&rule.program) {
-            read.union(&program.object_read()?);
-        }
-        if let Some(cel) = &rule.cel {
-            if !cel.references.is_empty() {
-                return None;
-            }
-            read.union(&cel.object_read);
         }
     }
     (!read.is_whole()).then_some(read)
+}
+
+/// Adds what one rule's programs and CEL expressions (with their references, and what they
+/// read) read; `None` when that is not known.
+fn add_rule<'r, R>(
+    read: &mut Projection,
+    programs: impl Iterator<Item = &'r crate::language::RuleProgram>,
+    cel: Option<(&Vec<R>, &Projection)>,
+) -> Option<()> {
+    for program in programs {
+        read.union(&program.object_read()?);
+    }
+    if let Some((references, object_read)) = cel {
+        // A reference is looked up by what the object holds.
+        if !references.is_empty() {
+            return None;
+        }
+        read.union(object_read);
+    }
+    Some(())
 }
 
 #[cfg(test)]

@@ -113,19 +113,16 @@ pub(crate) fn compile(
             expect,
             errors,
         ) {
-            let prepared = match mutation.patch_type {
-                PatchType::JsonPatch => expression
-                    .program
-                    .constant()
-                    .and_then(|value| written_operations(value).ok()),
-                PatchType::ApplyConfiguration => None,
-            };
-            let prepared_apply = match mutation.patch_type {
-                PatchType::ApplyConfiguration => expression
-                    .program
-                    .constant()
-                    .and_then(|value| apply_configuration(value).ok()),
-                PatchType::JsonPatch => None,
+            let constant = expression.program.constant();
+            let (prepared, prepared_apply) = match mutation.patch_type {
+                PatchType::JsonPatch => (
+                    constant.and_then(|value| written_operations(value).ok()),
+                    None,
+                ),
+                PatchType::ApplyConfiguration => (
+                    None,
+                    constant.and_then(|value| apply_configuration(value).ok()),
+                ),
             };
             mutations.push(Mutation {
                 patch_type: mutation.patch_type,
