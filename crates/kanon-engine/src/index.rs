@@ -222,7 +222,7 @@ impl TypeIndex {
         let mut custom = Vec::new();
         let mut reads = HashMap::new();
         for (pos, policy) in entries {
-            reads.insert(pos, crate::projection::read_by(policy));
+            reads.insert(pos, crate::policy::read_by(policy));
             if !policy.selectors.is_empty() {
                 index.file_selectors(pos, policy);
                 continue;

@@ -5,6 +5,7 @@ mod compile;
 mod compiled;
 mod object;
 mod operations;
+mod reads;
 
 pub use compile::{compile, compile_with, kinds_warnings};
 pub use compiled::{
@@ -13,3 +14,4 @@ pub use compiled::{
 pub use object::{PolicyId, PolicyObject, policy_kind_of};
 pub(crate) use object::{decode_reporting_unknown, ignored_path};
 pub use operations::OperationSet;
+pub(crate) use reads::read_by;

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
+use crate::policy::{CompiledPolicy, PolicyRules, read_by};
 use crate::set::PolicySet;
 use crate::targets::WebhookKind;
 
