@@ -167,27 +167,16 @@ pub(super) fn value_at<'v>(
     object: &'v Json,
     path: &json_patch::jsonptr::Pointer,
 ) -> Option<&'v Json> {
-    // Walked token by token: no text is copied (a label's value is looked up this way for
-    // every label a mutation writes).
-    let mut at = object;
-    let mut tokens = path.tokens().peekable();
-    while let Some(token) = tokens.next() {
-        let token = token.decoded();
-        let last = tokens.peek().is_none();
-        at = match at {
-            _ if last && token == "-" => at.as_array()?.last()?,
-            Json::Object(map) => map.get(token.as_ref())?,
-            // As `serde_json::Value::pointer` reads an index: no sign, no leading zero.
-            Json::Array(items) => {
-                if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
-                    return None;
-                }
-                items.get(token.parse::<usize>().ok()?)?
-            }
-            _ => return None,
-        };
+    // `pointer::find` reads as `serde_json::Value::pointer` does, without copying each
+    // token's text (a label's value is looked up this way for every label a mutation writes).
+    match path.split_back() {
+        Some((parent, token)) if token.decoded() == "-" => {
+            crate::pointer::find(object, parent.as_str())?
+                .as_array()?
+                .last()
+        }
+        _ => crate::pointer::find(object, path.as_str()),
     }
-    Some(at)
 }
 
 /// Where `path` lies in the order kube-apiserver's decoder reads a patched document: its patch
