@@ -155,6 +155,32 @@ pub(crate) fn apply_operations_checked(
     Ok(Some(operations))
 }
 
+/// Whether the field at `path` from `root` is reached through structs that merge field by field
+/// and is a map of leaves that merges key by key (an object's labels, its annotations): a
+/// configuration that sets strings there changes the keys it names and nothing else.
+pub(crate) fn leaf_map_by_key(schema: &Schema, root: &Type, path: &[&str]) -> bool {
+    let mut ty = root;
+    for name in path {
+        match node(schema, ty) {
+            Node::Struct {
+                fields,
+                atomic: false,
+            } => match fields.get(*name) {
+                Some(field) => ty = field,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
+    match node(schema, ty) {
+        Node::Map {
+            values,
+            atomic: false,
+        } => matches!(node(schema, values), Node::Leaf),
+        _ => false,
+    }
+}
+
 /// How the members of a value merge when it merges member by member.
 enum Children<'s> {
     Struct(&'s std::collections::BTreeMap<String, Type>),

@@ -18,7 +18,9 @@ use kanon_cel::Value;
 use serde_json::Value as Json;
 
 use super::compile::{Expect, Expression, Named, RuleEnv, Site};
-use super::decoded::{labels_or_annotations, strictly_decoded, value_at, written_back};
+use super::decoded::{
+    label_or_annotation, labels_or_annotations, strictly_decoded, value_at, written_back,
+};
 use super::validate::{Inputs, failed, matches, out_of_budget};
 use super::{CallError, Meter};
 use crate::admission_policy::patch::{self, Refusal, WrittenOperation};
@@ -50,11 +52,81 @@ struct Mutation {
     prepared: Option<Vec<WrittenOperation>>,
     /// The configuration an `ApplyConfiguration` expression that reads nothing gives, checked
     /// and made JSON once, when the policy compiles.
-    prepared_apply: Option<Json>,
+    prepared_apply: Option<PreparedApply>,
     /// The built-in kind (its root type's address) the prepared patch was found to write no
     /// undeclared field into, at its paths as written, or the prepared configuration was
     /// checked against: checked on the first request of that kind, not on every one.
     clean_for: std::sync::OnceLock<usize>,
+}
+
+/// A constant apply configuration, made JSON once.
+#[derive(Debug, Clone)]
+struct PreparedApply {
+    configuration: Json,
+    /// When it sets nothing but strings in the object's labels and annotations (the usual
+    /// label mutation): the maps it sets, each with its entries in the configuration's order.
+    metadata: Option<MetadataSets>,
+}
+
+/// What a constant apply configuration that sets only strings in labels and annotations sets.
+#[derive(Debug, Clone)]
+pub(crate) struct MetadataSets {
+    sets: Vec<MetadataSet>,
+    /// The kind (its root type's address) whose maps were found to merge key by key.
+    by_key_for: std::sync::OnceLock<usize>,
+}
+
+/// What such a configuration sets in one of `metadata.labels`, `metadata.annotations`: the
+/// entries with, in the same order, the place of each (made once, not per request).
+#[derive(Debug, Clone)]
+struct MetadataSet {
+    map: &'static str,
+    at: json_patch::jsonptr::PointerBuf,
+    entries: serde_json::Map<String, Json>,
+    places: Vec<json_patch::jsonptr::PointerBuf>,
+}
+
+impl PreparedApply {
+    fn new(configuration: Json) -> PreparedApply {
+        let metadata = metadata_sets(&configuration);
+        PreparedApply {
+            configuration,
+            metadata,
+        }
+    }
+}
+
+/// The maps `{"metadata": {"labels": {...}, "annotations": {...}}}` sets when that is all it
+/// sets, and every value set is a string.
+fn metadata_sets(configuration: &Json) -> Option<MetadataSets> {
+    let root = configuration.as_object()?;
+    let metadata = root.get("metadata")?.as_object()?;
+    if root.len() != 1 || metadata.is_empty() {
+        return None;
+    }
+    let sets = metadata
+        .iter()
+        .map(|(name, entries)| {
+            let map = ["labels", "annotations"]
+                .into_iter()
+                .find(|map| map == name)?;
+            let entries = entries.as_object()?;
+            let at = json_patch::jsonptr::PointerBuf::from_tokens(["metadata", map]);
+            entries.values().all(Json::is_string).then(|| MetadataSet {
+                map,
+                places: entries
+                    .keys()
+                    .map(|key| at.with_trailing_token(key.as_str()))
+                    .collect(),
+                at,
+                entries: entries.clone(),
+            })
+        })
+        .collect::<Option<_>>()?;
+    Some(MetadataSets {
+        sets,
+        by_key_for: std::sync::OnceLock::new(),
+    })
 }
 
 /// Compiles a `cel` overrider at `at`.
@@ -121,7 +193,9 @@ pub(crate) fn compile(
                 ),
                 PatchType::ApplyConfiguration => (
                     None,
-                    constant.and_then(|value| apply_configuration(value).ok()),
+                    constant
+                        .and_then(|value| apply_configuration(value).ok())
+                        .map(PreparedApply::new),
                 ),
             };
             mutations.push(Mutation {
@@ -163,8 +237,12 @@ pub(crate) enum Change<'m> {
         Option<&'m std::sync::OnceLock<usize>>,
     ),
     /// An apply configuration, with, when prepared, the record of the built-in kind it was
-    /// checked against.
-    Apply(Json, Option<&'m std::sync::OnceLock<usize>>),
+    /// checked against and what it sets when it sets only labels and annotations.
+    Apply(
+        std::borrow::Cow<'m, Json>,
+        Option<&'m std::sync::OnceLock<usize>>,
+        Option<&'m MetadataSets>,
+    ),
 }
 
 /// What a rule's mutations did when each runs whatever the ones before it did.
@@ -239,9 +317,14 @@ impl CelOverrideRule {
                         },
                         // kube-apiserver says these in its own words, not as the expression's.
                         PatchType::ApplyConfiguration => match prepared_apply {
-                            Some(prepared) => Ok(Change::Apply(prepared.clone(), Some(clean_for))),
-                            None => apply_configuration(&value)
-                                .map(|configuration| Change::Apply(configuration, None)),
+                            Some(prepared) => Ok(Change::Apply(
+                                std::borrow::Cow::Borrowed(&prepared.configuration),
+                                Some(clean_for),
+                                prepared.metadata.as_ref(),
+                            )),
+                            None => apply_configuration(&value).map(|configuration| {
+                                Change::Apply(std::borrow::Cow::Owned(configuration), None, None)
+                            }),
                         }
                         .map_err(|message| RuleError::Cel {
                             field: mutation.field.clone(),
@@ -406,7 +489,11 @@ fn apply_patch(
                         field,
                         request,
                     )?;
-                    written_back(working, [pointer.as_ref()], request, changes, field)?;
+                    // A string now at one label or annotation is written back as it is
+                    // (what `written_back` finds there, known without looking).
+                    if !(value.is_string() && label_or_annotation(&pointer)) {
+                        written_back(working, [pointer.as_ref()], request, changes, field)?;
+                    }
                     return Ok((1, labels_or_annotations(&pointer)));
                 }
             }
@@ -424,7 +511,7 @@ fn apply_patch(
                 }
             }
         }
-        Change::Apply(configuration, checked_for) => {
+        Change::Apply(configuration, checked_for, metadata_sets) => {
             let kinds = crate::lookup::kinds_of(lookup);
             let Some(known) = kinds.as_ref().and_then(|kinds| known_kind(kinds, working)) else {
                 return Err(failure(format!(
@@ -464,6 +551,16 @@ fn apply_patch(
             });
             let kind = std::ptr::from_ref(root) as usize;
             let checked = checked_for.and_then(std::sync::OnceLock::get) == Some(&kind);
+            // A checked configuration that sets only strings in labels and annotations, where
+            // the merge goes key by key: the keys it sets, each compared with the object's, are
+            // the merge's operations.
+            if checked
+                && request.arrived_defaulted()
+                && let Some(sets) = metadata_sets
+                && let Some(operations) = metadata_operations(known.schema, root, working, sets)
+            {
+                return apply_metadata(working, operations, request, changes, field);
+            }
             let by_field = if !request.arrived_defaulted() {
                 None
             } else if checked {
@@ -583,6 +680,104 @@ fn apply_patch(
     Ok((count, metadata_only))
 }
 
+/// The operations merging `sets` into `working` (of the type `root`) gives, when the merge goes
+/// field by field into the object and its metadata (each keeps a field the configuration does
+/// not set) and key by key into each map (the same condition, or the map is absent): what
+/// [`crate::structured_merge::apply_operations_checked`] gives then, without walking the
+/// configuration through the schema. `None` otherwise.
+fn metadata_operations(
+    schema: &kanon_schema::Schema,
+    root: &kanon_schema::Type,
+    working: &Json,
+    sets: &MetadataSets,
+) -> Option<Vec<PatchOperation>> {
+    let kind = std::ptr::from_ref(root) as usize;
+    if sets.by_key_for.get() != Some(&kind) {
+        if !sets.sets.iter().all(|set| {
+            crate::structured_merge::leaf_map_by_key(schema, root, &["metadata", set.map])
+        }) {
+            return None;
+        }
+        let _ = sets.by_key_for.set(kind);
+    }
+    let sets = &sets.sets;
+    let object = working.as_object()?;
+    let metadata = object.get("metadata")?.as_object()?;
+    fn keeps<'k>(mut keys: impl Iterator<Item = &'k String>, set: impl Fn(&str) -> bool) -> bool {
+        keys.any(|key| !set(key))
+    }
+    if !keeps(object.keys(), |key| key == "metadata")
+        || !keeps(metadata.keys(), |key| sets.iter().any(|set| set.map == key))
+    {
+        return None;
+    }
+    let mut operations = Vec::new();
+    for set in sets {
+        match metadata.get(set.map) {
+            None => operations.push(PatchOperation::Add(AddOperation {
+                path: set.at.clone(),
+                value: Json::Object(set.entries.clone()),
+            })),
+            Some(Json::Object(live)) => {
+                if !keeps(live.keys(), |key| set.entries.contains_key(key)) {
+                    return None;
+                }
+                for ((key, value), place) in set.entries.iter().zip(&set.places) {
+                    match live.get(key) {
+                        Some(old) if old == value => {}
+                        Some(_) => operations.push(PatchOperation::Replace(ReplaceOperation {
+                            path: place.clone(),
+                            value: value.clone(),
+                        })),
+                        None => operations.push(PatchOperation::Add(AddOperation {
+                            path: place.clone(),
+                            value: value.clone(),
+                        })),
+                    }
+                }
+            }
+            Some(_) => return None,
+        }
+    }
+    Some(operations)
+}
+
+/// Applies [`metadata_operations`]' operations one by one (each an `add` or `replace` in an
+/// object, applied in one walk): how many, and that they all wrote in labels or annotations. A
+/// string put at one key is written back as it is; a map added whole is written back as Go
+/// writes it.
+fn apply_metadata(
+    working: &mut Json,
+    operations: Vec<PatchOperation>,
+    request: &crate::request::Request,
+    changes: &mut crate::diff::Changes,
+    field: &str,
+) -> Result<(usize, bool), RuleError> {
+    let count = operations.len();
+    let mut maps = Vec::new();
+    for (index, operation) in operations.into_iter().enumerate() {
+        if let PatchOperation::Add(add) = &operation
+            && !add.value.is_string()
+        {
+            maps.push(add.path.clone());
+        }
+        crate::language::apply_recorded(working, vec![operation], changes).map_err(|(_, e)| {
+            RuleError::Patch {
+                field: field.to_owned(),
+                message: format!("JSON Patch: operation {index}: {e}"),
+            }
+        })?;
+    }
+    written_back(
+        working,
+        maps.iter().map(AsRef::as_ref),
+        request,
+        changes,
+        field,
+    )?;
+    Ok((count, true))
+}
+
 /// Whether `change` reaches only what the object's reading decoded whole (always, for an object
 /// read whole), as far as can be told before it applies: the places its operations name, or
 /// the fields its configuration merges into (a merge reads what lies there). When not, the
@@ -609,7 +804,7 @@ fn within_reading(
                 })
         }),
         // An object not decoded by the apiserver is merged and checked whole.
-        Change::Apply(configuration, _) => {
+        Change::Apply(configuration, ..) => {
             request.arrived_defaulted() && projection.covers_configuration(configuration, working)
         }
     };
@@ -667,4 +862,109 @@ fn written_operations(value: &Value<'_>) -> Result<Vec<WrittenOperation>, String
         });
     }
     Ok(operations)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value as Json, json};
+
+    use super::{metadata_operations, metadata_sets};
+
+    /// A small seeded generator: the cases are the same on every run.
+    struct Seeded(u64);
+
+    impl Seeded {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+
+        /// A map of some of `keys`, each `"a"` or `"b"`.
+        fn map(&mut self) -> Json {
+            let mut map = serde_json::Map::new();
+            for key in ["app", "tier", "team", "kanon.dev/x"] {
+                if self.below(2) == 0 {
+                    map.insert(
+                        key.into(),
+                        json!(if self.below(2) == 0 { "a" } else { "b" }),
+                    );
+                }
+            }
+            Json::Object(map)
+        }
+    }
+
+    #[test]
+    fn a_label_configuration_gives_the_operations_the_structured_merge_gives() {
+        let schema = kanon_schema::Schema::builtin().expect("the built-in schema");
+        let kind = schema.kind("v1", "Pod").expect("Pod");
+        let root = schema.root_type(kind).expect("its type");
+        let mut seeded = Seeded(0x2545_f491_4f6c_dd1d);
+        let (mut fast, mut cases) = (0, 0);
+        for _ in 0..4000 {
+            let mut metadata = serde_json::Map::new();
+            if seeded.below(4) != 0 {
+                metadata.insert("name".into(), json!("web"));
+            }
+            for map in ["labels", "annotations"] {
+                match seeded.below(5) {
+                    0 => {}
+                    1 => {
+                        metadata.insert(map.into(), json!({}));
+                    }
+                    _ => {
+                        metadata.insert(map.into(), seeded.map());
+                    }
+                }
+            }
+            let mut object = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata});
+            if seeded.below(8) == 0 {
+                object
+                    .as_object_mut()
+                    .expect("an object")
+                    .remove("apiVersion");
+                object.as_object_mut().expect("an object").remove("kind");
+            }
+            let mut set = serde_json::Map::new();
+            for map in ["labels", "annotations"] {
+                if seeded.below(3) != 0 {
+                    set.insert(map.into(), seeded.map());
+                }
+            }
+            if set.is_empty() {
+                set.insert("labels".into(), seeded.map());
+            }
+            let configuration = json!({"metadata": set});
+            let sets = metadata_sets(&configuration).expect("labels and annotations only");
+            cases += 1;
+            let merged =
+                crate::structured_merge::apply_operations(schema, root, &object, &configuration)
+                    .expect("the configuration merges");
+            if let Some(operations) = metadata_operations(schema, root, &object, &sets) {
+                fast += 1;
+                assert_eq!(Some(operations), merged, "{object} {configuration}");
+            }
+        }
+        // Many cases take the shorter way (the others set every key a map holds, or the
+        // object has no name).
+        assert!(fast * 3 > cases, "{fast} of {cases}");
+    }
+
+    #[test]
+    fn only_strings_in_labels_and_annotations_make_a_label_configuration() {
+        for configuration in [
+            json!({"metadata": {"labels": {"a": 1}}}),
+            json!({"metadata": {"labels": {"a": "x"}, "name": "n"}}),
+            json!({"metadata": {"labels": {"a": "x"}}, "spec": {}}),
+            json!({"metadata": {}}),
+            json!({"metadata": {"labels": ["a"]}}),
+        ] {
+            assert!(metadata_sets(&configuration).is_none(), "{configuration}");
+        }
+        let sets = metadata_sets(&json!({"metadata": {"annotations": {"a": "x"}, "labels": {}}}))
+            .expect("a label configuration");
+        assert_eq!(sets.sets.len(), 2);
+    }
 }
