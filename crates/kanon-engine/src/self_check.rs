@@ -33,7 +33,11 @@ impl PolicySet {
         request: &Request,
         lookup: &dyn Lookup,
     ) -> Option<PolicyCheck> {
-        if !matches!(request.operation, Operation::Create | Operation::Update) {
+        // Only kanon's own kinds go further: every other request leaves here, having read
+        // nothing of its object.
+        if !matches!(request.operation, Operation::Create | Operation::Update)
+            || request.api_version != API_VERSION
+        {
             return None;
         }
         let sub_resource = request.info.get("subResource").and_then(Value::as_str);
