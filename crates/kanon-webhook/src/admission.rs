@@ -160,6 +160,9 @@ pub struct Reply {
     pub outcome: Outcome,
     /// The request's operation and kind, when the review could be read (for metrics labels).
     pub request: Option<(Operation, String)>,
+    /// Whether the review was read a second time, whole, because a mutation reached beyond
+    /// the part of the object the first reading decoded ([`Reread`]).
+    pub read_again: bool,
 }
 
 impl Reply {
@@ -174,6 +177,7 @@ impl Reply {
             uid: None,
             outcome: Outcome::NotReady,
             request: None,
+            read_again: false,
         }
     }
 
@@ -196,6 +200,7 @@ impl Reply {
                 uid,
                 outcome: Outcome::Invalid(error),
                 request: None,
+                read_again: false,
             };
         }
         let body = encode_review(&ResponseOut {
@@ -217,6 +222,7 @@ impl Reply {
             uid,
             outcome: Outcome::Invalid(error),
             request: None,
+            read_again: false,
         }
     }
 
@@ -256,6 +262,7 @@ impl Reply {
             uid: Some(request.uid.clone()),
             outcome: Outcome::Decided(Box::new(decision)),
             request: Some((request.operation, request.kind.clone())),
+            read_again: false,
         }
     }
 }
@@ -292,6 +299,7 @@ pub fn allowed_unevaluated(uid: &str, request: Option<(Operation, String)>) -> R
         uid: Some(uid.to_string()),
         outcome: Outcome::Unevaluated,
         request,
+        read_again: false,
     }
 }
 
@@ -411,17 +419,18 @@ impl<'b> Reread<'b> {
 
 /// [`decide_in`], reading the review again whole and deciding again when the decision on the
 /// part of the object decoded is void ([`Decision::beyond_reading`]); without the review to
-/// read again, the void decision (a denial) stands.
+/// read again, the void decision (a denial) stands. Whether it was read again, with the
+/// decision.
 async fn decide_read(
     request: &mut Request,
     reread: Option<Reread<'_>>,
     webhook: WebhookKind,
     policies: &PolicySet,
     evaluation: &Evaluation<'_>,
-) -> Result<Decision, Box<Reply>> {
+) -> Result<(Decision, bool), Box<Reply>> {
     let decision = decide_in(request, webhook, policies, evaluation).await;
     let (true, Some(reread)) = (decision.beyond_reading, reread) else {
-        return Ok(decision);
+        return Ok((decision, false));
     };
     tracing::debug!(
         uid = %request.uid,
@@ -429,7 +438,10 @@ async fn decide_read(
         "a mutation reached beyond the part of the object decoded: reading the review whole"
     );
     *request = read(reread.body, reread.limits)?;
-    Ok(decide_in(request, webhook, policies, evaluation).await)
+    Ok((
+        decide_in(request, webhook, policies, evaluation).await,
+        true,
+    ))
 }
 
 /// Evaluates a request [`read`] from a review in `evaluation` (lookups, program host,
@@ -443,7 +455,10 @@ pub async fn answer(
     evaluation: &Evaluation<'_>,
 ) -> Reply {
     match decide_read(&mut request, reread, webhook, policies, evaluation).await {
-        Ok(decision) => Reply::decided(&request, webhook, decision),
+        Ok((decision, read_again)) => Reply {
+            read_again,
+            ..Reply::decided(&request, webhook, decision)
+        },
         Err(reply) => *reply,
     }
 }
@@ -461,10 +476,11 @@ pub async fn answer_recording(
     recorder: Option<&dyn kanon_engine::AdmissionRecorder>,
     observers: &crate::observer::DecisionObservers,
 ) -> Reply {
-    let decision = match decide_read(&mut request, reread, webhook, policies, evaluation).await {
-        Ok(decision) => decision,
-        Err(reply) => return *reply,
-    };
+    let (decision, read_again) =
+        match decide_read(&mut request, reread, webhook, policies, evaluation).await {
+            Ok(decided) => decided,
+            Err(reply) => return *reply,
+        };
     observers.notify(&request, webhook, &decision);
     let record = recorder.is_some()
         && webhook == WebhookKind::Validating
@@ -472,7 +488,10 @@ pub async fn answer_recording(
         && !request.dry_run
         && matches!(request.operation, Operation::Create | Operation::Update)
         && policies.audited(&decision);
-    let reply = Reply::decided(&request, webhook, decision);
+    let reply = Reply {
+        read_again,
+        ..Reply::decided(&request, webhook, decision)
+    };
     // The reply is made: the request's object is handed over, not copied.
     if let (true, Some(recorder), Some(object)) = (record, recorder, request.object.take()) {
         let namespaced = request.namespace.is_some();

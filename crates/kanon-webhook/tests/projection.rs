@@ -161,6 +161,7 @@ fn compare(
         })
         .and_then(|identity| identity.object_read(webhook, policies))
         .filter(|projection| !projection.is_whole());
+    let mut beyond = false;
     if let (Some(projection), Some(identity)) = (&projection, &identity) {
         counts.projected += 1;
         if webhook == WebhookKind::Mutating
@@ -170,6 +171,7 @@ fn compare(
             let decision =
                 kanon_engine::block_on(decide(&mut request, webhook, policies, &NoObjects));
             counts.read_again += usize::from(decision.beyond_reading);
+            beyond = decision.beyond_reading;
         }
     }
     let reply = kanon_engine::block_on(review(body, webhook, policies, &NoObjects, &limits));
@@ -179,6 +181,9 @@ fn compare(
         "{webhook:?}: {what} on {}",
         String::from_utf8_lossy(body)
     );
+    // The answer says it read the review again (for `kanon_reviews_read_again_total`)
+    // exactly when a decision on the part decoded was void.
+    assert_eq!(reply.read_again, beyond, "{webhook:?}: {what}");
     counts.compared += 1;
 }
 

@@ -16,6 +16,7 @@
 //! | `kanon_connections_shed_total` | `listener`, `reason` | connections closed by the server's bounds: `evicted` (to make room for a new one), `refused` (no room), `header_timeout`, `write_timeout` |
 //! | `kanon_reviews_shed_total` | `webhook`, `reason` | reviews not read: `body_budget` (no room to buffer the body in time, 503), `slow_body` (given up for a waiting body, 408), `body_timeout` (408) |
 //! | `kanon_reviews_demoted_total` | `webhook` | reviews evaluated in the idle scheduling class because their namespace's recent reviews cost more than 10 ms of CPU each (a tenant's costly policies; see the server's evaluation pool) |
+//! | `kanon_reviews_read_again_total` | `webhook`, `kind` | reviews read a second time, whole, because a mutation reached beyond the part of the object the first reading decoded (what the policies read): a policy that writes where nothing reads makes every review of its kind count here |
 //! | `kanon_review_body_bytes` | | bytes of the body budget held by bodies being read or waiting to be read as JSON |
 //!
 //! `operation` and `kind` are empty when the review could not be read. `kind` comes from the
@@ -113,6 +114,12 @@ struct RequestLabels {
     operation: &'static str,
     kind: String,
     result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookKindLabels {
+    webhook: &'static str,
+    kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -218,6 +225,7 @@ pub struct Metrics {
     connections_shed: Family<ShedLabels, Counter>,
     reviews_shed: Family<ReviewShedLabels, Counter>,
     reviews_demoted: Family<WebhookLabels, Counter>,
+    reviews_read_again: Family<WebhookKindLabels, Counter>,
     body_bytes: Gauge<i64, AtomicI64>,
     /// The `kind` label values.
     kinds: RwLock<KindLabels>,
@@ -260,6 +268,7 @@ impl Metrics {
         let connections_shed = Family::<ShedLabels, Counter>::default();
         let reviews_shed = Family::<ReviewShedLabels, Counter>::default();
         let reviews_demoted = Family::<WebhookLabels, Counter>::default();
+        let reviews_read_again = Family::<WebhookKindLabels, Counter>::default();
         let body_bytes = Gauge::<i64, AtomicI64>::default();
 
         // Counters are registered without `_total`: the encoder appends it.
@@ -345,6 +354,11 @@ impl Metrics {
             reviews_demoted.clone(),
         );
         registry.register(
+            "kanon_reviews_read_again",
+            "Reviews read again whole because a mutation reached beyond the part of the object decoded, by webhook and kind",
+            reviews_read_again.clone(),
+        );
+        registry.register(
             "kanon_review_body_bytes",
             "Bytes of the body budget held by review bodies",
             body_bytes.clone(),
@@ -367,6 +381,7 @@ impl Metrics {
             connections_shed,
             reviews_shed,
             reviews_demoted,
+            reviews_read_again,
             body_bytes,
             kinds: RwLock::new(KindLabels {
                 selected: RESERVED_KINDS.iter().map(|k| k.to_string()).collect(),
@@ -402,11 +417,20 @@ impl Metrics {
             Outcome::Decided(_) | Outcome::Unevaluated => "allowed",
             Outcome::NotReady => "not_ready",
         };
+        let kind = kind_label(&self.kinds, kind.unwrap_or_default());
+        if reply.read_again {
+            self.reviews_read_again
+                .get_or_create(&WebhookKindLabels {
+                    webhook: webhook_name,
+                    kind: kind.clone(),
+                })
+                .inc();
+        }
         self.requests
             .get_or_create(&RequestLabels {
                 webhook: webhook_name,
                 operation: operation.map_or("", operation_label),
-                kind: kind_label(&self.kinds, kind.unwrap_or_default()),
+                kind,
                 result,
             })
             .inc();

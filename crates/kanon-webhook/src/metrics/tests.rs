@@ -35,6 +35,7 @@ fn decided(allowed: bool, patch: bool, results: Vec<PolicyResult>) -> Reply {
         uid: Some("u".into()),
         outcome: Outcome::Decided(Box::new(decision)),
         request: None,
+        read_again: false,
     }
 }
 
@@ -51,6 +52,42 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         let (name, value) = line.rsplit_once(' ')?;
         (name == series).then(|| value.parse().unwrap())
     })
+}
+
+#[test]
+fn reviews_read_again_are_counted_by_webhook_and_kind() {
+    let metrics = Metrics::new();
+    let once = decided(true, true, vec![]);
+    let again = Reply {
+        read_again: true,
+        ..once.clone()
+    };
+    for reply in [&once, &again, &again] {
+        metrics.observe_review(
+            WebhookKind::Mutating,
+            reply,
+            Some(Operation::Create),
+            Some("Pod"),
+            0.0,
+        );
+    }
+    let text = metrics.encode();
+    assert_eq!(
+        sample(
+            &text,
+            "kanon_reviews_read_again_total{webhook=\"mutate\",kind=\"Pod\"}"
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "kanon_admission_requests_total{webhook=\"mutate\",operation=\"CREATE\",kind=\"Pod\",result=\"patched\"}"
+        ),
+        Some(3.0),
+        "{text}"
+    );
 }
 
 #[test]
