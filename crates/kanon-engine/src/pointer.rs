@@ -216,6 +216,29 @@ pub fn put(
     }
 }
 
+/// Whether `pointer` lies in the object's labels or annotations. Read from the pointer's text:
+/// `metadata`, `labels` and `annotations` hold no character a pointer escapes, so a token is
+/// one of them exactly when its text is.
+pub(crate) fn labels_or_annotations(pointer: &json_patch::jsonptr::Pointer) -> bool {
+    label_map_and_rest(pointer).is_some()
+}
+
+/// Whether `pointer` names one label or annotation (a key of the map, not the map or below a
+/// key).
+pub(crate) fn label_or_annotation(pointer: &json_patch::jsonptr::Pointer) -> bool {
+    label_map_and_rest(pointer)
+        .is_some_and(|rest| rest.strip_prefix('/').is_some_and(|key| !key.contains('/')))
+}
+
+/// The text after `/metadata/labels` or `/metadata/annotations` when `pointer` starts so.
+fn label_map_and_rest(pointer: &json_patch::jsonptr::Pointer) -> Option<&str> {
+    let rest = pointer.as_str().strip_prefix("/metadata/")?;
+    ["labels", "annotations"].into_iter().find_map(|map| {
+        rest.strip_prefix(map)
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +365,44 @@ mod tests {
         for p in &pointers {
             let expected = doc.clone().pointer_mut(p).map(|v| v.clone());
             assert_eq!(find_mut(&mut doc, p).map(|v| v.clone()), expected, "{p}");
+        }
+    }
+
+    #[test]
+    fn labels_and_annotations_are_told_from_the_pointer_text_as_from_its_tokens() {
+        for path in [
+            "",
+            "/metadata",
+            "/metadata/labels",
+            "/metadata/labels/",
+            "/metadata/labels/app",
+            "/metadata/labels/a~1b",
+            "/metadata/labels/a/b",
+            "/metadata/labelsx/a",
+            "/metadata/annotations/kanon.dev~1x",
+            "/metadata/annotations",
+            "/metadata/annotationsx",
+            "/metadata/name",
+            "/metadat~0a/labels/a",
+            "/metadata/label~1s/a",
+            "/spec/labels/a",
+            "/metadata//labels",
+        ] {
+            let pointer = json_patch::jsonptr::Pointer::parse(path).expect("a pointer");
+            let tokens: Vec<String> = pointer
+                .tokens()
+                .map(|token| token.decoded().into_owned())
+                .collect();
+            let in_map = tokens.first().is_some_and(|t| t == "metadata")
+                && tokens
+                    .get(1)
+                    .is_some_and(|t| t == "labels" || t == "annotations");
+            assert_eq!(labels_or_annotations(pointer), in_map, "{path}");
+            assert_eq!(
+                label_or_annotation(pointer),
+                in_map && tokens.len() == 3,
+                "{path}"
+            );
         }
     }
 }

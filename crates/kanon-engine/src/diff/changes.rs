@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::differ::diff_touched;
 use super::places::{Place, diff_places, record_place, restore, save_place, split_front};
 use super::touched::{Touched, operation_pointers, targets};
+use crate::pointer::labels_or_annotations;
 use crate::projection::Projection;
 
 /// What JSON Patch operations changed in an object they are applied to in place, enough to
@@ -36,10 +37,9 @@ pub struct Changes {
     /// The whole object as it was, once an operation targets the root (or a root that is
     /// not an object).
     pub(super) whole: Option<Value>,
-    /// How many operations were recorded: every change to the object counts.
-    revision: u64,
-    /// The revision at which the object was last defaulted whole (see [`Changes::settled`]).
-    settled_at: Option<u64>,
+    /// Whether the object was defaulted whole, and every operation recorded since named only
+    /// its labels or annotations (see [`Changes::settled_but_for_labels`]).
+    settled_but_for_labels: bool,
     /// What of the object was decoded, when it was read in part ([`Changes::within`]).
     within: Option<std::sync::Arc<Projection>>,
     /// Whether an operation, or a reading of the whole object, reached beyond `within`.
@@ -128,7 +128,9 @@ impl Changes {
     /// Records `op`, about to be applied to `doc`.
     pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
         self.check(op);
-        self.revision += 1;
+        // A `test` changes nothing.
+        self.settled_but_for_labels &= matches!(op, PatchOperation::Test(_))
+            || operation_pointers(op).all(labels_or_annotations);
         if let Some(places) = &mut self.places {
             if save_place(places, op, doc) {
                 return;
@@ -143,21 +145,22 @@ impl Changes {
         }
     }
 
-    /// Whether the object was defaulted whole and nothing has changed it since: defaulting
-    /// it again would change nothing.
-    pub(crate) fn settled(&self) -> bool {
-        self.settled_at == Some(self.revision)
+    /// Whether the object was defaulted whole and nothing but its labels and annotations has
+    /// changed since: defaulting it again would change nothing when the kind's defaulting
+    /// neither reads nor writes them.
+    pub(crate) fn settled_but_for_labels(&self) -> bool {
+        self.settled_but_for_labels
     }
 
     /// Marks the object, as it is now, as defaulted whole.
     pub(crate) fn mark_settled(&mut self) {
-        self.settled_at = Some(self.revision);
+        self.settled_but_for_labels = true;
     }
 
     /// Forgets that the object was defaulted: for a caller that puts back an earlier copy of it
     /// (which no operation records).
     pub(crate) fn unsettle(&mut self) {
-        self.settled_at = None;
+        self.settled_but_for_labels = false;
     }
 
     /// Whether operations are saved by place, which [`Changes::apply_one`] needs.
@@ -189,8 +192,8 @@ impl Changes {
         };
         match put {
             Ok(before) => {
-                // Counted only when applied: one given back is recorded by the caller.
-                self.revision += 1;
+                // Noted only when applied: one given back is recorded by the caller.
+                self.settled_but_for_labels &= labels_or_annotations(&path);
                 record_place(places, path, before);
                 Ok(())
             }

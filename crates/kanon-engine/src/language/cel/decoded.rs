@@ -68,32 +68,10 @@ pub(super) fn written_back<'p>(
     Ok(())
 }
 
-/// Whether `pointer` lies in the object's labels or annotations. Read from the pointer's text:
-/// `metadata`, `labels` and `annotations` hold no character a pointer escapes, so a token is
-/// one of them exactly when its text is.
-pub(super) fn labels_or_annotations(pointer: &json_patch::jsonptr::Pointer) -> bool {
-    label_map_and_rest(pointer).is_some()
-}
-
-/// Whether `pointer` names one label or annotation (a key of the map, not the map or below a
-/// key).
-pub(super) fn label_or_annotation(pointer: &json_patch::jsonptr::Pointer) -> bool {
-    label_map_and_rest(pointer)
-        .is_some_and(|rest| rest.strip_prefix('/').is_some_and(|key| !key.contains('/')))
-}
-
-/// The text after `/metadata/labels` or `/metadata/annotations` when `pointer` starts so.
-fn label_map_and_rest(pointer: &json_patch::jsonptr::Pointer) -> Option<&str> {
-    let rest = pointer.as_str().strip_prefix("/metadata/")?;
-    ["labels", "annotations"].into_iter().find_map(|map| {
-        rest.strip_prefix(map)
-            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
-}
-
 /// Whether `path` names one label or annotation of the object and a string lies there.
 fn label_or_annotation_string(working: &Json, path: &json_patch::jsonptr::Pointer) -> bool {
-    label_or_annotation(path) && value_at(working, path).is_some_and(Json::is_string)
+    crate::pointer::label_or_annotation(path)
+        && value_at(working, path).is_some_and(Json::is_string)
 }
 
 /// kube-apiserver decodes what a MutatingAdmissionPolicy's JSON patch leaves of a built-in
@@ -211,7 +189,7 @@ fn document_position<S: AsRef<str>>(path: &[S]) -> Vec<String> {
 mod tests {
     use serde_json::json;
 
-    use super::{label_or_annotation, labels_or_annotations, value_at};
+    use super::value_at;
 
     #[test]
     fn a_value_is_found_as_serde_json_finds_it_and_an_appended_item_is_the_last() {
@@ -241,43 +219,5 @@ mod tests {
         // `-` names an appended item only in a list.
         let dash = json_patch::jsonptr::Pointer::parse("/metadata/labels/-").expect("a pointer");
         assert_eq!(value_at(&object, dash), None);
-    }
-
-    #[test]
-    fn labels_and_annotations_are_told_from_the_pointer_text_as_from_its_tokens() {
-        for path in [
-            "",
-            "/metadata",
-            "/metadata/labels",
-            "/metadata/labels/",
-            "/metadata/labels/app",
-            "/metadata/labels/a~1b",
-            "/metadata/labels/a/b",
-            "/metadata/labelsx/a",
-            "/metadata/annotations/kanon.dev~1x",
-            "/metadata/annotations",
-            "/metadata/annotationsx",
-            "/metadata/name",
-            "/metadat~0a/labels/a",
-            "/metadata/label~1s/a",
-            "/spec/labels/a",
-            "/metadata//labels",
-        ] {
-            let pointer = json_patch::jsonptr::Pointer::parse(path).expect("a pointer");
-            let tokens: Vec<String> = pointer
-                .tokens()
-                .map(|token| token.decoded().into_owned())
-                .collect();
-            let in_map = tokens.first().is_some_and(|t| t == "metadata")
-                && tokens
-                    .get(1)
-                    .is_some_and(|t| t == "labels" || t == "annotations");
-            assert_eq!(labels_or_annotations(pointer), in_map, "{path}");
-            assert_eq!(
-                label_or_annotation(pointer),
-                in_map && tokens.len() == 3,
-                "{path}"
-            );
-        }
     }
 }

@@ -18,13 +18,12 @@ use kanon_cel::Value;
 use serde_json::Value as Json;
 
 use super::compile::{Expect, Expression, Named, RuleEnv, Site};
-use super::decoded::{
-    label_or_annotation, labels_or_annotations, strictly_decoded, value_at, written_back,
-};
+use super::decoded::{strictly_decoded, value_at, written_back};
 use super::validate::{Inputs, failed, matches, out_of_budget};
 use super::{CallError, Meter};
 use crate::admission_policy::patch::{self, Refusal, WrittenOperation};
 use crate::error::FieldError;
+use crate::pointer::label_or_annotation;
 use crate::references::CompiledRef;
 use crate::rule::RuleError;
 
@@ -416,18 +415,18 @@ pub(crate) fn apply_change(
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
 ) -> Result<usize, RuleError> {
-    let settled = changes.settled();
-    let (applied, metadata_only) = apply_patch(working, change, field, request, lookup, changes)?;
+    let applied = apply_patch(working, change, field, request, lookup, changes)?;
     if request.defaults_objects() {
         // An object defaulting left as it was stays so when only its labels or annotations
-        // changed, unless the kind's defaulting reads them: one walk of the object per
-        // review, not one per mutation.
+        // changed since (by this mutation or any other policy's), unless the kind's defaulting
+        // reads them: one walk of the object per review, not one per mutation, and none when
+        // every mutation writes labels (an object read in part is then never read whole).
         let unread = || {
             request
                 .typed()
                 .is_some_and(|typed| !typed.defaulting_reads_metadata())
         };
-        if settled && metadata_only && unread() {
+        if changes.settled_but_for_labels() && unread() {
             changes.mark_settled();
             return Ok(applied);
         }
@@ -451,8 +450,7 @@ pub(crate) fn apply_change(
     Ok(applied)
 }
 
-/// [`apply_change`] up to the defaulting: how many operations applied, and whether they all
-/// wrote in the object's labels or annotations.
+/// [`apply_change`] up to the defaulting: how many operations applied.
 fn apply_patch(
     working: &mut Json,
     change: Change<'_>,
@@ -460,13 +458,13 @@ fn apply_patch(
     request: &crate::request::Request,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
-) -> Result<(usize, bool), RuleError> {
+) -> Result<usize, RuleError> {
     let failure = |message: String| RuleError::Patch {
         field: field.to_owned(),
         message,
     };
     if !within_reading(working, &change, request, changes) {
-        return Ok((0, true));
+        return Ok(0);
     }
     let (operations, strict) = match change {
         Change::Written(written, clean_for) => {
@@ -494,12 +492,12 @@ fn apply_patch(
                     if !(value.is_string() && label_or_annotation(&pointer)) {
                         written_back(working, [pointer.as_ref()], request, changes, field)?;
                     }
-                    return Ok((1, labels_or_annotations(&pointer)));
+                    return Ok(1);
                 }
             }
             match patch::resolve(working, &written) {
                 Ok(operations) => (operations, Some((written, clean_for))),
-                Err(Refusal::TestFailed) => return Ok((0, true)),
+                Err(Refusal::TestFailed) => return Ok(0),
                 Err(Refusal::Panics(message)) => {
                     return Err(RuleError::Unanswered {
                         field: field.to_owned(),
@@ -615,16 +613,6 @@ fn apply_patch(
         }
     };
     let count = operations.len();
-    let metadata_only = operations.iter().all(|operation| match operation {
-        PatchOperation::Add(op) => labels_or_annotations(&op.path),
-        PatchOperation::Replace(op) => labels_or_annotations(&op.path),
-        PatchOperation::Remove(op) => labels_or_annotations(&op.path),
-        PatchOperation::Copy(op) => labels_or_annotations(&op.path),
-        PatchOperation::Move(op) => {
-            labels_or_annotations(&op.path) && labels_or_annotations(&op.from)
-        }
-        PatchOperation::Test(_) => true,
-    });
     // Where the operations reached, collected once before they apply: the places they wrote a
     // value at (`true`; the apiserver decodes what lies there once the whole patch has applied,
     // so a value a later operation replaced is never decoded), and, for a kind with Go facts,
@@ -666,7 +654,7 @@ fn apply_patch(
         // A place found above a path an operation named is checked whole: it must have been
         // decoded whole.
         if !finals.iter().all(|(at, _)| changes.reaches(at)) {
-            return Ok((count, metadata_only));
+            return Ok(count);
         }
         strictly_decoded(finals.iter().copied(), &written, clean_for, field, request)?;
     }
@@ -677,7 +665,7 @@ fn apply_patch(
         changes,
         field,
     )?;
-    Ok((count, metadata_only))
+    Ok(count)
 }
 
 /// The operations merging `sets` into `working` (of the type `root`) gives, when the merge goes
@@ -743,7 +731,7 @@ fn metadata_operations(
 }
 
 /// Applies [`metadata_operations`]' operations one by one (each an `add` or `replace` in an
-/// object, applied in one walk): how many, and that they all wrote in labels or annotations. A
+/// object, applied in one walk): how many. A
 /// string put at one key is written back as it is; a map added whole is written back as Go
 /// writes it.
 fn apply_metadata(
@@ -752,7 +740,7 @@ fn apply_metadata(
     request: &crate::request::Request,
     changes: &mut crate::diff::Changes,
     field: &str,
-) -> Result<(usize, bool), RuleError> {
+) -> Result<usize, RuleError> {
     let count = operations.len();
     let mut maps = Vec::new();
     for (index, operation) in operations.into_iter().enumerate() {
@@ -775,7 +763,7 @@ fn apply_metadata(
         changes,
         field,
     )?;
-    Ok((count, true))
+    Ok(count)
 }
 
 /// Whether `change` reaches only what the object's reading decoded whole (always, for an object
