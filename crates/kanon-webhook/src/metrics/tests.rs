@@ -46,6 +46,11 @@ fn result(policy: &str, outcome: PolicyOutcome) -> PolicyResult {
     }
 }
 
+/// Observes `reply` as the answer to a Pod's creation.
+fn pod_created(metrics: &Metrics, webhook: WebhookKind, reply: &Reply) {
+    metrics.observe_review(webhook, reply, Some(Operation::Create), Some("Pod"), 0.0);
+}
+
 /// The value of the sample line `name{labels}` (labels as encoded, in order).
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|line| {
@@ -63,13 +68,7 @@ fn reviews_read_again_are_counted_by_webhook_and_kind() {
         ..once.clone()
     };
     for reply in [&once, &again, &again] {
-        metrics.observe_review(
-            WebhookKind::Mutating,
-            reply,
-            Some(Operation::Create),
-            Some("Pod"),
-            0.0,
-        );
+        pod_created(&metrics, WebhookKind::Mutating, reply);
     }
     let text = metrics.encode();
     assert_eq!(
@@ -105,20 +104,8 @@ fn exemptions_are_counted_by_exception_and_policy() {
             rules: vec![],
         });
     }
-    metrics.observe_review(
-        WebhookKind::Validating,
-        &reply,
-        Some(Operation::Create),
-        Some("Pod"),
-        0.0,
-    );
-    metrics.observe_review(
-        WebhookKind::Validating,
-        &reply,
-        Some(Operation::Create),
-        Some("Pod"),
-        0.0,
-    );
+    pod_created(&metrics, WebhookKind::Validating, &reply);
+    pod_created(&metrics, WebhookKind::Validating, &reply);
     let text = metrics.encode();
     assert_eq!(
         sample(
@@ -153,13 +140,7 @@ fn exception_labels_are_a_bounded_set() {
                 rules: vec![],
             });
         }
-        metrics.observe_review(
-            WebhookKind::Validating,
-            &reply,
-            Some(Operation::Create),
-            Some("Pod"),
-            0.0,
-        );
+        pod_created(&metrics, WebhookKind::Validating, &reply);
     };
     let series = |text: &str| -> Vec<String> {
         text.lines()
