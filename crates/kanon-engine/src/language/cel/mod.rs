@@ -13,6 +13,7 @@
 //! objects, HTTP services), resolved through kanon's lookups before the rule runs.
 
 mod activation;
+mod apply_configuration;
 pub(crate) mod compile;
 mod decoded;
 pub(crate) mod mutate;
