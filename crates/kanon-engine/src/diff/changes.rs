@@ -129,8 +129,9 @@ impl Changes {
     pub fn before(&mut self, op: &PatchOperation, doc: &Value) {
         self.check(op);
         // A `test` changes nothing.
-        self.settled_but_for_labels &= matches!(op, PatchOperation::Test(_))
-            || operation_pointers(op).all(labels_or_annotations);
+        self.settled_but_for_labels = self.settled_but_for_labels
+            && (matches!(op, PatchOperation::Test(_))
+                || operation_pointers(op).all(labels_or_annotations));
         if let Some(places) = &mut self.places {
             if save_place(places, op, doc) {
                 return;
@@ -193,7 +194,8 @@ impl Changes {
         match put {
             Ok(before) => {
                 // Noted only when applied: one given back is recorded by the caller.
-                self.settled_but_for_labels &= labels_or_annotations(&path);
+                self.settled_but_for_labels =
+                    self.settled_but_for_labels && labels_or_annotations(&path);
                 record_place(places, path, before);
                 Ok(())
             }

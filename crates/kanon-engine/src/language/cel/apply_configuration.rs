@@ -12,7 +12,7 @@ use crate::rule::RuleError;
 
 /// A constant apply configuration, made JSON once.
 #[derive(Debug, Clone)]
-pub(super) struct PreparedApply {
+pub(crate) struct PreparedApply {
     pub(super) configuration: Json,
     /// When it sets nothing but strings in the object's labels and annotations (the usual
     /// label mutation): the maps it sets, each with its entries in the configuration's order.
@@ -21,7 +21,7 @@ pub(super) struct PreparedApply {
 
 /// What a constant apply configuration that sets only strings in labels and annotations sets.
 #[derive(Debug, Clone)]
-pub(crate) struct MetadataSets {
+pub(super) struct MetadataSets {
     sets: Vec<MetadataSet>,
     /// The kind (its root type's address) whose maps were found to merge key by key.
     by_key_for: std::sync::OnceLock<usize>,
@@ -80,6 +80,30 @@ fn metadata_sets(configuration: &Json) -> Option<MetadataSets> {
     })
 }
 
+/// An apply configuration to merge: one an expression gave on this request, or the prepared
+/// one of an expression that reads nothing, with the record of the built-in kind it was
+/// checked against (its root type's address).
+pub(crate) enum Configuration<'m> {
+    Computed(Json),
+    Prepared(&'m PreparedApply, &'m std::sync::OnceLock<usize>),
+}
+
+impl std::fmt::Debug for Configuration<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.json().fmt(f)
+    }
+}
+
+impl Configuration<'_> {
+    /// The configuration, as JSON.
+    pub(super) fn json(&self) -> &Json {
+        match self {
+            Configuration::Computed(json) => json,
+            Configuration::Prepared(prepared, _) => &prepared.configuration,
+        }
+    }
+}
+
 /// What merging a configuration gave: the operations to apply, or, for a configuration that
 /// sets only labels and annotations, how many operations it applied already.
 pub(super) enum Merged {
@@ -89,15 +113,12 @@ pub(super) enum Merged {
 
 /// Merges `configuration` into `working` by its kind's schema (from `lookup`'s kinds): the
 /// operations from the object to the merge. A built-in object it leaves with a fraction in an
-/// integer field fails as the apiserver's conversion fails it. `checked_for` records the
-/// built-in kind a prepared configuration was checked against, `metadata_sets` what it sets
-/// when it sets only labels and annotations (then applied here, recorded in `changes`).
-#[allow(clippy::too_many_arguments)]
+/// integer field fails as the apiserver's conversion fails it. A prepared configuration is
+/// checked against a built-in kind once; one that sets only labels and annotations is then
+/// applied here, recorded in `changes`.
 pub(super) fn merge(
     working: &mut Json,
-    configuration: &Json,
-    checked_for: Option<&std::sync::OnceLock<usize>>,
-    metadata_sets: Option<&MetadataSets>,
+    configuration: &Configuration<'_>,
     request: &crate::request::Request,
     lookup: &dyn crate::lookup::Lookup,
     changes: &mut crate::diff::Changes,
@@ -107,6 +128,13 @@ pub(super) fn merge(
         field: field.to_owned(),
         message,
     };
+    let (checked_for, metadata_sets) = match configuration {
+        Configuration::Computed(_) => (None, None),
+        Configuration::Prepared(prepared, checked_for) => {
+            (Some(*checked_for), prepared.metadata.as_ref())
+        }
+    };
+    let configuration = configuration.json();
     let kinds = crate::lookup::kinds_of(lookup);
     let Some(known) = kinds.as_ref().and_then(|kinds| known_kind(kinds, working)) else {
         return Err(failure(format!(

@@ -17,7 +17,7 @@ use kanon_api::{CelMutation, PatchType};
 use kanon_cel::Value;
 use serde_json::Value as Json;
 
-use super::apply_configuration::{Merged, MetadataSets, PreparedApply, apply_configuration};
+use super::apply_configuration::{Configuration, Merged, PreparedApply, apply_configuration};
 use super::compile::{Expect, Expression, Named, RuleEnv, Site};
 use super::decoded::{strictly_decoded, value_at, written_back};
 use super::validate::{Inputs, failed, matches, out_of_budget};
@@ -166,13 +166,8 @@ pub(crate) enum Change<'m> {
         std::borrow::Cow<'m, [WrittenOperation]>,
         Option<&'m std::sync::OnceLock<usize>>,
     ),
-    /// An apply configuration, with, when prepared, the record of the built-in kind it was
-    /// checked against and what it sets when it sets only labels and annotations.
-    Apply(
-        std::borrow::Cow<'m, Json>,
-        Option<&'m std::sync::OnceLock<usize>>,
-        Option<&'m MetadataSets>,
-    ),
+    /// An apply configuration to merge.
+    Apply(Configuration<'m>),
 }
 
 /// What a rule's mutations did when each runs whatever the ones before it did.
@@ -247,14 +242,11 @@ impl CelOverrideRule {
                         },
                         // kube-apiserver says these in its own words, not as the expression's.
                         PatchType::ApplyConfiguration => match prepared_apply {
-                            Some(prepared) => Ok(Change::Apply(
-                                std::borrow::Cow::Borrowed(&prepared.configuration),
-                                Some(clean_for),
-                                prepared.metadata.as_ref(),
-                            )),
-                            None => apply_configuration(&value).map(|configuration| {
-                                Change::Apply(std::borrow::Cow::Owned(configuration), None, None)
-                            }),
+                            Some(prepared) => {
+                                Ok(Change::Apply(Configuration::Prepared(prepared, clean_for)))
+                            }
+                            None => apply_configuration(&value)
+                                .map(|json| Change::Apply(Configuration::Computed(json))),
                         }
                         .map_err(|message| RuleError::Cel {
                             field: mutation.field.clone(),
@@ -393,12 +385,10 @@ fn apply_patch(
                 }
             }
         }
-        Change::Apply(configuration, checked_for, metadata_sets) => {
+        Change::Apply(configuration) => {
             match super::apply_configuration::merge(
                 working,
                 &configuration,
-                checked_for,
-                metadata_sets,
                 request,
                 lookup,
                 changes,
@@ -491,8 +481,9 @@ fn within_reading(
                 })
         }),
         // An object not decoded by the apiserver is merged and checked whole.
-        Change::Apply(configuration, ..) => {
-            request.arrived_defaulted() && projection.covers_configuration(configuration, working)
+        Change::Apply(configuration) => {
+            request.arrived_defaulted()
+                && projection.covers_configuration(configuration.json(), working)
         }
     };
     covered || !changes.read_whole()
