@@ -351,6 +351,24 @@ impl Request {
         Self::from_review_parts(review, object, old_object)
     }
 
+    /// The fields of an AdmissionReview's request programs see as `request`, in the order of
+    /// kube-apiserver's `AdmissionRequest` (its object and old object are the policy's own).
+    const REQUEST_FIELDS: [&str; 13] = [
+        "uid",
+        "kind",
+        "resource",
+        "subResource",
+        "requestKind",
+        "requestResource",
+        "requestSubResource",
+        "name",
+        "namespace",
+        "operation",
+        "userInfo",
+        "dryRun",
+        "options",
+    ];
+
     fn from_review_parts(
         mut review: Value,
         object: Option<Value>,
@@ -442,25 +460,20 @@ impl Request {
         let Some(request) = review.get_mut("request").and_then(Value::as_object_mut) else {
             return Err(bad("`request` is missing"));
         };
-        let mut info = serde_json::Map::new();
-        for key in [
-            "uid",
-            "kind",
-            "resource",
-            "subResource",
-            "requestKind",
-            "requestResource",
-            "requestSubResource",
-            "name",
-            "namespace",
-            "operation",
-            "userInfo",
-            "dryRun",
-            "options",
-        ] {
-            if let Some(v) = request.get_mut(key).filter(|v| !v.is_null()) {
-                info.insert(key.to_string(), v.take());
+        // The request's own map is kept (its fields rehashed into a new map cost more than the
+        // rest of this function); kube-apiserver writes them in `REQUEST_FIELDS`' order, which
+        // a review written otherwise is put in.
+        let mut info = std::mem::take(request);
+        info.retain(|key, value| !value.is_null() && Self::REQUEST_FIELDS.contains(&key.as_str()));
+        let rank = |key: &str| Self::REQUEST_FIELDS.iter().position(|field| *field == key);
+        if !info.keys().is_sorted_by_key(|key| rank(key)) {
+            let mut ordered = serde_json::Map::new();
+            for field in Self::REQUEST_FIELDS {
+                if let Some(value) = info.remove(field) {
+                    ordered.insert(field.to_owned(), value);
+                }
             }
+            info = ordered;
         }
         let info = Value::Object(info);
         let (object, old_object) = match operation {
@@ -672,5 +685,37 @@ mod tests {
         ));
         // Not an object: left alone.
         assert_eq!(request.identify(json!("text"), true), json!("text"));
+    }
+
+    /// `request` as programs see it: the request's known fields that are not null, in
+    /// kube-apiserver's order whatever order the review wrote them in.
+    #[test]
+    fn programs_see_the_known_request_fields_in_the_apiservers_order() {
+        let fields = |review: Value| -> Vec<String> {
+            let request = Request::from_admission_review_owned(review).expect("a review");
+            let info = request.info.as_object().expect("a map");
+            info.keys().cloned().collect()
+        };
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let in_order = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "name": "c", "namespace": null, "operation": "CREATE",
+                "userInfo": {"username": "u"}, "object": object, "oldObject": null,
+                "dryRun": false, "unknown": 1}});
+        assert_eq!(
+            fields(in_order),
+            ["uid", "kind", "name", "operation", "userInfo", "dryRun"]
+        );
+        let shuffled = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"dryRun": true, "object": object, "operation": "CREATE", "uid": "u",
+                "options": {"kind": "CreateOptions"}, "kind": {"group": "", "version": "v1",
+                "kind": "ConfigMap"}}});
+        assert_eq!(
+            fields(shuffled.clone()),
+            ["uid", "kind", "operation", "dryRun", "options"]
+        );
+        let request = Request::from_admission_review_owned(shuffled).expect("a review");
+        assert_eq!(request.info["dryRun"], json!(true));
+        assert_eq!(request.info["options"], json!({"kind": "CreateOptions"}));
     }
 }

@@ -101,8 +101,13 @@ impl Name {
     /// Whether it is `text` (or, when `wildcard`, `*`).
     fn is(&self, text: &str, wildcard: bool) -> bool {
         let bytes = self.as_bytes();
-        (wildcard && bytes == b"*") || bytes == text.as_bytes()
+        (wildcard && bytes == b"*") || same(bytes, text.as_bytes())
     }
+}
+
+/// Byte equality without a call to `memcmp`: the names compared are a few bytes long.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |differ, (x, y)| differ | (x ^ y)) == 0
 }
 
 impl std::fmt::Debug for Name {
@@ -534,6 +539,33 @@ impl Matcher {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn names_compare_as_text_does() {
+        let texts = [
+            "",
+            "*",
+            "v1",
+            "v2",
+            "v1beta1",
+            "pods",
+            "podz",
+            "pods/status",
+            "p",
+            "x".repeat(31).leak(),
+        ];
+        for a in texts {
+            let name = Name::new(a);
+            for b in texts {
+                assert_eq!(name.is(b, false), a == b, "{a:?} is {b:?}");
+                assert_eq!(
+                    name.is(b, true),
+                    a == b || a == "*",
+                    "{a:?} is {b:?} or a wildcard"
+                );
+            }
+        }
+    }
 
     /// A small deterministic generator (the same cases every run).
     struct Draw(u64);

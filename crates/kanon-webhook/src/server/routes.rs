@@ -341,10 +341,11 @@ async fn review(
         tokio::runtime::Handle::current(),
         flow,
         body_bytes,
+        // Boxed where it is made: the evaluation's future is some kilobytes (the engine's
+        // whole state machine), and each wrapper and await would copy it again.
         tokio::time::timeout_at(
             deadline + EVALUATION_GRACE,
-            job.evaluate(body, reservation, slot)
-                .instrument(tracing::Span::current()),
+            Box::pin(job.evaluate(body, reservation, slot)).instrument(tracing::Span::current()),
         ),
     );
     let evaluated = evaluation.await;
