@@ -438,6 +438,11 @@ impl Decision {
         evaluation: &Evaluation<'_>,
         within: Within,
     ) -> bool {
+        // One that does not apply is not run, the deadline passed or not (the clock is read
+        // only for the others).
+        if matches!(applies, Ok(false)) {
+            return false;
+        }
         if evaluation.deadline_passed() {
             // Only policies that meet the request fail; the others would not have run.
             if applies.unwrap_or(true) {
@@ -708,7 +713,7 @@ async fn run_override(
     let PolicyRules::Override(rules) = &policy.rules else {
         return Ok(0);
     };
-    let mut applied = 0;
+    let (mut applied, mut steps) = (0, 0);
     let operation = scope.request.operation;
     for (_, rule) in rules
         .iter()
@@ -717,7 +722,11 @@ async fn run_override(
         .filter(|(i, r)| !exemption.exempts_rule(r.name.as_deref(), *i))
     {
         for step in rule.parts() {
-            scope.evaluation.pause_point().await;
+            // The caller pauses right before a policy runs: not again before its first step.
+            if steps > 0 {
+                scope.evaluation.pause_point().await;
+            }
+            steps += 1;
             applied += language::apply(step, scope, working, changes).await?;
         }
     }
@@ -750,7 +759,7 @@ async fn run_validate(
     };
     let operation = scope.request.operation;
     let (mut reasons, mut warnings, mut annotations) = (Vec::new(), Vec::new(), Vec::new());
-    let mut status = None;
+    let (mut status, mut steps) = (None, 0);
     for (i, rule) in rules
         .iter()
         .enumerate()
@@ -758,7 +767,11 @@ async fn run_validate(
         .filter(|(i, r)| !exemption.exempts_rule(r.name.as_deref(), *i))
     {
         for step in rule.parts() {
-            scope.evaluation.pause_point().await;
+            // The caller pauses right before a policy runs: not again before its first step.
+            if steps > 0 {
+                scope.evaluation.pause_point().await;
+            }
+            steps += 1;
             let verdict = language::verdict(step, scope, object).await?;
             warnings.extend(verdict.warnings);
             annotations.extend(verdict.audit_annotations);
@@ -1285,7 +1298,6 @@ impl<'a> Judging<'_, 'a> {
             {
                 continue;
             }
-            evaluation.pause_point().await;
             let exemption = self.exceptions.for_policy(
                 policy,
                 &view,
@@ -1295,6 +1307,9 @@ impl<'a> Judging<'_, 'a> {
                 evaluation.now(),
                 (&self.cost.exceptions, &interrupted),
             );
+            // After its exceptions' conditions, right before it runs (`run_validate` does not
+            // pause before a policy's first step).
+            evaluation.pause_point().await;
             if decision.exempted(policy, &exemption, within) {
                 continue;
             }

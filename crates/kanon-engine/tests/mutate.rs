@@ -926,8 +926,8 @@ fn an_evaluation_pauses_where_its_caller_asks_and_decides_the_same() {
     let (always, paused) = review(Some(Pause::new(|| true)));
     assert_eq!((never, none), (0, 0), "no pause asked, none taken");
     // Before the override policies are chosen (one pause point per 16 candidates), before
-    // each policy that applies runs, and before each of their steps.
-    assert!(always >= 1 + 3 + 3, "{always} pauses");
+    // each policy that applies runs, and between the steps of one (`b` has two).
+    assert!(always > 1 + 3, "{always} pauses");
     assert_eq!(format!("{unpaused:?}"), format!("{plain:?}"));
     assert_eq!(format!("{paused:?}"), format!("{plain:?}"));
     assert!(

@@ -7,6 +7,7 @@
 //! whole reading would refuse it, and the value given is the whole reading's with the skipped
 //! fields left out.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use kanon_engine::{Projection, Selected};
@@ -171,16 +172,52 @@ impl<'de, 'p, F: Fields<'p>> Visitor<'de> for Within<F> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut fields = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(Key)? {
             match self.0.field(&key) {
                 Some(part) => {
                     let value = map.next_value_seed(part)?;
-                    fields.insert(key, value);
+                    fields.insert(key.into_owned(), value);
                 }
                 None => map.next_value_seed(Skip)?,
             }
         }
         Ok(Value::Object(fields))
+    }
+}
+
+/// A map's key, borrowed from the body unless it has escapes: a key whose value is skipped is
+/// not copied.
+#[derive(Clone, Copy)]
+struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(key))
+    }
+
+    fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(key.to_owned()))
+    }
+
+    fn visit_string<E>(self, key: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(key))
     }
 }
 
