@@ -90,36 +90,98 @@ pub fn text_context(
         shared,
         ..
     } = variables;
+    // In the order of their names.
     let mut names = vec![
-        ("object", object),
-        ("oldObject", old_object),
-        ("operation", Value::from(operation)),
-        (
-            "request",
-            json_value(shared_or_copy(shared.request, request)),
-        ),
         (
             "namespaceObject",
             namespace_object.map(json_value).unwrap_or(Value::from(())),
         ),
+        ("object", object),
+        ("oldObject", old_object),
+        ("operation", Value::from(operation)),
         ("refs", document(serde_json::Value::Object(refs))),
+        (
+            "request",
+            json_value(shared_or_copy(shared.request, request)),
+        ),
     ];
-    names.extend(extra.into_iter().map(|(name, v)| (name, document(v))));
-    Value::from_object(TextVariables(names.into_iter().collect()))
+    if !extra.is_empty() {
+        names.extend(extra.into_iter().map(|(name, v)| (name, document(v))));
+        // A name given again replaces the earlier value, as in a map.
+        names.reverse();
+        names.sort_by_key(|(name, _)| *name);
+        names.dedup_by_key(|(name, _)| *name);
+    }
+    Value::from_object(TextVariables(names))
 }
 
-/// The variables of a text, charging each lookup (see [`text_context`]).
+/// The variables of a text, in the order of their names, charging each lookup (see
+/// [`text_context`]). A handful: searched in order, not built into a map for each text.
 #[derive(Debug)]
-struct TextVariables(std::collections::BTreeMap<&'static str, Value>);
+struct TextVariables(Vec<(&'static str, Value)>);
 
 impl minijinja::value::Object for TextVariables {
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        let value = self.0.get(key.as_str()?)?;
+        let key = key.as_str()?;
+        let (_, value) = self.0.iter().find(|(name, _)| *name == key)?;
         meter::charge(value.as_str().map_or(8, |s| s.len().max(8)));
         Some(value.clone())
     }
 
     fn enumerate(self: &Arc<Self>) -> minijinja::value::Enumerator {
-        minijinja::value::Enumerator::Values(self.0.keys().map(|k| Value::from(*k)).collect())
+        minijinja::value::Enumerator::Values(self.0.iter().map(|(k, _)| Value::from(*k)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_texts_variables_are_found_by_name_and_listed_in_order() {
+        let object = json!({"metadata": {"name": "web"}});
+        let request = json!({"uid": "u"});
+        let variables = Variables {
+            object: &object,
+            old_object: None,
+            operation: "CREATE",
+            request: &request,
+            namespace_object: None,
+            refs: serde_json::Map::new(),
+            shared: crate::rule::Shared::default(),
+        };
+        let context = text_context(variables, vec![("value", json!(3)), ("data", json!("d"))]);
+        let env = minijinja::Environment::new();
+        let rendered = env
+            .render_str(
+                "{{ object.metadata.name }} {{ request.uid }} {{ operation }} {{ data }} {{ value }} {{ oldObject is none }}",
+                &context,
+            )
+            .expect("renders");
+        assert_eq!(rendered, "web u CREATE d 3 True");
+        let names: Vec<String> = context
+            .try_iter()
+            .expect("enumerable")
+            .map(|name| name.to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "data",
+                "namespaceObject",
+                "object",
+                "oldObject",
+                "operation",
+                "refs",
+                "request",
+                "value"
+            ]
+        );
+        assert!(
+            env.render_str("{{ nothing }}", &context)
+                .is_ok_and(|text| text.is_empty())
+        );
     }
 }
