@@ -15,8 +15,6 @@
 //! apply configuration): each operation is checked against the projection as it applies
 //! ([`crate::diff::Changes::within`]), and one that reaches beyond it has the review read whole.
 
-use std::collections::BTreeMap;
-
 use kanon_cel::FieldsRead;
 
 /// The parts of an object to decode; the rest may be skipped.
@@ -26,7 +24,21 @@ pub struct Projection(Part);
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Whole,
-    Fields(BTreeMap<Box<str>, Projection>),
+    /// By name, in the order of the names: every policy keeps one, so a few fields take a few
+    /// dozen bytes each rather than a map's node (a `BTreeMap` leaf is half a kilobyte).
+    Fields(Vec<(Box<str>, Projection)>),
+}
+
+/// The entry of `name` in `fields` (sorted by name), added as nothing when it is not there.
+fn entry<'f>(fields: &'f mut Vec<(Box<str>, Projection)>, name: &str) -> &'f mut Projection {
+    let at = match fields.binary_search_by(|(field, _)| (**field).cmp(name)) {
+        Ok(at) => at,
+        Err(at) => {
+            fields.insert(at, (name.into(), Projection::nothing()));
+            at
+        }
+    };
+    &mut fields[at].1
 }
 
 /// What a projection says of one field of the value it applies to.
@@ -66,7 +78,7 @@ impl Projection {
 
     /// Nothing of the object.
     pub(crate) fn nothing() -> Projection {
-        Projection(Part::Fields(BTreeMap::new()))
+        Projection(Part::Fields(Vec::new()))
     }
 
     /// What kanon reads of every object: its `apiVersion`, `kind` and metadata but for
@@ -119,12 +131,7 @@ impl Projection {
             }
             match part {
                 Part::Whole => return,
-                Part::Fields(fields) => {
-                    part = &mut fields
-                        .entry(field.into())
-                        .or_insert_with(|| Projection(Part::Fields(BTreeMap::new())))
-                        .0;
-                }
+                Part::Fields(fields) => part = &mut entry(fields, field).0,
             }
         }
         *part = Part::Whole;
@@ -211,11 +218,15 @@ impl Projection {
     pub fn select(&self, name: &str) -> Selected<'_> {
         match &self.0 {
             Part::Whole => Selected::Whole,
-            Part::Fields(fields) => match fields.get(name) {
-                None => Selected::Skip,
-                Some(Projection(Part::Whole)) => Selected::Whole,
-                Some(within) => Selected::Within(within),
-            },
+            Part::Fields(fields) => {
+                match fields.binary_search_by(|(field, _)| (**field).cmp(name)) {
+                    Err(_) => Selected::Skip,
+                    Ok(at) => match &fields[at].1 {
+                        Projection(Part::Whole) => Selected::Whole,
+                        within => Selected::Within(within),
+                    },
+                }
+            }
         }
     }
 }
@@ -226,12 +237,7 @@ fn union(into: &mut Part, other: &Part) {
         (into, Part::Whole) => *into = Part::Whole,
         (Part::Fields(into), Part::Fields(other)) => {
             for (name, part) in other {
-                match into.get_mut(name) {
-                    Some(existing) => union(&mut existing.0, &part.0),
-                    None => {
-                        into.insert(name.clone(), part.clone());
-                    }
-                }
+                union(&mut entry(into, name).0, &part.0);
             }
         }
     }
