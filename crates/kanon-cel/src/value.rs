@@ -395,21 +395,10 @@ pub(crate) fn json_get<'j>(
     if entries.len() <= 16 {
         return entries
             .iter()
-            .find(|(key, _)| same_text(key, name))
+            .find(|(key, _)| key.as_str() == name)
             .map(|(_, value)| value);
     }
     entries.get(name)
-}
-
-/// Whether two short texts (field names) are equal, compared here rather than by a call to
-/// `memcmp`, which costs more than the comparison for a name of a few bytes.
-#[inline]
-pub(crate) fn same_text(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |differ, (x, y)| differ | (x ^ y))
-            == 0
 }
 
 /// A typed object built by a struct literal: its type name and its fields in the order written.
@@ -851,19 +840,4 @@ pub(crate) fn map_insert_owned<'a>(
         copy.insert(key, value.clone());
     }
     Ok(Value::Map(Map::Owned(map)))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn short_texts_compare_as_text_does() {
-        let texts = [
-            "", "a", "b", "ab", "ba", "memory", "memorx", "limits", "é", "e\u{301}",
-        ];
-        for a in texts {
-            for b in texts {
-                assert_eq!(super::same_text(a, b), a == b, "{a:?} and {b:?}");
-            }
-        }
-    }
 }
