@@ -464,9 +464,20 @@ impl Request {
         // rest of this function); kube-apiserver writes them in `REQUEST_FIELDS`' order, which
         // a review written otherwise is put in.
         let mut info = std::mem::take(request);
-        info.retain(|key, value| !value.is_null() && Self::REQUEST_FIELDS.contains(&key.as_str()));
-        let rank = |key: &str| Self::REQUEST_FIELDS.iter().position(|field| *field == key);
-        if !info.keys().is_sorted_by_key(|key| rank(key)) {
+        // One pass: each field kept is found once among the known, and its place checked.
+        let (mut last, mut in_order) = (0, true);
+        info.retain(|key, value| {
+            let place = Self::REQUEST_FIELDS.iter().position(|field| field == key);
+            match place.filter(|_| !value.is_null()) {
+                Some(place) => {
+                    in_order &= place >= last;
+                    last = place;
+                    true
+                }
+                None => false,
+            }
+        });
+        if !in_order {
             let mut ordered = serde_json::Map::new();
             for field in Self::REQUEST_FIELDS {
                 if let Some(value) = info.remove(field) {
